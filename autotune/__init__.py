@@ -1,0 +1,41 @@
+"""autotune: find the fastest torch.compile configuration for your own model, and prove it.
+
+The runtime API (`Workload`, `CompileConfig`, `load`) imports only torch and PyYAML; the
+search (`search`) pulls in Optuna when first used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from autotune.config import CompileConfig, ModuleSettings
+from autotune.errors import AutotuneError, ConfigError, SpaceError, TrialError, WorkloadError
+from autotune.tuned import TunedConfig, load
+from autotune.workload import Workload, resolve
+
+if TYPE_CHECKING:
+    from autotune.search import search
+
+__all__ = [
+    "AutotuneError",
+    "CompileConfig",
+    "ConfigError",
+    "ModuleSettings",
+    "SpaceError",
+    "TrialError",
+    "TunedConfig",
+    "Workload",
+    "WorkloadError",
+    "load",
+    "resolve",
+    "search",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # The search needs Optuna; importing it lazily keeps `import autotune` light for serving code.
+    if name == "search":
+        from autotune.search import search
+
+        return search
+    raise AttributeError(f"module 'autotune' has no attribute {name!r}")

@@ -1,0 +1,52 @@
+"""Padding dynamic inputs to an alignment and marking axes dynamic, for one batch.
+
+These functions are copied verbatim into every generated `apply_compilation.py` (codegen
+reads their source), so they may use only `torch` and the standard library, and the
+worker runs them through that generated file: what is measured is what ships.
+"""
+
+import torch
+
+
+def padded_length(length, alignment, longest=None):
+    """The length an axis of `length` is padded to under `alignment`: None, a multiple, 'pow2' or 'max'."""
+    if alignment is None:
+        return length
+    if alignment == "pow2":
+        return 1 << max(length - 1, 0).bit_length()
+    if alignment == "max":
+        return max(length, longest or length)
+    return -(-length // alignment) * alignment
+
+
+def pad_axis(tensor, axis, length, value):
+    """`tensor` extended along `axis` to `length` with `value` (returned as is when already that long)."""
+    missing = length - tensor.shape[axis]
+    if missing <= 0:
+        return tensor
+    shape = list(tensor.shape)
+    shape[axis] = missing
+    filler = torch.full(shape, value, dtype=tensor.dtype, device=tensor.device)
+    return torch.cat([tensor, filler], dim=axis)
+
+
+def prepare_inputs(batch, dynamic_dims, pad_values, alignment, max_lengths, mark_dynamic):
+    """Pad each declared dynamic axis, then mark the chosen (input, axis) pairs dynamic."""
+    if isinstance(batch, torch.Tensor):
+        return prepare_inputs((batch,), dynamic_dims, pad_values, alignment, max_lengths, mark_dynamic)[0]
+    is_mapping = hasattr(batch, "keys")
+    inputs = dict(batch) if is_mapping else dict(enumerate(batch))
+    for key, axes in dynamic_dims.items():
+        tensor = inputs[key]
+        default = False if tensor.dtype == torch.bool else 0
+        for axis in axes:
+            longest = max_lengths.get(key, {}).get(axis)
+            length = padded_length(tensor.shape[axis], alignment, longest)
+            tensor = pad_axis(tensor, axis, length, pad_values.get(key, default))
+        inputs[key] = tensor
+    for key, axis in mark_dynamic:
+        torch._dynamo.mark_dynamic(inputs[key], axis)
+    if is_mapping:
+        return inputs
+    values = [inputs[i] for i in range(len(batch))]
+    return values if isinstance(batch, list) else tuple(values)

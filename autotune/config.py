@@ -1,0 +1,339 @@
+"""`CompileConfig`: one point of the search space, i.e. everything that decides how a model is compiled.
+
+A config is frozen and validated on construction, so any instance that exists is one that
+`codegen` can turn into source without further checks. Errors name the field, the value
+and what is allowed.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal, Union
+
+from autotune.errors import ConfigError
+
+__all__ = [
+    "SCOPES",
+    "CompileConfig",
+    "InputKey",
+    "ModuleSettings",
+    "Padding",
+    "available_modes",
+    "inductor_option_defaults",
+    "mode_options",
+    "parse_input_key",
+    "validate_input_key",
+    "validate_module_path",
+]
+
+InputKey = Union[str, int]
+"""A batch input: a dict key, or a position in a tuple batch."""
+
+Padding = Union[None, int, Literal["pow2", "max"]]
+"""How dynamic axes are padded: as given (None), to a multiple, to powers of two, or to the longest length seen."""
+
+SCOPES = ("whole", "modular", "regional")
+PADDING_WORDS = ("pow2", "max")
+CUDA_GRAPH_OPTIONS = ("triton.cudagraphs",)
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_MODULE_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*\Z")
+_SCALARS = (bool, int, float, str, type(None))
+
+
+@functools.cache
+def available_modes() -> tuple[str, ...]:
+    """The `torch.compile` modes the installed torch knows, e.g. default, reduce-overhead, max-autotune."""
+    import torch._inductor
+
+    return tuple(torch._inductor.list_mode_options())
+
+
+def mode_options(mode: str | None) -> dict[str, Any]:
+    """The Inductor options that `mode` stands for, so that a mode can be combined with other options."""
+    if mode is None:
+        return {}
+    _check_mode(mode, "mode")
+    import torch._inductor
+
+    return dict(torch._inductor.list_mode_options(mode))
+
+
+@functools.cache
+def inductor_option_defaults() -> Mapping[str, Any]:
+    """Every Inductor option name (dotted for nested ones, e.g. `triton.cudagraphs`) with its default."""
+    import torch._inductor.config
+
+    return MappingProxyType(torch._inductor.config.get_config_copy())
+
+
+@functools.cache
+def _backends() -> tuple[str, ...]:
+    import torch._dynamo
+
+    return tuple(torch._dynamo.list_backends(exclude_tags=()))
+
+
+def validate_module_path(path: object, what: str) -> str:
+    """Return `path` if it is a dotted submodule path such as `encoder.layer.0`; raise otherwise."""
+    if not isinstance(path, str) or not _MODULE_PATH.match(path):
+        raise ConfigError(
+            f"{what}: {path!r} is not a submodule path; "
+            "expected dotted names of letters, digits and underscores, e.g. 'encoder.layer'."
+        )
+    return path
+
+
+def validate_input_key(key: object, what: str) -> InputKey:
+    """Return `key` if it names a batch input (an identifier, or a tuple position >= 0); raise otherwise."""
+    if isinstance(key, bool) or not isinstance(key, (str, int)):
+        raise ConfigError(f"{what}: {key!r} is not an input name or a tuple position.")
+    if isinstance(key, int) and key < 0:
+        raise ConfigError(f"{what}: tuple position {key} must be >= 0.")
+    if isinstance(key, str) and not _IDENTIFIER.match(key):
+        raise ConfigError(
+            f"{what}: {key!r} is not a valid input name; expected letters, digits and underscores."
+        )
+    return key
+
+
+def parse_input_key(key: object, what: str) -> InputKey:
+    """Like `validate_input_key`, but reads a digit string (a JSON or YAML key) back as a tuple position."""
+    if isinstance(key, str) and key.isdigit():
+        key = int(key)
+    return validate_input_key(key, what)
+
+
+def _check_mode(mode: object, what: str) -> None:
+    if mode is not None and mode not in available_modes():
+        raise ConfigError(f"{what}: {mode!r} is not a torch.compile mode; allowed: {available_modes()} or None.")
+
+
+def _check_options(options: object, what: str) -> Mapping[str, Any]:
+    if not isinstance(options, Mapping):
+        raise ConfigError(f"{what}: expected a mapping of Inductor option names to values, got {options!r}.")
+    defaults = inductor_option_defaults()
+    checked: dict[str, Any] = {}
+    for name, value in options.items():
+        if name not in defaults:
+            close = [k for k in defaults if isinstance(name, str) and name.split(".")[-1] in k][:5]
+            hint = f" Did you mean one of {close}?" if close else ""
+            raise ConfigError(f"{what}: {name!r} is not an option of torch._inductor.config.{hint}")
+        if not isinstance(value, _SCALARS):
+            raise ConfigError(f"{what}.{name}: {value!r} must be a bool, number, string or None.")
+        default = defaults[name]
+        if isinstance(default, bool) and not isinstance(value, bool):
+            raise ConfigError(f"{what}.{name}: {value!r} must be true or false.")
+        if isinstance(default, (int, float)) and not isinstance(default, bool):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigError(f"{what}.{name}: {value!r} must be a number (default {default!r}).")
+        checked[name] = value
+    return MappingProxyType(dict(sorted(checked.items())))
+
+
+def _check_mode_and_options(mode: str | None, options: Mapping[str, Any], what: str) -> None:
+    if options and mode is not None:
+        raise ConfigError(
+            f"{what}: mode={mode!r} and options={dict(options)!r} are both set, but torch.compile "
+            "accepts only one of them. Use mode=None and put the mode's options in `options` "
+            f"(autotune.config.mode_options({mode!r}) gives them)."
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModuleSettings:
+    """Per-module compile settings for the modular scope; unset modules use the config's own."""
+
+    mode: str | None = "default"
+    """The module's `torch.compile` mode, or None when `options` are given."""
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """The module's Inductor options."""
+
+    def __post_init__(self) -> None:
+        _check_mode(self.mode, "module_settings.mode")
+        object.__setattr__(self, "options", _check_options(self.options, "module_settings.options"))
+        _check_mode_and_options(self.mode, self.options, "module_settings")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for YAML."""
+        return {"mode": self.mode, "options": dict(self.options)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompileConfig:
+    """Everything that decides how a workload is compiled; one point of the search space."""
+
+    mode: str | None = "default"
+    """`torch.compile` mode (see `available_modes()`), or None when `options` are given."""
+    dynamic: bool | None = None
+    """`torch.compile(dynamic=...)`: None lets dynamo decide, False forces static, True dynamic shapes."""
+    fullgraph: bool = False
+    """Fail on any graph break instead of splitting the graph."""
+    backend: str = "inductor"
+    """The dynamo backend."""
+    mark_dynamic: tuple[tuple[InputKey, int], ...] = ()
+    """(input, axis) pairs given to `torch._dynamo.mark_dynamic` before each step."""
+    padding_alignment: Padding = None
+    """Pad declared dynamic axes: None (as given), a multiple such as 8, 'pow2', or 'max' (longest seen)."""
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """Inductor options, e.g. {'shape_padding': True}; validated against torch._inductor.config."""
+    scope: Literal["whole", "modular", "regional"] = "whole"
+    """Compile the whole model, each of the workload's modules, or each repeated block."""
+    module_settings: Mapping[str, ModuleSettings] = field(default_factory=dict)
+    """Modular scope only: per-module mode/options overriding the config's own."""
+    compile_optimizer: bool = False
+    """Compile `optimizer.step` (training only)."""
+
+    def __post_init__(self) -> None:
+        _check_mode(self.mode, "mode")
+        if self.dynamic not in (None, True, False):
+            raise ConfigError(f"dynamic: {self.dynamic!r} is not allowed; use None, True or False.")
+        for name in ("fullgraph", "compile_optimizer"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name}: {getattr(self, name)!r} must be true or false.")
+        if self.backend not in _backends():
+            raise ConfigError(f"backend: {self.backend!r} is not a dynamo backend; allowed: {_backends()}.")
+        object.__setattr__(self, "mark_dynamic", _check_mark_dynamic(self.mark_dynamic))
+        _check_padding(self.padding_alignment)
+        object.__setattr__(self, "options", _check_options(self.options, "options"))
+        _check_mode_and_options(self.mode, self.options, "config")
+        if self.options and self.backend != "inductor":
+            raise ConfigError(f"options: Inductor options need backend 'inductor', not {self.backend!r}.")
+        if self.scope not in SCOPES:
+            raise ConfigError(f"scope: {self.scope!r} is not allowed; use one of {SCOPES}.")
+        object.__setattr__(self, "module_settings", _check_module_settings(self.module_settings, self.scope))
+        if self.dynamic is False and self.mark_dynamic:
+            raise ConfigError(
+                f"mark_dynamic: {list(self.mark_dynamic)!r} conflicts with dynamic=False, which keeps "
+                "every shape static; use dynamic=None to mark chosen axes dynamic."
+            )
+
+    @property
+    def uses_cuda_graphs(self) -> bool:
+        """Whether any compiled region replays CUDA graphs (needs a GPU and step marking)."""
+        settings = [ModuleSettings(mode=self.mode, options=self.options), *self.module_settings.values()]
+        return any(
+            bool({**mode_options(s.mode), **s.options}.get(opt)) for s in settings for opt in CUDA_GRAPH_OPTIONS
+        )
+
+    def compile_kwargs(self, module_path: str | None = None) -> dict[str, Any]:
+        """Keyword arguments for `torch.compile` / `nn.Module.compile`, for the whole model or one module."""
+        settings = self.module_settings.get(module_path) if module_path else None
+        mode, options = (settings.mode, settings.options) if settings else (self.mode, self.options)
+        kwargs: dict[str, Any] = {"backend": self.backend, "fullgraph": self.fullgraph, "dynamic": self.dynamic}
+        if options:
+            kwargs["options"] = dict(options)
+        elif mode not in (None, "default"):
+            kwargs["mode"] = mode
+        return kwargs
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (str, int, bool, None, lists, dicts) for YAML and JSON."""
+        marks: dict[InputKey, list[int]] = {}
+        for key, axis in self.mark_dynamic:
+            marks.setdefault(key, []).append(axis)
+        return {
+            "mode": self.mode,
+            "dynamic": self.dynamic,
+            "fullgraph": self.fullgraph,
+            "backend": self.backend,
+            "mark_dynamic": marks,
+            "padding_alignment": self.padding_alignment,
+            "options": dict(self.options),
+            "scope": self.scope,
+            "module_settings": {path: s.to_dict() for path, s in self.module_settings.items()},
+            "compile_optimizer": self.compile_optimizer,
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> CompileConfig:
+        """Build and validate a config from `to_dict` output (e.g. a YAML `config:` section)."""
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"config: expected a mapping of settings, got {data!r}.")
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(str(k) for k in data if k not in known)
+        if unknown:
+            raise ConfigError(f"config: unknown setting(s) {unknown}; allowed: {sorted(known)}.")
+        values = dict(data)
+        marks = values.get("mark_dynamic") or {}
+        if not isinstance(marks, Mapping):
+            raise ConfigError(f"mark_dynamic: expected a mapping of input to axes, got {marks!r}.")
+        pairs: list[tuple[Any, Any]] = []
+        for key, axes in marks.items():
+            if not isinstance(axes, list):
+                raise ConfigError(f"mark_dynamic.{key}: expected a list of axes, got {axes!r}.")
+            pairs.extend((parse_input_key(key, "mark_dynamic"), axis) for axis in axes)
+        values["mark_dynamic"] = tuple(pairs)
+        settings = values.get("module_settings") or {}
+        if not isinstance(settings, Mapping):
+            raise ConfigError(f"module_settings: expected a mapping of module path to settings, got {settings!r}.")
+        values["module_settings"] = {path: _module_settings_from(path, s) for path, s in settings.items()}
+        values["options"] = values.get("options") or {}
+        return cls(**values)
+
+    def describe(self) -> str:
+        """One line for tables and logs."""
+        parts = [f"scope={self.scope}", f"mode={self.mode}", f"dynamic={self.dynamic}"]
+        if self.fullgraph:
+            parts.append("fullgraph")
+        if self.mark_dynamic:
+            parts.append("mark_dynamic=" + ",".join(f"{k}:{a}" for k, a in self.mark_dynamic))
+        if self.padding_alignment is not None:
+            parts.append(f"pad={self.padding_alignment}")
+        parts.extend(f"{k}={v}" for k, v in self.options.items())
+        for path, s in self.module_settings.items():
+            parts.append(f"{path}:mode={s.mode}")
+        if self.compile_optimizer:
+            parts.append("compiled optimizer")
+        return " ".join(parts)
+
+
+def _module_settings_from(path: object, data: object) -> ModuleSettings:
+    if isinstance(data, ModuleSettings):
+        return data
+    if not isinstance(data, Mapping) or set(data) - {"mode", "options"}:
+        raise ConfigError(f"module_settings.{path}: expected a mapping with 'mode' and/or 'options', got {data!r}.")
+    return ModuleSettings(mode=data.get("mode", "default"), options=data.get("options") or {})
+
+
+def _check_mark_dynamic(marks: object) -> tuple[tuple[InputKey, int], ...]:
+    if not isinstance(marks, (tuple, list)):
+        raise ConfigError(f"mark_dynamic: expected (input, axis) pairs, got {marks!r}.")
+    pairs = set()
+    for pair in marks:
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise ConfigError(f"mark_dynamic: {pair!r} is not an (input, axis) pair.")
+        key, axis = pair
+        validate_input_key(key, "mark_dynamic")
+        if isinstance(axis, bool) or not isinstance(axis, int) or axis < 0:
+            raise ConfigError(f"mark_dynamic.{key}: axis {axis!r} must be an integer >= 0.")
+        pairs.add((key, axis))
+    return tuple(sorted(pairs, key=lambda p: (str(type(p[0])), str(p[0]), p[1])))
+
+
+def _check_padding(padding: object) -> None:
+    if padding is None or padding in PADDING_WORDS:
+        return
+    if isinstance(padding, bool) or not isinstance(padding, int) or padding < 2:
+        raise ConfigError(
+            f"padding_alignment: {padding!r} is not allowed; use None (as given), a multiple >= 2 "
+            f"such as 8 or 32, or one of {PADDING_WORDS}."
+        )
+
+
+def _check_module_settings(settings: object, scope: str) -> Mapping[str, ModuleSettings]:
+    if not isinstance(settings, Mapping):
+        raise ConfigError(f"module_settings: expected a mapping of module path to settings, got {settings!r}.")
+    if settings and scope != "modular":
+        raise ConfigError(f"module_settings: only the modular scope takes per-module settings, not scope={scope!r}.")
+    checked = {}
+    for path, value in settings.items():
+        validate_module_path(path, "module_settings")
+        if not isinstance(value, ModuleSettings):
+            raise ConfigError(f"module_settings.{path}: expected ModuleSettings, got {value!r}.")
+        checked[path] = value
+    return MappingProxyType(checked)

@@ -1,0 +1,104 @@
+"""Fingerprints of where a configuration was tuned: software, device and model.
+
+A tuned configuration is only trusted in the environment it was measured in; this is the
+one place that says what that environment is and how two of them differ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = ["KEYS_THAT_MATTER", "differences", "fingerprint", "model_fingerprint", "version"]
+
+KEYS_THAT_MATTER = ("torch", "cuda", "device_name")
+"""Differences in these make a tuned configuration suspect (`autotune.load` warns)."""
+
+
+def version() -> str:
+    """autotune's own version."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("autotune")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def fingerprint(device: str = "cpu") -> dict[str, Any]:
+    """Versions of python, torch, triton, CUDA and the driver, and the device's name.
+
+    Reading the CUDA device initialises CUDA, so the search parent calls this with 'cpu'
+    and takes the device fields from a worker.
+    """
+    info: dict[str, Any] = {
+        "autotune": version(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "triton": _triton_version(),
+        "cuda": torch.version.cuda,
+        "platform": platform.platform(terse=True),
+        "device": device,
+        "device_name": _device_name(device),
+        "driver": None,
+    }
+    if device.startswith("cuda"):
+        info["driver"] = _driver_version()
+    return info
+
+
+def model_fingerprint(model: nn.Module, batch_shapes: Sequence[Any] = ()) -> dict[str, Any]:
+    """The model's class, parameter count and a hash of parameter shapes and batch shapes."""
+    shapes = [(name, tuple(p.shape)) for name, p in model.named_parameters()]
+    digest = hashlib.sha256(repr((shapes, list(batch_shapes))).encode()).hexdigest()[:16]
+    return {
+        "model_class": type(model).__name__,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "shapes_sha256": digest,
+    }
+
+
+def differences(recorded: Mapping[str, Any], current: Mapping[str, Any], keys: Sequence[str] | None = None) -> dict[str, tuple[Any, Any]]:
+    """Fields whose values differ, as name -> (recorded, current)."""
+    names = keys if keys is not None else sorted(set(recorded) | set(current))
+    return {k: (recorded.get(k), current.get(k)) for k in names if recorded.get(k) != current.get(k)}
+
+
+def _triton_version() -> str | None:
+    try:
+        import triton
+    except ImportError:
+        return None
+    return str(triton.__version__)
+
+
+def _device_name(device: str) -> str:
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return torch.cuda.get_device_name(torch.device(device))
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _driver_version() -> str | None:
+    try:
+        import subprocess
+
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=10, check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.stdout.strip() else None

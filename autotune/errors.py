@@ -1,0 +1,35 @@
+"""The exceptions autotune raises: one root, a few kinds a caller may want to tell apart.
+
+Every message names what was wrong, the value seen and what is allowed, so that a user
+can act on it without reading our code.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AutotuneError",
+    "ConfigError",
+    "SpaceError",
+    "TrialError",
+    "WorkloadError",
+]
+
+
+class AutotuneError(Exception):
+    """Root of every error autotune raises on purpose."""
+
+
+class WorkloadError(AutotuneError):
+    """The workload target cannot be resolved, or it does not describe a runnable workload."""
+
+
+class ConfigError(AutotuneError):
+    """A compile configuration or a config file is invalid."""
+
+
+class SpaceError(AutotuneError):
+    """A search-space file is invalid."""
+
+
+class TrialError(AutotuneError):
+    """A trial could not be run or measured; the message is the trial's FAIL reason."""
