@@ -41,7 +41,8 @@ PADDING_WORDS = ("pow2", "max")
 CUDA_GRAPH_OPTIONS = ("triton.cudagraphs",)
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_MODULE_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*\Z")
+# Segments may start with a digit: the children of nn.Sequential and nn.ModuleList are named "0", "1", ...
+_MODULE_PATH = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*\Z")
 _SCALARS = (bool, int, float, str, type(None))
 
 
@@ -83,7 +84,7 @@ def validate_module_path(path: object, what: str) -> str:
     if not isinstance(path, str) or not _MODULE_PATH.match(path):
         raise ConfigError(
             f"{what}: {path!r} is not a submodule path; "
-            "expected dotted names of letters, digits and underscores, e.g. 'encoder.layer'."
+            "expected dotted names of letters, digits and underscores, e.g. 'encoder.layer' or 'layers.0'."
         )
     return path
 
@@ -126,6 +127,9 @@ def _check_options(options: object, what: str) -> Mapping[str, Any]:
         if not isinstance(value, _SCALARS):
             raise ConfigError(f"{what}.{name}: {value!r} must be a bool, number, string or None.")
         default = defaults[name]
+        if isinstance(default, (list, tuple, dict, set)) or callable(default):
+            # A scalar cannot stand in for these (e.g. `cpp.cxx` is a tuple naming the compiler to run).
+            raise ConfigError(f"{what}.{name}: takes a {type(default).__name__}, which a config cannot set.")
         if isinstance(default, bool) and not isinstance(value, bool):
             raise ConfigError(f"{what}.{name}: {value!r} must be true or false.")
         if isinstance(default, (int, float)) and not isinstance(default, bool):
@@ -190,7 +194,7 @@ class CompileConfig:
 
     def __post_init__(self) -> None:
         _check_mode(self.mode, "mode")
-        if self.dynamic not in (None, True, False):
+        if self.dynamic is not None and not isinstance(self.dynamic, bool):  # `in (None, True, False)` lets 1 and 0.0 in
             raise ConfigError(f"dynamic: {self.dynamic!r} is not allowed; use None, True or False.")
         for name in ("fullgraph", "compile_optimizer"):
             if not isinstance(getattr(self, name), bool):
@@ -297,7 +301,9 @@ def _module_settings_from(path: object, data: object) -> ModuleSettings:
         return data
     if not isinstance(data, Mapping) or set(data) - {"mode", "options"}:
         raise ConfigError(f"module_settings.{path}: expected a mapping with 'mode' and/or 'options', got {data!r}.")
-    return ModuleSettings(mode=data.get("mode", "default"), options=data.get("options") or {})
+    options = data.get("options") or {}
+    # torch.compile takes a mode or options, not both: a module given only options has no mode.
+    return ModuleSettings(mode=data.get("mode", None if options else "default"), options=options)
 
 
 def _check_mark_dynamic(marks: object) -> tuple[tuple[InputKey, int], ...]:
