@@ -83,7 +83,8 @@ class Workload:
             if paths is not None:
                 setattr(self, name, tuple(self._checked_submodule(p, f"Workload.{name}") for p in paths))
         for path in self.blocks or ():
-            if len(self.model.get_submodule(path)) < 2:
+            container = self.model.get_submodule(path)
+            if not isinstance(container, (nn.ModuleList, nn.Sequential)) or len(container) < 2:
                 raise WorkloadError(f"Workload.blocks: {path!r} must be a ModuleList/Sequential of two or more blocks.")
 
     def _checked_submodule(self, path: object, what: str) -> str:
@@ -212,6 +213,11 @@ class WorkloadSummary:
     def __post_init__(self) -> None:
         if self.task not in TASKS:
             raise ConfigError(f"workload.task: {self.task!r} is not allowed; use one of {TASKS}.")
+        for name in ("spec", "model_class"):
+            if not isinstance(getattr(self, name), str):
+                raise ConfigError(f"workload.{name}: expected a string, got {getattr(self, name)!r}.")
+        if isinstance(self.samples_per_batch, bool) or not isinstance(self.samples_per_batch, int) or self.samples_per_batch < 1:
+            raise ConfigError(f"workload.samples_per_batch: {self.samples_per_batch!r} must be an integer >= 1.")
         for path in (*self.modules, *self.blocks):
             validate_module_path(path, "workload.modules/blocks")
         object.__setattr__(self, "dynamic_dims", _checked_dims(self.dynamic_dims, error=ConfigError))
@@ -261,6 +267,8 @@ class WorkloadSummary:
             values[name] = tuple(values.get(name, []))
         if not isinstance(values.get("spec"), str):
             raise ConfigError(f"workload.spec: expected a 'pkg.mod:attr' string, got {values.get('spec')!r}.")
+        if "task" not in values:
+            raise ConfigError(f"workload.task: the required key is missing; use one of {TASKS}.")
         return cls(**values)
 
 
@@ -401,9 +409,13 @@ def _as_workload(target: Any, spec: str, called: bool) -> Workload:
             "(only transformers PreTrainedModels get synthesised batches)."
         )
     if callable(target) and not called and not isinstance(target, type):
+        try:
+            parameters = inspect.signature(target).parameters.values()
+        except (TypeError, ValueError):  # some builtins have no signature; calling them tells
+            parameters = []
         required = [
             p.name
-            for p in inspect.signature(target).parameters.values()
+            for p in parameters
             if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
         ]
         if required:
@@ -416,7 +428,8 @@ def _as_workload(target: Any, spec: str, called: bool) -> Workload:
             raise WorkloadError(f"--model {spec!r}: calling the factory raised {type(exc).__name__}: {exc}") from exc
         return _as_workload(result, spec, called=True)
     what = "the factory returned" if called else "the target is"
+    kind = f"the class {target.__name__}" if isinstance(target, type) else f"an object of type {type(target).__name__}"
     raise WorkloadError(
-        f"--model {spec!r}: {what} a {type(target).__name__}; accepted: an autotune.Workload, a torch.nn.Module, "
+        f"--model {spec!r}: {what} {kind}; accepted: an autotune.Workload, a torch.nn.Module, "
         "or a zero-argument callable returning either."
     )

@@ -16,7 +16,12 @@ MARKS = (("attention_mask", 1), ("input_ids", 1))
 def test_defaults_are_plain_torch_compile() -> None:
     config = CompileConfig()
     assert config.compile_kwargs() == {"backend": "inductor", "fullgraph": False, "dynamic": None}
-    assert (config.scope, config.padding_alignment, config.mark_dynamic, config.compile_optimizer) == ("whole", None, (), False)
+    assert (config.scope, config.padding_alignment, config.mark_dynamic, config.compile_optimizer) == (
+        "whole",
+        None,
+        (),
+        False,
+    )
 
 
 def test_is_frozen_and_keyword_only() -> None:
@@ -202,7 +207,9 @@ def test_from_dict_reads_tuple_positions_written_as_text() -> None:
 
 
 def test_from_dict_module_settings_with_options_only_has_no_mode() -> None:
-    config = CompileConfig.from_dict({"scope": "modular", "module_settings": {"head": {"options": {"shape_padding": True}}}})
+    config = CompileConfig.from_dict(
+        {"scope": "modular", "module_settings": {"head": {"options": {"shape_padding": True}}}}
+    )
     assert config.module_settings["head"] == ModuleSettings(mode=None, options={"shape_padding": True})
 
 
@@ -215,7 +222,10 @@ def test_from_dict_module_settings_with_options_only_has_no_mode() -> None:
         ({"mark_dynamic": {"input_ids": 1}}, "mark_dynamic.input_ids: expected a list of axes"),
         ({"mark_dynamic": {"input ids": [1]}}, "'input ids' is not a valid input name"),
         ({"module_settings": ["head"], "scope": "modular"}, "module_settings: expected a mapping"),
-        ({"module_settings": {"head": {"mode": "default", "fullgraph": True}}, "scope": "modular"}, "module_settings.head"),
+        (
+            {"module_settings": {"head": {"mode": "default", "fullgraph": True}}, "scope": "modular"},
+            "module_settings.head",
+        ),
         ({"options": {"shape_padding": True}}, "accepts only one of them"),
     ],
 )
@@ -240,7 +250,18 @@ def test_module_paths_accepted(path: str) -> None:
 
 @pytest.mark.parametrize(
     "path",
-    ["", ".encoder", "encoder.", "encoder..layer", "encoder layer", "encoder-layer", "x'); import os; ('", "a\nb", 3, None],
+    [
+        "",
+        ".encoder",
+        "encoder.",
+        "encoder..layer",
+        "encoder layer",
+        "encoder-layer",
+        "x'); import os; ('",
+        "a\nb",
+        3,
+        None,
+    ],
 )
 def test_module_paths_refused(path: object) -> None:
     with pytest.raises(ConfigError, match="modules: .* is not a submodule path"):

@@ -1,0 +1,3 @@
+"""A target module that fails while it runs at import time."""
+
+raise RuntimeError("CHECKPOINT_DIR is not set")
