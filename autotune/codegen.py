@@ -29,16 +29,16 @@ _LINE = 96
 def generate(config: CompileConfig, workload: WorkloadSummary, *, created: str, version: str) -> str:
     """The source of `apply_compilation.py` for `config` applied to `workload`."""
     _check_fits(config, workload)
-    parts = [
-        _header(config, workload, created, version),
-        "import torch\n",
-        _settings(config, workload),
+    preamble = [_header(config, workload, created, version), "import torch", _settings(config, workload)]
+    functions = [
         _apply_function(config),
         _prepare_function(),
-        "\n# Batch preparation, shared with autotune's own measurements.\n",
-        *(inspect.getsource(helper) for helper in _HELPERS),
+        "# Batch preparation, shared with autotune's own measurements.\n\n\n" + inspect.getsource(_HELPERS[0]),
+        *(inspect.getsource(helper) for helper in _HELPERS[1:]),
     ]
-    source = "\n\n".join(part.strip("\n") for part in parts) + "\n"
+    # PEP 8 layout (two blank lines around functions), so the file reads like hand-written code.
+    source = "\n\n".join(part.strip("\n") for part in preamble)
+    source += "".join("\n\n\n" + part.strip("\n") for part in functions) + "\n"
     try:
         ast.parse(source)
     except SyntaxError as exc:  # pragma: no cover - a bug in this module, never user input
@@ -111,8 +111,10 @@ def _header(config: CompileConfig, workload: WorkloadSummary, created: str, vers
 
 
 def _docline(text: str) -> str:
-    # Values shown in the docstring must not end it early or smuggle in escapes.
-    return text.replace("\\", "/").replace('"""', "'''").replace("\n", " ")
+    # Values shown in the docstring must not end it early, smuggle in escapes, or hold characters
+    # that Python source cannot contain (null bytes) or UTF-8 cannot encode (lone surrogates).
+    text = "".join(c if c.isprintable() else " " for c in text)
+    return text.replace("\\", "/").replace('"""', "'''")
 
 
 def _settings(config: CompileConfig, workload: WorkloadSummary) -> str:
