@@ -40,7 +40,8 @@ def fingerprint(device: str = "cpu") -> dict[str, Any]:
     info: dict[str, Any] = {
         "autotune": version(),
         "python": platform.python_version(),
-        "torch": torch.__version__,
+        # torch.__version__ is a str subclass that yaml.safe_dump refuses to write.
+        "torch": str(torch.__version__),
         "triton": _triton_version(),
         "cuda": torch.version.cuda,
         "platform": platform.platform(terse=True),

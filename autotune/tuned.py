@@ -28,6 +28,9 @@ __all__ = ["SCHEMA_VERSION", "EnvironmentMismatchWarning", "TunedConfig", "load"
 
 SCHEMA_VERSION = 1
 _FREE_SECTIONS = ("metrics", "baselines", "environment", "study")
+# A best.yaml is a few kilobytes; these bounds only stop hostile files.
+_MAX_NODES = 100_000
+_MAX_DEPTH = 64
 _TOP_LEVEL = ("schema_version", "created", "autotune_version", "workload", "config", *_FREE_SECTIONS)
 
 
@@ -136,11 +139,21 @@ class TunedConfig:
 
 def read(path: str | os.PathLike[str]) -> TunedConfig:
     """Read and validate a best.yaml file (plain YAML only: tags such as !!python/object are refused)."""
-    text = Path(path).read_text()
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the file: {exc}") from None
     try:
         data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, RecursionError) as exc:
         raise ConfigError(f"{path}: not a valid plain YAML file: {exc}") from None
+    if isinstance(data, Mapping):
+        # Bound every section first: error messages below quote values, and a quoted alias bomb never ends.
+        for key, value in data.items():
+            try:
+                _check_plain(value, str(key))
+            except ConfigError as exc:
+                raise ConfigError(f"{path}: {exc}") from None
     return TunedConfig.from_dict(data, origin=str(path))
 
 
@@ -177,16 +190,30 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> Path:
 
 
 def _check_plain(value: object, where: str) -> None:
-    """Only plain data (what YAML and JSON both carry) may sit in the free-form sections."""
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if not isinstance(key, (str, int)):
-                raise ConfigError(f"{where}: key {key!r} must be a string.")
-            _check_plain(item, f"{where}.{key}")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            _check_plain(item, f"{where}[{index}]")
-    elif isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"{where}: {value!r} is not a finite number.")
-    elif not isinstance(value, (str, int, float, bool, type(None))):
-        raise ConfigError(f"{where}: {type(value).__name__} values are not allowed; use plain numbers, strings, lists and mappings.")
+    """Only plain data (what YAML and JSON both carry) may sit in the free-form sections.
+
+    YAML aliases can make a small file describe a cyclic or exponentially large structure
+    (a "billion laughs" file); both are refused before anything walks or prints them.
+    """
+    stack: list[tuple[object, str, tuple[int, ...]]] = [(value, where, ())]
+    visited = 0
+    while stack:
+        item, at, parents = stack.pop()
+        visited += 1
+        if visited > _MAX_NODES or len(parents) > _MAX_DEPTH:
+            raise ConfigError(f"{where}: more than {_MAX_NODES} values or {_MAX_DEPTH} levels of nesting; not a best.yaml section.")
+        if isinstance(item, (Mapping, list)):
+            if id(item) in parents:
+                raise ConfigError(f"{at}: refers to itself (a cyclic YAML alias).")
+            inner = (*parents, id(item))
+            if isinstance(item, Mapping):
+                for key, child in item.items():
+                    if not isinstance(key, (str, int)):
+                        raise ConfigError(f"{at}: key {key!r} must be a string.")
+                    stack.append((child, f"{at}.{key}", inner))
+            else:
+                stack.extend((child, f"{at}[{index}]", inner) for index, child in enumerate(item))
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise ConfigError(f"{at}: {item!r} is not a finite number.")
+        elif not isinstance(item, (str, int, float, bool, type(None))):
+            raise ConfigError(f"{at}: {type(item).__name__} values are not allowed; use plain numbers, strings, lists and mappings.")
