@@ -1,0 +1,310 @@
+"""The `autotune` command line: a thin layer over the library, one function per subcommand."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from autotune.errors import AutotuneError
+
+__all__ = ["EXIT_ERROR", "EXIT_OK", "main"]
+
+EXIT_OK = 0
+EXIT_ERROR = 2
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "run", None):
+        parser.print_help()
+        return EXIT_ERROR
+    try:
+        return int(args.run(args))
+    except AutotuneError as exc:
+        print(f"autotune: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("autotune: interrupted", file=sys.stderr)
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser for every subcommand (each documents its flags in --help)."""
+    parser = argparse.ArgumentParser(
+        prog="autotune",
+        description=(
+            "Find the fastest torch.compile configuration for your own model and workload, prove it "
+            "against eager and plain torch.compile, and export it as best.yaml plus a standalone "
+            "apply_compilation.py."
+        ),
+        epilog="Run `autotune COMMAND --help` for a command's options.",
+    )
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    _add_search(commands)
+    _add_spaces(commands)
+    _add_export(commands)
+    _add_validate(commands)
+    _add_show(commands)
+    return parser
+
+
+_SEARCH_EPILOG = """\
+outputs (in --out, default outputs/<study-name>/):
+  best.yaml             the winning configuration with its metrics, baselines, study summary and environment
+  apply_compilation.py  the generated code that applies it (needs only torch)
+  trials.csv            every trial: parameters, state, reason, compile seconds, throughput, speedups, memory
+  report.md             verdict, tables and plots (history.png, throughput_vs_compile.png, importances.png)
+  study.db              the Optuna study (SQLite), unless --storage names another
+
+Re-running the same command resumes the study: finished trials count towards --trials.
+
+examples:
+  autotune search --model examples.toy:model --trials 8
+  autotune search --model mypkg.tune:model --space quick --device cuda:1 --objective time-to:500
+"""
+
+
+def _add_search(commands: argparse._SubParsersAction) -> None:
+    from autotune.measure import Protocol
+
+    p = commands.add_parser(
+        "search",
+        help="search the compile-configuration space for a workload and export the winner",
+        description=(
+            "Run an Optuna study over torch.compile configurations for a workload. Every trial runs in a "
+            "fresh process with its own Inductor/Triton caches and a hard timeout, is checked against eager, "
+            "and is measured with the same protocol as the eager and plain torch.compile baselines."
+        ),
+        epilog=_SEARCH_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--model", required=True, metavar="PKG.MOD:ATTR",
+                   help="the workload: a Workload, an nn.Module (transformers models get synthesised batches) or a zero-argument factory of either")
+    p.add_argument("--space", default="default", metavar="NAME|PATH",
+                   help="a bundled search space (see `autotune spaces`) or a YAML file (default: default)")
+    p.add_argument("--trials", type=int, default=20, help="trials in the study, resumed ones included (default: 20)")
+    p.add_argument("--timeout", type=float, metavar="SECONDS", help="stop starting new trials after this many seconds (default: none)")
+    p.add_argument("--trial-timeout", type=float, default=900.0, metavar="SECONDS",
+                   help="kill a trial's whole process group after this many seconds (default: 900)")
+    p.add_argument("--device", metavar="cpu|cuda|cuda:N", help="where trials run (default: cuda when available, else cpu)")
+    p.add_argument("--out", metavar="DIR", help="output folder (default: outputs/<study-name>)")
+    p.add_argument("--study-name", help="the study's name (default: derived from --model, e.g. examples.toy-model)")
+    p.add_argument("--storage", metavar="URL", help="an Optuna storage URL shared by several hosts (default: sqlite in --out)")
+    p.add_argument("--sampler", choices=("tpe", "random", "bruteforce"), default="tpe",
+                   help="tpe (seeded, default), random, or bruteforce (every configuration of the space once)")
+    p.add_argument("--pruner", choices=("median", "hyperband", "none"), default="median",
+                   help="stops trials whose throughput windows trail the others (default: median)")
+    p.add_argument("--seed", type=int, default=0, help="seeds the sampler and the batches drawn (default: 0)")
+    p.add_argument("--objective", default="throughput", metavar="throughput|time-to:N",
+                   help="maximise steady-state samples/s (default), or minimise compile time plus N steps")
+    p.add_argument("--max-compile-seconds", type=float, metavar="SECONDS",
+                   help="prune trials whose compile and warm-up take longer (default: no limit)")
+    p.add_argument("--max-failure-rate", type=float, default=0.8,
+                   help="stop the search when more than this fraction of (at least 5) trials failed (default: 0.8)")
+    p.add_argument("--slow-ratio", type=float, default=0.5,
+                   help="prune trials running below this fraction of eager's throughput (default: 0.5)")
+    p.add_argument("--confirm", type=int, default=3,
+                   help="re-measure the best N trials in fresh processes next to both baselines before choosing (default: 3; 0 to skip)")
+    p.add_argument("--windows", type=int, default=Protocol().windows, help="steady-state measurement windows per trial (default: 5)")
+    p.set_defaults(run=run_search)
+
+
+def run_search(args: argparse.Namespace) -> int:
+    """`autotune search`."""
+    from autotune.measure import Protocol
+    from autotune.search import SearchOptions, search
+
+    options = SearchOptions(
+        model=args.model, space=args.space, trials=args.trials, timeout=args.timeout,
+        trial_timeout=args.trial_timeout, device=args.device, out=args.out, study_name=args.study_name,
+        storage=args.storage, sampler=args.sampler, pruner=args.pruner, seed=args.seed, objective=args.objective,
+        max_compile_seconds=args.max_compile_seconds, max_failure_rate=args.max_failure_rate,
+        slow_ratio=args.slow_ratio, confirm=args.confirm, protocol=Protocol(windows=args.windows),
+    )
+    print(f"autotune: searching {options.model} on {options.device}: study {options.name!r}, "
+          f"{options.trials} trials, space {options.space!r}, storage {options.storage_url}", file=sys.stderr)
+    display = ProgressDisplay(sys.stderr)
+    result = search(options, progress=display)
+    display.close()
+    print_result(result)
+    return EXIT_OK if result.best_number is not None else 1
+
+
+class ProgressDisplay:
+    """A live status line on a terminal; one line per change of phase elsewhere (logs, CI)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.live = stream.isatty()
+        self.last = ""
+
+    def __call__(self, progress: Any) -> None:
+        if progress.message:
+            self._clear()
+            print(f"  {progress.message}", file=self.stream, flush=True)
+            return
+        best = "best: –"
+        if progress.best_value is not None:
+            best = f"best: {progress.best_value:.4g}"
+            if progress.best_speedup:
+                best += f" ({progress.best_speedup:.2f}x eager)"
+        eta = f"ETA {progress.eta_seconds / 60:.1f} min" if progress.eta_seconds else "ETA –"
+        line = f"[{progress.done}/{progress.total}] {progress.phase:<28} {best}  {eta}"
+        if line == self.last:
+            return
+        self.last = line
+        if self.live:
+            print(f"\r\033[K{line}", end="", file=self.stream, flush=True)
+        else:
+            print(line, file=self.stream, flush=True)
+
+    def _clear(self) -> None:
+        if self.live and self.last:
+            print("\r\033[K", end="", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        self._clear()
+
+
+def print_result(result: Any) -> None:
+    """The table of best trials and the winner against both baselines."""
+    from autotune.report import verdict
+
+    eager = result.baselines.get("eager", {})
+    compiled = result.baselines.get("compile", {})
+    print()
+    print(f"{'':>8} {'samples/s':>11} {'vs eager':>9} {'vs compile':>11} {'compile s':>10}  configuration")
+    print(f"{'eager':>8} {_num(eager.get('samples_per_second')):>11} {'1.00x':>9} {'':>11} {'':>10}")
+    print(f"{'compile':>8} {_num(compiled.get('samples_per_second')):>11} {'':>9} {'1.00x':>11} {_num(compiled.get('compile_seconds')):>10}  plain torch.compile")
+    for row in result.table:
+        print(f"{'#' + str(row['number']):>8} {_num(row['samples_per_second']):>11} {_num(row['speedup_vs_eager'], 'x'):>9} "
+              f"{_num(row['speedup_vs_compile'], 'x'):>11} {_num(row['compile_seconds']):>10}  {row['description']}")
+    metrics = result.summary.get("metrics") or None
+    print()
+    print(verdict(metrics, result.baselines))
+    trials = result.summary["trials"]
+    print(f"{trials['total']} trials ({trials['complete']} complete, {trials['pruned']} pruned, {trials['failed']} failed); "
+          f"pruning saved about {result.summary['pruning_saved_seconds']:.0f} s.")
+    if result.tuned_path:
+        print(f"Exported {result.tuned_path} and {result.out_dir / 'apply_compilation.py'} "
+              f"(report: {result.out_dir / 'report.md'}, trials: {result.out_dir / 'trials.csv'}).")
+
+
+def _num(value: Any, suffix: str = "") -> str:
+    if value is None:
+        return "–"
+    return f"{value:.2f}{suffix}" if suffix else f"{value:.4g}"
+
+
+def _add_spaces(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser("spaces", help="list the bundled search spaces", description="List the bundled search spaces and what each is for.")
+    p.set_defaults(run=run_spaces)
+
+
+def run_spaces(args: argparse.Namespace) -> int:
+    """`autotune spaces`."""
+    from autotune.space import bundled_spaces, load_space
+
+    for name, path in bundled_spaces().items():
+        space = load_space(str(path))
+        print(f"{name:<10} {path}")
+        print(f"           {space.description}")
+    return EXIT_OK
+
+
+def _add_export(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "export",
+        help="re-export best.yaml, apply_compilation.py, trials.csv and report.md from a study",
+        description="Re-export a study's files from any Optuna storage (e.g. a shared PostgreSQL study).",
+    )
+    p.add_argument("--storage", required=True, metavar="URL", help="Optuna storage URL, e.g. sqlite:///outputs/NAME/study.db")
+    p.add_argument("--study-name", required=True, help="the study's name")
+    p.add_argument("--out", metavar="DIR", help="output folder (default: outputs/<study-name>)")
+    p.set_defaults(run=run_export)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """`autotune export`."""
+    from autotune.export import export_from_storage
+
+    result = export_from_storage(args.storage, args.study_name, args.out)
+    print_result(result)
+    return EXIT_OK if result.best_number is not None else 1
+
+
+def _add_validate(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "validate",
+        help="re-measure a saved configuration (best.yaml or a recipe) against eager and plain torch.compile",
+        description=(
+            "Measure a configuration file in fresh processes, interleaved with the eager and plain "
+            "torch.compile baselines. Exit code 0 when the configuration runs and matches eager, 1 when it fails."
+        ),
+    )
+    p.add_argument("path", help="a best.yaml, or a recipe file with a `config:` section")
+    p.add_argument("--model", metavar="PKG.MOD:ATTR", help="the workload (default: the one recorded in best.yaml)")
+    p.add_argument("--device", metavar="cpu|cuda|cuda:N", help="default: cuda when available, else cpu")
+    p.add_argument("--repeats", type=int, default=1, help="interleaved rounds of eager, compile and the config (default: 1)")
+    p.add_argument("--trial-timeout", type=float, default=900.0, metavar="SECONDS", help="limit per run (default: 900)")
+    p.set_defaults(run=run_validate)
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    """`autotune validate`."""
+    from autotune.validate import validate
+
+    report = validate(args.path, model=args.model, device=args.device, repeats=args.repeats, trial_timeout=args.trial_timeout)
+    print(report.render())
+    return EXIT_OK if report.ok else 1
+
+
+def _add_show(commands: argparse._SubParsersAction) -> None:
+    show = commands.add_parser(
+        "show",
+        help="print a best.yaml: settings, metrics, environment and whether it matches this machine",
+        description="Print a tuned configuration file and say whether it was tuned on this machine's software and device.",
+    )
+    show.add_argument("path", help="a best.yaml file")
+    show.add_argument("--code", action="store_true", help="also print the generated apply_compilation.py")
+    show.set_defaults(run=run_show)
+
+
+def run_show(args: argparse.Namespace) -> int:
+    """`autotune show PATH`."""
+    from autotune import tuned
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tuned.EnvironmentMismatchWarning)
+        config = tuned.read(args.path)
+    print(f"{args.path}  (schema {tuned.SCHEMA_VERSION}, created {config.created}, autotune {config.autotune_version})")
+    print(f"workload: {config.workload.spec} ({config.workload.task}, {config.workload.model_class})")
+    print("config:")
+    for key, value in config.config.to_dict().items():
+        print(f"  {key}: {value}")
+    for section in ("metrics", "baselines", "study", "environment"):
+        data = getattr(config, section)
+        if data:
+            print(f"{section}:")
+            for key, value in data.items():
+                print(f"  {key}: {value}")
+    changed = config.environment_differences()
+    if not config.environment:
+        print("environment: not recorded; cannot tell whether it matches this machine.")
+    elif changed:
+        print("environment: DIFFERS from this machine; consider `autotune retune`:")
+        for key, (old, new) in changed.items():
+            print(f"  {key}: tuned with {old}, here {new}")
+    else:
+        print("environment: matches this machine.")
+    if args.code:
+        print()
+        print(config.source, end="")
+    return EXIT_OK

@@ -1,0 +1,256 @@
+"""Run one trial in a fresh worker process: isolated caches, one device, a hard timeout, a killed process group.
+
+The parent reads the worker's JSON-lines events from a pipe as they come and may stop the
+trial at any event (pruning). Whatever happens, the worker's whole process group is gone
+and its temporary caches removed when `run_trial` returns.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autotune.errors import ConfigError
+from autotune.worker import EVENT_FD_VARIABLE
+
+__all__ = ["TrialRequest", "TrialRun", "check_device", "record_of", "run_trial"]
+
+STDERR_TAIL_LINES = 25
+Monitor = Callable[[dict[str, Any] | None], str | None]
+"""Called with each event (and with None about once a second); a returned string stops the trial as PRUNED."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialRequest:
+    """What a worker needs: the workload target, the generated source (None for eager) and how to measure."""
+
+    spec: str
+    source: str | None
+    device: str = "cpu"
+    seed: int = 0
+    protocol: dict[str, Any] = field(default_factory=dict)
+    uses_cuda_graphs: bool = False
+    timeout: float = 900.0
+    """Hard wall-clock limit for the whole worker, in seconds."""
+
+
+@dataclass(kw_only=True)
+class TrialRun:
+    """How a worker ended: 'complete' with a result, 'failed' with a reason, or 'pruned'."""
+
+    state: str
+    reason: str = ""
+    message: str = ""
+    result: dict[str, Any] = field(default_factory=dict)
+    compiled: dict[str, Any] = field(default_factory=dict)
+    windows: list[dict[str, Any]] = field(default_factory=list)
+    environment: dict[str, Any] = field(default_factory=dict)
+    stderr_tail: str = ""
+    wall_seconds: float = 0.0
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+
+
+def run_trial(request: TrialRequest, monitor: Monitor | None = None) -> TrialRun:
+    """Run `request` in a fresh `python -m autotune.worker` process and collect what it reports."""
+    workdir = Path(tempfile.mkdtemp(prefix="autotune-trial-"))
+    try:
+        return _run_in(workdir, request, monitor or (lambda event: None))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run_in(workdir: Path, request: TrialRequest, monitor: Monitor) -> TrialRun:
+    source_path = workdir / "apply_compilation.py"
+    payload = {
+        "spec": request.spec,
+        "device": _device_inside(request.device),
+        "seed": request.seed,
+        "protocol": request.protocol,
+        "uses_cuda_graphs": request.uses_cuda_graphs,
+        "source": request.source,
+        "source_path": str(source_path),
+    }
+    if request.source is not None:
+        source_path.write_text(request.source)
+    (workdir / "request.json").write_text(json.dumps(payload))
+    read_fd, write_fd = os.pipe()
+    stderr_path = workdir / "stderr.log"
+    started = time.monotonic()
+    with open(stderr_path, "wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "autotune.worker", str(workdir / "request.json")],
+            env=_environment(workdir, request.device, write_fd),
+            stdin=subprocess.DEVNULL,
+            stdout=stderr,
+            stderr=stderr,
+            pass_fds=(write_fd,),
+            start_new_session=True,  # its own process group, so compile workers die with it
+            cwd=os.getcwd(),
+        )
+    os.close(write_fd)
+    run = TrialRun(state="failed")
+    phase, phase_started = "start", started
+    stop_reason: str | None = None
+    buffer = b""
+    try:
+        with os.fdopen(read_fd, "rb", buffering=0) as pipe:
+            while True:
+                remaining = request.timeout - (time.monotonic() - started)
+                if remaining <= 0:
+                    stop_reason = "timeout"
+                    break
+                ready, _, _ = select.select([pipe], [], [], min(1.0, remaining))
+                if not ready:
+                    stop_reason = monitor(None)
+                    if stop_reason or process.poll() is not None:
+                        break
+                    continue
+                chunk = pipe.read(65536)
+                if not chunk:
+                    break
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    event = _parse(line)
+                    if event is None:
+                        continue
+                    if event["event"] == "phase":
+                        now = time.monotonic()
+                        run.phase_seconds[phase] = run.phase_seconds.get(phase, 0.0) + now - phase_started
+                        phase, phase_started = event["phase"], now
+                    _absorb(run, event)
+                    stop_reason = monitor(event)
+                    if stop_reason:
+                        break
+                if stop_reason:
+                    break
+    finally:
+        if stop_reason:
+            _kill_group(process)
+        returncode = _wait(process, request.timeout - (time.monotonic() - started))
+        _kill_group(process)  # anything the worker left behind
+    run.phase_seconds[phase] = run.phase_seconds.get(phase, 0.0) + time.monotonic() - phase_started
+    run.wall_seconds = time.monotonic() - started
+    run.stderr_tail = _tail(stderr_path)
+    if stop_reason == "timeout":
+        run.state, run.reason = "failed", "timeout"
+        run.message = f"the trial ran past its {request.timeout:.0f} s limit in phase '{phase}' and was killed"
+    elif stop_reason:
+        run.state, run.reason, run.message = "pruned", "pruned", stop_reason
+    elif run.result and returncode == 0:
+        run.state = "complete"
+    elif not run.reason:
+        run.state = "failed"
+        if returncode is not None and returncode < 0:
+            run.reason = "crash"
+            run.message = f"the worker died from signal {signal.Signals(-returncode).name} in phase '{phase}'"
+        else:
+            run.reason = "crash"
+            run.message = f"the worker exited with code {returncode} in phase '{phase}' without a result"
+    return run
+
+
+def _absorb(run: TrialRun, event: dict[str, Any]) -> None:
+    kind = event["event"]
+    if kind == "window":
+        run.windows.append(event)
+    elif kind == "compiled":
+        run.compiled = event
+    elif kind == "environment":
+        run.environment = event.get("environment", {})
+    elif kind == "result":
+        run.result = event
+    elif kind == "failed":
+        run.state, run.reason, run.message = "failed", str(event.get("reason")), str(event.get("message"))
+
+
+def _parse(line: bytes) -> dict[str, Any] | None:
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) and "event" in event else None
+
+
+def _environment(workdir: Path, device: str, event_fd: int) -> dict[str, str]:
+    env = dict(os.environ)
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(workdir / "inductor")
+    env["TRITON_CACHE_DIR"] = str(workdir / "triton")
+    env[EVENT_FD_VARIABLE] = str(event_fd)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
+    if device.startswith("cuda"):
+        index = device.partition(":")[2] or env.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+        env["CUDA_VISIBLE_DEVICES"] = index
+    return env
+
+
+def _device_inside(device: str) -> str:
+    # The worker sees only its own GPU, which CUDA_VISIBLE_DEVICES renumbers to 0.
+    return "cuda:0" if device.startswith("cuda") else device
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _wait(process: subprocess.Popen[bytes], seconds: float) -> int | None:
+    try:
+        return process.wait(timeout=max(seconds, 5.0))
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        return process.wait()
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-STDERR_TAIL_LINES:])
+
+
+def record_of(run: TrialRun) -> dict[str, Any]:
+    """The plain-data record of a run, as studies and reports keep it (JSON-safe: no NaN or infinity)."""
+    record: dict[str, Any] = {
+        "state": run.state,
+        "reason": run.reason,
+        "message": run.message[:2000],
+        "wall_seconds": round(run.wall_seconds, 3),
+        "phase_seconds": {k: round(v, 3) for k, v in run.phase_seconds.items()},
+        "windows": [round(w["samples_per_second"], 4) for w in run.windows],
+    }
+    if run.compiled:
+        record.update({k: run.compiled[k] for k in ("compile_seconds", "graphs", "graph_breaks", "recompiles", "warmup_passes")})
+    if run.result:
+        record.update({k: v for k, v in run.result.items() if k not in ("event", "time")})
+    if run.state == "failed":
+        record["stderr_tail"] = run.stderr_tail[-3000:]
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
+
+
+def check_device(device: str | None) -> str:
+    """The device trials run on: as given (validated), or cuda when available, else cpu."""
+    if device is None:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device != "cpu" and not re.fullmatch(r"cuda(:\d+)?", device):
+        raise ConfigError(f"--device {device!r} is not allowed; use 'cpu', 'cuda' or 'cuda:N'.")
+    return device

@@ -1,0 +1,307 @@
+"""Search spaces: declarative YAML files, adapted to the workload and device, sampled into CompileConfigs.
+
+A space file lists the choices for each dimension. `SearchSpace.adapt` drops what cannot
+apply (CUDA-graph modes on CPU, padding for static workloads, the optimizer for
+inference, scopes without blocks or modules, ...), so no trial is spent on a
+configuration that could only fail by construction.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+
+from autotune.config import (
+    CUDA_GRAPH_OPTIONS,
+    PADDING_WORDS,
+    SCOPES,
+    CompileConfig,
+    InputKey,
+    ModuleSettings,
+    available_modes,
+    inductor_option_defaults,
+    mode_options,
+)
+from autotune.errors import ConfigError, SpaceError
+from autotune.workload import WorkloadSummary
+
+__all__ = ["BUNDLED_DIR", "INFERENCE_ONLY_OPTIONS", "SearchSpace", "bundled_spaces", "load_space", "resolve_space_path"]
+
+BUNDLED_DIR = Path(__file__).resolve().parent.parent / "search_spaces"
+INFERENCE_ONLY_OPTIONS = ("freezing",)
+"""Inductor options that only make sense without autograd (freezing folds weights into constants)."""
+_DIMENSIONS = ("mode", "dynamic", "fullgraph", "scope", "mark_dynamic", "padding_alignment", "compile_optimizer")
+_KEYS = ("description", "options", "module_modes", "group_mark_dynamic", *_DIMENSIONS)
+
+
+class Trial(Protocol):
+    """The part of `optuna.Trial` a space needs (so this module does not import Optuna)."""
+
+    def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchSpace:
+    """The choices per dimension; `suggest` turns a trial's answers into a CompileConfig."""
+
+    name: str
+    description: str
+    mode: tuple[str, ...] = ("default",)
+    dynamic: tuple[bool | None, ...] = (None,)
+    fullgraph: tuple[bool, ...] = (False,)
+    scope: tuple[str, ...] = ("whole",)
+    module_modes: bool = False
+    """Modular scope: choose a mode per module instead of one for all."""
+    mark_dynamic: tuple[bool, ...] = (False,)
+    """Per group of declared dynamic axes: whether it is marked dynamic."""
+    group_mark_dynamic: bool = True
+    """Ask once for inputs whose lengths always agree (input_ids/labels/attention_mask) instead of per axis."""
+    padding_alignment: tuple[Any, ...] = (None,)
+    compile_optimizer: tuple[bool, ...] = (False,)
+    options: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    mark_groups: tuple[tuple[tuple[InputKey, int], ...], ...] = ()
+    """Filled by `adapt`: the (input, axis) groups marked together."""
+    module_paths: tuple[str, ...] = ()
+    """Filled by `adapt`: the workload's modules, for per-module modes."""
+    dropped: tuple[str, ...] = ()
+    """Filled by `adapt`: what was removed and why, for the user."""
+
+    def adapt(
+        self,
+        workload: WorkloadSummary,
+        device: str,
+        *,
+        graph_breaks: int = 0,
+        shared_lengths: Sequence[Sequence[tuple[InputKey, int]]] | None = None,
+    ) -> SearchSpace:
+        """The space without choices that cannot apply to `workload` on `device`.
+
+        `graph_breaks` is what plain torch.compile saw (fullgraph=True would then only
+        fail); `shared_lengths` groups (input, axis) pairs whose lengths always agree.
+        """
+        dropped: list[str] = []
+
+        def keep(name: str, values: tuple[Any, ...], allowed: Any, why: str) -> tuple[Any, ...]:
+            kept = tuple(v for v in values if allowed(v))
+            if len(kept) < len(values):
+                dropped.append(f"{name} {[v for v in values if v not in kept]}: {why}")
+            return kept
+
+        on_gpu = device.startswith("cuda")
+        modes = keep("mode", self.mode, lambda m: on_gpu or not _uses_cuda_graphs(mode_options(m)), "CUDA graphs need a GPU")
+        options = dict(self.options)
+        for name in list(options):
+            if name in CUDA_GRAPH_OPTIONS and not on_gpu:
+                dropped.append(f"option {name}: CUDA graphs need a GPU")
+                del options[name]
+            elif name in INFERENCE_ONLY_OPTIONS and workload.task != "infer":
+                dropped.append(f"option {name}: inference only")
+                del options[name]
+        fullgraph = keep("fullgraph", self.fullgraph, lambda f: not (f and graph_breaks), f"plain torch.compile saw {graph_breaks} graph break(s)")
+        scopes = keep("scope", self.scope, lambda s: s != "regional" or bool(workload.blocks), "no repeated blocks")
+        scopes = keep("scope", scopes, lambda s: s != "modular" or len(workload.modules) >= 2, "fewer than two modules")
+        static = not workload.dynamic_dims
+        padding = keep("padding_alignment", self.padding_alignment, lambda p: not static or p is None, "the workload declares no dynamic inputs")
+        marks = keep("mark_dynamic", self.mark_dynamic, lambda m: not static or not m, "the workload declares no dynamic inputs")
+        optimizer = keep("compile_optimizer", self.compile_optimizer, lambda c: workload.task == "train" or not c, "inference has no optimizer")
+        for name, values in (("mode", modes), ("scope", scopes), ("fullgraph", fullgraph)):
+            if not values:
+                raise SpaceError(f"{self.name}: no choice of {name} is left for this workload on {device}; dropped: {dropped}.")
+        groups = _mark_groups(workload, shared_lengths if self.group_mark_dynamic else None)
+        return replace(
+            self,
+            mode=modes,
+            options=options,
+            fullgraph=fullgraph,
+            scope=scopes,
+            padding_alignment=padding or (None,),
+            mark_dynamic=marks or (False,),
+            compile_optimizer=optimizer or (False,),
+            mark_groups=groups,
+            module_paths=tuple(workload.modules),
+            dropped=tuple(dropped),
+        )
+
+    def suggest(self, trial: Trial) -> CompileConfig:
+        """Ask the trial for every dimension that applies, given the answers so far."""
+        mode = _ask(trial, "mode", self.mode)
+        dynamic = _ask(trial, "dynamic", self.dynamic)
+        scope = _ask(trial, "scope", self.scope)
+        padding = _ask(trial, "padding_alignment", self.padding_alignment)
+        marks: list[tuple[InputKey, int]] = []
+        # mark_dynamic means nothing when every shape is dynamic, static, or padded to one length.
+        if dynamic is None and padding != "max":
+            for index, group in enumerate(self.mark_groups):
+                if _ask(trial, f"mark_dynamic.{_group_name(group, index)}", self.mark_dynamic):
+                    marks.extend(group)
+        options = {name: _ask(trial, f"options.{name}", values) for name, values in self.options.items()}
+        defaults = inductor_option_defaults()
+        options = {k: v for k, v in options.items() if defaults.get(k) != v}
+        settings: dict[str, ModuleSettings] = {}
+        if scope == "modular" and self.module_modes:
+            for path in self.module_paths:
+                module_mode = _ask(trial, f"module_mode.{path}", self.mode)
+                settings[path] = _settings(module_mode, options)
+        base = _settings(mode, options)
+        try:
+            return CompileConfig(
+                mode=base.mode,
+                options=base.options,
+                dynamic=dynamic,
+                fullgraph=_ask(trial, "fullgraph", self.fullgraph),
+                scope=scope,
+                module_settings=settings,
+                mark_dynamic=tuple(marks),
+                padding_alignment=padding,
+                compile_optimizer=_ask(trial, "compile_optimizer", self.compile_optimizer),
+            )
+        except ConfigError as exc:
+            raise SpaceError(f"{self.name}: the sampled configuration is invalid: {exc}") from exc
+
+    def dimensions(self) -> dict[str, tuple[Any, ...]]:
+        """Each dimension with more than one choice, for display."""
+        dims: dict[str, tuple[Any, ...]] = {
+            "mode": self.mode,
+            "dynamic": self.dynamic,
+            "fullgraph": self.fullgraph,
+            "scope": self.scope,
+            "padding_alignment": self.padding_alignment,
+            "compile_optimizer": self.compile_optimizer,
+            **{f"options.{k}": v for k, v in self.options.items()},
+        }
+        for index, group in enumerate(self.mark_groups):
+            dims[f"mark_dynamic.{_group_name(group, index)}"] = self.mark_dynamic
+        return {k: v for k, v in dims.items() if len(v) > 1}
+
+
+def _ask(trial: Trial, name: str, choices: tuple[Any, ...]) -> Any:
+    # A single choice is not a question: leaving it out keeps the sampler's space small.
+    return choices[0] if len(choices) == 1 else trial.suggest_categorical(name, list(choices))
+
+
+def _settings(mode: str, options: Mapping[str, Any]) -> ModuleSettings:
+    # torch.compile takes a mode or options, not both: options carry the mode's own settings too.
+    if options:
+        return ModuleSettings(mode=None, options={**mode_options(mode), **options})
+    return ModuleSettings(mode=mode)
+
+
+def _uses_cuda_graphs(options: Mapping[str, Any]) -> bool:
+    return any(bool(options.get(name)) for name in CUDA_GRAPH_OPTIONS)
+
+
+def _group_name(group: Sequence[tuple[InputKey, int]], index: int) -> str:
+    key, axis = group[0]
+    return f"{key}:{axis}" if len(group) == 1 else f"{key}:{axis}+{len(group) - 1}"
+
+
+def _mark_groups(
+    workload: WorkloadSummary, shared: Sequence[Sequence[tuple[InputKey, int]]] | None
+) -> tuple[tuple[tuple[InputKey, int], ...], ...]:
+    pairs = [(key, axis) for key, axes in workload.dynamic_dims.items() for axis in axes]
+    if shared is None:
+        return tuple((pair,) for pair in pairs)
+    groups: list[tuple[tuple[InputKey, int], ...]] = []
+    placed: set[tuple[InputKey, int]] = set()
+    for group in shared:
+        members = tuple(p for p in group if p in pairs and p not in placed)
+        if members:
+            groups.append(members)
+            placed.update(members)
+    groups.extend((p,) for p in pairs if p not in placed)
+    return tuple(groups)
+
+
+def bundled_spaces() -> dict[str, Path]:
+    """The search spaces that ship with autotune, by name."""
+    return {path.stem: path for path in sorted(BUNDLED_DIR.glob("*.yaml"))}
+
+
+def resolve_space_path(name_or_path: str) -> Path:
+    """A bundled space's name (e.g. 'quick') or a path to a YAML file."""
+    bundled = bundled_spaces()
+    if name_or_path in bundled:
+        return bundled[name_or_path]
+    path = Path(name_or_path)
+    if not path.is_file():
+        raise SpaceError(f"--space {name_or_path!r}: no such file, and not a bundled space; bundled: {sorted(bundled)}.")
+    return path
+
+
+@functools.lru_cache(maxsize=32)
+def load_space(name_or_path: str) -> SearchSpace:
+    """Read and validate a search-space file (YAML through safe_load)."""
+    path = resolve_space_path(name_or_path)
+    origin = str(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise SpaceError(f"{origin}: not a valid plain YAML file: {exc}") from None
+    if not isinstance(data, Mapping):
+        raise SpaceError(f"{origin}: expected a mapping of dimensions, got {type(data).__name__}.")
+    unknown = sorted(str(k) for k in data if k not in _KEYS)
+    if unknown:
+        raise SpaceError(f"{origin}: unknown key(s) {unknown}; allowed: {list(_KEYS)}.")
+    if not isinstance(data.get("description"), str) or not data["description"].strip():
+        raise SpaceError(f"{origin}: 'description' must say what the space is for.")
+    values: dict[str, Any] = {"name": path.stem, "description": data["description"].strip()}
+    checks = {
+        "mode": lambda v: v in available_modes(),
+        "dynamic": lambda v: v is None or isinstance(v, bool),
+        "fullgraph": lambda v: isinstance(v, bool),
+        "scope": lambda v: v in SCOPES,
+        "mark_dynamic": lambda v: isinstance(v, bool),
+        "padding_alignment": lambda v: v is None or v in PADDING_WORDS or (type(v) is int and v >= 2),
+        "compile_optimizer": lambda v: isinstance(v, bool),
+    }
+    allowed = {
+        "mode": f"one of {available_modes()}",
+        "dynamic": "null, false or true",
+        "fullgraph": "false or true",
+        "scope": f"one of {SCOPES}",
+        "mark_dynamic": "false or true",
+        "padding_alignment": f"null, an integer >= 2 or one of {PADDING_WORDS}",
+        "compile_optimizer": "false or true",
+    }
+    for name, check in checks.items():
+        if name in data:
+            values[name] = _choices(origin, name, data[name], check, allowed[name])
+    for flag in ("module_modes", "group_mark_dynamic"):
+        if flag in data:
+            if not isinstance(data[flag], bool):
+                raise SpaceError(f"{origin}: {flag}: {data[flag]!r} must be true or false.")
+            values[flag] = data[flag]
+    values["options"] = _option_choices(origin, data.get("options") or {})
+    return SearchSpace(**values)
+
+
+def _choices(origin: str, name: str, raw: object, check: Any, allowed: str) -> tuple[Any, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise SpaceError(f"{origin}: {name}: expected a non-empty list of choices, got {raw!r}.")
+    for value in raw:
+        if not check(value):
+            raise SpaceError(f"{origin}: {name}: {value!r} is not allowed; use {allowed}.")
+    if len(set(map(repr, raw))) != len(raw):
+        raise SpaceError(f"{origin}: {name}: {raw!r} lists a choice twice.")
+    return tuple(raw)
+
+
+def _option_choices(origin: str, raw: object) -> dict[str, tuple[Any, ...]]:
+    if not isinstance(raw, Mapping):
+        raise SpaceError(f"{origin}: options: expected a mapping of Inductor option to choices, got {raw!r}.")
+    result: dict[str, tuple[Any, ...]] = {}
+    for name, choices in raw.items():
+        if not isinstance(choices, list) or not choices:
+            raise SpaceError(f"{origin}: options.{name}: expected a non-empty list of choices, got {choices!r}.")
+        for value in choices:
+            try:
+                CompileConfig(mode=None, options={name: value})
+            except ConfigError as exc:
+                raise SpaceError(f"{origin}: options.{name}: {value!r}: {exc}") from None
+        result[str(name)] = tuple(choices)
+    return result
