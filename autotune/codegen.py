@@ -23,6 +23,20 @@ from autotune.workload import WorkloadSummary
 __all__ = ["generate", "load_module"]
 
 _HELPERS = (batching.padded_length, batching.pad_axis, batching.prepare_inputs)
+
+_COMPILE_IN_PLACE = '''
+def compile_in_place(module, kwargs):
+    """Compile `module` so that its state_dict keys stay the same.
+
+    nn.Module.compile() compiles nothing for torch's own modules (nn.Sequential, nn.Linear,
+    nn.TransformerEncoderLayer...): dynamo does not trace their code as a top-level frame.
+    For those, the module's forward is compiled instead.
+    """
+    if (getattr(type(module).forward, "__module__", None) or "").startswith("torch."):
+        module.forward = torch.compile(module.forward, **kwargs)
+    else:
+        module.compile(**kwargs)
+'''
 _LINE = 96
 
 
@@ -32,6 +46,7 @@ def generate(config: CompileConfig, workload: WorkloadSummary, *, created: str, 
     preamble = [_header(config, workload, created, version), "import torch", _settings(config, workload)]
     functions = [
         _apply_function(config),
+        _COMPILE_IN_PLACE,
         _prepare_function(),
         "# Batch preparation, shared with autotune's own measurements.\n\n\n" + inspect.getsource(_HELPERS[0]),
         *(inspect.getsource(helper) for helper in _HELPERS[1:]),
@@ -145,12 +160,12 @@ def _settings(config: CompileConfig, workload: WorkloadSummary) -> str:
 
 def _apply_function(config: CompileConfig) -> str:
     body = {
-        "whole": ["model.compile(**COMPILE_KWARGS)"],
-        "modular": ["for path, kwargs in MODULE_KWARGS.items():", "    model.get_submodule(path).compile(**kwargs)"],
+        "whole": ["compile_in_place(model, COMPILE_KWARGS)"],
+        "modular": ["for path, kwargs in MODULE_KWARGS.items():", "    compile_in_place(model.get_submodule(path), kwargs)"],
         "regional": [
             "for path in BLOCKS:",
             "    for block in model.get_submodule(path):",
-            "        block.compile(**COMPILE_KWARGS)",
+            "        compile_in_place(block, COMPILE_KWARGS)",
         ],
     }[config.scope]
     if config.compile_optimizer:

@@ -26,6 +26,7 @@ SHAPE_OPTIONS = {"shape_padding": True, "epilogue_fusion": False}
 MODES = (*available_modes(), "options")
 DYNAMICS = ("none", "static", "dynamic", "marked")
 PADDINGS = (None, 8, "pow2", "max")
+BLOCKS = ["encoder.blocks.0", "encoder.blocks.1", "encoder.blocks.2"]
 COMBINATIONS = list(itertools.product(("whole", "modular", "regional"), MODES, DYNAMICS, PADDINGS, (False, True)))
 
 # The stand-in has the toy's submodule paths, so generated code can be applied to it cheaply:
@@ -56,6 +57,11 @@ class Encoder(nn.Module):
         super().__init__()
         self.blocks = nn.ModuleList(nn.Linear(4, 4) for _ in range(3))
 
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
 
 class StandIn(nn.Module):
     def __init__(self):
@@ -63,6 +69,9 @@ class StandIn(nn.Module):
         self.embed = nn.Embedding(8, 4)
         self.encoder = Encoder()
         self.head = nn.Linear(4, 8)
+
+    def forward(self, input_ids, attention_mask, labels):
+        return self.head(self.encoder(self.embed(input_ids)))
 
 
 results = {}
@@ -81,7 +90,9 @@ for path in sys.argv[1:]:
     batch = {name: torch.ones(2, 13, dtype=torch.long) for name in ("input_ids", "attention_mask", "labels")}
     prepared = module.prepare_batch(batch)
     results[path] = {
+        # Compiled in place: by Module.compile(), or, for torch's own modules, through their forward.
         "compiled": sorted(n for n, m in model.named_modules() if m._compiled_call_impl is not None),
+        "forward_compiled": sorted(n for n, m in model.named_modules() if "forward" in vars(m)),
         "optimizer_compiled": "step" in vars(optimizer),
         "state_dict_unchanged": list(model.state_dict()) == keys,
         "lengths": {k: v.shape[1] for k, v in prepared.items()},
@@ -138,15 +149,12 @@ def test_every_combination_parses_and_runs_without_autotune(toy_summary: Workloa
     report = json.loads(child.stdout.splitlines()[-1])
     assert report["new_modules"] == [], "generated code imported more than torch and the standard library"
     longest = toy_summary.max_lengths["input_ids"][1]
-    expected_compiled = {
-        "whole": [""],
-        "modular": ["embed", "encoder", "head"],
-        "regional": ["encoder.blocks.0", "encoder.blocks.1", "encoder.blocks.2"],
-    }
+    # The stand-in's root and encoder are its own classes; embed, head and the blocks are torch's.
+    expected_compiled = {"whole": ([""], []), "modular": (["encoder"], ["embed", "head"]), "regional": ([], BLOCKS)}
     for path, (scope, _mode, dynamic, padding, optimizer) in files.items():
         result = report["results"][path]
         length = {None: 13, 8: 16, "pow2": 16, "max": longest}[padding]
-        assert result["compiled"] == expected_compiled[scope], (scope, result)
+        assert (result["compiled"], result["forward_compiled"]) == expected_compiled[scope], (scope, result)
         assert result["optimizer_compiled"] is optimizer
         assert result["state_dict_unchanged"]
         assert result["lengths"] == {"input_ids": length, "attention_mask": length, "labels": length}
@@ -276,6 +284,7 @@ def test_free_text_cannot_escape_the_docstring(text: str, tmp_path: Path) -> Non
         "MAX_LENGTHS",
         "MARK_DYNAMIC",
         "apply_compilation",
+        "compile_in_place",
         "prepare_batch",
         "padded_length",
         "pad_axis",
@@ -316,3 +325,27 @@ def test_values_that_bypassed_validation_are_still_refused(
 def test_summary_refuses_injection(fields: dict) -> None:
     with pytest.raises(ConfigError):
         WorkloadSummary(spec="m:w", task="train", **fields)
+
+
+@pytest.mark.parametrize("scope", ["whole", "modular", "regional"])
+def test_torch_modules_are_really_compiled(scope: str) -> None:
+    """Module.compile() on torch's own modules (nn.Sequential, nn.Linear) compiles nothing; the generated code must."""
+    from torch import nn
+    from torch._dynamo.utils import counters
+
+    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
+    summary = WorkloadSummary(spec="m:w", task="infer", modules=("0", "1"))
+    if scope == "regional":
+        model = nn.Sequential(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4)))
+        summary = WorkloadSummary(spec="m:w", task="infer", blocks=("0",))
+    keys = list(model.state_dict())
+    module = codegen.load_module(
+        codegen.generate(CompileConfig(scope=scope, backend="eager"), summary, created="c", version="v")
+    )
+    torch._dynamo.reset()
+    frames = counters["frames"]["ok"]
+    module.apply_compilation(model)
+    expected = model(torch.ones(2, 4))
+    assert counters["frames"]["ok"] - frames == {"whole": 1, "modular": 2, "regional": 2}[scope]
+    assert list(model.state_dict()) == keys
+    torch.testing.assert_close(model(torch.ones(2, 4)), expected)
