@@ -1,0 +1,106 @@
+"""Trials in their own processes: timeouts, crashes, errors, pruning and failures found by the worker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from autotune import CompileConfig, codegen, resolve
+from autotune.runner import TrialRequest, run_trial
+
+
+def _source(spec: str, config: CompileConfig) -> str:
+    workload = resolve(spec)
+    summary = workload.summary(spec, workload.draw_batches())
+    return codegen.generate(config, summary, created="2026-01-01T00:00:00+00:00", version="test")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # A zombie still answers; it holds no resources and its parent reaps it.
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split(")")[1].split()[0] == "Z"
+
+
+def _living_members(group: int) -> list[int]:
+    """Processes of a process group that are still running (not zombies)."""
+    living = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == group and fields[0] != "Z":
+                living.append(int(entry))
+    return living
+
+
+def test_eager_trial_completes_with_windows_and_result() -> None:
+    run = run_trial(
+        TrialRequest(spec="tests.trial_targets.workloads:tiny_train", source=None, protocol={"windows": 3}, timeout=120)
+    )
+    assert run.state == "complete", run.message + run.stderr_tail
+    assert [w["index"] for w in run.windows] == [0, 1, 2]
+    assert run.result["samples_per_second"] > 0
+    assert run.result["compile_seconds"] == 0.0
+    assert run.environment["device"] == "cpu"
+
+
+def test_hanging_trial_is_killed_at_its_timeout_with_its_process_group(tmp_path, monkeypatch) -> None:
+    pidfile = tmp_path / "pids"
+    monkeypatch.setenv("AUTOTUNE_TEST_PIDFILE", str(pidfile))
+    started = time.monotonic()
+    run = run_trial(TrialRequest(spec="tests.trial_targets.workloads:hangs", source=None, timeout=8))
+    assert run.state == "failed" and run.reason == "timeout"
+    assert time.monotonic() - started < 30
+    worker, grandchild = map(int, pidfile.read_text().split())
+    assert _gone(worker) and _gone(grandchild)
+    assert _living_members(worker) == []
+
+
+def test_segfaulting_worker_becomes_a_crash_with_its_signal() -> None:
+    run = run_trial(TrialRequest(spec="tests.trial_targets.workloads:segfaults", source=None, timeout=120))
+    assert run.state == "failed" and run.reason == "crash"
+    assert signal.Signals.SIGSEGV.name in run.message
+
+
+def test_raising_workload_fails_with_the_error_and_stderr_tail() -> None:
+    run = run_trial(TrialRequest(spec="tests.trial_targets.workloads:raises", source=None, timeout=120))
+    assert run.state == "failed"
+    assert "the model refuses this batch" in run.message
+    assert "RuntimeError" in run.stderr_tail
+
+
+def test_a_monitor_can_prune_a_trial_and_its_process_is_gone() -> None:
+    def stop_at_first_window(event):
+        if event and event["event"] == "window":
+            return "pruned by the test"
+        return None
+
+    run = run_trial(
+        TrialRequest(
+            spec="tests.trial_targets.workloads:tiny_train", source=None, protocol={"windows": 50}, timeout=120
+        ),
+        stop_at_first_window,
+    )
+    assert run.state == "pruned" and run.message == "pruned by the test"
+    assert len(run.windows) == 1
+
+
+def test_wrong_outputs_under_compile_fail_the_accuracy_check() -> None:
+    spec = "tests.trial_targets.workloads:wrong_when_compiled"
+    run = run_trial(TrialRequest(spec=spec, source=_source(spec, CompileConfig()), timeout=300))
+    assert run.state == "failed" and run.reason == "accuracy", run.message + run.stderr_tail
+    assert "differs from eager" in run.message
+
+
+def test_recompile_limit_fallback_to_eager_is_detected() -> None:
+    spec = "tests.trial_targets.workloads:recompiles"
+    run = run_trial(TrialRequest(spec=spec, source=_source(spec, CompileConfig(dynamic=False)), timeout=300))
+    assert run.state == "failed" and run.reason == "recompile_limit", run.message + run.stderr_tail

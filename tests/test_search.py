@@ -1,0 +1,115 @@
+"""End to end: a real search on a tiny workload, its exported files, resuming and re-exporting."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import subprocess
+import sys
+import textwrap
+
+import optuna
+import pytest
+import yaml
+
+from autotune import cli, load
+from autotune.export import export_from_storage
+from autotune.search import SearchError, SearchOptions, search
+
+SPEC = "tests.trial_targets.workloads:tiny_train"
+STUDY = "tests.trial_targets.workloads-tiny_train"  # derived from SPEC
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory):
+    out = tmp_path_factory.mktemp("search") / "tiny"
+    code = cli.main(["search", "--model", SPEC, "--space", "quick", "--trials", "2", "--confirm", "1",
+                     "--sampler", "random", "--windows", "3", "--device", "cpu", "--out", str(out)])
+    return code, out
+
+
+def test_search_exports_every_file_with_baselines(searched, capsys) -> None:
+    code, out = searched
+    assert code == 0
+    for name in ("best.yaml", "apply_compilation.py", "trials.csv", "report.md", "study.db"):
+        assert (out / name).is_file(), name
+    tuned = load(out / "best.yaml")
+    assert tuned.workload.spec == SPEC
+    for name in ("eager", "compile"):
+        assert tuned.baselines[name]["samples_per_second"] > 0
+    assert tuned.metrics["samples_per_second"] > 0 and tuned.metrics["confirmed"] is True
+    assert tuned.metrics["speedup_vs_eager"] == pytest.approx(
+        tuned.metrics["samples_per_second"] / tuned.baselines["eager"]["samples_per_second"], rel=1e-3)
+    assert tuned.study["trials"]["total"] == 2
+    rows = list(csv.DictReader((out / "trials.csv").open()))
+    assert [r["number"] for r in rows] == ["0", "1"]
+    assert "Verdict" in (out / "report.md").read_text()
+
+
+def test_exported_code_is_the_measured_code_and_runs_without_autotune(searched, tmp_path) -> None:
+    _, out = searched
+    source = (out / "apply_compilation.py").read_text()
+    study = optuna.load_study(study_name=STUDY, storage=f"sqlite:///{out / 'study.db'}")
+    winner = study.trials[load(out / "best.yaml").metrics["trial"]]
+    assert hashlib.sha256(source.encode()).hexdigest() == winner.user_attrs["source_sha256"]
+    script = textwrap.dedent(f"""
+        import sys
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] == "autotune":
+                    raise ImportError("autotune is not installed here")
+        sys.meta_path.insert(0, Block())
+        sys.path.insert(0, {str(out)!r})
+        import torch
+        from torch import nn
+        from apply_compilation import apply_compilation, prepare_batch
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4))
+        batch = torch.randn(6, 16)
+        expected = model(batch)
+        keys = list(model.state_dict())
+        model, _ = apply_compilation(model)
+        got = model(prepare_batch(batch))
+        assert list(model.state_dict()) == keys
+        print(float((got - expected).abs().max()))
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert float(result.stdout.strip().splitlines()[-1]) < 1e-4
+
+
+def test_rerunning_resumes_the_study_and_export_rebuilds_the_files(searched, tmp_path) -> None:
+    _, out = searched
+    before = yaml.safe_load((out / "best.yaml").read_text())
+    result = search(SearchOptions(model=SPEC, space="quick", trials=3, confirm=0, sampler="random", device="cpu", out=str(out)))
+    study = optuna.load_study(study_name=STUDY, storage=f"sqlite:///{out / 'study.db'}")
+    assert len(study.trials) == 3, "two trials were resumed, one was added"
+    assert result.summary["trials"]["total"] == 3
+    again = export_from_storage(f"sqlite:///{out / 'study.db'}", STUDY, tmp_path / "again")
+    assert (tmp_path / "again" / "best.yaml").is_file()
+    assert again.best_number is not None
+    assert before["baselines"]["eager"]["samples_per_second"] > 0
+
+
+def test_resuming_with_another_objective_is_refused(searched) -> None:
+    _, out = searched
+    with pytest.raises(SearchError, match="objective"):
+        search(SearchOptions(model=SPEC, space="quick", trials=1, objective="time-to:100", device="cpu", out=str(out)))
+
+
+def test_bad_options_are_named() -> None:
+    with pytest.raises(SearchError, match="--sampler 'grid'"):
+        SearchOptions(model=SPEC, sampler="grid")
+    with pytest.raises(SearchError, match="time-to"):
+        SearchOptions(model=SPEC, objective="latency")
+    assert cli.main(["search", "--model", SPEC, "--device", "tpu"]) == cli.EXIT_ERROR
+
+
+def test_search_help_documents_every_flag(capsys) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["search", "--help"])
+    text = capsys.readouterr().out
+    for flag in ("--model", "--space", "--trials", "--timeout", "--trial-timeout", "--device", "--out", "--study-name",
+                 "--storage", "--sampler", "--pruner", "--seed", "--objective", "--max-compile-seconds"):
+        assert flag in text
+    assert "best.yaml" in text and "resumes" in text

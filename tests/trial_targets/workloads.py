@@ -1,0 +1,98 @@
+"""Tiny workloads that misbehave on purpose, to show how trials fail and how the search records it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import torch
+from torch import nn
+
+from autotune import Workload
+
+
+class TinyMLP(nn.Module):
+    """Small enough that Inductor compiles it in seconds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 16))
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x))
+
+
+def _batches(lengths: tuple[int, ...] = (6, 6, 6, 6)) -> list[torch.Tensor]:
+    return [torch.randn(lengths[i % len(lengths)], 16) for i in range(4)]
+
+
+def tiny(task: str = "infer", batches=_batches, **extra) -> Workload:
+    """A well-behaved tiny workload (inference: no optimizer to compile)."""
+    model = extra.pop("model", None) or TinyMLP()
+    if task == "train":
+        extra.setdefault("optimizer", lambda params: torch.optim.SGD(params, lr=0.01))
+        extra.setdefault("loss", lambda output, batch: output.pow(2).mean())
+    return Workload(model=model, batches=batches, task=task, num_batches=4, **extra)
+
+
+def tiny_infer() -> Workload:
+    return tiny("infer")
+
+
+def tiny_train() -> Workload:
+    return tiny("train")
+
+
+class Hangs(TinyMLP):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # A grandchild in the same process group, which the runner must kill too.
+        with open(os.environ["AUTOTUNE_TEST_PIDFILE"], "w") as out:
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+            out.write(f"{os.getpid()} {child.pid}")
+        time.sleep(600)
+        return super().forward(x)
+
+
+def hangs() -> Workload:
+    return tiny(model=Hangs())
+
+
+class Segfaults(TinyMLP):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        os.kill(os.getpid(), signal.SIGSEGV)
+        return super().forward(x)
+
+
+def segfaults() -> Workload:
+    return tiny(model=Segfaults())
+
+
+class Raises(TinyMLP):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("the model refuses this batch")
+
+
+def raises() -> Workload:
+    return tiny(model=Raises())
+
+
+class WrongWhenCompiled(TinyMLP):
+    """Correct eagerly, off by one under torch.compile: the accuracy check must catch it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = super().forward(x)
+        return out + 1.0 if torch.compiler.is_compiling() else out
+
+
+def wrong_when_compiled() -> Workload:
+    return tiny(model=WrongWhenCompiled())
+
+
+def recompiles() -> Workload:
+    """Four batch sizes under dynamic=False and a recompile limit of 2: dynamo falls back to eager."""
+    torch._dynamo.config.recompile_limit = 2
+    return tiny(batches=lambda: _batches((3, 5, 7, 9)))
