@@ -135,25 +135,42 @@ def _docline(text: str) -> str:
 def _settings(config: CompileConfig, workload: WorkloadSummary) -> str:
     blocks: list[str] = []
     if config.scope == "whole":
-        blocks.append(_assign("# torch.compile arguments for the whole model.", "COMPILE_KWARGS", config.compile_kwargs()))
+        blocks.append(
+            _assign("# torch.compile arguments for the whole model.", "COMPILE_KWARGS", config.compile_kwargs())
+        )
     elif config.scope == "modular":
         kwargs = {validate_module_path(p, "modules"): config.compile_kwargs(p) for p in workload.modules}
-        blocks.append(_assign("# Submodules compiled separately, each with its torch.compile arguments.", "MODULE_KWARGS", kwargs))
+        blocks.append(
+            _assign("# Submodules compiled separately, each with its torch.compile arguments.", "MODULE_KWARGS", kwargs)
+        )
     else:
         paths = tuple(validate_module_path(p, "blocks") for p in workload.blocks)
         blocks.append(_assign("# Lists of repeated blocks: every block is compiled in place.", "BLOCKS", paths))
         blocks.append(_assign("# torch.compile arguments for each block.", "COMPILE_KWARGS", config.compile_kwargs()))
     if config.compile_optimizer:
-        blocks.append(_assign("# torch.compile arguments for optimizer.step.", "OPTIMIZER_COMPILE_KWARGS", {"fullgraph": False}))
+        blocks.append(
+            _assign("# torch.compile arguments for optimizer.step.", "OPTIMIZER_COMPILE_KWARGS", {"fullgraph": False})
+        )
     dims = {validate_input_key(k, "dynamic_dims"): tuple(v) for k, v in workload.dynamic_dims.items()}
     needed_lengths = config.padding_alignment == "max"
     blocks += [
         _assign("# Inputs whose length varies between batches: input -> axes.", "DYNAMIC_DIMS", dims),
-        _assign("# Padding value per input (others: 0, or False for bool tensors).", "PAD_VALUES", dict(workload.pad_values)),
-        _assign("# None: as given; an int: pad to a multiple; 'pow2'; 'max': the longest length tuned on.", "PADDING_ALIGNMENT", config.padding_alignment),
-        _assign("# Longest length seen while tuning, per input and axis ('max' padding).", "MAX_LENGTHS",
-                {k: dict(v) for k, v in workload.max_lengths.items()} if needed_lengths else {}),
-        _assign("# (input, axis) pairs passed to torch._dynamo.mark_dynamic.", "MARK_DYNAMIC", tuple(config.mark_dynamic)),
+        _assign(
+            "# Padding value per input (others: 0, or False for bool tensors).", "PAD_VALUES", dict(workload.pad_values)
+        ),
+        _assign(
+            "# None: as given; an int: pad to a multiple; 'pow2'; 'max': the longest length tuned on.",
+            "PADDING_ALIGNMENT",
+            config.padding_alignment,
+        ),
+        _assign(
+            "# Longest length seen while tuning, per input and axis ('max' padding).",
+            "MAX_LENGTHS",
+            {k: dict(v) for k, v in workload.max_lengths.items()} if needed_lengths else {},
+        ),
+        _assign(
+            "# (input, axis) pairs passed to torch._dynamo.mark_dynamic.", "MARK_DYNAMIC", tuple(config.mark_dynamic)
+        ),
     ]
     return "\n\n".join(blocks)
 
@@ -161,7 +178,10 @@ def _settings(config: CompileConfig, workload: WorkloadSummary) -> str:
 def _apply_function(config: CompileConfig) -> str:
     body = {
         "whole": ["compile_in_place(model, COMPILE_KWARGS)"],
-        "modular": ["for path, kwargs in MODULE_KWARGS.items():", "    compile_in_place(model.get_submodule(path), kwargs)"],
+        "modular": [
+            "for path, kwargs in MODULE_KWARGS.items():",
+            "    compile_in_place(model.get_submodule(path), kwargs)",
+        ],
         "regional": [
             "for path in BLOCKS:",
             "    for block in model.get_submodule(path):",
@@ -169,7 +189,10 @@ def _apply_function(config: CompileConfig) -> str:
         ],
     }[config.scope]
     if config.compile_optimizer:
-        body += ["if optimizer is not None:", "    optimizer.step = torch.compile(optimizer.step, **OPTIMIZER_COMPILE_KWARGS)"]
+        body += [
+            "if optimizer is not None:",
+            "    optimizer.step = torch.compile(optimizer.step, **OPTIMIZER_COMPILE_KWARGS)",
+        ]
     lines = [
         "def apply_compilation(model, optimizer=None):",
         '    """Compile `model` in place, so its state_dict keys stay the same; returns (model, optimizer)."""',

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from autotune.errors import ConfigError
 
@@ -30,10 +30,10 @@ __all__ = [
     "validate_module_path",
 ]
 
-InputKey = Union[str, int]
+InputKey = str | int
 """A batch input: a dict key, or a position in a tuple batch."""
 
-Padding = Union[None, int, Literal["pow2", "max"]]
+Padding = int | Literal["pow2", "max"] | None
 """How dynamic axes are padded: as given (None), to a multiple, to powers of two, or to the longest length seen."""
 
 SCOPES = ("whole", "modular", "regional")
@@ -96,9 +96,7 @@ def validate_input_key(key: object, what: str) -> InputKey:
     if isinstance(key, int) and key < 0:
         raise ConfigError(f"{what}: tuple position {key} must be >= 0.")
     if isinstance(key, str) and not _IDENTIFIER.match(key):
-        raise ConfigError(
-            f"{what}: {key!r} is not a valid input name; expected letters, digits and underscores."
-        )
+        raise ConfigError(f"{what}: {key!r} is not a valid input name; expected letters, digits and underscores.")
     return key
 
 
@@ -132,9 +130,9 @@ def _check_options(options: object, what: str) -> Mapping[str, Any]:
             raise ConfigError(f"{what}.{name}: takes a {type(default).__name__}, which a config cannot set.")
         if isinstance(default, bool) and not isinstance(value, bool):
             raise ConfigError(f"{what}.{name}: {value!r} must be true or false.")
-        if isinstance(default, (int, float)) and not isinstance(default, bool):
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ConfigError(f"{what}.{name}: {value!r} must be a number (default {default!r}).")
+        numeric = isinstance(default, (int, float)) and not isinstance(default, bool)
+        if numeric and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ConfigError(f"{what}.{name}: {value!r} must be a number (default {default!r}).")
         checked[name] = value
     return MappingProxyType(dict(sorted(checked.items())))
 
@@ -194,7 +192,8 @@ class CompileConfig:
 
     def __post_init__(self) -> None:
         _check_mode(self.mode, "mode")
-        if self.dynamic is not None and not isinstance(self.dynamic, bool):  # `in (None, True, False)` lets 1 and 0.0 in
+        # Not `in (None, True, False)`: that lets 1 and 0.0 in.
+        if self.dynamic is not None and not isinstance(self.dynamic, bool):
             raise ConfigError(f"dynamic: {self.dynamic!r} is not allowed; use None, True or False.")
         for name in ("fullgraph", "compile_optimizer"):
             if not isinstance(getattr(self, name), bool):
@@ -220,9 +219,7 @@ class CompileConfig:
     def uses_cuda_graphs(self) -> bool:
         """Whether any compiled region replays CUDA graphs (needs a GPU and step marking)."""
         settings = [ModuleSettings(mode=self.mode, options=self.options), *self.module_settings.values()]
-        return any(
-            bool({**mode_options(s.mode), **s.options}.get(opt)) for s in settings for opt in CUDA_GRAPH_OPTIONS
-        )
+        return any(bool({**mode_options(s.mode), **s.options}.get(opt)) for s in settings for opt in CUDA_GRAPH_OPTIONS)
 
     def compile_kwargs(self, module_path: str | None = None) -> dict[str, Any]:
         """Keyword arguments for `torch.compile` / `nn.Module.compile`, for the whole model or one module."""

@@ -65,7 +65,9 @@ def model_fingerprint(model: nn.Module, batch_shapes: Sequence[Any] = ()) -> dic
     }
 
 
-def differences(recorded: Mapping[str, Any], current: Mapping[str, Any], keys: Sequence[str] | None = None) -> dict[str, tuple[Any, Any]]:
+def differences(
+    recorded: Mapping[str, Any], current: Mapping[str, Any], keys: Sequence[str] | None = None
+) -> dict[str, tuple[Any, Any]]:
     """Fields whose values differ, as name -> (recorded, current)."""
     names = keys if keys is not None else sorted(set(recorded) | set(current))
     return {k: (recorded.get(k), current.get(k)) for k in names if recorded.get(k) != current.get(k)}
@@ -98,7 +100,10 @@ def _driver_version() -> str | None:
 
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=10, check=True,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         )
     except (OSError, subprocess.SubprocessError):
         return None

@@ -66,7 +66,9 @@ class TunedConfig:
                 raise ConfigError(f"{name}: expected a mapping, got {value!r}.")
             _check_plain(value, name)
         if not isinstance(self.created, str) or not isinstance(self.autotune_version, str):
-            raise ConfigError(f"created/autotune_version: expected strings, got {self.created!r}, {self.autotune_version!r}.")
+            raise ConfigError(
+                f"created/autotune_version: expected strings, got {self.created!r}, {self.autotune_version!r}."
+            )
 
     @functools.cached_property
     def source(self) -> str:
@@ -101,12 +103,16 @@ class TunedConfig:
     def from_dict(cls, data: object, origin: str = "best.yaml") -> TunedConfig:
         """Validate and build from best.yaml content."""
         if not isinstance(data, Mapping):
-            raise ConfigError(f"{origin}: expected a mapping with sections {list(_TOP_LEVEL)}, got {type(data).__name__}.")
+            raise ConfigError(
+                f"{origin}: expected a mapping with sections {list(_TOP_LEVEL)}, got {type(data).__name__}."
+            )
         unknown = sorted(str(k) for k in data if k not in _TOP_LEVEL)
         if unknown:
             raise ConfigError(f"{origin}: unknown key(s) {unknown}; allowed: {list(_TOP_LEVEL)}.")
         if data.get("schema_version") != SCHEMA_VERSION:
-            raise ConfigError(f"{origin}: schema_version {data.get('schema_version')!r} is not supported; expected {SCHEMA_VERSION}.")
+            raise ConfigError(
+                f"{origin}: schema_version {data.get('schema_version')!r} is not supported; expected {SCHEMA_VERSION}."
+            )
         for name in ("workload", "config", "created"):
             if name not in data:
                 raise ConfigError(f"{origin}: the required key {name!r} is missing.")
@@ -201,7 +207,9 @@ def _check_plain(value: object, where: str) -> None:
         item, at, parents = stack.pop()
         visited += 1
         if visited > _MAX_NODES or len(parents) > _MAX_DEPTH:
-            raise ConfigError(f"{where}: more than {_MAX_NODES} values or {_MAX_DEPTH} levels of nesting; not a best.yaml section.")
+            raise ConfigError(
+                f"{where}: more than {_MAX_NODES} values or {_MAX_DEPTH} levels of nesting; not a best.yaml section."
+            )
         if isinstance(item, (Mapping, list)):
             if id(item) in parents:
                 raise ConfigError(f"{at}: refers to itself (a cyclic YAML alias).")
@@ -216,4 +224,6 @@ def _check_plain(value: object, where: str) -> None:
         elif isinstance(item, float) and not math.isfinite(item):
             raise ConfigError(f"{at}: {item!r} is not a finite number.")
         elif not isinstance(item, (str, int, float, bool, type(None))):
-            raise ConfigError(f"{at}: {type(item).__name__} values are not allowed; use plain numbers, strings, lists and mappings.")
+            raise ConfigError(
+                f"{at}: {type(item).__name__} values are not allowed; use plain numbers, strings, lists and mappings."
+            )

@@ -73,7 +73,9 @@ class Workload:
                 "e.g. optimizer=lambda params: torch.optim.AdamW(params, lr=1e-4)."
             )
         if self.autocast not in (None, *AUTOCAST_DTYPES.values()):
-            raise WorkloadError(f"Workload.autocast: {self.autocast!r} is not allowed; use None, torch.bfloat16 or torch.float16.")
+            raise WorkloadError(
+                f"Workload.autocast: {self.autocast!r} is not allowed; use None, torch.bfloat16 or torch.float16."
+            )
         if isinstance(self.num_batches, bool) or not isinstance(self.num_batches, int) or self.num_batches < 1:
             raise WorkloadError(f"Workload.num_batches: {self.num_batches!r} must be an integer >= 1.")
         self.dynamic_dims = _checked_dims(self.dynamic_dims)
@@ -93,7 +95,9 @@ class Workload:
             self.model.get_submodule(str(path))
         except (ConfigError, AttributeError) as exc:
             children = [name for name, _ in self.model.named_children()]
-            raise WorkloadError(f"{what}: {path!r} is not a submodule of the model ({exc}); its children: {children}.") from None
+            raise WorkloadError(
+                f"{what}: {path!r} is not a submodule of the model ({exc}); its children: {children}."
+            ) from None
         return str(path)
 
     def module_paths(self) -> tuple[str, ...]:
@@ -140,7 +144,9 @@ class Workload:
                     f"Workload.dynamic_dims: batch {index} has no input {key!r}; its inputs: {input_keys(batch)}."
                 )
             if not isinstance(value, torch.Tensor):
-                raise WorkloadError(f"Workload.dynamic_dims: input {key!r} of batch {index} is a {type(value).__name__}, not a tensor.")
+                raise WorkloadError(
+                    f"Workload.dynamic_dims: input {key!r} of batch {index} is a {type(value).__name__}, not a tensor."
+                )
             for axis in axes:
                 if axis >= value.dim():
                     raise WorkloadError(
@@ -216,12 +222,18 @@ class WorkloadSummary:
         for name in ("spec", "model_class"):
             if not isinstance(getattr(self, name), str):
                 raise ConfigError(f"workload.{name}: expected a string, got {getattr(self, name)!r}.")
-        if isinstance(self.samples_per_batch, bool) or not isinstance(self.samples_per_batch, int) or self.samples_per_batch < 1:
+        if (
+            isinstance(self.samples_per_batch, bool)
+            or not isinstance(self.samples_per_batch, int)
+            or self.samples_per_batch < 1
+        ):
             raise ConfigError(f"workload.samples_per_batch: {self.samples_per_batch!r} must be an integer >= 1.")
         for path in (*self.modules, *self.blocks):
             validate_module_path(path, "workload.modules/blocks")
         object.__setattr__(self, "dynamic_dims", _checked_dims(self.dynamic_dims, error=ConfigError))
-        object.__setattr__(self, "pad_values", _checked_pad_values(self.pad_values, self.dynamic_dims, error=ConfigError))
+        object.__setattr__(
+            self, "pad_values", _checked_pad_values(self.pad_values, self.dynamic_dims, error=ConfigError)
+        )
         lengths: dict[InputKey, dict[int, int]] = {}
         for key, axes in dict(self.max_lengths).items():
             key = parse_input_key(key, "workload.max_lengths")
@@ -229,12 +241,19 @@ class WorkloadSummary:
                 raise ConfigError(f"workload.max_lengths.{key}: expected a mapping of axis to length, got {axes!r}.")
             for axis, length in axes.items():
                 axis = int(axis) if isinstance(axis, str) and axis.isdigit() else axis
-                if isinstance(axis, bool) or not isinstance(axis, int) or isinstance(length, bool) or not isinstance(length, int):
+                if (
+                    isinstance(axis, bool)
+                    or not isinstance(axis, int)
+                    or isinstance(length, bool)
+                    or not isinstance(length, int)
+                ):
                     raise ConfigError(f"workload.max_lengths.{key}: {axis!r}: {length!r} must map an axis to a length.")
                 lengths.setdefault(key, {})[axis] = length
         object.__setattr__(self, "max_lengths", lengths)
         if self.autocast not in (None, *AUTOCAST_DTYPES):
-            raise ConfigError(f"workload.autocast: {self.autocast!r} is not allowed; use null or one of {list(AUTOCAST_DTYPES)}.")
+            raise ConfigError(
+                f"workload.autocast: {self.autocast!r} is not allowed; use null or one of {list(AUTOCAST_DTYPES)}."
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for YAML and JSON."""
@@ -392,7 +411,9 @@ def _split_spec(spec: object) -> tuple[str, str]:
 
 
 def _public_callables(module: Any) -> list[str]:
-    return sorted(n for n, v in vars(module).items() if not n.startswith("_") and callable(v) and not inspect.ismodule(v))
+    return sorted(
+        n for n, v in vars(module).items() if not n.startswith("_") and callable(v) and not inspect.ismodule(v)
+    )
 
 
 def _as_workload(target: Any, spec: str, called: bool) -> Workload:

@@ -87,7 +87,9 @@ class ToyLM(nn.Module):
         return LMOutput(loss, logits)
 
 
-def make_batches(count: int = 8, batch_size: int = 8, min_len: int = 8, max_len: int = 64) -> list[dict[str, torch.Tensor]]:
+def make_batches(
+    count: int = 8, batch_size: int = 8, min_len: int = 8, max_len: int = 64
+) -> list[dict[str, torch.Tensor]]:
     """Batches padded to their own longest sequence, as a collator would pad them."""
     batches = []
     for _ in range(count):
