@@ -54,7 +54,7 @@ def test_write_safe_load_validate_round_trip(tmp_path: Path) -> None:
     path = tuned.write(tmp_path / "study" / "best.yaml")
     data = yaml.safe_load(path.read_text())
     assert data["schema_version"] == SCHEMA_VERSION
-    assert set(data) == {
+    sections = {
         "schema_version",
         "created",
         "autotune_version",
@@ -65,6 +65,7 @@ def test_write_safe_load_validate_round_trip(tmp_path: Path) -> None:
         "environment",
         "study",
     }
+    assert sections <= set(data)
     assert data["config"]["module_settings"] == {"head": {"mode": None, "options": {"shape_padding": True}}}
     again = read(path)
     assert again == tuned
