@@ -1,0 +1,80 @@
+"""Bare transformers models as targets: autotune synthesises their batches from the config.
+
+Each target returns a small `PreTrainedModel` built from a config with random weights
+(nothing is downloaded) and no batches; `autotune.hf.workload_for` makes the workload:
+token ids, lengths and attention masks for text models, pixel values for vision models,
+labels for heads that take them (see that module for the defaults).
+
+    autotune search --model examples.hf:gpt2   # causal LM, trained on variable-length text
+    autotune search --model examples.hf:bert   # sequence classification, trained
+    autotune search --model examples.hf:vit    # image classification, trained
+
+Sizes are fixed and small; to tune a real checkpoint, return
+`AutoModelForCausalLM.from_pretrained(...)` from your own target the same way.
+"""
+
+from __future__ import annotations
+
+from transformers import (
+    BertConfig,
+    BertForSequenceClassification,
+    GPT2Config,
+    GPT2LMHeadModel,
+    ViTConfig,
+    ViTForImageClassification,
+)
+
+from examples._shared import seeded
+
+__all__ = ["bert", "gpt2", "vit"]
+
+
+def gpt2() -> GPT2LMHeadModel:
+    """A 2-layer GPT-2 language model with a 1024-token vocabulary and 256 positions, for training."""
+    # use_cache=False: a training step has no use for the key/value cache GPT-2 builds by default.
+    config = GPT2Config(
+        vocab_size=1024,
+        n_positions=256,
+        n_embd=64,
+        n_layer=2,
+        n_head=4,
+        bos_token_id=1023,
+        eos_token_id=1023,
+        use_cache=False,
+    )
+    with seeded(0):
+        model = GPT2LMHeadModel(config)
+    # GPT2LMHeadModel's loss is looked up by class name, which fails and logs a warning inside
+    # forward: a graph break on every labelled call. Naming the causal-LM loss removes it.
+    model.loss_type = "ForCausalLM"
+    return model
+
+
+def bert() -> BertForSequenceClassification:
+    """A 2-layer BERT classifying sequences into 3 classes."""
+    config = BertConfig(
+        vocab_size=1024,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=256,
+        max_position_embeddings=256,
+        num_labels=3,
+    )
+    with seeded(0):
+        return BertForSequenceClassification(config)
+
+
+def vit() -> ViTForImageClassification:
+    """A 2-layer ViT classifying 32x32 images into 10 classes."""
+    config = ViTConfig(
+        image_size=32,
+        patch_size=8,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=256,
+        num_labels=10,
+    )
+    with seeded(0):
+        return ViTForImageClassification(config)
