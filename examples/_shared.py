@@ -1,0 +1,52 @@
+"""What the example workloads share: the size knob, seeded model construction, padding masks."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+from typing import Literal, cast
+
+import torch
+
+from autotune.errors import WorkloadError
+
+Size = Literal["tiny", "full"]
+SIZES: tuple[Size, ...] = ("tiny", "full")
+SIZE_VARIABLE = "AUTOTUNE_EXAMPLE_SIZE"
+"""Environment variable read by the zero-argument targets, e.g. `AUTOTUNE_EXAMPLE_SIZE=full` on a GPU."""
+
+
+def checked_size(size: str | None) -> Size:
+    """`size`, or the size named by $AUTOTUNE_EXAMPLE_SIZE when None (default 'tiny'); raise if unknown."""
+    chosen = size if size is not None else os.environ.get(SIZE_VARIABLE, "tiny")
+    if chosen not in SIZES:
+        source = "size" if size is not None else f"${SIZE_VARIABLE}"
+        raise WorkloadError(f"{source}: {chosen!r} is not an example size; use one of {SIZES}.")
+    return cast(Size, chosen)
+
+
+@contextlib.contextmanager
+def seeded(seed: int = 0) -> Iterator[None]:
+    """Run the block with torch's RNG seeded, then restore the caller's RNG state.
+
+    Models built inside get the same initial weights in every process (the parent and each
+    trial), without disturbing the RNG that autotune seeds before drawing batches.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
+def length_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
+    """A (batch, width) 0/1 int64 mask that is 1 on the first `lengths[i]` positions of row i."""
+    return (torch.arange(width)[None, :] < lengths[:, None]).long()
+
+
+def draw_lengths(count: int, buckets: Sequence[tuple[float, int, int]]) -> torch.Tensor:
+    """`count` lengths: a bucket (probability, low, high) is picked by its probability, then a length uniformly in it."""
+    weights = torch.tensor([probability for probability, _, _ in buckets])
+    picks = torch.multinomial(weights, count, replacement=True)
+    lows = torch.tensor([low for _, low, _ in buckets])[picks]
+    highs = torch.tensor([high for _, _, high in buckets])[picks]
+    return lows + (torch.rand(count) * (highs - lows + 1)).long().clamp(max=highs - lows)
