@@ -39,6 +39,10 @@ Padding = int | Literal["pow2", "max"] | None
 SCOPES = ("whole", "modular", "regional")
 PADDING_WORDS = ("pow2", "max")
 CUDA_GRAPH_OPTIONS = ("triton.cudagraphs",)
+STRING_OPTIONS = frozenset(
+    {"max_autotune_gemm_backends", "max_autotune_conv_backends", "max_autotune_gemm_search_space", "max_autotune_flex_search_space"}
+)
+"""Inductor options with string values that are tuning choices (backend lists, search-space sizes)."""
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Segments may start with a digit: the children of nn.Sequential and nn.ModuleList are named "0", "1", ...
@@ -128,6 +132,15 @@ def _check_options(options: object, what: str) -> Mapping[str, Any]:
         if isinstance(default, (list, tuple, dict, set)) or callable(default):
             # A scalar cannot stand in for these (e.g. `cpp.cxx` is a tuple naming the compiler to run).
             raise ConfigError(f"{what}.{name}: takes a {type(default).__name__}, which a config cannot set.")
+        if (default is None or isinstance(default, str)) and name not in STRING_OPTIONS:
+            # Free-form strings name paths, programs and log files: a config file must not be able to
+            # point the compiler at them, so only known tuning choices are accepted.
+            raise ConfigError(
+                f"{what}.{name}: free-form string options cannot be set from a config; "
+                f"allowed string options: {sorted(STRING_OPTIONS)}."
+            )
+        if name in STRING_OPTIONS and not isinstance(value, str):
+            raise ConfigError(f"{what}.{name}: {value!r} must be a string.")
         if isinstance(default, bool) and not isinstance(value, bool):
             raise ConfigError(f"{what}.{name}: {value!r} must be true or false.")
         numeric = isinstance(default, (int, float)) and not isinstance(default, bool)

@@ -282,3 +282,11 @@ def test_input_keys_refused(key: object) -> None:
 def test_parse_input_key_reads_digits_as_positions() -> None:
     assert parse_input_key("2", "k") == 2
     assert parse_input_key("labels", "k") == "labels"
+
+
+def test_free_form_string_options_cannot_point_the_compiler_elsewhere() -> None:
+    with pytest.raises(ConfigError, match="free-form string"):
+        CompileConfig(mode=None, options={"cutlass.cutlass_dir": "/tmp/evil"})
+    with pytest.raises(ConfigError, match="free-form string"):
+        CompileConfig(mode=None, options={"autoheuristic_log_path": "/etc/passwd"})
+    assert CompileConfig(mode=None, options={"max_autotune_gemm_backends": "ATEN"}).options["max_autotune_gemm_backends"] == "ATEN"
