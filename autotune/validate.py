@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from autotune.measure import Protocol
 from autotune.runner import TrialRequest, check_device, record_of, run_trial
 from autotune.workload import resolve
 
-__all__ = ["ValidationReport", "read_config_file", "validate"]
+__all__ = ["ValidationReport", "measure_interleaved", "read_config_file", "validate"]
 
 SUBJECTS = ("eager", "compile", "config")
 
@@ -115,18 +116,42 @@ def validate(
         "config": codegen.generate(config, summary, created=created, version=environment.version()),
     }
     report = ValidationReport(path=str(path), model=spec, description=description, config=config)
-    for _ in range(repeats):
-        for subject in SUBJECTS:
+    subjects = {"eager": (None, False), "compile": (sources["compile"], False), "config": (sources["config"], config.uses_cuda_graphs)}
+    report.runs = measure_interleaved(spec, subjects, rounds=repeats, device=device, trial_timeout=trial_timeout, protocol=protocol)
+    return report
+
+
+def measure_interleaved(
+    spec: str,
+    subjects: Mapping[str, tuple[str | None, bool]],
+    *,
+    rounds: int = 1,
+    device: str | None = None,
+    trial_timeout: float = 900.0,
+    protocol: Protocol | None = None,
+    on_run: Callable[[str, dict[str, Any]], None] | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """Run each subject (name -> (generated source or None for eager, uses CUDA graphs)) once per round, in turn.
+
+    Interleaving puts every subject's runs next to each other's in time, so the ratios
+    between them survive a machine whose speed drifts.
+    """
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in subjects}
+    for _ in range(rounds):
+        for name, (source, cuda_graphs) in subjects.items():
             request = TrialRequest(
                 spec=spec,
-                source=sources[subject],
+                source=source,
                 device=check_device(device),
                 protocol=(protocol or Protocol()).to_dict(),
-                uses_cuda_graphs=subject == "config" and config.uses_cuda_graphs,
+                uses_cuda_graphs=cuda_graphs,
                 timeout=trial_timeout,
             )
-            report.runs.setdefault(subject, []).append(record_of(run_trial(request)))
-    return report
+            record = record_of(run_trial(request))
+            runs[name].append(record)
+            if on_run:
+                on_run(name, record)
+    return runs
 
 
 def _x(value: float | None) -> str:

@@ -1,0 +1,443 @@
+"""The benchmark: is autotune's winner faster than eager, plain torch.compile and careful hand-tuning, and how
+long did it take to find?
+
+For each workload it runs one study (`--trials` trials), takes the winner after the first N
+trials for several N, and measures eager, plain `torch.compile`, every applicable recipe
+from examples/recipes/ and those winners in fresh processes, interleaved round by round so
+that the ratios hold on a noisy machine. On one workload it also runs a reference search
+(every configuration of the `quick` space) and counts how many trials autotune needed to
+reach 98% of the reference best. It writes a Markdown table and the raw JSON to
+outputs/benchmarks/.
+
+    python examples/benchmark.py --size tiny --trials 20
+    python examples/benchmark.py --smoke          # one small workload, a few trials: checks the pipeline
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from autotune import codegen, environment
+from autotune.config import CompileConfig
+from autotune.errors import AutotuneError, ConfigError
+from autotune.export import pruning_savings
+from autotune.recipe import read_recipes, without_cuda_graphs
+from autotune.runner import check_device
+from autotune.search import SearchOptions, search
+from autotune.validate import measure_interleaved
+from autotune.workload import resolve
+
+WORKLOADS = {
+    "captioning_static": "examples.captioning:captioning_static",
+    "captioning_dynamic": "examples.captioning:captioning_dynamic",
+    "gpt2_generate": "examples.gpt2_generate:gpt2_generate",
+    "bert_classify": "examples.bert_classify:bert_classify",
+    "convnet": "examples.convnet:convnet",
+    "toy": "examples.toy:model",
+}
+RECIPES = Path(__file__).resolve().parent / "recipes"
+PHASES = ("start", "build", "compile", "measure")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.smoke:
+        args.workloads, args.space, args.trials, args.checkpoints = ["convnet"], "quick", 1, [1]
+        args.reference, args.rounds, args.recipes = "", 1, ["regional"]
+    checkpoints = sorted({n for n in args.checkpoints if n <= args.trials} | {args.trials})
+    os.environ["AUTOTUNE_EXAMPLE_SIZE"] = args.size
+    device = check_device(args.device)
+    out = Path(args.out)
+    runs_dir = out / "runs" / f"{args.size}-{device.split(':')[0]}"
+    started = time.monotonic()
+    results: dict[str, Any] = {
+        "machine": _machine(device),
+        "date": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "size": args.size,
+        "trials": args.trials,
+        "checkpoints": checkpoints,
+        "space": args.space,
+        "rounds": args.rounds,
+        "smoke": args.smoke,
+        "workloads": {},
+    }
+    for name in args.workloads:
+        print(f"== {name}", file=sys.stderr, flush=True)
+        results["workloads"][name] = bench_workload(name, WORKLOADS[name], args, checkpoints, device, runs_dir)
+        _write(out, results, args, device)
+    if args.reference:
+        print(f"== reference search on {args.reference}", file=sys.stderr, flush=True)
+        results["reference"] = reference(
+            args.reference, results["workloads"].get(args.reference), args, device, runs_dir
+        )
+    results["wall_seconds"] = round(time.monotonic() - started, 1)
+    paths = _write(out, results, args, device)
+    print(f"wrote {paths[0]} and {paths[1]}", file=sys.stderr)
+    return 0
+
+
+def bench_workload(
+    name: str, spec: str, args: argparse.Namespace, checkpoints: list[int], device: str, runs_dir: Path
+) -> dict[str, Any]:
+    """One study, then interleaved measurements of baselines, recipes and the winners after N trials."""
+    started = time.monotonic()
+    result = search(
+        SearchOptions(
+            model=spec,
+            space=args.space,
+            trials=args.trials,
+            device=device,
+            out=str(runs_dir / name),
+            study_name=f"bench-{name}",
+            confirm=0,
+            seed=args.seed,
+            trial_timeout=args.trial_timeout,
+        ),
+        progress=_progress,
+    )
+    search_seconds = time.monotonic() - started
+    study = optuna.load_study(
+        study_name=f"bench-{name}", storage=f"sqlite:///{(runs_dir / name / 'study.db').resolve()}"
+    )
+    trials = study.get_trials(deepcopy=False)
+    workload = resolve(spec)
+    summary = workload.summary(spec, workload.draw_batches(seed=args.seed))
+    created = results_stamp()
+    subjects: dict[str, tuple[str | None, bool]] = {"eager": (None, False)}
+    subjects["plain torch.compile"] = (
+        codegen.generate(CompileConfig(), summary, created=created, version=environment.version()),
+        False,
+    )
+    described: dict[str, str] = {"eager": "no compilation", "plain torch.compile": "torch.compile(model)"}
+    for recipe in read_recipes(RECIPES):
+        if args.recipes is not None and recipe.name not in args.recipes:
+            continue
+        config, note = recipe.config, ""
+        if config.uses_cuda_graphs and not device.startswith("cuda"):
+            config, note = without_cuda_graphs(config), " (CUDA graphs removed: CPU)"
+        try:
+            source = codegen.generate(config, summary, created=created, version=environment.version())
+        except ConfigError:
+            continue  # the recipe names inputs, modules or blocks this workload does not have
+        subjects[f"recipe {recipe.name}"] = (source, config.uses_cuda_graphs)
+        described[f"recipe {recipe.name}"] = config.describe() + note
+    winners: dict[int, int] = {}
+    for n in checkpoints:
+        best = _best_within(trials, n)
+        if best is not None:
+            winners[n] = best.number
+    for number in sorted(set(winners.values())):
+        trial = trials[number]
+        config = CompileConfig.from_dict(trial.user_attrs["config"])
+        subjects[f"autotune trial {number}"] = (
+            codegen.generate(config, summary, created=created, version=environment.version()),
+            config.uses_cuda_graphs,
+        )
+        described[f"autotune trial {number}"] = config.describe()
+    print(f"   measuring {len(subjects)} subjects x {args.rounds} round(s)", file=sys.stderr, flush=True)
+    runs = measure_interleaved(
+        spec,
+        subjects,
+        rounds=args.rounds,
+        device=device,
+        trial_timeout=args.trial_timeout,
+        on_run=lambda subject, r: print(f"   {subject}: {_outcome(r)}", file=sys.stderr, flush=True),
+    )
+    rows = {subject: _figures(records, described[subject]) for subject, records in runs.items()}
+    _ratios(rows)
+    finished = [
+        t for t in trials if t.state.name in ("COMPLETE", "PRUNED", "FAIL") and "duplicate_of" not in t.user_attrs
+    ]
+    return {
+        "spec": spec,
+        "rows": rows,
+        "winner_after": {str(n): f"autotune trial {t}" for n, t in winners.items()},
+        "search_seconds": round(search_seconds, 1),
+        "trial_states": {s: sum(1 for t in trials if t.state.name == s) for s in ("COMPLETE", "PRUNED", "FAIL")},
+        "failure_reasons": _count(t.user_attrs.get("reason", "?") for t in trials if t.state.name == "FAIL"),
+        "pruning_saved_seconds": pruning_savings(trials),
+        "trial_seconds": round(sum(t.user_attrs.get("wall_seconds", 0.0) for t in finished), 1),
+        "overhead_seconds": {
+            phase: round(
+                statistics.median([t.user_attrs.get("phase_seconds", {}).get(phase, 0.0) for t in finished]), 2
+            )
+            for phase in PHASES
+        }
+        if finished
+        else {},
+        "history": [
+            {
+                "number": t.number,
+                "state": t.state.name,
+                "value": t.value,
+                "description": t.user_attrs.get("description"),
+            }
+            for t in trials
+        ],
+        "search_best_trial": result.best_number,
+    }
+
+
+def reference(
+    name: str, bench: dict[str, Any] | None, args: argparse.Namespace, device: str, runs_dir: Path
+) -> dict[str, Any]:
+    """Every configuration of the quick space, then: after how many trials did the benchmark's study reach 98% of its best?"""
+    spec = WORKLOADS[name]
+    started = time.monotonic()
+    search(
+        SearchOptions(
+            model=spec,
+            space="quick",
+            trials=args.reference_trials,
+            device=device,
+            out=str(runs_dir / f"{name}-reference"),
+            study_name=f"reference-{name}",
+            sampler="bruteforce",
+            pruner="none",
+            confirm=0,
+            seed=args.seed,
+            trial_timeout=args.trial_timeout,
+        ),
+        progress=_progress,
+    )
+    study = optuna.load_study(
+        study_name=f"reference-{name}", storage=f"sqlite:///{(runs_dir / f'{name}-reference' / 'study.db').resolve()}"
+    )
+    complete = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
+    distinct = [t for t in complete if "duplicate_of" not in t.user_attrs]
+    best = max((t.value for t in complete), default=None)
+    reached = None
+    if best and bench:
+        for entry in bench["history"]:
+            if entry["state"] == "COMPLETE" and entry["value"] >= 0.98 * best:
+                reached = entry["number"] + 1
+                break
+    return {
+        "workload": name,
+        "space": "quick",
+        "configurations_measured": len(distinct),
+        "best_samples_per_second": best,
+        "best_description": max(complete, key=lambda t: t.value).user_attrs.get("description") if complete else None,
+        "benchmark_study_trials_to_98_percent": reached,
+        "benchmark_study_trials": args.trials,
+        "seconds": round(time.monotonic() - started, 1),
+    }
+
+
+def _best_within(trials: list[optuna.trial.FrozenTrial], n: int) -> optuna.trial.FrozenTrial | None:
+    complete = [t for t in trials if t.number < n and t.state.name == "COMPLETE" and t.value is not None]
+    best = max(complete, key=lambda t: t.value, default=None)
+    if best is not None and "duplicate_of" in best.user_attrs:
+        return trials[best.user_attrs["duplicate_of"]]
+    return best
+
+
+def _figures(records: list[dict[str, Any]], description: str) -> dict[str, Any]:
+    good = [r for r in records if r["state"] == "complete"]
+    row: dict[str, Any] = {"description": description, "runs": len(records), "complete": len(good)}
+    if not good:
+        row["failure"] = f"{records[0]['reason']}: {records[0]['message'][:200]}" if records else "not run"
+        return row
+    windows = [w for r in good for w in r.get("windows", [])]
+    row.update(
+        samples_per_second=statistics.median(r["samples_per_second"] for r in good),
+        spread={"min": min(windows), "median": statistics.median(windows), "max": max(windows)} if windows else {},
+        compile_seconds=statistics.median(r["compile_seconds"] for r in good),
+        peak_memory_mb=max(r.get("peak_memory_mb") or 0.0 for r in good),
+        memory_kind=good[0].get("memory_kind"),
+    )
+    return row
+
+
+def _ratios(rows: dict[str, dict[str, Any]]) -> None:
+    eager = rows["eager"].get("samples_per_second")
+    compiled = rows["plain torch.compile"].get("samples_per_second")
+    recipes = [r["samples_per_second"] for k, r in rows.items() if k.startswith("recipe") and "samples_per_second" in r]
+    best_recipe = max(recipes, default=None)
+    for row in rows.values():
+        value = row.get("samples_per_second")
+        for key, base in (("vs_eager", eager), ("vs_compile", compiled), ("vs_best_recipe", best_recipe)):
+            row[key] = round(value / base, 3) if value and base else None
+
+
+def _write(out: Path, results: dict[str, Any], args: argparse.Namespace, device: str) -> tuple[Path, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"{'smoke' if args.smoke else args.size}-{device.split(':')[0]}"
+    json_path = out / f"{stem}.json"
+    md_path = out / f"{stem}.md"
+    json_path.write_text(json.dumps(results, indent=2) + "\n")
+    md_path.write_text(render(results))
+    return md_path, json_path
+
+
+def render(results: dict[str, Any]) -> str:
+    """The Markdown report of a benchmark run."""
+    m = results["machine"]
+    lines = [
+        f"# autotune benchmark ({results['size']}{', smoke run' if results.get('smoke') else ''}, {m['device']})",
+        "",
+        f"Run {results['date']} on {m['device_name']} ({m['cores']} cores), torch {m['torch']}, Python {m['python']}, "
+        f"autotune {m['autotune']}. Space `{results['space']}`, {results['trials']} trials per workload, "
+        f"{results['rounds']} interleaved measurement round(s) per subject. Throughput is samples/s (median over "
+        "rounds); ratios are against subjects measured in the same rounds.",
+        "",
+    ]
+    for name, bench in results["workloads"].items():
+        lines += [f"## {name} (`{bench['spec']}`)", ""]
+        lines += [
+            "| subject | samples/s | vs eager | vs plain compile | vs best recipe | compile s | peak MiB | configuration |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for subject, row in bench["rows"].items():
+            if "samples_per_second" not in row:
+                lines.append(f"| {subject} | failed | | | | | | {row['description']}: {row.get('failure', '')} |")
+                continue
+            lines.append(
+                f"| {subject} | {row['samples_per_second']:.4g} | {_x(row['vs_eager'])} | {_x(row['vs_compile'])} | "
+                f"{_x(row['vs_best_recipe'])} | {row['compile_seconds']:.1f} | {row['peak_memory_mb']:.0f} | {row['description']} |"
+            )
+        after = ", ".join(f"{n} trials → {subject}" for n, subject in bench["winner_after"].items())
+        states = bench["trial_states"]
+        overhead = bench["overhead_seconds"]
+        lines += [
+            "",
+            f"Winner after N trials: {after or 'none completed'}.",
+            f"Study: {sum(states.values())} trials ({states['COMPLETE']} complete, {states['PRUNED']} pruned, {states['FAIL']} failed"
+            + (
+                f": {', '.join(f'{k} {v}' for k, v in bench['failure_reasons'].items())}"
+                if bench["failure_reasons"]
+                else ""
+            )
+            + f") in {bench['search_seconds']:.0f} s; pruning saved about {bench['pruning_saved_seconds']:.0f} s.",
+            "Median per-trial time by phase: "
+            + ", ".join(f"{p} {overhead.get(p, 0):.1f} s" for p in PHASES)
+            + " (start = process start and imports; build = workload and batches; compile = compile, accuracy check and warm-up).",
+            "",
+        ]
+        slower = _slower_than_recipe(bench)
+        if slower:
+            lines += [slower, ""]
+    ref = results.get("reference")
+    if ref:
+        reached = ref["benchmark_study_trials_to_98_percent"]
+        lines += [
+            f"## Reference search ({ref['workload']})",
+            "",
+            f"Every configuration of the `{ref['space']}` space ({ref['configurations_measured']} measured, {ref['seconds']:.0f} s): "
+            f"best {ref['best_samples_per_second']:.4g} samples/s with {ref['best_description']}. "
+            + (
+                f"The benchmark's study reached 98% of that after {reached} trial(s)."
+                if reached
+                else f"The benchmark's study did not reach 98% of that within {ref['benchmark_study_trials']} trials."
+            ),
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def _slower_than_recipe(bench: dict[str, Any]) -> str:
+    rows = bench["rows"]
+    final = list(bench["winner_after"].values())[-1] if bench["winner_after"] else None
+    if not final or "vs_best_recipe" not in rows.get(final, {}):
+        return ""
+    ratio = rows[final]["vs_best_recipe"]
+    if ratio is not None and ratio < 1.0:
+        return f"**autotune's final winner is slower than the best recipe here ({_x(ratio)}).**"
+    return ""
+
+
+def results_stamp() -> str:
+    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def _machine(device: str) -> dict[str, Any]:
+    fingerprint = environment.fingerprint("cpu")
+    return {
+        "device": device,
+        "device_name": fingerprint["device_name"] if device == "cpu" else "(see trials)",
+        "cores": os.cpu_count(),
+        "torch": fingerprint["torch"],
+        "python": fingerprint["python"],
+        "autotune": fingerprint["autotune"],
+        "platform": platform.platform(terse=True),
+    }
+
+
+def _progress(progress: Any) -> None:
+    if progress.message:
+        print(f"   {progress.message}", file=sys.stderr, flush=True)
+
+
+def _outcome(record: dict[str, Any]) -> str:
+    if record["state"] == "complete":
+        return f"{record['samples_per_second']:.4g} samples/s, compile {record['compile_seconds']:.1f} s"
+    return f"{record['state']} {record['reason']}"
+
+
+def _count(values: Any) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for value in values:
+        counts[value] = counts.get(value, 0) + 1
+    return counts
+
+
+def _x(value: float | None) -> str:
+    return f"{value:.2f}x" if value else "–"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--size", choices=("tiny", "full"), default="tiny", help="example size: tiny (CPU) or full (GPU)")
+    p.add_argument("--trials", type=int, default=20, help="trials per workload study (default: 20)")
+    p.add_argument(
+        "--checkpoints", type=int, nargs="+", default=[5, 10, 20, 40], help="report the winner after these many trials"
+    )
+    p.add_argument(
+        "--workloads",
+        nargs="+",
+        choices=sorted(WORKLOADS),
+        default=list(WORKLOADS),
+        help="which workloads (default: all)",
+    )
+    p.add_argument("--space", default="default", help="search space for the studies (default: default)")
+    p.add_argument(
+        "--reference",
+        default="toy",
+        help="workload for the exhaustive reference search over the quick space ('' to skip)",
+    )
+    p.add_argument(
+        "--reference-trials", type=int, default=40, help="trial budget of the reference search (default: 40)"
+    )
+    p.add_argument("--recipes", nargs="+", help="only these recipes from examples/recipes/ (default: every one that applies)")
+    p.add_argument("--rounds", type=int, default=2, help="interleaved measurement rounds per subject (default: 2)")
+    p.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda when available)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--trial-timeout", type=float, default=900.0)
+    p.add_argument(
+        "--out", default="outputs/benchmarks", help="where the Markdown and JSON go (default: outputs/benchmarks)"
+    )
+    p.add_argument(
+        "--smoke", action="store_true", help="one small workload, two trials, one round: checks the pipeline end to end"
+    )
+    return p
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except AutotuneError as exc:
+        print(f"benchmark: error: {exc}", file=sys.stderr)
+        sys.exit(2)
