@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -194,6 +195,29 @@ def test_dynamic_true_recipe_serves_every_caption_length_with_one_graph(
         want, got = run_recipe(recipes["dynamic_true"], workload, summary, longer, train=False)
     assert got == pytest.approx(want, rel=1e-3)
     assert counters["stats"]["unique_graphs"] == graphs, "a new caption length compiled a new graph"
+
+
+@pytest.mark.parametrize("name", ["dynamic_mark", "buckets"])
+def test_padding_recipes_bound_the_graphs_dynamo_traces(name: str, recipes: dict[str, Recipe], workloads: dict) -> None:
+    # These recipes need CUDA graphs; dynamo's eager backend still shows which graphs they
+    # trace over the dynamic workload's batches, without compiling anything.
+    workload, batches, summary = workloads[DYNAMIC]
+    config = dataclasses.replace(recipes[name].config, mode=None, backend="eager")
+    module = codegen.load_module(generated(Recipe(name=name, description="-", config=config), summary))
+    model = copy.deepcopy(workload.model)
+    module.apply_compilation(model)
+    widths = set()
+    for batch in batches:
+        prepared = module.prepare_batch(batch)
+        widths.add(prepared["labels"].shape[1])
+        workload.compute_loss(workload.run_forward(model, prepared), prepared).backward()
+    assert not counters["graph_break"]
+    if name == "dynamic_mark":
+        assert all(width % 8 == 0 for width in widths)
+        assert counters["stats"]["unique_graphs"] == 1, "marked dynamic, every padded length shares one graph"
+    else:
+        assert all(width & (width - 1) == 0 for width in widths)
+        assert counters["stats"]["unique_graphs"] == len(widths), "one static graph per bucket"
 
 
 def write(tmp_path: Path, text: str) -> Path:
