@@ -15,7 +15,7 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
-from autotune import batching
+from autotune import batching, compile_cache
 from autotune.config import CompileConfig, validate_input_key, validate_module_path
 from autotune.errors import ConfigError
 from autotune.workload import WorkloadSummary
@@ -23,6 +23,7 @@ from autotune.workload import WorkloadSummary
 __all__ = ["generate", "load_module"]
 
 _HELPERS = (batching.padded_length, batching.pad_axis, batching.prepare_inputs)
+_CACHE_HELPERS = (compile_cache.load_compile_cache, compile_cache.running_fingerprint)
 
 _COMPILE_IN_PLACE = '''
 def compile_in_place(module, kwargs):
@@ -50,6 +51,9 @@ def generate(config: CompileConfig, workload: WorkloadSummary, *, created: str, 
         _prepare_function(),
         "# Batch preparation, shared with autotune's own measurements.\n\n\n" + inspect.getsource(_HELPERS[0]),
         *(inspect.getsource(helper) for helper in _HELPERS[1:]),
+        "# Optional: start compiling warm from the artifacts autotune saved (compile_cache.bin).\n\n\n"
+        + inspect.getsource(_CACHE_HELPERS[0]),
+        *(inspect.getsource(helper) for helper in _CACHE_HELPERS[1:]),
     ]
     # PEP 8 layout (two blank lines around functions), so the file reads like hand-written code.
     source = "\n\n".join(part.strip("\n") for part in preamble)
@@ -108,6 +112,9 @@ def _header(config: CompileConfig, workload: WorkloadSummary, created: str, vers
         "    for batch in loader:",
         "        batch = prepare_batch(batch)   # after moving the batch to the device",
         "        ...",
+        "",
+        "To compile faster, call load_compile_cache('compile_cache.bin') before the first step: it loads",
+        "the compile artifacts autotune saved next to this file, if torch and the device are the same.",
     ]
     if config.uses_cuda_graphs:
         lines += [

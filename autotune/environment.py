@@ -14,10 +14,14 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["KEYS_THAT_MATTER", "differences", "fingerprint", "model_fingerprint", "version"]
+from autotune.compile_cache import running_fingerprint
+
+__all__ = ["KEYS_THAT_MATTER", "RETUNE_KEYS", "batch_shapes", "differences", "fingerprint", "model_fingerprint", "version"]
 
 KEYS_THAT_MATTER = ("torch", "cuda", "device_name")
 """Differences in these make a tuned configuration suspect (`autotune.load` warns)."""
+RETUNE_KEYS = ("autotune", "python", "torch", "triton", "cuda", "driver", "device_name")
+"""What `autotune retune` compares and reports, besides the model."""
 
 
 def version() -> str:
@@ -35,18 +39,20 @@ def fingerprint(device: str = "cpu") -> dict[str, Any]:
     """Versions of python, torch, triton, CUDA and the driver, and the device's name.
 
     Reading the CUDA device initialises CUDA, so the search parent calls this with 'cpu'
-    and takes the device fields from a worker.
+    and takes the device fields from a worker. The fields a compile cache depends on come
+    from `compile_cache.running_fingerprint`, the code generated files check them with.
     """
+    running = running_fingerprint(device)
     info: dict[str, Any] = {
         "autotune": version(),
-        "python": platform.python_version(),
+        "python": running["python"],
         # torch.__version__ is a str subclass that yaml.safe_dump refuses to write.
-        "torch": str(torch.__version__),
-        "triton": _triton_version(),
-        "cuda": torch.version.cuda,
+        "torch": running["torch"],
+        "triton": running["triton"],
+        "cuda": running["cuda"],
         "platform": platform.platform(terse=True),
         "device": device,
-        "device_name": _device_name(device),
+        "device_name": running["device_name"],
         "driver": None,
     }
     if device.startswith("cuda"):
@@ -65,33 +71,27 @@ def model_fingerprint(model: nn.Module, batch_shapes: Sequence[Any] = ()) -> dic
     }
 
 
+def batch_shapes(batches: Sequence[Any]) -> list[Any]:
+    """The shape of every tensor in every batch (dict inputs by key), as `model_fingerprint` takes them."""
+
+    def shapes(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return list(value.shape)
+        if isinstance(value, Mapping):
+            return {str(k): shapes(v) for k, v in sorted(value.items(), key=lambda item: str(item[0]))}
+        if isinstance(value, (tuple, list)):
+            return [shapes(v) for v in value]
+        return type(value).__name__
+
+    return [shapes(batch) for batch in batches]
+
+
 def differences(
     recorded: Mapping[str, Any], current: Mapping[str, Any], keys: Sequence[str] | None = None
 ) -> dict[str, tuple[Any, Any]]:
     """Fields whose values differ, as name -> (recorded, current)."""
     names = keys if keys is not None else sorted(set(recorded) | set(current))
     return {k: (recorded.get(k), current.get(k)) for k in names if recorded.get(k) != current.get(k)}
-
-
-def _triton_version() -> str | None:
-    try:
-        import triton
-    except ImportError:
-        return None
-    return str(triton.__version__)
-
-
-def _device_name(device: str) -> str:
-    if device.startswith("cuda") and torch.cuda.is_available():
-        return torch.cuda.get_device_name(torch.device(device))
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _driver_version() -> str | None:

@@ -45,6 +45,10 @@ class TrialRequest:
     uses_cuda_graphs: bool = False
     timeout: float = 900.0
     """Hard wall-clock limit for the whole worker, in seconds."""
+    save_cache_path: str | None = None
+    """Save the compile artifacts of this run to this file (see `autotune.compile_cache`)."""
+    load_cache_path: str | None = None
+    """Load compile artifacts from this file before compiling, as `load_compile_cache` in the generated code does."""
 
 
 @dataclass(kw_only=True)
@@ -61,6 +65,8 @@ class TrialRun:
     stderr_tail: str = ""
     wall_seconds: float = 0.0
     phase_seconds: dict[str, float] = field(default_factory=dict)
+    cache: dict[str, Any] = field(default_factory=dict)
+    """What the worker said about a compile cache it loaded or saved."""
 
 
 def run_trial(request: TrialRequest, monitor: Monitor | None = None) -> TrialRun:
@@ -82,6 +88,8 @@ def _run_in(workdir: Path, request: TrialRequest, monitor: Monitor) -> TrialRun:
         "uses_cuda_graphs": request.uses_cuda_graphs,
         "source": request.source,
         "source_path": str(source_path),
+        "save_cache_path": request.save_cache_path,
+        "load_cache_path": request.load_cache_path,
     }
     if request.source is not None:
         source_path.write_text(request.source)
@@ -171,6 +179,8 @@ def _absorb(run: TrialRun, event: dict[str, Any]) -> None:
         run.compiled = event
     elif kind == "environment":
         run.environment = event.get("environment", {})
+    elif kind == "cache":
+        run.cache.update({k: v for k, v in event.items() if k not in ("event", "time")})
     elif kind == "result":
         run.result = event
     elif kind == "failed":

@@ -27,7 +27,7 @@ from autotune.workload import WorkloadSummary
 __all__ = ["SCHEMA_VERSION", "EnvironmentMismatchWarning", "TunedConfig", "load", "read", "write_atomic"]
 
 SCHEMA_VERSION = 1
-_FREE_SECTIONS = ("metrics", "baselines", "environment", "study")
+_FREE_SECTIONS = ("metrics", "baselines", "environment", "study", "compile_cache")
 # A best.yaml is a few kilobytes; these bounds only stop hostile files.
 _MAX_NODES = 100_000
 _MAX_DEPTH = 64
@@ -58,6 +58,8 @@ class TunedConfig:
     """`environment.fingerprint()` of the machine it was measured on."""
     study: Mapping[str, Any] = field(default_factory=dict)
     """The search that found it: study name, storage, trial counts, pruning savings."""
+    compile_cache: Mapping[str, Any] = field(default_factory=dict)
+    """The saved compile artifacts beside it: file, fingerprint, cold and cached compile seconds."""
 
     def __post_init__(self) -> None:
         for name in _FREE_SECTIONS:
@@ -88,6 +90,16 @@ class TunedConfig:
         """Pad and mark a batch as the configuration says."""
         return self.module.prepare_batch(batch)
 
+    def load_compile_cache(self, path: str | os.PathLike[str]) -> bool:
+        """Load the compile artifacts saved with this configuration (e.g. outputs/<study>/compile_cache.bin).
+
+        Runs the generated `load_compile_cache`: nothing is loaded, with a warning, when the
+        file was made with another torch, Triton, CUDA, Python or device, or does not belong to
+        this configuration. Returns True when loaded; call it before the first compiled step.
+        """
+        fingerprint = self.compile_cache.get("fingerprint")
+        return bool(self.module.load_compile_cache(os.fspath(path), dict(fingerprint) if fingerprint else None))
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data in the best.yaml layout."""
         return {
@@ -96,7 +108,9 @@ class TunedConfig:
             "autotune_version": self.autotune_version,
             "workload": self.workload.to_dict(),
             "config": self.config.to_dict(),
-            **{name: dict(getattr(self, name)) for name in _FREE_SECTIONS},
+            **{name: dict(getattr(self, name)) for name in _FREE_SECTIONS if name != "compile_cache"},
+            # Optional: only a search or retune that saved compile artifacts writes it.
+            **({"compile_cache": dict(self.compile_cache)} if self.compile_cache else {}),
         }
 
     @classmethod
@@ -170,8 +184,8 @@ def load(path: str | os.PathLike[str]) -> TunedConfig:
     if changed:
         what = ", ".join(f"{k}: {old} -> {new}" for k, (old, new) in changed.items())
         warnings.warn(
-            f"{path} was tuned in another environment ({what}); its settings may no longer be the fastest. "
-            f"Run `autotune retune {path}` to check.",
+            f"{path} was tuned in another environment ({what}); its settings may no longer be the fastest, "
+            f"or may no longer work. Run `autotune retune {path}` to re-measure and retune it here.",
             EnvironmentMismatchWarning,
             stacklevel=2,
         )
@@ -184,6 +198,10 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
+        # mkstemp makes the file 0600; give it the mode any other new file would get.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
             handle.flush()

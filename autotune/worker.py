@@ -3,7 +3,9 @@
 It builds the workload, applies the configuration by executing the generated
 `apply_compilation.py` (none for the eager baseline), checks it against eager, measures
 compile time and steady-state throughput, and streams JSON-lines events to the parent on
-the file descriptor named by AUTOTUNE_EVENT_FD. It never imports Optuna.
+the file descriptor named by AUTOTUNE_EVENT_FD. On request it first loads a compile cache
+through the generated `load_compile_cache`, or saves what it compiled to one at the end.
+It never imports Optuna.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any, TextIO
 import torch
 from torch import nn
 
-from autotune import codegen, environment
+from autotune import codegen, compile_cache, environment
 from autotune.measure import (
     DynamoWatch,
     Protocol,
@@ -107,6 +109,10 @@ def run_trial(request: dict[str, Any], events: Events, phase: list[str]) -> None
         phase[0] = "compile"
         events.emit("phase", phase="compile")
         started = time.perf_counter()
+        if generated and request.get("load_cache_path"):
+            # Loading the artifacts is part of what a warm start costs, so it is inside the compile clock.
+            loaded = generated.load_compile_cache(request["load_cache_path"])
+            events.emit("cache", loaded=loaded, load_seconds=time.perf_counter() - started)
         if generated:
             model, optimizer = generated.apply_compilation(model, optimizer)
         extra_check_seconds = 0.0
@@ -143,6 +149,8 @@ def run_trial(request: dict[str, Any], events: Events, phase: list[str]) -> None
             events.emit("window", **window)
         _fail_on_limit(watch)
         settled = dynamo_counts()
+    if generated and request.get("save_cache_path"):
+        events.emit("cache", **compile_cache.save_compile_cache(request["save_cache_path"], str(device)))
 
     throughputs = sorted(w["samples_per_second"] for w in windows)
     steps = sorted(w["batches_per_second"] for w in windows)

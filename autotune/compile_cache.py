@@ -1,0 +1,230 @@
+"""Compile-cache files: torch's compile artifacts, tagged with the software and device that made them.
+
+A worker that ran the winning configuration saves what `torch.compiler.save_cache_artifacts()`
+returns to `compile_cache.bin`. The file starts with one JSON line saying where it was made
+(torch, Triton, CUDA, Python, device name) and the SHA-256 of the artifacts; loading it in
+another environment would at best be useless, so `load_compile_cache` refuses with a warning
+and torch compiles as usual.
+
+`running_fingerprint` and `load_compile_cache` are copied verbatim into every generated
+`apply_compilation.py` (like the batch helpers), so they use only `torch` at module level,
+import what else they need from the standard library inside, and annotate with builtins.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from autotune.runner import TrialRequest
+
+__all__ = [
+    "CACHE_FILE",
+    "FINGERPRINT_KEYS",
+    "MAGIC",
+    "describe",
+    "load_compile_cache",
+    "read_header",
+    "record_compile_cache",
+    "running_fingerprint",
+    "save_compile_cache",
+    "write_cache_file",
+]
+
+CACHE_FILE = "compile_cache.bin"
+MAGIC = "autotune-compile-cache"
+FINGERPRINT_KEYS = ("torch", "triton", "cuda", "python", "device_name")
+"""What must be the same for artifacts to be loaded (`load_compile_cache` repeats this tuple)."""
+
+
+def running_fingerprint(device: str = "cpu") -> dict:
+    """The versions and device name that decide whether compile artifacts can be reused here."""
+    import platform
+
+    info = {
+        "torch": str(torch.__version__),
+        "triton": None,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "device": device,
+        "device_name": None,
+    }
+    try:
+        import triton
+
+        info["triton"] = str(triton.__version__)
+    except ImportError:
+        pass
+    if device.startswith("cuda") and torch.cuda.is_available():
+        info["device_name"] = torch.cuda.get_device_name(torch.device(device))
+        return info
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    info["device_name"] = line.split(":", 1)[1].strip()
+                    return info
+    except OSError:
+        pass
+    info["device_name"] = platform.processor() or platform.machine()
+    return info
+
+
+def load_compile_cache(path: str = "compile_cache.bin", fingerprint: dict | None = None) -> bool:
+    """Warm-start torch.compile with the compile artifacts autotune saved for this configuration.
+
+    Call it once, before the first compiled step. The file records the torch, Triton, CUDA and
+    Python versions and the device it was made with; when this process differs (or when
+    `fingerprint`, e.g. best.yaml's compile_cache.fingerprint, names another), nothing is
+    loaded, a warning says why, and torch compiles as usual. Returns True when loaded.
+    """
+    import hashlib
+    import json
+    import warnings
+
+    keys = ("torch", "triton", "cuda", "python", "device_name")
+    try:
+        with open(path, "rb") as handle:
+            header = json.loads(handle.readline().decode("utf-8"))
+            payload = handle.read()
+    except (OSError, ValueError) as exc:
+        warnings.warn(f"compile cache {path} not loaded, compiling normally: cannot read it ({exc})", stacklevel=2)
+        return False
+    if not isinstance(header, dict) or header.get("format") != "autotune-compile-cache":
+        warnings.warn(f"compile cache {path} not loaded, compiling normally: not an autotune cache file", stacklevel=2)
+        return False
+    made = header.get("fingerprint") or {}
+    here = running_fingerprint(str(made.get("device", "cpu")))
+    expected = fingerprint if fingerprint is not None else made
+    changed = [f"{k} {made.get(k)!r}, here {here[k]!r}" for k in keys if made.get(k) != here[k]]
+    changed += [f"{k} {made.get(k)!r}, expected {expected.get(k)!r}" for k in keys if made.get(k) != expected.get(k)]
+    if changed:
+        warnings.warn(
+            f"compile cache {path} was made in another environment ({'; '.join(changed)}), so it is not loaded "
+            "and torch compiles as usual; run `autotune retune` to make a new one.",
+            stacklevel=2,
+        )
+        return False
+    if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
+        warnings.warn(f"compile cache {path} not loaded, compiling normally: its content is damaged", stacklevel=2)
+        return False
+    torch.compiler.load_cache_artifacts(payload)
+    return True
+
+
+def save_compile_cache(path: str | os.PathLike[str], device: str) -> dict[str, Any]:
+    """Write what this process compiled to `path` (atomically); returns what was saved, for the parent."""
+    saved = torch.compiler.save_cache_artifacts()
+    if saved is None:
+        return {"saved": False, "message": "torch recorded no compile artifacts in this process"}
+    payload, info = saved
+    header = write_cache_file(path, payload, running_fingerprint(device))
+    artifacts = {kind: len(keys) for kind, keys in getattr(info, "artifacts", {}).items()}
+    return {
+        "saved": True,
+        "bytes": header["bytes"],
+        "sha256": header["sha256"],
+        "fingerprint": header["fingerprint"],
+        "artifacts": artifacts,
+    }
+
+
+def write_cache_file(path: str | os.PathLike[str], payload: bytes, fingerprint: Mapping[str, Any]) -> dict[str, Any]:
+    """Write a compile-cache file: one JSON header line (fingerprint, SHA-256, size), then `payload`."""
+    header = {
+        "format": MAGIC,
+        "version": 1,
+        "sha256": hashlib.sha256(payload).hexdigest(),
+        "bytes": len(payload),
+        "fingerprint": dict(fingerprint),
+    }
+    target = Path(path)
+    tmp = target.parent / f".{target.name}.{os.getpid()}.tmp"
+    # os.open with a mode (not mkstemp, which makes 0600 files) so the file is as readable as the others.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(json.dumps(header).encode("utf-8") + b"\n")
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return header
+
+
+def read_header(path: str | os.PathLike[str]) -> Mapping[str, Any]:
+    """The JSON header of a compile-cache file ({} when the file is missing or not one)."""
+    try:
+        with open(path, "rb") as handle:
+            header = json.loads(handle.readline().decode("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return header if isinstance(header, dict) and header.get("format") == MAGIC else {}
+
+
+def record_compile_cache(request: TrialRequest, folder: str | os.PathLike[str]) -> tuple[dict[str, Any], Path | None]:
+    """Run a configuration cold in a fresh worker that saves its artifacts, then in another with them loaded.
+
+    Returns best.yaml's `compile_cache` section (both compile times, the file's fingerprint)
+    and the saved file, staged in `folder` under a temporary name for the caller to move into
+    place. The file is None, and the section says why, when a run failed or nothing was saved.
+    Both runs use fresh Inductor and Triton caches, so the second one starts from the file alone.
+    """
+    from dataclasses import replace
+
+    from autotune.runner import run_trial
+
+    fd, name = tempfile.mkstemp(prefix=f".{CACHE_FILE}.", suffix=".staged", dir=folder)
+    os.close(fd)
+    staged = Path(name)
+    # Compile time does not depend on how long throughput is measured: one window each is enough.
+    protocol = {**request.protocol, "windows": 1}
+    cold = run_trial(replace(request, protocol=protocol, save_cache_path=str(staged), load_cache_path=None))
+    if cold.state != "complete" or not cold.cache.get("saved"):
+        staged.unlink(missing_ok=True)
+        why = cold.cache.get("message") or f"the cold run {cold.state}: {cold.reason} {cold.message}".strip()
+        return {"saved": False, "note": why}, None
+    warm = run_trial(replace(request, protocol=protocol, save_cache_path=None, load_cache_path=str(staged)))
+    if warm.state != "complete" or not warm.cache.get("loaded"):
+        staged.unlink(missing_ok=True)
+        why = f"the run with the cache loaded {warm.state}: {warm.reason} {warm.message}".strip()
+        return {
+            "saved": False,
+            "note": why if warm.state != "complete" else "the saved cache could not be loaded",
+        }, None
+    cold_seconds = float(cold.result["compile_seconds"])
+    warm_seconds = float(warm.result["compile_seconds"])
+    section = {
+        "file": CACHE_FILE,
+        "saved": True,
+        "bytes": cold.cache["bytes"],
+        "sha256": cold.cache["sha256"],
+        "artifacts": cold.cache.get("artifacts", {}),
+        "fingerprint": cold.cache["fingerprint"],
+        "cold_compile_seconds": round(cold_seconds, 3),
+        "cached_compile_seconds": round(warm_seconds, 3),
+        "load_seconds": round(float(warm.cache.get("load_seconds", 0.0)), 3),
+        "saved_fraction": round(1 - warm_seconds / cold_seconds, 3) if cold_seconds > 0 else None,
+    }
+    return section, staged
+
+
+def describe(section: Mapping[str, Any]) -> str:
+    """One line on a `compile_cache` section, for terminals and reports."""
+    if not section.get("saved"):
+        return f"compile cache: not saved ({section.get('note', 'not measured')})"
+    return (
+        f"compile cache: {section['file']} ({section['bytes'] / 1024:.0f} KiB); compile and warm-up took "
+        f"{section['cold_compile_seconds']:.1f} s cold and {section['cached_compile_seconds']:.1f} s with the cache loaded"
+    )
