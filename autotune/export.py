@@ -20,7 +20,15 @@ from autotune.search import Objective, SearchError, SearchResult
 from autotune.tuned import TunedConfig, write_atomic
 from autotune.workload import WorkloadSummary
 
-__all__ = ["export_from_storage", "export_study", "pruning_savings", "trial_rows"]
+__all__ = [
+    "choose_winner",
+    "export_from_storage",
+    "export_study",
+    "pruning_savings",
+    "study_summary",
+    "trial_rows",
+    "write_trials_csv",
+]
 
 _CSV_COLUMNS = (
     "number", "state", "reason", "value", "samples_per_second", "batches_per_second", "speedup_vs_eager",
@@ -57,20 +65,26 @@ def export_study(study: optuna.Study, out_dir: Path) -> SearchResult:
     }
     trials = study.get_trials(deepcopy=False)
     rows = trial_rows(trials, baselines)
-    (out_dir / "trials.csv").write_text(_csv(rows))
+    write_trials_csv(out_dir, rows)
     winner, metrics = _choose(trials, objective, confirmation, baselines)
-    saved = pruning_savings(trials)
-    summary = _study_summary(study, trials, saved)
+    summary = study_summary(study)
+    cache = dict(attrs.get("compile_cache") or {})
+    if winner is None or cache.pop("trial", None) != winner.number:
+        cache = {}  # saved for another trial (an older winner): it would not fit this configuration
     tuned_path = None
     if winner is not None:
+        recorded = dict(attrs.get("environment", {}))
+        if "model_fingerprint" in attrs:
+            recorded["model"] = attrs["model_fingerprint"]
         tuned = TunedConfig(
             workload=WorkloadSummary.from_dict(attrs["workload"]),
             config=CompileConfig.from_dict(winner.user_attrs["config"]),
             created=winner.user_attrs["created"],
             metrics=metrics,
             baselines=baselines,
-            environment=attrs.get("environment", {}),
+            environment=recorded,
             study=summary,
+            compile_cache=cache,
         )
         source = tuned.source
         if hashlib.sha256(source.encode()).hexdigest() != winner.user_attrs.get("source_sha256"):
@@ -80,7 +94,7 @@ def export_study(study: optuna.Study, out_dir: Path) -> SearchResult:
         write_atomic(out_dir / "apply_compilation.py", source)
     from autotune.report import write_report
 
-    write_report(out_dir, study, rows, baselines, metrics if winner else None, summary, objective)
+    write_report(out_dir, study, rows, baselines, metrics if winner else None, summary, objective, compile_cache=cache)
     table = sorted((r for r in rows if r["state"] == "COMPLETE"), key=lambda r: r["value"], reverse=objective.direction == "maximize")
     return SearchResult(
         out_dir=out_dir,
@@ -112,6 +126,30 @@ def trial_rows(trials: list[optuna.trial.FrozenTrial], baselines: dict[str, dict
         row.update({f"param.{k}": v for k, v in trial.params.items()})
         rows.append(row)
     return rows
+
+
+def choose_winner(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
+    """The trial an export would ship: best on the confirmation runs when there are any, else best value."""
+    attrs = study.user_attrs
+    confirmation = attrs.get("confirmation") or {}
+    baselines = {
+        name: _baseline_figures(attrs.get(f"baseline.{name}", {}), confirmation.get(name)) for name in ("eager", "compile")
+    }
+    winner, _ = _choose(study.get_trials(deepcopy=False), Objective.parse(attrs["objective"]), confirmation, baselines)
+    return winner
+
+
+def write_trials_csv(out_dir: Path, rows: list[dict[str, Any]]) -> Path:
+    """trials.csv: one row per trial (see `trial_rows`), parameters as `param.*` columns."""
+    path = out_dir / "trials.csv"
+    path.write_text(_csv(rows))
+    return path
+
+
+def study_summary(study: optuna.Study) -> dict[str, Any]:
+    """best.yaml's `study` section: name, storage, space, trial counts, failure reasons, pruning savings."""
+    trials = study.get_trials(deepcopy=False)
+    return _study_summary(study, trials, pruning_savings(trials))
 
 
 def pruning_savings(trials: list[optuna.trial.FrozenTrial]) -> float:

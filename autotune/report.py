@@ -1,12 +1,15 @@
-"""report.md and its plots (optimization history, throughput vs compile time, parameter importances)."""
+"""report.md and its plots (optimization history, throughput vs compile time, parameter importances, retunes)."""
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import optuna
 
+from autotune import history
 from autotune.search import Objective
 
 __all__ = ["write_report"]
@@ -20,9 +23,16 @@ def write_report(
     metrics: dict[str, Any] | None,
     summary: dict[str, Any],
     objective: Objective,
+    *,
+    compile_cache: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write report.md (and PNG plots beside it); returns its path."""
+    """Write report.md (and PNG plots beside it); returns its path.
+
+    With a saved compile cache it says what loading it saves; with a history.jsonl beside
+    it (written by `autotune retune`) it adds the retune history and its plot.
+    """
     plots = _plots(out_dir, study, rows, baselines, objective)
+    retunes = history.read(out_dir)
     lines = [f"# autotune report: {study.study_name}", ""]
     lines += [f"Workload `{study.user_attrs.get('model')}`, space `{summary['space']}`, device `{summary['device']}`, objective {objective} ({objective.unit}).", ""]
     lines += ["## Verdict", "", verdict(metrics, baselines), ""]
@@ -37,6 +47,11 @@ def write_report(
             f"| {row['number']} | {_fmt(row['value'])} | {_fmt(row['samples_per_second'])} | {_fmt(row['speedup_vs_eager'], 'x')} "
             f"| {_fmt(row['speedup_vs_compile'], 'x')} | {_fmt(row['compile_seconds'])} | {row.get('description') or ''} |"
         )
+    if compile_cache:
+        lines += ["", "## Compile cache", "", _cache_text(compile_cache)]
+    if retunes:
+        title, name = _history_plot(out_dir, retunes)
+        lines += ["", "## Retune history", "", _history_table(retunes), "", f"![{title}]({name})"]
     trials = summary["trials"]
     lines += [
         "",
@@ -132,12 +147,92 @@ def _plots(out_dir: Path, study: optuna.Study, rows: list[dict[str, Any]], basel
     return made
 
 
+def _cache_text(section: Mapping[str, Any]) -> str:
+    if not section.get("saved"):
+        return f"No compile cache was saved: {section.get('note', 'it was not measured')}."
+    made = section.get("fingerprint") or {}
+    return "\n".join([
+        f"`{section['file']}` ({section['bytes'] / 1024:.0f} KiB) holds the winner's compile artifacts, made with torch "
+        f"{made.get('torch')} on {made.get('device_name')}. Load it with `load_compile_cache(...)` from "
+        "`apply_compilation.py` or `autotune.load(...).load_compile_cache(...)` before the first step; it is "
+        "refused, with a warning, under another torch, Triton, CUDA, Python or device.",
+        "",
+        "| compile and warm-up | seconds |",
+        "|---|---|",
+        f"| cold (fresh caches) | {_fmt(section.get('cold_compile_seconds'))} |",
+        f"| with the cache loaded | {_fmt(section.get('cached_compile_seconds'))} |",
+    ])
+
+
+def _history_table(retunes: list[dict[str, Any]]) -> str:
+    lines = [
+        f"{len(retunes)} retune(s); the latest {min(len(retunes), 10)} below, every one in `history.jsonl`.",
+        "",
+        "| date | decision | incumbent | challenger | eager | plain compile | changed |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for entry in retunes[-10:]:
+        incumbent = entry.get("incumbent") or {}
+        challenger = entry.get("challenger") or {}
+        bases = entry.get("baselines") or {}
+        changed = ", ".join(sorted({**(entry.get("environment_changes") or {}), **(entry.get("model_changes") or {})})) or "–"
+        shown = _fmt(incumbent.get("median")) if incumbent.get("state") == "complete" else f"failed ({incumbent.get('reason')})"
+        lines.append(
+            f"| {entry.get('date', '?')} | {entry.get('decision', '?')} | {shown} | {_fmt(challenger.get('median'))} "
+            f"| {_fmt((bases.get('eager') or {}).get('median'))} | {_fmt((bases.get('compile') or {}).get('median'))} | {changed} |"
+        )
+    return "\n".join(lines)
+
+
+def _history_plot(out_dir: Path, retunes: list[dict[str, Any]]) -> tuple[str, str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    xs = list(range(len(retunes)))
+
+    def series(pick: Any) -> list[float | None]:
+        return [pick(entry) for entry in retunes]
+
+    incumbent = series(lambda e: (e.get("incumbent") or {}).get("median"))
+    challenger = series(lambda e: (e.get("challenger") or {}).get("median"))
+    for values, label, style in (
+        (series(lambda e: ((e.get("baselines") or {}).get("eager") or {}).get("median")), "eager", ":"),
+        (series(lambda e: ((e.get("baselines") or {}).get("compile") or {}).get("median")), "plain torch.compile", "--"),
+        (incumbent, "incumbent", "-"),
+    ):
+        points = [(x, y) for x, y in zip(xs, values, strict=True) if y is not None]
+        if points:
+            ax.plot(*zip(*points, strict=True), style, marker="o", label=label)
+    points = [(x, y) for x, y in zip(xs, challenger, strict=True) if y is not None]
+    if points:
+        ax.scatter(*zip(*points, strict=True), marker="^", color="tab:green", label="best challenger", zorder=3)
+    for x, entry in zip(xs, retunes, strict=True):
+        if entry.get("decision") == "regression":
+            ax.axvline(x, color="tab:red", alpha=0.3)
+        if entry.get("replaced"):
+            ax.annotate("replaced", (x, incumbent[x] or 0), fontsize=8)
+    ax.set_xticks(xs, [str(e.get("date", ""))[:10] for e in retunes], rotation=30, fontsize=8)
+    ax.set_ylabel(str(retunes[-1].get("unit", "samples/s")))
+    ax.set_title("Retune history (red: regression)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_dir / "retune_history.png", dpi=100)
+    plt.close(fig)
+    return ("Retune history", "retune_history.png")
+
+
 def _importances(study: optuna.Study) -> dict[str, float]:
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if len(complete) < 3 or not any(t.params for t in complete):
         return {}
     try:
-        return dict(optuna.importance.get_param_importances(study))
+        with warnings.catch_warnings():
+            # Few trials per choice is the usual case here; the plot is a hint, not a claim.
+            warnings.simplefilter("ignore", UserWarning)
+            return dict(optuna.importance.get_param_importances(study))
     except (RuntimeError, ValueError, ImportError):
         # Too few distinct parameter values to fit the model: the report simply has no importance plot.
         return {}

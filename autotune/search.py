@@ -20,7 +20,7 @@ from typing import Any
 
 import optuna
 
-from autotune import codegen, environment
+from autotune import codegen, compile_cache, environment
 from autotune.config import CompileConfig, InputKey
 from autotune.errors import AutotuneError, ConfigError, SpaceError
 from autotune.measure import Protocol
@@ -35,6 +35,7 @@ __all__ = [
     "SearchOptions",
     "SearchResult",
     "default_study_name",
+    "explore",
     "search",
 ]
 
@@ -109,6 +110,11 @@ class SearchOptions:
     confirm: int = 3
     """Re-measure this many of the best trials, interleaved with the baselines, before choosing."""
     protocol: Protocol = field(default_factory=Protocol)
+    compile_cache: bool = True
+    """Save the winner's compile artifacts to compile_cache.bin and measure its cold and cached compile time."""
+    reuse_since: int = 0
+    """Trials numbered from here on may reuse an identical configuration's outcome instead of being measured;
+    a retune sets it to its first trial, since earlier ones may have run in another environment."""
 
     def __post_init__(self) -> None:
         if self.trials < 1:
@@ -178,6 +184,16 @@ def search(options: SearchOptions, progress: ProgressCallback | None = None) -> 
     return _Search(options, progress or (lambda p: None)).run()
 
 
+def explore(options: SearchOptions, progress: ProgressCallback | None = None) -> optuna.Study:
+    """Baselines (unless the study records them) and trials up to `options.trials`; no confirmation, no export.
+
+    `autotune retune` runs its short warm-started search this way and decides on its own measurements.
+    """
+    run = _Search(options, progress or (lambda p: None))
+    run.explore()
+    return run.study
+
+
 class _Search:
     def __init__(self, options: SearchOptions, progress: ProgressCallback) -> None:
         self.options = options
@@ -187,6 +203,7 @@ class _Search:
         self.workload = resolve(options.model)
         batches = self.workload.draw_batches(seed=options.seed)
         self.summary: WorkloadSummary = self.workload.summary(options.model, batches)
+        self.model_fingerprint = environment.model_fingerprint(self.workload.model, environment.batch_shapes(batches))
         self.shared_lengths = shared_length_groups(self.summary, batches)
         self.base_space = load_space(options.space)
         self.options.out_dir.mkdir(parents=True, exist_ok=True)
@@ -227,6 +244,7 @@ class _Search:
         study.set_user_attr("objective", str(self.objective))
         study.set_user_attr("model", options.model)
         study.set_user_attr("workload", self.summary.to_dict())
+        study.set_user_attr("model_fingerprint", self.model_fingerprint)
         study.set_user_attr("settings", {
             "sampler": options.sampler, "pruner": options.pruner, "seed": options.seed,
             "protocol": options.protocol.to_dict(), "storage": options.storage_url if options.storage else "study.db",
@@ -245,6 +263,17 @@ class _Search:
                 study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
 
     def run(self) -> SearchResult:
+        self.explore()
+        from autotune.export import export_study
+
+        self.study.set_user_attr("confirmation", self._confirm())
+        self.study.set_user_attr("search_wall_seconds", round(time.monotonic() - self.started, 1))
+        if self.options.compile_cache:
+            self._save_compile_cache()
+        return export_study(self.study, self.options.out_dir)
+
+    def explore(self) -> None:
+        """Baselines, then trials until --trials, --timeout or an exhausted space."""
         self.baselines = self._baselines()
         graph_breaks = int(self.baselines["compile"].get("graph_breaks", 0) or 0)
         self.space = self.base_space.adapt(
@@ -253,11 +282,6 @@ class _Search:
         self._note(f"space '{self.space.name}': {len(self.space.dimensions())} dimensions" + "".join(f"; dropped {d}" for d in self.space.dropped))
         while self._more_trials():
             self._one_trial()
-        from autotune.export import export_study
-
-        self.study.set_user_attr("confirmation", self._confirm())
-        self.study.set_user_attr("search_wall_seconds", round(time.monotonic() - self.started, 1))
-        return export_study(self.study, self.options.out_dir)
 
     def _finished(self) -> list[optuna.trial.FrozenTrial]:
         states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
@@ -356,6 +380,8 @@ class _Search:
     def _same_config(self, config: CompileConfig, number: int) -> optuna.trial.FrozenTrial | None:
         wanted = config.to_dict()
         for other in self._finished():
+            if other.number < self.options.reuse_since:
+                continue
             if other.number != number and other.user_attrs.get("config") == wanted and "duplicate_of" not in other.user_attrs:
                 return other
         return None
@@ -418,6 +444,31 @@ class _Search:
         self._report(None, "confirm: plain torch.compile")
         confirmation["compile"] = record_of(self._measure(CompileConfig(), label="confirm compile"))
         return confirmation
+
+    def _save_compile_cache(self) -> None:
+        """Save the winner's compile artifacts beside best.yaml, and time compiling with and without them."""
+        from autotune.export import choose_winner
+
+        winner = choose_winner(self.study)
+        if winner is None:
+            return
+        self._report(winner.number, "compile cache: cold, then warm")
+        config = CompileConfig.from_dict(winner.user_attrs["config"])
+        source = codegen.generate(config, self.summary, created=winner.user_attrs["created"], version=environment.version())
+        request = TrialRequest(
+            spec=self.options.model,
+            source=source,
+            device=str(self.options.device),
+            seed=self.options.seed,
+            protocol=self.options.protocol.to_dict(),
+            uses_cuda_graphs=config.uses_cuda_graphs,
+            timeout=self.options.trial_timeout,
+        )
+        section, staged = compile_cache.record_compile_cache(request, self.options.out_dir)
+        if staged is not None:
+            os.replace(staged, self.options.out_dir / compile_cache.CACHE_FILE)
+        self.study.set_user_attr("compile_cache", {**section, "trial": winner.number})
+        self._note(compile_cache.describe(section))
 
     # -- display -----------------------------------------------------------------------------
 
