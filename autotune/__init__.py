@@ -1,7 +1,7 @@
 """autotune: find the fastest torch.compile configuration for your own model, and prove it.
 
 The runtime API (`Workload`, `CompileConfig`, `load`) imports only torch and PyYAML; the
-search (`search`) pulls in Optuna when first used.
+search (`search`) and nightly retuning (`retune`) pull in Optuna when first used.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from autotune.tuned import TunedConfig, load
 from autotune.workload import Workload, resolve
 
 if TYPE_CHECKING:
+    from autotune.retune import retune
     from autotune.search import search
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "WorkloadError",
     "load",
     "resolve",
+    "retune",
     "search",
 ]
 
@@ -38,4 +40,8 @@ def __getattr__(name: str) -> Any:
         from autotune.search import search
 
         return search
+    if name == "retune":
+        from autotune.retune import retune
+
+        return retune
     raise AttributeError(f"module 'autotune' has no attribute {name!r}")

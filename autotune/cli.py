@@ -10,10 +10,12 @@ from typing import Any
 
 from autotune.errors import AutotuneError
 
-__all__ = ["EXIT_ERROR", "EXIT_OK", "main"]
+__all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_REGRESSION", "main"]
 
 EXIT_OK = 0
 EXIT_ERROR = 2
+EXIT_REGRESSION = 3
+"""`autotune retune`: the tuned configuration fails or got slower here (see its report)."""
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -51,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spaces(commands)
     _add_export(commands)
     _add_validate(commands)
+    _add_retune(commands)
     _add_show(commands)
     return parser
 
@@ -61,6 +64,7 @@ outputs (in --out, default outputs/<study-name>/):
   apply_compilation.py  the generated code that applies it (needs only torch)
   trials.csv            every trial: parameters, state, reason, compile seconds, throughput, speedups, memory
   report.md             verdict, tables and plots (history.png, throughput_vs_compile.png, importances.png)
+  compile_cache.bin     the winner's compile artifacts; load_compile_cache() loads them with the same torch and device
   study.db              the Optuna study (SQLite), unless --storage names another
 
 Re-running the same command resumes the study: finished trials count towards --trials.
@@ -113,6 +117,8 @@ def _add_search(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--confirm", type=int, default=3,
                    help="re-measure the best N trials in fresh processes next to both baselines before choosing (default: 3; 0 to skip)")
     p.add_argument("--windows", type=int, default=Protocol().windows, help="steady-state measurement windows per trial (default: 5)")
+    p.add_argument("--no-compile-cache", dest="compile_cache", action="store_false",
+                   help="do not save the winner's compile artifacts (saving them costs two more runs of the winner)")
     p.set_defaults(run=run_search)
 
 
@@ -127,6 +133,7 @@ def run_search(args: argparse.Namespace) -> int:
         storage=args.storage, sampler=args.sampler, pruner=args.pruner, seed=args.seed, objective=args.objective,
         max_compile_seconds=args.max_compile_seconds, max_failure_rate=args.max_failure_rate,
         slow_ratio=args.slow_ratio, confirm=args.confirm, protocol=Protocol(windows=args.windows),
+        compile_cache=args.compile_cache,
     )
     print(f"autotune: searching {options.model} on {options.device}: study {options.name!r}, "
           f"{options.trials} trials, space {options.space!r}, storage {options.storage_url}", file=sys.stderr)
@@ -156,7 +163,9 @@ class ProgressDisplay:
             if progress.best_speedup:
                 best += f" ({progress.best_speedup:.2f}x eager)"
         eta = f"ETA {progress.eta_seconds / 60:.1f} min" if progress.eta_seconds else "ETA –"
-        line = f"[{progress.done}/{progress.total}] {progress.phase:<28} {best}  {eta}"
+        self._show(f"[{progress.done}/{progress.total}] {progress.phase:<28} {best}  {eta}")
+
+    def _show(self, line: str) -> None:
         if line == self.last:
             return
         self.last = line
@@ -171,6 +180,16 @@ class ProgressDisplay:
 
     def close(self) -> None:
         self._clear()
+
+
+class RetuneDisplay(ProgressDisplay):
+    """The search's display, with a retune's own steps (which have no trial counter) shown by name."""
+
+    def __call__(self, progress: Any) -> None:
+        if progress.total or progress.message:
+            super().__call__(progress)
+        else:
+            self._show(f"retune: {progress.phase}")
 
 
 def print_result(result: Any) -> None:
@@ -266,6 +285,75 @@ def run_validate(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else 1
 
 
+_RETUNE_EPILOG = f"""\
+exit codes:
+  {EXIT_OK}  unchanged (the incumbent stays) or improved (a faster challenger replaced it)
+  {EXIT_REGRESSION}  regression: the incumbent fails here, or runs slower than recorded in best.yaml by more
+     than --max-regression, or (having been on par with plain torch.compile when tuned) slower than plain
+     torch.compile by as much; the files change only if a working challenger replaced it
+  {EXIT_ERROR}  error: no study, a workload that does not run, bad options (nothing was changed)
+
+what it writes, beside best.yaml:
+  best.yaml, apply_compilation.py, compile_cache.bin   replaced together, the old ones kept as *.prev.*
+  history.jsonl         one JSON line per retune: date, environment, figures, decision
+  report.md             with the retune history (retune_history.png), trials.csv
+
+examples:
+  autotune retune outputs/examples.toy-model/best.yaml
+  autotune retune outputs/mymodel/best.yaml --trials 8 --min-gain 0.05 --device cuda:1
+"""
+
+
+def _add_retune(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "retune",
+        help="re-measure a tuned configuration, search a little more, and replace it only on a significant win",
+        description=(
+            "Check a tuned configuration where it runs today, e.g. nightly: compare the environment and the "
+            "model with those recorded in best.yaml, re-measure the incumbent, eager and plain torch.compile in "
+            "fresh processes (interleaved, --repeats rounds), run a short warm-started search in the same study "
+            "(the incumbent and the previous top trials first, then --trials new ones), and replace the "
+            "incumbent only if a challenger's median is faster by more than --min-gain and even its slowest "
+            "run beats the incumbent's median."
+        ),
+        epilog=_RETUNE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("path", help="the best.yaml of a search (its folder gets the new files, history.jsonl and the report)")
+    p.add_argument("--model", metavar="PKG.MOD:ATTR", help="the workload (default: the one recorded in best.yaml)")
+    p.add_argument("--trials", type=int, default=4, help="new trials after the incumbent and previous top trials (default: 4)")
+    p.add_argument("--top", type=int, default=3, help="previous top trials measured again first (default: 3)")
+    p.add_argument("--min-gain", type=float, default=0.03, metavar="FRACTION",
+                   help="how much faster a challenger must be to replace the incumbent (default: 0.03, i.e. 3%%)")
+    p.add_argument("--max-regression", type=float, default=0.10, metavar="FRACTION",
+                   help="how much slower than recorded (or than plain compile) counts as a regression (default: 0.10)")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="rounds of eager, plain compile and incumbent, and runs of the best challenger (default: 3)")
+    p.add_argument("--device", metavar="cpu|cuda|cuda:N", help="where to measure (default: the device recorded in best.yaml)")
+    p.add_argument("--storage", metavar="URL", help="the study's storage (default: as recorded; study.db beside best.yaml)")
+    p.add_argument("--space", metavar="NAME|PATH", help="search space of the new trials (default: the study's own)")
+    p.add_argument("--trial-timeout", type=float, default=900.0, metavar="SECONDS", help="limit per run (default: 900)")
+    p.add_argument("--no-compile-cache", dest="compile_cache", action="store_false",
+                   help="do not save the winner's compile artifacts (compile_cache.bin is then removed)")
+    p.set_defaults(run=run_retune)
+
+
+def run_retune(args: argparse.Namespace) -> int:
+    """`autotune retune`."""
+    from autotune.retune import RetuneOptions, retune
+
+    options = RetuneOptions(
+        path=args.path, model=args.model, trials=args.trials, top=args.top, min_gain=args.min_gain,
+        max_regression=args.max_regression, repeats=args.repeats, device=args.device, storage=args.storage,
+        space=args.space, trial_timeout=args.trial_timeout, compile_cache=args.compile_cache,
+    )
+    display = RetuneDisplay(sys.stderr)
+    result = retune(options, progress=display)
+    display.close()
+    print(result.render())
+    return EXIT_REGRESSION if result.regressed else EXIT_OK
+
+
 def _add_show(commands: argparse._SubParsersAction) -> None:
     show = commands.add_parser(
         "show",
@@ -299,7 +387,7 @@ def run_show(args: argparse.Namespace) -> int:
     if not config.environment:
         print("environment: not recorded; cannot tell whether it matches this machine.")
     elif changed:
-        print("environment: DIFFERS from this machine; consider `autotune retune`:")
+        print(f"environment: DIFFERS from this machine; run `autotune retune {args.path}` to re-measure and retune it:")
         for key, (old, new) in changed.items():
             print(f"  {key}: tuned with {old}, here {new}")
     else:

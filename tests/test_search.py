@@ -24,7 +24,8 @@ STUDY = "tests.trial_targets.workloads-tiny_train"  # derived from SPEC
 def searched(tmp_path_factory):
     out = tmp_path_factory.mktemp("search") / "tiny"
     code = cli.main(["search", "--model", SPEC, "--space", "quick", "--trials", "2", "--confirm", "1",
-                     "--sampler", "random", "--windows", "3", "--device", "cpu", "--out", str(out)])
+                     "--sampler", "random", "--windows", "3", "--device", "cpu", "--out", str(out),
+                     "--no-compile-cache"])  # test_retune.py covers the cache; it costs two more compiles
     return code, out
 
 
@@ -81,7 +82,8 @@ def test_exported_code_is_the_measured_code_and_runs_without_autotune(searched, 
 def test_rerunning_resumes_the_study_and_export_rebuilds_the_files(searched, tmp_path) -> None:
     _, out = searched
     before = yaml.safe_load((out / "best.yaml").read_text())
-    result = search(SearchOptions(model=SPEC, space="quick", trials=3, confirm=0, sampler="random", device="cpu", out=str(out)))
+    result = search(SearchOptions(model=SPEC, space="quick", trials=3, confirm=0, sampler="random", device="cpu", out=str(out),
+                                  compile_cache=False))
     study = optuna.load_study(study_name=STUDY, storage=f"sqlite:///{out / 'study.db'}")
     assert len(study.trials) == 3, "two trials were resumed, one was added"
     assert result.summary["trials"]["total"] == 3

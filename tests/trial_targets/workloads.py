@@ -96,3 +96,42 @@ def recompiles() -> Workload:
     """Four batch sizes under dynamic=False and a recompile limit of 2: dynamo falls back to eager."""
     torch._dynamo.config.recompile_limit = 2
     return tiny(batches=lambda: _batches((3, 5, 7, 9)))
+
+
+class DetourBlock(nn.Module):
+    def __init__(self, broken: bool) -> None:
+        super().__init__()
+        self.linear = nn.Linear(16, 16)
+        self.broken = broken
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.linear(x)
+        return y + 1.0 if self.broken and torch.compiler.is_compiling() else y
+
+
+class Detour(nn.Module):
+    """Two repeated linear blocks behind a pause that only eager Python takes.
+
+    Compiled whole, dynamo traces the forward and drops the pause, so it runs far faster than
+    eager or than compiling each block (regional scope), whose caller stays eager Python: a
+    configuration that is truly faster than another, for retuning to find. Linear layers
+    alone make Inductor emit no C++ kernels, so each compile takes seconds on a CPU.
+    With AUTOTUNE_TEST_BROKEN set, its blocks go wrong under torch.compile, like a new torch
+    that broke the tuned configuration.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        broken = bool(os.environ.get("AUTOTUNE_TEST_BROKEN"))
+        self.blocks = nn.ModuleList(DetourBlock(broken) for _ in range(2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not torch.compiler.is_compiling():
+            time.sleep(0.002)
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def detour_infer() -> Workload:
+    return tiny(model=Detour())

@@ -1,0 +1,412 @@
+"""Nightly retuning end to end, and the compile cache a search leaves: real workers and Inductor on the CPU.
+
+One search tunes the Detour test workload on a space that only allows regional compilation
+(the slow choice for it). Retunes of copies of its folder then keep it, replace it by the
+whole-model compilation a wider space offers, and flag it when it starts failing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import optuna
+import pytest
+
+from autotune import AutotuneError, CompileConfig, cli, compile_cache, history, load, tuned
+from autotune.retune import RetuneOptions, Subject, decide, params_for
+from autotune.search import Objective
+from autotune.space import load_space
+from autotune.workload import WorkloadSummary
+
+SPEC = "tests.trial_targets.workloads:detour_infer"
+SPACES = Path(__file__).parent / "retune_spaces"
+NARROW = str(SPACES / "regional.yaml")
+WIDE = str(SPACES / "whole_or_regional.yaml")
+# The incumbent's figures are dominated by a fixed pause, but this runs on shared CPUs:
+# a generous limit keeps a busy neighbour from passing for a regression.
+RELAXED = ["--max-regression", "0.3"]
+
+
+def run_cli(*args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.main(list(args))
+    return code, out.getvalue()
+
+
+def copy_of(folder: Path, where: Path) -> Path:
+    shutil.copytree(folder, where)
+    return where / "best.yaml"
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("search") / "detour"
+    code, _ = run_cli(
+        "search", "--model", SPEC, "--space", NARROW, "--trials", "1", "--confirm", "0", "--sampler", "random",
+        "--seed", "2", "--windows", "2", "--device", "cpu", "--out", str(out),
+    )  # fmt: skip
+    assert code == cli.EXIT_OK
+    return out
+
+
+@pytest.fixture(scope="module")
+def unchanged(searched: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, Path]:
+    best = copy_of(searched, tmp_path_factory.mktemp("unchanged") / "detour")
+    code, out = run_cli("retune", str(best), "--space", NARROW, "--trials", "0", "--repeats", "1", *RELAXED)
+    return code, out, best.parent
+
+
+@pytest.fixture(scope="module")
+def improved(unchanged: tuple[int, str, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, Path]:
+    best = copy_of(unchanged[2], tmp_path_factory.mktemp("improved") / "detour")
+    code, out = run_cli(
+        "retune", str(best), "--space", WIDE, "--trials", "1", "--repeats", "1", "--no-compile-cache", *RELAXED
+    )
+    return code, out, best.parent
+
+
+# -- the compile cache a search leaves -----------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_search_saves_the_winners_compile_cache_and_it_cuts_compile_time(searched: Path) -> None:
+    best = load(searched / "best.yaml")
+    section = best.compile_cache
+    assert section["saved"] is True and section["file"] == "compile_cache.bin"
+    # Two worker runs of the winner, both with fresh Inductor caches: cold, then with the file loaded.
+    print(f"\ncompile seconds, cold {section['cold_compile_seconds']} vs cached {section['cached_compile_seconds']}")
+    assert section["cached_compile_seconds"] < section["cold_compile_seconds"]
+    header = compile_cache.read_header(searched / "compile_cache.bin")
+    payload = (searched / "compile_cache.bin").read_bytes().split(b"\n", 1)[1]
+    assert header["sha256"] == section["sha256"] == hashlib.sha256(payload).hexdigest()
+    assert header["fingerprint"] == section["fingerprint"] == compile_cache.running_fingerprint("cpu")
+    assert section["artifacts"].get("inductor", 0) >= 1
+    assert best.environment["model"]["model_class"] == "Detour"
+    assert "## Compile cache" in (searched / "report.md").read_text()
+
+
+ROUND_TRIP = textwrap.dedent("""
+    import json, sys
+    class Block:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in ("autotune", "tests", "yaml", "optuna"):
+                raise ImportError(name + " is not available here")
+    sys.meta_path.insert(0, Block())
+    sys.path.insert(0, sys.argv[1])
+    import torch
+    from torch import nn
+    from torch._dynamo.utils import counters
+    from apply_compilation import apply_compilation, load_compile_cache
+
+    class DetourBlock(nn.Module):
+        def __init__(self, broken):
+            super().__init__()
+            self.linear = nn.Linear(16, 16)
+            self.broken = broken
+
+        def forward(self, x):
+            y = self.linear(x)
+            return y + 1.0 if self.broken and torch.compiler.is_compiling() else y
+
+    class Detour(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList(DetourBlock(False) for _ in range(2))
+
+        def forward(self, x):
+            for block in self.blocks:
+                x = block(x)
+            return x
+
+    loaded = load_compile_cache(sys.argv[1] + "/compile_cache.bin")
+    model, _ = apply_compilation(Detour())
+    with torch.no_grad():
+        model(torch.randn(6, 16))
+    print(json.dumps({"loaded": loaded, **{k: dict(counters[k]) for k in ("inductor", "aot_autograd")}}))
+""")
+
+
+@pytest.mark.slow
+def test_the_cache_round_trips_into_a_process_without_autotune(searched: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    done = subprocess.run(
+        [sys.executable, "-c", ROUND_TRIP, str(searched)], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["loaded"] is True
+    # Compiled from the artifacts alone: the caches were empty, yet Inductor and AOTAutograd hit.
+    assert report["inductor"].get("fxgraph_cache_hit", 0) >= 1 and not report["inductor"].get("fxgraph_cache_miss")
+    assert report["aot_autograd"].get("autograd_cache_hit", 0) >= 1
+
+
+@pytest.mark.slow
+def test_a_cache_from_another_environment_is_refused_with_a_warning(searched: Path, monkeypatch) -> None:
+    def must_not_load(payload: bytes) -> None:
+        raise AssertionError("artifacts of another environment were loaded")
+
+    monkeypatch.setattr(compile_cache.torch.compiler, "load_cache_artifacts", must_not_load)
+    best = tuned.read(searched / "best.yaml")
+    elsewhere = dataclasses.replace(
+        best,
+        compile_cache={**best.compile_cache, "fingerprint": {**best.compile_cache["fingerprint"], "torch": "2.99.0"}},
+    )
+    with pytest.warns(UserWarning, match="torch '.*', expected '2.99.0'.*compiles as usual"):
+        assert elsewhere.load_compile_cache(searched / "compile_cache.bin") is False
+
+
+# -- retuning ------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_retune_in_an_unchanged_environment_keeps_the_incumbent(unchanged: tuple[int, str, Path]) -> None:
+    code, out, folder = unchanged
+    assert code == cli.EXIT_OK, out
+    assert "environment: unchanged since it was tuned" in out and "model: unchanged since it was tuned" in out
+    assert "decision: unchanged: the incumbent stays" in out
+    best = load(folder / "best.yaml")
+    assert best.config.scope == "regional"
+    assert (folder / "apply_compilation.py").read_text() == best.source, "the pair belongs together"
+    assert (folder / "best.prev.yaml").is_file() and (folder / "apply_compilation.prev.py").is_file()
+    assert best.compile_cache["saved"] is True, "the winner's cache is saved after a retune too"
+    assert compile_cache.read_header(folder / "compile_cache.bin")["sha256"] == best.compile_cache["sha256"]
+    study = optuna.load_study(study_name=best.study["name"], storage=f"sqlite:///{folder / 'study.db'}")
+    again = [t for t in study.trials if t.user_attrs.get("retune_role") == "incumbent"]
+    assert len(again) == 1 and again[0].state.name == "COMPLETE", "the incumbent was measured again, not reused"
+    assert "duplicate_of" not in again[0].user_attrs
+    assert best.metrics["trial"] == again[0].number and best.metrics["runs"] == 2
+    assert "## Retune history" in (folder / "report.md").read_text() and (folder / "retune_history.png").is_file()
+
+
+@pytest.mark.slow
+def test_a_truly_faster_challenger_replaces_the_incumbent(improved: tuple[int, str, Path]) -> None:
+    code, out, folder = improved
+    assert code == cli.EXIT_OK, out
+    assert "decision: improved" in out
+    best, previous = load(folder / "best.yaml"), tuned.read(folder / "best.prev.yaml")
+    assert (best.config.scope, previous.config.scope) == ("whole", "regional")
+    assert best.metrics["speedup_vs_eager"] > 5, "whole-model compilation skips the eager pause"
+    assert (folder / "apply_compilation.py").read_text() == best.source
+    assert (folder / "apply_compilation.prev.py").read_text() == previous.source
+    # --no-compile-cache: the old cache does not belong to the new configuration, so it moved aside.
+    assert not (folder / "compile_cache.bin").exists() and (folder / "compile_cache.prev.bin").is_file()
+    assert not best.compile_cache
+    assert not list(folder.glob(".*")), "no temporary file is left behind"
+
+
+@pytest.mark.slow
+def test_history_accumulates_one_valid_line_per_run(improved: tuple[int, str, Path]) -> None:
+    folder = improved[2]
+    lines = (folder / "history.jsonl").read_text().splitlines()
+    assert len(lines) == 2
+    entries = [json.loads(line) for line in lines]
+    assert entries == history.read(folder)
+    assert [e["decision"] for e in entries] == ["unchanged", "improved"]
+    for entry in entries:
+        assert {"date", "environment", "incumbent", "challenger", "baselines", "decision"} <= set(entry)
+        assert entry["environment"]["torch"] and entry["incumbent"]["median"] > 0
+        assert entry["baselines"]["eager"]["median"] > 0 and entry["baselines"]["compile"]["median"] > 0
+    assert entries[0]["challenger"] is None
+    assert entries[1]["challenger"]["config"].startswith("scope=whole") and entries[1]["replaced"] is True
+    assert entries[1]["gain"] > 0.03
+
+
+@pytest.mark.slow
+def test_an_incumbent_that_now_fails_is_a_regression_and_the_change_is_reported(
+    searched: Path, tmp_path: Path, monkeypatch
+) -> None:
+    best = copy_of(searched, tmp_path / "detour")
+    recorded = tuned.read(best)
+    older = {**recorded.environment, "torch": "2.0.0", "model": {**recorded.environment["model"], "parameters": 1}}
+    dataclasses.replace(recorded, environment=older).write(best)
+    before = {
+        name: (best.parent / name).read_bytes() for name in ("best.yaml", "apply_compilation.py", "compile_cache.bin")
+    }
+    monkeypatch.setenv("AUTOTUNE_TEST_BROKEN", "1")  # its blocks now compute something else when compiled
+    code, out = run_cli("retune", str(best), "--space", NARROW, "--trials", "0", "--repeats", "1", *RELAXED)
+    assert code == cli.EXIT_REGRESSION == 3, out
+    assert "environment: CHANGED since it was tuned:\n  torch: 2.0.0 -> " in out
+    assert "model: CHANGED since it was tuned:\n  parameters: 1 -> 544" in out
+    assert "REGRESSION: the incumbent failed (accuracy)" in out
+    assert {name: (best.parent / name).read_bytes() for name in before} == before, "a regression keeps the files"
+    (entry,) = history.read(best.parent)
+    assert entry["decision"] == "regression" and entry["written"] is False
+    assert entry["environment_changes"]["torch"][0] == "2.0.0" and "parameters" in entry["model_changes"]
+
+
+@pytest.mark.slow
+def test_a_study_space_that_is_not_bundled_must_be_named(searched: Path, tmp_path: Path, capsys) -> None:
+    best = copy_of(searched, tmp_path / "detour")
+    assert cli.main(["retune", str(best)]) == cli.EXIT_ERROR
+    assert "search space 'regional', which is not a bundled one; pass --space PATH" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_missing_study_is_an_error_naming_it(searched: Path, tmp_path: Path, capsys) -> None:
+    best = copy_of(searched, tmp_path / "detour")
+    (best.parent / "study.db").unlink()
+    assert cli.main(["retune", str(best), "--space", NARROW]) == cli.EXIT_ERROR
+    assert "study.db does not exist; keep the whole outputs folder, or pass --storage URL" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_load_and_show_recommend_a_retune_in_another_environment(searched: Path, tmp_path: Path, capsys) -> None:
+    best = copy_of(searched, tmp_path / "detour")
+    recorded = tuned.read(best)
+    dataclasses.replace(recorded, environment={**recorded.environment, "device_name": "Another CPU"}).write(best)
+    with pytest.warns(tuned.EnvironmentMismatchWarning, match=f"Run `autotune retune {best}`"):
+        load(best)
+    assert cli.main(["show", str(best)]) == cli.EXIT_OK
+    assert f"run `autotune retune {best}`" in capsys.readouterr().out
+
+
+# -- deciding, without workers --------------------------------------------------------------------
+
+THROUGHPUT = Objective.parse("throughput")
+
+
+def subject(name: str, *values: float, failed: str | None = None) -> Subject:
+    runs = [{"state": "complete", "samples_per_second": v} for v in values]
+    if failed:
+        runs.append({"state": "failed", "reason": failed, "message": "it broke"})
+    return Subject(name=name, description=name, runs=runs, values=list(values))
+
+
+def verdict(incumbent: Subject, challenger: Subject | None = None, compiled: Subject | None = None, **recorded):
+    return decide(
+        incumbent,
+        challenger,
+        compiled or subject("compile", 90.0, 90.0),
+        recorded=recorded.get("recorded", 100.0),
+        recorded_compile=recorded.get("recorded_compile", 90.0),
+        objective=recorded.get("objective", THROUGHPUT),
+        min_gain=0.03,
+        max_regression=0.10,
+    )
+
+
+def test_within_noise_the_incumbent_stays() -> None:
+    result = verdict(subject("incumbent", 100.0, 101.0), subject("challenger", 102.0, 103.0))
+    assert (result.decision, result.replaced, result.regressions) == ("unchanged", False, [])
+    assert result.gain == pytest.approx(102.5 / 100.5 - 1)
+
+
+def test_a_consistently_faster_challenger_replaces_it() -> None:
+    result = verdict(subject("incumbent", 100.0, 101.0, 99.0), subject("challenger", 110.0, 109.0, 111.0))
+    assert (result.decision, result.replaced) == ("improved", True)
+
+
+def test_a_faster_median_with_one_slow_run_is_not_enough() -> None:
+    result = verdict(subject("incumbent", 100.0, 101.0, 99.0), subject("challenger", 120.0, 118.0, 95.0))
+    assert result.gain and result.gain > 0.03
+    assert (result.decision, result.replaced) == ("unchanged", False)
+
+
+def test_one_run_is_not_a_measurement() -> None:
+    assert verdict(subject("incumbent", 100.0), subject("challenger", 150.0)).replaced is False
+
+
+def test_a_failing_incumbent_is_a_regression_and_a_working_challenger_replaces_it() -> None:
+    result = verdict(subject("incumbent", 100.0, failed="accuracy"), subject("challenger", 80.0, 81.0))
+    assert result.decision == "regression" and result.replaced is True
+    assert result.regressions == ["the incumbent failed (accuracy): it broke"]
+    assert verdict(subject("incumbent", failed="crash"), subject("challenger", 80.0, failed="oom")).replaced is False
+
+
+def test_slower_than_recorded_is_a_regression() -> None:
+    result = verdict(subject("incumbent", 85.0, 85.0), recorded=100.0, recorded_compile=50.0)
+    assert result.decision == "regression"
+    assert "15% slower than the 100 recorded" in result.regressions[0]
+    assert verdict(subject("incumbent", 92.0, 93.0), recorded=100.0, recorded_compile=50.0).decision == "unchanged"
+
+
+def test_falling_behind_plain_compile_is_a_regression_only_for_a_config_that_was_on_par() -> None:
+    compiled = subject("compile", 150.0, 150.0)
+    behind = verdict(subject("incumbent", 100.0, 100.0), compiled=compiled, recorded=100.0, recorded_compile=95.0)
+    assert behind.decision == "regression" and "0.67x plain torch.compile" in behind.regressions[0]
+    was_behind = verdict(subject("incumbent", 100.0, 100.0), compiled=compiled, recorded=100.0, recorded_compile=200.0)
+    assert was_behind.decision == "unchanged"
+
+
+def test_time_to_objectives_prefer_fewer_seconds() -> None:
+    seconds = Objective.parse("time-to:100")
+    kwargs = {"recorded": 10.0, "recorded_compile": 12.0, "objective": seconds}
+    compiled = subject("compile", 12.0, 12.0)
+    faster = verdict(subject("incumbent", 10.0, 10.0), subject("challenger", 8.0, 8.5), compiled=compiled, **kwargs)
+    assert faster.decision == "improved" and faster.gain == pytest.approx(10.0 / 8.25 - 1)
+    slower = verdict(subject("incumbent", 12.0, 12.5), compiled=compiled, **kwargs)
+    assert slower.decision == "regression"
+
+
+# -- enqueueing earlier configurations in a space that changed --------------------------------------
+
+
+def test_params_for_finds_the_answers_that_give_a_configuration(toy_summary: WorkloadSummary) -> None:
+    space = load_space("default").adapt(toy_summary, "cpu")
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
+    for _ in range(25):
+        trial = study.ask()
+        config = space.suggest(trial)
+        params = params_for(space, config)
+        assert params is not None, config.describe()
+        assert space.suggest(optuna.trial.FixedTrial(params)) == config
+        study.tell(trial, 1.0)
+
+
+def test_params_for_a_configuration_the_space_cannot_express(toy_summary: WorkloadSummary) -> None:
+    narrow = load_space(NARROW).adapt(toy_summary, "cpu")
+    assert params_for(narrow, CompileConfig(scope="regional")) == {}
+    assert params_for(narrow, CompileConfig(scope="whole")) is None
+    wide = load_space(WIDE).adapt(toy_summary, "cpu")
+    assert params_for(wide, CompileConfig(scope="regional")) == {"scope": "regional"}
+
+
+# -- options and help --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"trials": -1}, "--trials -1"),
+        ({"repeats": 0}, "--repeats 0"),
+        ({"min_gain": 1.5}, "--min-gain 1.5"),
+        ({"max_regression": 0.0}, "--max-regression 0.0"),
+        ({"device": "tpu"}, "--device 'tpu'"),
+    ],
+)
+def test_bad_options_are_named(change: dict, named: str) -> None:
+    with pytest.raises(AutotuneError) as raised:
+        RetuneOptions(path="best.yaml", **change)
+    assert named in str(raised.value)
+
+
+def test_retune_help_documents_the_exit_codes(capsys) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["retune", "--help"])
+    text = capsys.readouterr().out
+    for flag in ("--model", "--trials", "--min-gain", "--max-regression", "--repeats", "--device", "--storage"):
+        assert flag in text
+    assert "  0  unchanged" in text and "  3  regression" in text and "  2  error" in text
+    assert "history.jsonl" in text and "*.prev.*" in text
+
+
+def test_history_lines_are_plain_json_and_a_damaged_line_is_skipped(tmp_path: Path) -> None:
+    history.append(tmp_path, {"date": "d", "gain": float("nan"), "runs": (1.0, float("inf"))})
+    history.append(tmp_path, {"date": "e"})
+    with (tmp_path / history.HISTORY_FILE).open("a") as handle:
+        handle.write('{"date": "cut sh')
+    lines = (tmp_path / history.HISTORY_FILE).read_text().splitlines()
+    assert json.loads(lines[0]) == {"date": "d", "gain": None, "runs": [1.0, None]}
+    assert history.read(tmp_path) == [{"date": "d", "gain": None, "runs": [1.0, None]}, {"date": "e"}]
+    assert history.read(tmp_path / "missing") == []
