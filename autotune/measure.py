@@ -135,11 +135,13 @@ def tolerance_for(dtype: torch.dtype | None) -> float:
     return 5e-3
 
 
-def compare(reference: torch.Tensor, candidate: torch.Tensor, tolerance: float) -> float | None:
-    """Relative error ‖candidate − reference‖ / ‖reference‖, or None if within tolerance.
+def compare(reference: torch.Tensor, candidate: torch.Tensor, tolerance: float, scale: float = 0.0) -> float | None:
+    """Relative error ‖candidate − reference‖ / max(‖reference‖, scale), or None if within tolerance.
 
-    A candidate that is longer along some axis (padded inputs) is cut to the reference's
-    shape: padding at the end must leave the real positions unchanged.
+    `scale` keeps tensors that are zero in exact arithmetic (the gradient of an attention
+    key bias, say) from being judged on rounding noise relative to itself. A candidate
+    that is longer along some axis (padded inputs) is cut to the reference's shape:
+    padding at the end must leave the real positions unchanged.
     """
     if candidate.shape != reference.shape:
         if candidate.dim() != reference.dim() or any(c < r for c, r in zip(candidate.shape, reference.shape)):
@@ -149,7 +151,7 @@ def compare(reference: torch.Tensor, candidate: torch.Tensor, tolerance: float) 
     cand = candidate.detach().double()
     if not torch.isfinite(cand).all():
         return math.inf
-    error = float(torch.linalg.vector_norm(cand - ref) / max(float(torch.linalg.vector_norm(ref)), 1e-12))
+    error = float(torch.linalg.vector_norm(cand - ref) / max(float(torch.linalg.vector_norm(ref)), scale, 1e-12))
     return None if error <= tolerance else error
 
 
