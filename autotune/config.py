@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-from autotune.errors import ConfigError
+from autotune.errors import AutotuneError, ConfigError
 
 __all__ = [
     "SCOPES",
@@ -23,6 +23,7 @@ __all__ = [
     "ModuleSettings",
     "Padding",
     "available_modes",
+    "checked_mapping",
     "inductor_option_defaults",
     "mode_options",
     "parse_input_key",
@@ -102,6 +103,19 @@ def validate_input_key(key: object, what: str) -> InputKey:
     if isinstance(key, str) and not _IDENTIFIER.match(key):
         raise ConfigError(f"{what}: {key!r} is not a valid input name; expected letters, digits and underscores.")
     return key
+
+
+def checked_mapping(
+    data: object, allowed: Iterable[str], where: str, error: type[AutotuneError] = ConfigError, noun: str = "key"
+) -> dict[Any, Any]:
+    """`data` as a dict if it is a mapping whose keys are all in `allowed`; otherwise an error naming them."""
+    allowed = list(allowed)
+    if not isinstance(data, Mapping):
+        raise error(f"{where}: expected a mapping with keys {allowed}, got {type(data).__name__}.")
+    unknown = sorted(str(k) for k in data if k not in allowed)
+    if unknown:
+        raise error(f"{where}: unknown {noun}(s) {unknown}; allowed: {allowed}.")
+    return dict(data)
 
 
 def parse_input_key(key: object, what: str) -> InputKey:
@@ -266,13 +280,7 @@ class CompileConfig:
     @classmethod
     def from_dict(cls, data: object) -> CompileConfig:
         """Build and validate a config from `to_dict` output (e.g. a YAML `config:` section)."""
-        if not isinstance(data, Mapping):
-            raise ConfigError(f"config: expected a mapping of settings, got {data!r}.")
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(str(k) for k in data if k not in known)
-        if unknown:
-            raise ConfigError(f"config: unknown setting(s) {unknown}; allowed: {sorted(known)}.")
-        values = dict(data)
+        values = checked_mapping(data, sorted(cls.__dataclass_fields__), "config", noun="setting")
         marks = values.get("mark_dynamic") or {}
         if not isinstance(marks, Mapping):
             raise ConfigError(f"mark_dynamic: expected a mapping of input to axes, got {marks!r}.")

@@ -21,7 +21,14 @@ from typing import Any
 
 import yaml
 
-from autotune.config import CUDA_GRAPH_OPTIONS, CompileConfig, ModuleSettings, available_modes, mode_options
+from autotune.config import (
+    CUDA_GRAPH_OPTIONS,
+    CompileConfig,
+    ModuleSettings,
+    available_modes,
+    checked_mapping,
+    mode_options,
+)
 from autotune.errors import ConfigError
 
 __all__ = ["Recipe", "read_recipe", "read_recipes", "without_cuda_graphs"]
@@ -52,11 +59,7 @@ def read_recipe(path: str | Path) -> Recipe:
         raise ConfigError(f"{path}: not a text file: {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not a valid recipe file (plain YAML only): {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping with keys {list(_KEYS)}, got {type(data).__name__}.")
-    unknown = sorted(str(key) for key in data if key not in _KEYS)
-    if unknown:
-        raise ConfigError(f"{path}: unknown key(s) {unknown}; allowed: {list(_KEYS)}.")
+    data = checked_mapping(data, _KEYS, str(path))
     missing = [key for key in _KEYS if key not in data]
     if missing:
         raise ConfigError(f"{path}: missing key(s) {missing}.")

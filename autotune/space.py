@@ -24,6 +24,7 @@ from autotune.config import (
     InputKey,
     ModuleSettings,
     available_modes,
+    checked_mapping,
     inductor_option_defaults,
     mode_options,
 )
@@ -242,11 +243,7 @@ def load_space(name_or_path: str) -> SearchSpace:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise SpaceError(f"{origin}: not a valid plain YAML file: {exc}") from None
-    if not isinstance(data, Mapping):
-        raise SpaceError(f"{origin}: expected a mapping of dimensions, got {type(data).__name__}.")
-    unknown = sorted(str(k) for k in data if k not in _KEYS)
-    if unknown:
-        raise SpaceError(f"{origin}: unknown key(s) {unknown}; allowed: {list(_KEYS)}.")
+    data = checked_mapping(data, _KEYS, origin, SpaceError)
     if not isinstance(data.get("description"), str) or not data["description"].strip():
         raise SpaceError(f"{origin}: 'description' must say what the space is for.")
     values: dict[str, Any] = {"name": path.stem, "description": data["description"].strip()}

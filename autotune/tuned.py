@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from autotune import codegen, environment
-from autotune.config import CompileConfig
+from autotune.config import CompileConfig, checked_mapping
 from autotune.errors import ConfigError
 from autotune.workload import WorkloadSummary
 
@@ -116,13 +116,7 @@ class TunedConfig:
     @classmethod
     def from_dict(cls, data: object, origin: str = "best.yaml") -> TunedConfig:
         """Validate and build from best.yaml content."""
-        if not isinstance(data, Mapping):
-            raise ConfigError(
-                f"{origin}: expected a mapping with sections {list(_TOP_LEVEL)}, got {type(data).__name__}."
-            )
-        unknown = sorted(str(k) for k in data if k not in _TOP_LEVEL)
-        if unknown:
-            raise ConfigError(f"{origin}: unknown key(s) {unknown}; allowed: {list(_TOP_LEVEL)}.")
+        data = checked_mapping(data, _TOP_LEVEL, origin)
         if data.get("schema_version") != SCHEMA_VERSION:
             raise ConfigError(
                 f"{origin}: schema_version {data.get('schema_version')!r} is not supported; expected {SCHEMA_VERSION}."

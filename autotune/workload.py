@@ -16,7 +16,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from autotune.config import InputKey, parse_input_key, validate_module_path
+from autotune.config import InputKey, checked_mapping, parse_input_key, validate_module_path
 from autotune.errors import ConfigError, WorkloadError
 
 __all__ = [
@@ -273,13 +273,7 @@ class WorkloadSummary:
     @classmethod
     def from_dict(cls, data: object) -> WorkloadSummary:
         """Validate and build from `to_dict` output (a best.yaml `workload:` section)."""
-        if not isinstance(data, Mapping):
-            raise ConfigError(f"workload: expected a mapping, got {data!r}.")
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(str(k) for k in data if k not in known)
-        if unknown:
-            raise ConfigError(f"workload: unknown key(s) {unknown}; allowed: {sorted(known)}.")
-        values = dict(data)
+        values = checked_mapping(data, sorted(cls.__dataclass_fields__), "workload")
         for name in ("modules", "blocks"):
             if not isinstance(values.get(name, []), list):
                 raise ConfigError(f"workload.{name}: expected a list of module paths, got {values[name]!r}.")
