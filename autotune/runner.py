@@ -7,6 +7,7 @@ and its temporary caches removed when `run_trial` returns.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -214,10 +215,8 @@ def _device_inside(device: str) -> str:
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _wait(process: subprocess.Popen[bytes], seconds: float) -> int | None:

@@ -13,6 +13,7 @@ import re
 import socket
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,6 +128,8 @@ class SearchOptions:
             raise SearchError(f"--max-failure-rate {self.max_failure_rate}: must be in (0, 1].")
         if self.trial_timeout <= 0 or (self.timeout is not None and self.timeout <= 0):
             raise SearchError("--trial-timeout and --timeout must be positive numbers of seconds.")
+        if not 0 <= self.slow_ratio < 1:
+            raise SearchError(f"--slow-ratio {self.slow_ratio}: must be in [0, 1); 0 never prunes for slowness.")
         if self.confirm < 0:
             raise SearchError(f"--confirm {self.confirm}: must be >= 0.")
         self.device = check_device(self.device)
@@ -209,6 +212,7 @@ class _Search:
         self.options.out_dir.mkdir(parents=True, exist_ok=True)
         self.study = self._open_study()
         self.space: SearchSpace | None = None
+        self.exhausted = False
 
     # -- the study -------------------------------------------------------------------------
 
@@ -218,7 +222,7 @@ class _Search:
         sampler: optuna.samplers.BaseSampler = {
             "tpe": lambda: optuna.samplers.TPESampler(seed=options.seed, n_startup_trials=min(10, max(3, options.trials // 3))),
             "random": lambda: optuna.samplers.RandomSampler(seed=options.seed),
-            "bruteforce": lambda: optuna.samplers.BruteForceSampler(seed=options.seed),
+            "bruteforce": lambda: _quietly(optuna.samplers.BruteForceSampler, seed=options.seed),
         }[options.sampler]()
         pruner: optuna.pruners.BasePruner = {
             "median": lambda: optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1),
@@ -291,6 +295,9 @@ class _Search:
         finished = self._finished()
         if len(finished) >= self.options.trials:
             return False
+        if self.exhausted:
+            self._note(f"every configuration of the space was measured after {len(finished)} trials")
+            return False
         if self.options.timeout is not None and time.monotonic() - self.started > self.options.timeout:
             self._note(f"--timeout {self.options.timeout:.0f} s reached after {len(finished)} trials")
             return False
@@ -362,19 +369,29 @@ class _Search:
             value = self.objective.value(
                 run.result["samples_per_second"], run.result["batches_per_second"], run.result["compile_seconds"]
             )
-            self.study.tell(trial, value)
+            self._tell(trial, value)
             self._note(f"trial {trial.number}: {value:.4g} {self.objective.unit}  {config.describe()}")
         elif run.state == "pruned":
-            self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            self._tell(trial, state=optuna.trial.TrialState.PRUNED)
             self._note(f"trial {trial.number}: pruned ({run.message})  {config.describe()}")
         else:
-            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            self._tell(trial, state=optuna.trial.TrialState.FAIL)
             self._note(f"trial {trial.number}: FAIL {run.reason}: {run.message}  {config.describe()}")
+
+    def _tell(self, trial: optuna.Trial | int, *args: Any, **kwargs: Any) -> None:
+        try:
+            self.study.tell(trial, *args, **kwargs)
+        except RuntimeError as exc:
+            # The brute-force sampler asks the study to stop once every configuration was tried;
+            # with ask/tell that request arrives as this error, after the trial was recorded.
+            if "Study.stop" not in str(exc):
+                raise
+            self.exhausted = True
 
     def _tell_failed(self, trial: optuna.Trial, reason: str, message: str) -> None:
         trial.set_user_attr("reason", reason)
         trial.set_user_attr("message", message)
-        self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        self._tell(trial, state=optuna.trial.TrialState.FAIL)
         self._note(f"trial {trial.number}: FAIL {reason}: {message}")
 
     def _same_config(self, config: CompileConfig, number: int) -> optuna.trial.FrozenTrial | None:
@@ -392,9 +409,9 @@ class _Search:
                 trial.set_user_attr(key, value)
         trial.set_user_attr("duplicate_of", twin.number)
         if twin.state == optuna.trial.TrialState.COMPLETE:
-            self.study.tell(trial, twin.value)
+            self._tell(trial, twin.value)
         else:
-            self.study.tell(trial, state=twin.state)
+            self._tell(trial, state=twin.state)
         self._note(f"trial {trial.number}: same configuration as trial {twin.number}; its outcome is reused")
 
     def _measure(
@@ -547,6 +564,13 @@ def shared_length_groups(summary: WorkloadSummary, batches: Sequence[Any]) -> li
             lengths = tuple(int(input_of(b, key).shape[axis]) for b in batches)
             signature.setdefault(lengths, []).append((key, axis))
     return list(signature.values())
+
+
+def _quietly(factory: Callable[..., Any], **kwargs: Any) -> Any:
+    # Optuna marks some samplers experimental; the warning says nothing a user of autotune can act on.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return factory(**kwargs)
 
 
 def _alive(pid: object) -> bool:

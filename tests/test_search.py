@@ -25,7 +25,9 @@ def searched(tmp_path_factory):
     out = tmp_path_factory.mktemp("search") / "tiny"
     code = cli.main(["search", "--model", SPEC, "--space", "quick", "--trials", "2", "--confirm", "1",
                      "--sampler", "random", "--windows", "3", "--device", "cpu", "--out", str(out),
-                     "--no-compile-cache"])  # test_retune.py covers the cache; it costs two more compiles
+                     "--no-compile-cache",  # test_retune.py covers the cache; it costs two more compiles
+                     # On a busy machine a compiled tiny model can trail eager; nothing here is about pruning.
+                     "--pruner", "none", "--slow-ratio", "0"])
     return code, out
 
 
@@ -83,7 +85,7 @@ def test_rerunning_resumes_the_study_and_export_rebuilds_the_files(searched, tmp
     _, out = searched
     before = yaml.safe_load((out / "best.yaml").read_text())
     result = search(SearchOptions(model=SPEC, space="quick", trials=3, confirm=0, sampler="random", device="cpu", out=str(out),
-                                  compile_cache=False))
+                                  compile_cache=False, pruner="none", slow_ratio=0.0))
     study = optuna.load_study(study_name=STUDY, storage=f"sqlite:///{out / 'study.db'}")
     assert len(study.trials) == 3, "two trials were resumed, one was added"
     assert result.summary["trials"]["total"] == 3
@@ -115,3 +117,19 @@ def test_search_help_documents_every_flag(capsys) -> None:
                  "--storage", "--sampler", "--pruner", "--seed", "--objective", "--max-compile-seconds"):
         assert flag in text
     assert "best.yaml" in text and "resumes" in text
+
+
+def test_bruteforce_stops_when_every_configuration_was_measured(tmp_path) -> None:
+    space = tmp_path / "two.yaml"
+    space.write_text("description: two configurations\nmode: [default]\ndynamic: [null, true]\n")
+    result = search(SearchOptions(model="tests.trial_targets.workloads:tiny_infer", space=str(space), trials=6,
+                                  sampler="bruteforce", confirm=0, device="cpu", out=str(tmp_path / "out"),
+                                  compile_cache=False, pruner="none", slow_ratio=0.0))
+    assert result.summary["trials"]["total"] == 2
+    assert {row["description"] for row in result.table} == {
+        "scope=whole mode=default dynamic=None", "scope=whole mode=default dynamic=True"}
+
+
+def test_slow_ratio_must_be_a_fraction() -> None:
+    with pytest.raises(SearchError, match="--slow-ratio 1.5"):
+        SearchOptions(model=SPEC, slow_ratio=1.5)
