@@ -21,6 +21,7 @@ from autotune.tuned import TunedConfig, write_atomic
 from autotune.workload import WorkloadSummary
 
 __all__ = [
+    "load_search_study",
     "choose_winner",
     "export_from_storage",
     "export_study",
@@ -43,14 +44,21 @@ _BASELINE_FIELDS = (
 
 def export_from_storage(storage: str, study_name: str, out_dir: str | Path | None = None) -> SearchResult:
     """Re-export a study from any Optuna storage (default folder: outputs/<study-name>)."""
+    study = load_search_study(storage, study_name)
+    return export_study(study, Path(out_dir) if out_dir else Path("outputs") / study_name)
+
+
+def load_search_study(storage: str, study_name: str) -> optuna.Study:
+    """A study made by `autotune search`, from any Optuna storage; errors list the studies that are there."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         study = optuna.load_study(study_name=study_name, storage=storage)
     except KeyError:
         names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
-        raise SearchError(f"--study-name {study_name!r} is not in {storage}; studies there: {names}.") from None
+        raise SearchError(f"study {study_name!r} is not in {storage}; studies there: {names}.") from None
     if "workload" not in study.user_attrs:
-        raise SearchError(f"study {study_name!r} was not made by `autotune search`: it records no workload.")
-    return export_study(study, Path(out_dir) if out_dir else Path("outputs") / study_name)
+        raise SearchError(f"study {study_name!r} in {storage} was not made by `autotune search`: it records no workload.")
+    return study
 
 
 def export_study(study: optuna.Study, out_dir: Path) -> SearchResult:

@@ -310,15 +310,12 @@ class _Retune:
             self.storage = storage
             url = storage
         self.storage_url = url
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        from autotune.export import load_search_study
+
         try:
-            study = optuna.load_study(study_name=name, storage=url)
-        except KeyError:
-            names = [s.study_name for s in optuna.get_all_study_summaries(url)]
-            raise RetuneError(f"study {name!r} is not in {url}; studies there: {names}.") from None
-        if "workload" not in study.user_attrs:
-            raise RetuneError(f"study {name!r} in {url} was not made by `autotune search`: it records no workload.")
-        return study
+            return load_search_study(url, name)
+        except SearchError as exc:
+            raise RetuneError(str(exc)) from None
 
     def _space_name(self) -> str:
         if self.options.space:
