@@ -196,9 +196,11 @@ def print_result(result: Any) -> None:
     """The table of best trials and the winner against both baselines."""
     from autotune.report import verdict
 
-    eager = result.baselines.get("eager", {})
-    compiled = result.baselines.get("compile", {})
+    # The trials were measured next to the baselines taken at the start of the study.
+    start = result.summary.get("search_baselines") or result.baselines
+    eager, compiled = start.get("eager", {}), start.get("compile", {})
     print()
+    print("During the search:")
     print(f"{'':>8} {'samples/s':>11} {'vs eager':>9} {'vs compile':>11} {'compile s':>10}  configuration")
     print(f"{'eager':>8} {_num(eager.get('samples_per_second')):>11} {'1.00x':>9} {'':>11} {'':>10}")
     print(f"{'compile':>8} {_num(compiled.get('samples_per_second')):>11} {'':>9} {'1.00x':>11} {_num(compiled.get('compile_seconds')):>10}  plain torch.compile")
@@ -207,6 +209,8 @@ def print_result(result: Any) -> None:
               f"{_num(row['speedup_vs_compile'], 'x'):>11} {_num(row['compile_seconds']):>10}  {row['description']}")
     metrics = result.summary.get("metrics") or None
     print()
+    if metrics and metrics.get("confirmed"):
+        print("Re-measured in fresh processes, next to eager and plain torch.compile:")
     print(verdict(metrics, result.baselines))
     trials = result.summary["trials"]
     print(f"{trials['total']} trials ({trials['complete']} complete, {trials['pruned']} pruned, {trials['failed']} failed); "

@@ -72,7 +72,10 @@ def export_study(study: optuna.Study, out_dir: Path) -> SearchResult:
         for name in ("eager", "compile")
     }
     trials = study.get_trials(deepcopy=False)
-    rows = trial_rows(trials, baselines)
+    # Trials are compared with the baselines measured with them at the start of the study; the
+    # winner's confirmation runs with the confirmation baselines measured next to them.
+    search_baselines = {name: attrs.get(f"baseline.{name}", {}) for name in ("eager", "compile")}
+    rows = trial_rows(trials, search_baselines)
     write_trials_csv(out_dir, rows)
     winner, metrics = _choose(trials, objective, confirmation, baselines)
     summary = study_summary(study)
@@ -110,7 +113,7 @@ def export_study(study: optuna.Study, out_dir: Path) -> SearchResult:
         tuned_path=tuned_path,
         table=table[:5],
         baselines=baselines,
-        summary={**summary, "metrics": metrics},
+        summary={**summary, "metrics": metrics, "search_baselines": search_baselines},
     )
 
 
