@@ -89,36 +89,95 @@ def _add_search(commands: argparse._SubParsersAction) -> None:
         epilog=_SEARCH_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--model", required=True, metavar="PKG.MOD:ATTR",
-                   help="the workload: a Workload, an nn.Module (transformers models get synthesised batches) or a zero-argument factory of either")
-    p.add_argument("--space", default="default", metavar="NAME|PATH",
-                   help="a bundled search space (see `autotune spaces`) or a YAML file (default: default)")
+    p.add_argument(
+        "--model",
+        required=True,
+        metavar="PKG.MOD:ATTR",
+        help="the workload: a Workload, an nn.Module (transformers models get synthesised batches) or a zero-argument factory of either",
+    )
+    p.add_argument(
+        "--space",
+        default="default",
+        metavar="NAME|PATH",
+        help="a bundled search space (see `autotune spaces`) or a YAML file (default: default)",
+    )
     p.add_argument("--trials", type=int, default=20, help="trials in the study, resumed ones included (default: 20)")
-    p.add_argument("--timeout", type=float, metavar="SECONDS", help="stop starting new trials after this many seconds (default: none)")
-    p.add_argument("--trial-timeout", type=float, default=900.0, metavar="SECONDS",
-                   help="kill a trial's whole process group after this many seconds (default: 900)")
-    p.add_argument("--device", metavar="cpu|cuda|cuda:N", help="where trials run (default: cuda when available, else cpu)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="stop starting new trials after this many seconds (default: none)",
+    )
+    p.add_argument(
+        "--trial-timeout",
+        type=float,
+        default=900.0,
+        metavar="SECONDS",
+        help="kill a trial's whole process group after this many seconds (default: 900)",
+    )
+    p.add_argument(
+        "--device", metavar="cpu|cuda|cuda:N", help="where trials run (default: cuda when available, else cpu)"
+    )
     p.add_argument("--out", metavar="DIR", help="output folder (default: outputs/<study-name>)")
     p.add_argument("--study-name", help="the study's name (default: derived from --model, e.g. examples.toy-model)")
-    p.add_argument("--storage", metavar="URL", help="an Optuna storage URL shared by several hosts (default: sqlite in --out)")
-    p.add_argument("--sampler", choices=("tpe", "random", "bruteforce"), default="tpe",
-                   help="tpe (seeded, default), random, or bruteforce (every configuration of the space once)")
-    p.add_argument("--pruner", choices=("median", "hyperband", "none"), default="median",
-                   help="stops trials whose throughput windows trail the others (default: median)")
+    p.add_argument(
+        "--storage", metavar="URL", help="an Optuna storage URL shared by several hosts (default: sqlite in --out)"
+    )
+    p.add_argument(
+        "--sampler",
+        choices=("tpe", "random", "bruteforce"),
+        default="tpe",
+        help="tpe (seeded, default), random, or bruteforce (every configuration of the space once)",
+    )
+    p.add_argument(
+        "--pruner",
+        choices=("median", "hyperband", "none"),
+        default="median",
+        help="stops trials whose throughput windows trail the others (default: median)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seeds the sampler and the batches drawn (default: 0)")
-    p.add_argument("--objective", default="throughput", metavar="throughput|time-to:N",
-                   help="maximise steady-state samples/s (default), or minimise compile time plus N steps")
-    p.add_argument("--max-compile-seconds", type=float, metavar="SECONDS",
-                   help="prune trials whose compile and warm-up take longer (default: no limit)")
-    p.add_argument("--max-failure-rate", type=float, default=0.8,
-                   help="stop the search when more than this fraction of (at least 5) trials failed (default: 0.8)")
-    p.add_argument("--slow-ratio", type=float, default=0.5,
-                   help="prune trials running below this fraction of eager's throughput (default: 0.5)")
-    p.add_argument("--confirm", type=int, default=3,
-                   help="re-measure the best N trials in fresh processes next to both baselines before choosing (default: 3; 0 to skip)")
-    p.add_argument("--windows", type=int, default=Protocol().windows, help="steady-state measurement windows per trial (default: 5)")
-    p.add_argument("--no-compile-cache", dest="compile_cache", action="store_false",
-                   help="do not save the winner's compile artifacts (saving them costs two more runs of the winner)")
+    p.add_argument(
+        "--objective",
+        default="throughput",
+        metavar="throughput|time-to:N",
+        help="maximise steady-state samples/s (default), or minimise compile time plus N steps",
+    )
+    p.add_argument(
+        "--max-compile-seconds",
+        type=float,
+        metavar="SECONDS",
+        help="prune trials whose compile and warm-up take longer (default: no limit)",
+    )
+    p.add_argument(
+        "--max-failure-rate",
+        type=float,
+        default=0.8,
+        help="stop the search when more than this fraction of (at least 5) trials failed (default: 0.8)",
+    )
+    p.add_argument(
+        "--slow-ratio",
+        type=float,
+        default=0.5,
+        help="prune trials running below this fraction of eager's throughput (default: 0.5)",
+    )
+    p.add_argument(
+        "--confirm",
+        type=int,
+        default=3,
+        help="re-measure the best N trials in fresh processes next to both baselines before choosing (default: 3; 0 to skip)",
+    )
+    p.add_argument(
+        "--windows",
+        type=int,
+        default=Protocol().windows,
+        help="steady-state measurement windows per trial (default: 5)",
+    )
+    p.add_argument(
+        "--no-compile-cache",
+        dest="compile_cache",
+        action="store_false",
+        help="do not save the winner's compile artifacts (saving them costs two more runs of the winner)",
+    )
     p.set_defaults(run=run_search)
 
 
@@ -128,15 +187,31 @@ def run_search(args: argparse.Namespace) -> int:
     from autotune.search import SearchOptions, search
 
     options = SearchOptions(
-        model=args.model, space=args.space, trials=args.trials, timeout=args.timeout,
-        trial_timeout=args.trial_timeout, device=args.device, out=args.out, study_name=args.study_name,
-        storage=args.storage, sampler=args.sampler, pruner=args.pruner, seed=args.seed, objective=args.objective,
-        max_compile_seconds=args.max_compile_seconds, max_failure_rate=args.max_failure_rate,
-        slow_ratio=args.slow_ratio, confirm=args.confirm, protocol=Protocol(windows=args.windows),
+        model=args.model,
+        space=args.space,
+        trials=args.trials,
+        timeout=args.timeout,
+        trial_timeout=args.trial_timeout,
+        device=args.device,
+        out=args.out,
+        study_name=args.study_name,
+        storage=args.storage,
+        sampler=args.sampler,
+        pruner=args.pruner,
+        seed=args.seed,
+        objective=args.objective,
+        max_compile_seconds=args.max_compile_seconds,
+        max_failure_rate=args.max_failure_rate,
+        slow_ratio=args.slow_ratio,
+        confirm=args.confirm,
+        protocol=Protocol(windows=args.windows),
         compile_cache=args.compile_cache,
     )
-    print(f"autotune: searching {options.model} on {options.device}: study {options.name!r}, "
-          f"{options.trials} trials, space {options.space!r}, storage {options.storage_url}", file=sys.stderr)
+    print(
+        f"autotune: searching {options.model} on {options.device}: study {options.name!r}, "
+        f"{options.trials} trials, space {options.space!r}, storage {options.storage_url}",
+        file=sys.stderr,
+    )
     display = ProgressDisplay(sys.stderr)
     result = search(options, progress=display)
     display.close()
@@ -203,21 +278,29 @@ def print_result(result: Any) -> None:
     print("During the search:")
     print(f"{'':>8} {'samples/s':>11} {'vs eager':>9} {'vs compile':>11} {'compile s':>10}  configuration")
     print(f"{'eager':>8} {_num(eager.get('samples_per_second')):>11} {'1.00x':>9} {'':>11} {'':>10}")
-    print(f"{'compile':>8} {_num(compiled.get('samples_per_second')):>11} {'':>9} {'1.00x':>11} {_num(compiled.get('compile_seconds')):>10}  plain torch.compile")
+    print(
+        f"{'compile':>8} {_num(compiled.get('samples_per_second')):>11} {'':>9} {'1.00x':>11} {_num(compiled.get('compile_seconds')):>10}  plain torch.compile"
+    )
     for row in result.table:
-        print(f"{'#' + str(row['number']):>8} {_num(row['samples_per_second']):>11} {_num(row['speedup_vs_eager'], 'x'):>9} "
-              f"{_num(row['speedup_vs_compile'], 'x'):>11} {_num(row['compile_seconds']):>10}  {row['description']}")
+        print(
+            f"{'#' + str(row['number']):>8} {_num(row['samples_per_second']):>11} {_num(row['speedup_vs_eager'], 'x'):>9} "
+            f"{_num(row['speedup_vs_compile'], 'x'):>11} {_num(row['compile_seconds']):>10}  {row['description']}"
+        )
     metrics = result.summary.get("metrics") or None
     print()
     if metrics and metrics.get("confirmed"):
         print("Re-measured in fresh processes, next to eager and plain torch.compile:")
     print(verdict(metrics, result.baselines))
     trials = result.summary["trials"]
-    print(f"{trials['total']} trials ({trials['complete']} complete, {trials['pruned']} pruned, {trials['failed']} failed); "
-          f"pruning saved about {result.summary['pruning_saved_seconds']:.0f} s.")
+    print(
+        f"{trials['total']} trials ({trials['complete']} complete, {trials['pruned']} pruned, {trials['failed']} failed); "
+        f"pruning saved about {result.summary['pruning_saved_seconds']:.0f} s."
+    )
     if result.tuned_path:
-        print(f"Exported {result.tuned_path} and {result.out_dir / 'apply_compilation.py'} "
-              f"(report: {result.out_dir / 'report.md'}, trials: {result.out_dir / 'trials.csv'}).")
+        print(
+            f"Exported {result.tuned_path} and {result.out_dir / 'apply_compilation.py'} "
+            f"(report: {result.out_dir / 'report.md'}, trials: {result.out_dir / 'trials.csv'})."
+        )
 
 
 def _num(value: Any, suffix: str = "") -> str:
@@ -227,7 +310,11 @@ def _num(value: Any, suffix: str = "") -> str:
 
 
 def _add_spaces(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser("spaces", help="list the bundled search spaces", description="List the bundled search spaces and what each is for.")
+    p = commands.add_parser(
+        "spaces",
+        help="list the bundled search spaces",
+        description="List the bundled search spaces and what each is for.",
+    )
     p.set_defaults(run=run_spaces)
 
 
@@ -248,7 +335,9 @@ def _add_export(commands: argparse._SubParsersAction) -> None:
         help="re-export best.yaml, apply_compilation.py, trials.csv and report.md from a study",
         description="Re-export a study's files from any Optuna storage (e.g. a shared PostgreSQL study).",
     )
-    p.add_argument("--storage", required=True, metavar="URL", help="Optuna storage URL, e.g. sqlite:///outputs/NAME/study.db")
+    p.add_argument(
+        "--storage", required=True, metavar="URL", help="Optuna storage URL, e.g. sqlite:///outputs/NAME/study.db"
+    )
     p.add_argument("--study-name", required=True, help="the study's name")
     p.add_argument("--out", metavar="DIR", help="output folder (default: outputs/<study-name>)")
     p.set_defaults(run=run_export)
@@ -275,7 +364,9 @@ def _add_validate(commands: argparse._SubParsersAction) -> None:
     p.add_argument("path", help="a best.yaml, or a recipe file with a `config:` section")
     p.add_argument("--model", metavar="PKG.MOD:ATTR", help="the workload (default: the one recorded in best.yaml)")
     p.add_argument("--device", metavar="cpu|cuda|cuda:N", help="default: cuda when available, else cpu")
-    p.add_argument("--repeats", type=int, default=1, help="interleaved rounds of eager, compile and the config (default: 1)")
+    p.add_argument(
+        "--repeats", type=int, default=1, help="interleaved rounds of eager, compile and the config (default: 1)"
+    )
     p.add_argument("--trial-timeout", type=float, default=900.0, metavar="SECONDS", help="limit per run (default: 900)")
     p.set_defaults(run=run_validate)
 
@@ -284,7 +375,9 @@ def run_validate(args: argparse.Namespace) -> int:
     """`autotune validate`."""
     from autotune.validate import validate
 
-    report = validate(args.path, model=args.model, device=args.device, repeats=args.repeats, trial_timeout=args.trial_timeout)
+    report = validate(
+        args.path, model=args.model, device=args.device, repeats=args.repeats, trial_timeout=args.trial_timeout
+    )
     print(report.render())
     return EXIT_OK if report.ok else 1
 
@@ -323,22 +416,48 @@ def _add_retune(commands: argparse._SubParsersAction) -> None:
         epilog=_RETUNE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("path", help="the best.yaml of a search (its folder gets the new files, history.jsonl and the report)")
+    p.add_argument(
+        "path", help="the best.yaml of a search (its folder gets the new files, history.jsonl and the report)"
+    )
     p.add_argument("--model", metavar="PKG.MOD:ATTR", help="the workload (default: the one recorded in best.yaml)")
-    p.add_argument("--trials", type=int, default=4, help="new trials after the incumbent and previous top trials (default: 4)")
+    p.add_argument(
+        "--trials", type=int, default=4, help="new trials after the incumbent and previous top trials (default: 4)"
+    )
     p.add_argument("--top", type=int, default=3, help="previous top trials measured again first (default: 3)")
-    p.add_argument("--min-gain", type=float, default=0.03, metavar="FRACTION",
-                   help="how much faster a challenger must be to replace the incumbent (default: 0.03, i.e. 3%%)")
-    p.add_argument("--max-regression", type=float, default=0.10, metavar="FRACTION",
-                   help="how much slower than recorded (or than plain compile) counts as a regression (default: 0.10)")
-    p.add_argument("--repeats", type=int, default=3,
-                   help="rounds of eager, plain compile and incumbent, and runs of the best challenger (default: 3)")
-    p.add_argument("--device", metavar="cpu|cuda|cuda:N", help="where to measure (default: the device recorded in best.yaml)")
-    p.add_argument("--storage", metavar="URL", help="the study's storage (default: as recorded; study.db beside best.yaml)")
+    p.add_argument(
+        "--min-gain",
+        type=float,
+        default=0.03,
+        metavar="FRACTION",
+        help="how much faster a challenger must be to replace the incumbent (default: 0.03, i.e. 3%%)",
+    )
+    p.add_argument(
+        "--max-regression",
+        type=float,
+        default=0.10,
+        metavar="FRACTION",
+        help="how much slower than recorded (or than plain compile) counts as a regression (default: 0.10)",
+    )
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="rounds of eager, plain compile and incumbent, and runs of the best challenger (default: 3)",
+    )
+    p.add_argument(
+        "--device", metavar="cpu|cuda|cuda:N", help="where to measure (default: the device recorded in best.yaml)"
+    )
+    p.add_argument(
+        "--storage", metavar="URL", help="the study's storage (default: as recorded; study.db beside best.yaml)"
+    )
     p.add_argument("--space", metavar="NAME|PATH", help="search space of the new trials (default: the study's own)")
     p.add_argument("--trial-timeout", type=float, default=900.0, metavar="SECONDS", help="limit per run (default: 900)")
-    p.add_argument("--no-compile-cache", dest="compile_cache", action="store_false",
-                   help="do not save the winner's compile artifacts (compile_cache.bin is then removed)")
+    p.add_argument(
+        "--no-compile-cache",
+        dest="compile_cache",
+        action="store_false",
+        help="do not save the winner's compile artifacts (compile_cache.bin is then removed)",
+    )
     p.set_defaults(run=run_retune)
 
 
@@ -347,9 +466,18 @@ def run_retune(args: argparse.Namespace) -> int:
     from autotune.retune import RetuneOptions, retune
 
     options = RetuneOptions(
-        path=args.path, model=args.model, trials=args.trials, top=args.top, min_gain=args.min_gain,
-        max_regression=args.max_regression, repeats=args.repeats, device=args.device, storage=args.storage,
-        space=args.space, trial_timeout=args.trial_timeout, compile_cache=args.compile_cache,
+        path=args.path,
+        model=args.model,
+        trials=args.trials,
+        top=args.top,
+        min_gain=args.min_gain,
+        max_regression=args.max_regression,
+        repeats=args.repeats,
+        device=args.device,
+        storage=args.storage,
+        space=args.space,
+        trial_timeout=args.trial_timeout,
+        compile_cache=args.compile_cache,
     )
     display = RetuneDisplay(sys.stderr)
     result = retune(options, progress=display)

@@ -41,7 +41,12 @@ SCOPES = ("whole", "modular", "regional")
 PADDING_WORDS = ("pow2", "max")
 CUDA_GRAPH_OPTIONS = ("triton.cudagraphs",)
 STRING_OPTIONS = frozenset(
-    {"max_autotune_gemm_backends", "max_autotune_conv_backends", "max_autotune_gemm_search_space", "max_autotune_flex_search_space"}
+    {
+        "max_autotune_gemm_backends",
+        "max_autotune_conv_backends",
+        "max_autotune_gemm_search_space",
+        "max_autotune_flex_search_space",
+    }
 )
 """Inductor options with string values that are tuning choices (backend lists, search-space sizes)."""
 

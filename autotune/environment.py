@@ -16,7 +16,15 @@ from torch import nn
 
 from autotune.compile_cache import running_fingerprint
 
-__all__ = ["KEYS_THAT_MATTER", "RETUNE_KEYS", "batch_shapes", "differences", "fingerprint", "model_fingerprint", "version"]
+__all__ = [
+    "KEYS_THAT_MATTER",
+    "RETUNE_KEYS",
+    "batch_shapes",
+    "differences",
+    "fingerprint",
+    "model_fingerprint",
+    "version",
+]
 
 KEYS_THAT_MATTER = ("torch", "cuda", "device_name")
 """Differences in these make a tuned configuration suspect (`autotune.load` warns)."""

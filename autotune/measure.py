@@ -144,7 +144,9 @@ def compare(reference: torch.Tensor, candidate: torch.Tensor, tolerance: float, 
     padding at the end must leave the real positions unchanged.
     """
     if candidate.shape != reference.shape:
-        if candidate.dim() != reference.dim() or any(c < r for c, r in zip(candidate.shape, reference.shape, strict=False)):
+        if candidate.dim() != reference.dim() or any(
+            c < r for c, r in zip(candidate.shape, reference.shape, strict=False)
+        ):
             return math.inf
         candidate = candidate[tuple(slice(0, n) for n in reference.shape)]
     ref = reference.detach().double()

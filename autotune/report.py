@@ -34,14 +34,29 @@ def write_report(
     plots = _plots(out_dir, study, rows, baselines, objective)
     retunes = history.read(out_dir)
     lines = [f"# autotune report: {study.study_name}", ""]
-    lines += [f"Workload `{study.user_attrs.get('model')}`, space `{summary['space']}`, device `{summary['device']}`, objective {objective} ({objective.unit}).", ""]
+    lines += [
+        f"Workload `{study.user_attrs.get('model')}`, space `{summary['space']}`, device `{summary['device']}`, objective {objective} ({objective.unit}).",
+        "",
+    ]
     lines += ["## Verdict", "", verdict(metrics, baselines), ""]
     lines += ["## Baselines", "", "| baseline | samples/s | compile s | peak memory MiB |", "|---|---|---|---|"]
     for name, label in (("eager", "eager"), ("compile", "plain torch.compile")):
         b = baselines.get(name, {})
-        lines.append(f"| {label} | {_fmt(b.get('samples_per_second'))} | {_fmt(b.get('compile_seconds'))} | {_fmt(b.get('peak_memory_mb'))} |")
-    lines += ["", "## Best trials", "", "| trial | value | samples/s | vs eager | vs compile | compile s | configuration |", "|---|---|---|---|---|---|---|"]
-    complete = sorted((r for r in rows if r["state"] == "COMPLETE"), key=lambda r: r["value"], reverse=objective.direction == "maximize")
+        lines.append(
+            f"| {label} | {_fmt(b.get('samples_per_second'))} | {_fmt(b.get('compile_seconds'))} | {_fmt(b.get('peak_memory_mb'))} |"
+        )
+    lines += [
+        "",
+        "## Best trials",
+        "",
+        "| trial | value | samples/s | vs eager | vs compile | compile s | configuration |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    complete = sorted(
+        (r for r in rows if r["state"] == "COMPLETE"),
+        key=lambda r: r["value"],
+        reverse=objective.direction == "maximize",
+    )
     for row in complete[:10]:
         lines.append(
             f"| {row['number']} | {_fmt(row['value'])} | {_fmt(row['samples_per_second'])} | {_fmt(row['speedup_vs_eager'], 'x')} "
@@ -61,7 +76,11 @@ def write_report(
         f"Pruning saved about {summary['pruning_saved_seconds']:.0f} s of {summary['trial_seconds']:.0f} s spent in trials.",
     ]
     if summary["failure_reasons"]:
-        lines.append("Failures by reason: " + ", ".join(f"{k} ({v})" for k, v in sorted(summary["failure_reasons"].items())) + ".")
+        lines.append(
+            "Failures by reason: "
+            + ", ".join(f"{k} ({v})" for k, v in sorted(summary["failure_reasons"].items()))
+            + "."
+        )
     lines += ["", "Every trial, with its parameters and reasons, is in `trials.csv`.", ""]
     for title, name in plots:
         lines += [f"## {title}", "", f"![{title}]({name})", ""]
@@ -88,7 +107,13 @@ def verdict(metrics: dict[str, Any] | None, baselines: dict[str, dict[str, Any]]
     return text
 
 
-def _plots(out_dir: Path, study: optuna.Study, rows: list[dict[str, Any]], baselines: dict[str, dict[str, Any]], objective: Objective) -> list[tuple[str, str]]:
+def _plots(
+    out_dir: Path,
+    study: optuna.Study,
+    rows: list[dict[str, Any]],
+    baselines: dict[str, dict[str, Any]],
+    objective: Objective,
+) -> list[tuple[str, str]]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -151,17 +176,19 @@ def _cache_text(section: Mapping[str, Any]) -> str:
     if not section.get("saved"):
         return f"No compile cache was saved: {section.get('note', 'it was not measured')}."
     made = section.get("fingerprint") or {}
-    return "\n".join([
-        f"`{section['file']}` ({section['bytes'] / 1024:.0f} KiB) holds the winner's compile artifacts, made with torch "
-        f"{made.get('torch')} on {made.get('device_name')}. Load it with `load_compile_cache(...)` from "
-        "`apply_compilation.py` or `autotune.load(...).load_compile_cache(...)` before the first step; it is "
-        "refused, with a warning, under another torch, Triton, CUDA, Python or device.",
-        "",
-        "| compile and warm-up | seconds |",
-        "|---|---|",
-        f"| cold (fresh caches) | {_fmt(section.get('cold_compile_seconds'))} |",
-        f"| with the cache loaded | {_fmt(section.get('cached_compile_seconds'))} |",
-    ])
+    return "\n".join(
+        [
+            f"`{section['file']}` ({section['bytes'] / 1024:.0f} KiB) holds the winner's compile artifacts, made with torch "
+            f"{made.get('torch')} on {made.get('device_name')}. Load it with `load_compile_cache(...)` from "
+            "`apply_compilation.py` or `autotune.load(...).load_compile_cache(...)` before the first step; it is "
+            "refused, with a warning, under another torch, Triton, CUDA, Python or device.",
+            "",
+            "| compile and warm-up | seconds |",
+            "|---|---|",
+            f"| cold (fresh caches) | {_fmt(section.get('cold_compile_seconds'))} |",
+            f"| with the cache loaded | {_fmt(section.get('cached_compile_seconds'))} |",
+        ]
+    )
 
 
 def _history_table(retunes: list[dict[str, Any]]) -> str:
@@ -175,8 +202,14 @@ def _history_table(retunes: list[dict[str, Any]]) -> str:
         incumbent = entry.get("incumbent") or {}
         challenger = entry.get("challenger") or {}
         bases = entry.get("baselines") or {}
-        changed = ", ".join(sorted({**(entry.get("environment_changes") or {}), **(entry.get("model_changes") or {})})) or "–"
-        shown = _fmt(incumbent.get("median")) if incumbent.get("state") == "complete" else f"failed ({incumbent.get('reason')})"
+        changed = (
+            ", ".join(sorted({**(entry.get("environment_changes") or {}), **(entry.get("model_changes") or {})})) or "–"
+        )
+        shown = (
+            _fmt(incumbent.get("median"))
+            if incumbent.get("state") == "complete"
+            else f"failed ({incumbent.get('reason')})"
+        )
         lines.append(
             f"| {entry.get('date', '?')} | {entry.get('decision', '?')} | {shown} | {_fmt(challenger.get('median'))} "
             f"| {_fmt((bases.get('eager') or {}).get('median'))} | {_fmt((bases.get('compile') or {}).get('median'))} | {changed} |"
@@ -200,7 +233,11 @@ def _history_plot(out_dir: Path, retunes: list[dict[str, Any]]) -> tuple[str, st
     challenger = series(lambda e: (e.get("challenger") or {}).get("median"))
     for values, label, style in (
         (series(lambda e: ((e.get("baselines") or {}).get("eager") or {}).get("median")), "eager", ":"),
-        (series(lambda e: ((e.get("baselines") or {}).get("compile") or {}).get("median")), "plain torch.compile", "--"),
+        (
+            series(lambda e: ((e.get("baselines") or {}).get("compile") or {}).get("median")),
+            "plain torch.compile",
+            "--",
+        ),
         (incumbent, "incumbent", "-"),
     ):
         points = [(x, y) for x, y in zip(xs, values, strict=True) if y is not None]

@@ -246,7 +246,9 @@ def record_of(run: TrialRun) -> dict[str, Any]:
         "windows": [round(w["samples_per_second"], 4) for w in run.windows],
     }
     if run.compiled:
-        record.update({k: run.compiled[k] for k in ("compile_seconds", "graphs", "graph_breaks", "recompiles", "warmup_passes")})
+        record.update(
+            {k: run.compiled[k] for k in ("compile_seconds", "graphs", "graph_breaks", "recompiles", "warmup_passes")}
+        )
     if run.result:
         record.update({k: v for k, v in run.result.items() if k not in ("event", "time")})
     if run.state == "failed":

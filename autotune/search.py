@@ -63,7 +63,9 @@ class Objective:
             return cls()
         match = re.fullmatch(r"time-to:(\d+)", text)
         if not match or int(match.group(1)) < 1:
-            raise SearchError(f"--objective {text!r} is not allowed; use 'throughput' or 'time-to:N' with N >= 1 steps.")
+            raise SearchError(
+                f"--objective {text!r} is not allowed; use 'throughput' or 'time-to:N' with N >= 1 steps."
+            )
         return cls("time-to", int(match.group(1)))
 
     @property
@@ -220,7 +222,9 @@ class _Search:
         options = self.options
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         sampler: optuna.samplers.BaseSampler = {
-            "tpe": lambda: optuna.samplers.TPESampler(seed=options.seed, n_startup_trials=min(10, max(3, options.trials // 3))),
+            "tpe": lambda: optuna.samplers.TPESampler(
+                seed=options.seed, n_startup_trials=min(10, max(3, options.trials // 3))
+            ),
             "random": lambda: optuna.samplers.RandomSampler(seed=options.seed),
             "bruteforce": lambda: _quietly(optuna.samplers.BruteForceSampler, seed=options.seed),
         }[options.sampler]()
@@ -249,10 +253,16 @@ class _Search:
         study.set_user_attr("model", options.model)
         study.set_user_attr("workload", self.summary.to_dict())
         study.set_user_attr("model_fingerprint", self.model_fingerprint)
-        study.set_user_attr("settings", {
-            "sampler": options.sampler, "pruner": options.pruner, "seed": options.seed,
-            "protocol": options.protocol.to_dict(), "storage": options.storage_url if options.storage else "study.db",
-        })
+        study.set_user_attr(
+            "settings",
+            {
+                "sampler": options.sampler,
+                "pruner": options.pruner,
+                "seed": options.seed,
+                "protocol": options.protocol.to_dict(),
+                "storage": options.storage_url if options.storage else "study.db",
+            },
+        )
         study.set_user_attr("space", self.base_space.name)
         study.set_user_attr("device", options.device)
         self._fail_abandoned(study)
@@ -283,7 +293,10 @@ class _Search:
         self.space = self.base_space.adapt(
             self.summary, str(self.options.device), graph_breaks=graph_breaks, shared_lengths=self.shared_lengths
         )
-        self._note(f"space '{self.space.name}': {len(self.space.dimensions())} dimensions" + "".join(f"; dropped {d}" for d in self.space.dropped))
+        self._note(
+            f"space '{self.space.name}': {len(self.space.dimensions())} dimensions"
+            + "".join(f"; dropped {d}" for d in self.space.dropped)
+        )
         while self._more_trials():
             self._one_trial()
 
@@ -399,7 +412,11 @@ class _Search:
         for other in self._finished():
             if other.number < self.options.reuse_since:
                 continue
-            if other.number != number and other.user_attrs.get("config") == wanted and "duplicate_of" not in other.user_attrs:
+            if (
+                other.number != number
+                and other.user_attrs.get("config") == wanted
+                and "duplicate_of" not in other.user_attrs
+            ):
                 return other
         return None
 
@@ -440,7 +457,8 @@ class _Search:
     def _confirm(self) -> dict[str, Any]:
         """Re-measure the best trials in fresh processes, between an eager and a plain-compile run."""
         complete = [
-            t for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+            t
+            for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
             if "duplicate_of" not in t.user_attrs
         ]
         reverse = self.objective.direction == "maximize"
@@ -453,10 +471,14 @@ class _Search:
         for trial in top:
             self._report(trial.number, "confirm")
             config = CompileConfig.from_dict(trial.user_attrs["config"])
-            source = codegen.generate(config, self.summary, created=trial.user_attrs["created"], version=environment.version())
+            source = codegen.generate(
+                config, self.summary, created=trial.user_attrs["created"], version=environment.version()
+            )
             record = record_of(self._measure(config, label=f"confirm trial {trial.number}", source=source))
             confirmation["trials"][str(trial.number)] = record
-            outcome = f"{record['samples_per_second']:.4g} samples/s" if record["state"] == "complete" else record["reason"]
+            outcome = (
+                f"{record['samples_per_second']:.4g} samples/s" if record["state"] == "complete" else record["reason"]
+            )
             self._note(f"confirm trial {trial.number}: {outcome}")
         self._report(None, "confirm: plain torch.compile")
         confirmation["compile"] = record_of(self._measure(CompileConfig(), label="confirm compile"))
@@ -471,7 +493,9 @@ class _Search:
             return
         self._report(winner.number, "compile cache: cold, then warm")
         config = CompileConfig.from_dict(winner.user_attrs["config"])
-        source = codegen.generate(config, self.summary, created=winner.user_attrs["created"], version=environment.version())
+        source = codegen.generate(
+            config, self.summary, created=winner.user_attrs["created"], version=environment.version()
+        )
         request = TrialRequest(
             spec=self.options.model,
             source=source,
@@ -507,7 +531,9 @@ class _Search:
         durations = [t.user_attrs.get("wall_seconds", 0.0) for t in finished if "duplicate_of" not in t.user_attrs]
         remaining = self.options.trials - len(finished)
         eta = statistics.median(durations) * remaining if durations and remaining > 0 else None
-        self.progress(Progress(len(finished), self.options.trials, trial, phase, best_value, best_speedup, eta, message))
+        self.progress(
+            Progress(len(finished), self.options.trials, trial, phase, best_value, best_speedup, eta, message)
+        )
 
 
 class _Monitor:

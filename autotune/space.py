@@ -94,7 +94,9 @@ class SearchSpace:
             return kept
 
         on_gpu = device.startswith("cuda")
-        modes = keep("mode", self.mode, lambda m: on_gpu or not _uses_cuda_graphs(mode_options(m)), "CUDA graphs need a GPU")
+        modes = keep(
+            "mode", self.mode, lambda m: on_gpu or not _uses_cuda_graphs(mode_options(m)), "CUDA graphs need a GPU"
+        )
         options = dict(self.options)
         for name in list(options):
             if name in CUDA_GRAPH_OPTIONS and not on_gpu:
@@ -103,16 +105,35 @@ class SearchSpace:
             elif name in INFERENCE_ONLY_OPTIONS and workload.task != "infer":
                 dropped.append(f"option {name}: inference only")
                 del options[name]
-        fullgraph = keep("fullgraph", self.fullgraph, lambda f: not (f and graph_breaks), f"plain torch.compile saw {graph_breaks} graph break(s)")
+        fullgraph = keep(
+            "fullgraph",
+            self.fullgraph,
+            lambda f: not (f and graph_breaks),
+            f"plain torch.compile saw {graph_breaks} graph break(s)",
+        )
         scopes = keep("scope", self.scope, lambda s: s != "regional" or bool(workload.blocks), "no repeated blocks")
         scopes = keep("scope", scopes, lambda s: s != "modular" or len(workload.modules) >= 2, "fewer than two modules")
         static = not workload.dynamic_dims
-        padding = keep("padding_alignment", self.padding_alignment, lambda p: not static or p is None, "the workload declares no dynamic inputs")
-        marks = keep("mark_dynamic", self.mark_dynamic, lambda m: not static or not m, "the workload declares no dynamic inputs")
-        optimizer = keep("compile_optimizer", self.compile_optimizer, lambda c: workload.task == "train" or not c, "inference has no optimizer")
+        padding = keep(
+            "padding_alignment",
+            self.padding_alignment,
+            lambda p: not static or p is None,
+            "the workload declares no dynamic inputs",
+        )
+        marks = keep(
+            "mark_dynamic", self.mark_dynamic, lambda m: not static or not m, "the workload declares no dynamic inputs"
+        )
+        optimizer = keep(
+            "compile_optimizer",
+            self.compile_optimizer,
+            lambda c: workload.task == "train" or not c,
+            "inference has no optimizer",
+        )
         for name, values in (("mode", modes), ("scope", scopes), ("fullgraph", fullgraph)):
             if not values:
-                raise SpaceError(f"{self.name}: no choice of {name} is left for this workload on {device}; dropped: {dropped}.")
+                raise SpaceError(
+                    f"{self.name}: no choice of {name} is left for this workload on {device}; dropped: {dropped}."
+                )
         groups = _mark_groups(workload, shared_lengths if self.group_mark_dynamic else None)
         return replace(
             self,
@@ -230,7 +251,9 @@ def resolve_space_path(name_or_path: str) -> Path:
         return bundled[name_or_path]
     path = Path(name_or_path)
     if not path.is_file():
-        raise SpaceError(f"--space {name_or_path!r}: no such file, and not a bundled space; bundled: {sorted(bundled)}.")
+        raise SpaceError(
+            f"--space {name_or_path!r}: no such file, and not a bundled space; bundled: {sorted(bundled)}."
+        )
     return path
 
 

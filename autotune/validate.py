@@ -54,12 +54,19 @@ class ValidationReport:
 
     def render(self) -> str:
         """A short table for the terminal."""
-        lines = [f"{self.path}: {self.description}", f"workload {self.model}; configuration: {self.config.describe()}", ""]
+        lines = [
+            f"{self.path}: {self.description}",
+            f"workload {self.model}; configuration: {self.config.describe()}",
+            "",
+        ]
         lines.append(f"{'':>10} {'samples/s':>11} {'compile s':>10}  runs")
         for subject in SUBJECTS:
             runs = self.runs.get(subject, [])
             compile_s = [r.get("compile_seconds") for r in runs if r["state"] == "complete"]
-            shown = ", ".join(f"{r['samples_per_second']:.4g}" if r["state"] == "complete" else f"{r['state']}: {r['reason']}" for r in runs)
+            shown = ", ".join(
+                f"{r['samples_per_second']:.4g}" if r["state"] == "complete" else f"{r['state']}: {r['reason']}"
+                for r in runs
+            )
             rate = self.throughput(subject)
             lines.append(
                 f"{subject:>10} {(f'{rate:.4g}' if rate else '–'):>11} "
@@ -70,7 +77,10 @@ class ValidationReport:
                 lines += ["", f"The configuration failed ({run['reason']}): {run['message']}"]
                 break
         else:
-            lines += ["", f"speedup: {_x(self.speedup('eager'))} over eager, {_x(self.speedup('compile'))} over plain torch.compile"]
+            lines += [
+                "",
+                f"speedup: {_x(self.speedup('eager'))} over eager, {_x(self.speedup('compile'))} over plain torch.compile",
+            ]
         return "\n".join(lines)
 
 
@@ -116,8 +126,14 @@ def validate(
         "config": codegen.generate(config, summary, created=created, version=environment.version()),
     }
     report = ValidationReport(path=str(path), model=spec, description=description, config=config)
-    subjects = {"eager": (None, False), "compile": (sources["compile"], False), "config": (sources["config"], config.uses_cuda_graphs)}
-    report.runs = measure_interleaved(spec, subjects, rounds=repeats, device=device, trial_timeout=trial_timeout, protocol=protocol)
+    subjects = {
+        "eager": (None, False),
+        "compile": (sources["compile"], False),
+        "config": (sources["config"], config.uses_cuda_graphs),
+    }
+    report.runs = measure_interleaved(
+        spec, subjects, rounds=repeats, device=device, trial_timeout=trial_timeout, protocol=protocol
+    )
     return report
 
 

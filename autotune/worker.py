@@ -132,7 +132,10 @@ def run_trial(request: dict[str, Any], events: Events, phase: list[str]) -> None
         clock = Stopwatch(device)
         clock.start()
         run_pass(batches, prepare, model, optimizer, step)
-        passes = min(MAX_PASSES_PER_WINDOW, max(protocol.passes_per_window, math.ceil(MIN_WINDOW_SECONDS / max(clock.elapsed(), 1e-6))))
+        passes = min(
+            MAX_PASSES_PER_WINDOW,
+            max(protocol.passes_per_window, math.ceil(MIN_WINDOW_SECONDS / max(clock.elapsed(), 1e-6))),
+        )
         windows = []
         for index in range(protocol.windows):
             clock.start()
@@ -201,7 +204,9 @@ class StepRunner:
         return loss.detach().clone()
 
 
-def run_pass(batches: list[Any], prepare: Callable[[Any], Any], model: nn.Module, optimizer: Any, step: StepRunner) -> None:
+def run_pass(
+    batches: list[Any], prepare: Callable[[Any], Any], model: nn.Module, optimizer: Any, step: StepRunner
+) -> None:
     """One step on every fixed batch, in order."""
     for batch in batches:
         step(model, optimizer, prepare(batch))
@@ -231,7 +236,12 @@ def warm_up(
 
 
 def check_accuracy(
-    workload: Workload, reference: nn.Module, model: nn.Module, batch: Any, prepare: Callable[[Any], Any], step: StepRunner
+    workload: Workload,
+    reference: nn.Module,
+    model: nn.Module,
+    batch: Any,
+    prepare: Callable[[Any], Any],
+    step: StepRunner,
 ) -> float:
     """Compare the compiled model with eager on one batch; returns the seconds spent if that compiled an extra mode.
 

@@ -423,7 +423,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--reference-trials", type=int, default=40, help="trial budget of the reference search (default: 40)"
     )
-    p.add_argument("--recipes", nargs="+", help="only these recipes from examples/recipes/ (default: every one that applies)")
+    p.add_argument(
+        "--recipes", nargs="+", help="only these recipes from examples/recipes/ (default: every one that applies)"
+    )
     p.add_argument("--rounds", type=int, default=2, help="interleaved measurement rounds per subject (default: 2)")
     p.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda when available)")
     p.add_argument("--seed", type=int, default=0)

@@ -289,4 +289,7 @@ def test_free_form_string_options_cannot_point_the_compiler_elsewhere() -> None:
         CompileConfig(mode=None, options={"cutlass.cutlass_dir": "/tmp/evil"})
     with pytest.raises(ConfigError, match="free-form string"):
         CompileConfig(mode=None, options={"autoheuristic_log_path": "/etc/passwd"})
-    assert CompileConfig(mode=None, options={"max_autotune_gemm_backends": "ATEN"}).options["max_autotune_gemm_backends"] == "ATEN"
+    assert (
+        CompileConfig(mode=None, options={"max_autotune_gemm_backends": "ATEN"}).options["max_autotune_gemm_backends"]
+        == "ATEN"
+    )

@@ -23,11 +23,33 @@ STUDY = "tests.trial_targets.workloads-tiny_train"  # derived from SPEC
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory):
     out = tmp_path_factory.mktemp("search") / "tiny"
-    code = cli.main(["search", "--model", SPEC, "--space", "quick", "--trials", "2", "--confirm", "1",
-                     "--sampler", "random", "--windows", "3", "--device", "cpu", "--out", str(out),
-                     "--no-compile-cache",  # test_retune.py covers the cache; it costs two more compiles
-                     # On a busy machine a compiled tiny model can trail eager; nothing here is about pruning.
-                     "--pruner", "none", "--slow-ratio", "0"])
+    code = cli.main(
+        [
+            "search",
+            "--model",
+            SPEC,
+            "--space",
+            "quick",
+            "--trials",
+            "2",
+            "--confirm",
+            "1",
+            "--sampler",
+            "random",
+            "--windows",
+            "3",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+            "--no-compile-cache",  # test_retune.py covers the cache; it costs two more compiles
+            # On a busy machine a compiled tiny model can trail eager; nothing here is about pruning.
+            "--pruner",
+            "none",
+            "--slow-ratio",
+            "0",
+        ]
+    )
     return code, out
 
 
@@ -42,7 +64,8 @@ def test_search_exports_every_file_with_baselines(searched, capsys) -> None:
         assert tuned.baselines[name]["samples_per_second"] > 0
     assert tuned.metrics["samples_per_second"] > 0 and tuned.metrics["confirmed"] is True
     assert tuned.metrics["speedup_vs_eager"] == pytest.approx(
-        tuned.metrics["samples_per_second"] / tuned.baselines["eager"]["samples_per_second"], rel=1e-3)
+        tuned.metrics["samples_per_second"] / tuned.baselines["eager"]["samples_per_second"], rel=1e-3
+    )
     assert tuned.study["trials"]["total"] == 2
     rows = list(csv.DictReader((out / "trials.csv").open()))
     assert [r["number"] for r in rows] == ["0", "1"]
@@ -84,8 +107,20 @@ def test_exported_code_is_the_measured_code_and_runs_without_autotune(searched, 
 def test_rerunning_resumes_the_study_and_export_rebuilds_the_files(searched, tmp_path) -> None:
     _, out = searched
     before = yaml.safe_load((out / "best.yaml").read_text())
-    result = search(SearchOptions(model=SPEC, space="quick", trials=3, confirm=0, sampler="random", device="cpu", out=str(out),
-                                  compile_cache=False, pruner="none", slow_ratio=0.0))
+    result = search(
+        SearchOptions(
+            model=SPEC,
+            space="quick",
+            trials=3,
+            confirm=0,
+            sampler="random",
+            device="cpu",
+            out=str(out),
+            compile_cache=False,
+            pruner="none",
+            slow_ratio=0.0,
+        )
+    )
     study = optuna.load_study(study_name=STUDY, storage=f"sqlite:///{out / 'study.db'}")
     assert len(study.trials) == 3, "two trials were resumed, one was added"
     assert result.summary["trials"]["total"] == 3
@@ -113,8 +148,22 @@ def test_search_help_documents_every_flag(capsys) -> None:
     with pytest.raises(SystemExit):
         cli.main(["search", "--help"])
     text = capsys.readouterr().out
-    for flag in ("--model", "--space", "--trials", "--timeout", "--trial-timeout", "--device", "--out", "--study-name",
-                 "--storage", "--sampler", "--pruner", "--seed", "--objective", "--max-compile-seconds"):
+    for flag in (
+        "--model",
+        "--space",
+        "--trials",
+        "--timeout",
+        "--trial-timeout",
+        "--device",
+        "--out",
+        "--study-name",
+        "--storage",
+        "--sampler",
+        "--pruner",
+        "--seed",
+        "--objective",
+        "--max-compile-seconds",
+    ):
         assert flag in text
     assert "best.yaml" in text and "resumes" in text
 
@@ -122,12 +171,25 @@ def test_search_help_documents_every_flag(capsys) -> None:
 def test_bruteforce_stops_when_every_configuration_was_measured(tmp_path) -> None:
     space = tmp_path / "two.yaml"
     space.write_text("description: two configurations\nmode: [default]\ndynamic: [null, true]\n")
-    result = search(SearchOptions(model="tests.trial_targets.workloads:tiny_infer", space=str(space), trials=6,
-                                  sampler="bruteforce", confirm=0, device="cpu", out=str(tmp_path / "out"),
-                                  compile_cache=False, pruner="none", slow_ratio=0.0))
+    result = search(
+        SearchOptions(
+            model="tests.trial_targets.workloads:tiny_infer",
+            space=str(space),
+            trials=6,
+            sampler="bruteforce",
+            confirm=0,
+            device="cpu",
+            out=str(tmp_path / "out"),
+            compile_cache=False,
+            pruner="none",
+            slow_ratio=0.0,
+        )
+    )
     assert result.summary["trials"]["total"] == 2
     assert {row["description"] for row in result.table} == {
-        "scope=whole mode=default dynamic=None", "scope=whole mode=default dynamic=True"}
+        "scope=whole mode=default dynamic=None",
+        "scope=whole mode=default dynamic=True",
+    }
 
 
 def test_slow_ratio_must_be_a_fraction() -> None:
