@@ -55,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         args.workloads, args.space, args.trials, args.checkpoints = ["convnet"], "quick", 1, [1]
         args.reference, args.rounds, args.recipes = "", 1, ["regional"]
+        # One trial must complete for the pipeline to be checked, however a busy machine makes it look.
+        args.pruner, args.slow_ratio = "none", 0.0
     checkpoints = sorted({n for n in args.checkpoints if n <= args.trials} | {args.trials})
     os.environ["AUTOTUNE_EXAMPLE_SIZE"] = args.size
     device = check_device(args.device)
@@ -72,7 +74,15 @@ def main(argv: list[str] | None = None) -> int:
         "smoke": args.smoke,
         "workloads": {},
     }
+    previous = _previous(out, args, device)
+    if previous:
+        # A rerun with the same settings keeps the workloads already measured, as a search resumes its study.
+        results["workloads"] = previous["workloads"]
+        results["date"] = previous["date"]
     for name in args.workloads:
+        if name in results["workloads"]:
+            print(f"== {name}: already measured in this run's results, kept", file=sys.stderr, flush=True)
+            continue
         print(f"== {name}", file=sys.stderr, flush=True)
         results["workloads"][name] = bench_workload(name, WORKLOADS[name], args, checkpoints, device, runs_dir)
         _write(out, results, args, device)
@@ -100,6 +110,8 @@ def bench_workload(
             device=device,
             out=str(runs_dir / name),
             study_name=f"bench-{name}",
+            pruner=args.pruner,
+            slow_ratio=args.slow_ratio,
             confirm=0,
             compile_cache=False,
             seed=args.seed,
@@ -359,6 +371,18 @@ def _slower_than_recipe(bench: dict[str, Any]) -> str:
     return ""
 
 
+def _previous(out: Path, args: argparse.Namespace, device: str) -> dict[str, Any] | None:
+    """Results of an earlier run into the same files with the same settings, if any."""
+    path = out / f"{'smoke' if args.smoke else args.size}-{device.split(':')[0]}.json"
+    if not path.is_file():
+        return None
+    previous = json.loads(path.read_text())
+    same = all(
+        previous.get(k) == v for k, v in (("trials", args.trials), ("space", args.space), ("rounds", args.rounds))
+    )
+    return previous if same else None
+
+
 def results_stamp() -> str:
     return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
 
@@ -429,6 +453,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=2, help="interleaved measurement rounds per subject (default: 2)")
     p.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda when available)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--pruner", choices=("median", "hyperband", "none"), default="median", help="the studies' pruner")
+    p.add_argument("--slow-ratio", type=float, default=0.5, help="prune trials below this fraction of eager")
     p.add_argument("--trial-timeout", type=float, default=900.0)
     p.add_argument(
         "--out", default="outputs/benchmarks", help="where the Markdown and JSON go (default: outputs/benchmarks)"
