@@ -5,12 +5,12 @@ For each workload it runs one study (`--trials` trials), takes the winner after 
 trials for several N, and measures eager, plain `torch.compile`, every applicable recipe
 from examples/recipes/ and those winners in fresh processes, interleaved round by round so
 that the ratios hold on a noisy machine. On one workload it also runs a reference search
-(every configuration of the `quick` space) and counts how many trials autotune needed to
+(brute force over the `quick` space: every configuration once, up to --reference-trials) and counts how many trials autotune needed to
 reach 98% of the reference best. It writes a Markdown table and the raw JSON to
 outputs/benchmarks/.
 
     python examples/benchmark.py --size tiny --trials 20
-    python examples/benchmark.py --smoke          # one small workload, a few trials: checks the pipeline
+    python examples/benchmark.py --smoke          # one small workload, one trial: checks the pipeline
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ def bench_workload(
 def reference(
     name: str, bench: dict[str, Any] | None, args: argparse.Namespace, device: str, runs_dir: Path
 ) -> dict[str, Any]:
-    """Every configuration of the quick space, then: after how many trials did the benchmark's study reach 98% of its best?"""
+    """Brute force over the quick space, then: after how many trials did the benchmark's study reach 98% of its best?"""
     spec = WORKLOADS[name]
     started = time.monotonic()
     search(
@@ -348,7 +348,8 @@ def render(results: dict[str, Any]) -> str:
         lines += [
             f"## Reference search ({ref['workload']})",
             "",
-            f"Every configuration of the `{ref['space']}` space ({ref['configurations_measured']} measured, {ref['seconds']:.0f} s): "
+            f"A brute-force search of the `{ref['space']}` space, each configuration at most once "
+            f"({ref['configurations_measured']} measured in {ref['seconds']:.0f} s): "
             f"best {ref['best_samples_per_second']:.4g} samples/s with {ref['best_description']}. "
             + (
                 f"The benchmark's study reached 98% of that after {reached} trial(s)."
