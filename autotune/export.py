@@ -49,7 +49,8 @@ _CSV_COLUMNS = (
     "duplicate_of",
     "description",
 )
-_BASELINE_FIELDS = (
+# What best.yaml keeps of a baseline run.
+BASELINE_FIELDS = (
     "samples_per_second",
     "samples_per_second_min",
     "samples_per_second_max",
@@ -272,7 +273,7 @@ def _choose(
 def _baseline_figures(first: dict[str, Any], confirm: dict[str, Any] | None) -> dict[str, Any]:
     """A baseline's figures: the confirmation run when there is one (measured next to the winner), else the first."""
     chosen = confirm if confirm and confirm.get("state") == "complete" else first
-    figures = {k: chosen.get(k) for k in _BASELINE_FIELDS if k in chosen}
+    figures = {k: chosen.get(k) for k in BASELINE_FIELDS if k in chosen}
     runs = [r for r in (first, confirm) if r and r.get("state") == "complete"]
     figures["runs"] = [r["samples_per_second"] for r in runs]
     return figures

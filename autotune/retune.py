@@ -34,6 +34,7 @@ import optuna
 from autotune import codegen, compile_cache, environment, history, publish, tuned
 from autotune.config import CompileConfig
 from autotune.errors import AutotuneError, ConfigError
+from autotune.export import BASELINE_FIELDS
 from autotune.measure import Protocol
 from autotune.runner import TrialRequest, TrialRun, check_device, record_of, run_trial
 from autotune.search import Objective, Progress, SearchError, SearchOptions, explore, shared_length_groups
@@ -874,21 +875,7 @@ def _figures(subject: Subject) -> dict[str, Any]:
         failure = subject.failure or {}
         return {"state": "failed", "reason": failure.get("reason", ""), "runs": []}
     record = subject.median_run()
-    keep = (
-        "samples_per_second",
-        "samples_per_second_min",
-        "samples_per_second_max",
-        "batches_per_second",
-        "compile_seconds",
-        "peak_memory_mb",
-        "memory_kind",
-        "graphs",
-        "graph_breaks",
-        "recompiles",
-        "state",
-        "reason",
-    )
     return {
-        **{k: record[k] for k in keep if k in record},
+        **{k: record[k] for k in BASELINE_FIELDS if k in record},
         "runs": [r["samples_per_second"] for r in subject.runs if r["state"] == "complete"],
     }
