@@ -441,7 +441,11 @@ class _Search:
     ) -> TrialRun:
         if config is not None and source is None:
             source = codegen.generate(config, self.summary, created=_now(), version=environment.version())
-        request = TrialRequest(
+        return run_trial(self._request(config, source), _Monitor(self, trial, label))
+
+    def _request(self, config: CompileConfig | None, source: str | None) -> TrialRequest:
+        """A worker request for `source` (None: eager) under this search's device, seed and protocol."""
+        return TrialRequest(
             spec=self.options.model,
             source=source,
             device=str(self.options.device),
@@ -450,7 +454,6 @@ class _Search:
             uses_cuda_graphs=bool(config and config.uses_cuda_graphs),
             timeout=self.options.trial_timeout,
         )
-        return run_trial(request, _Monitor(self, trial, label))
 
     # -- confirmation ------------------------------------------------------------------------
 
@@ -496,16 +499,7 @@ class _Search:
         source = codegen.generate(
             config, self.summary, created=winner.user_attrs["created"], version=environment.version()
         )
-        request = TrialRequest(
-            spec=self.options.model,
-            source=source,
-            device=str(self.options.device),
-            seed=self.options.seed,
-            protocol=self.options.protocol.to_dict(),
-            uses_cuda_graphs=config.uses_cuda_graphs,
-            timeout=self.options.trial_timeout,
-        )
-        section, staged = compile_cache.record_compile_cache(request, self.options.out_dir)
+        section, staged = compile_cache.record_compile_cache(self._request(config, source), self.options.out_dir)
         if staged is not None:
             os.replace(staged, self.options.out_dir / compile_cache.CACHE_FILE)
         self.study.set_user_attr("compile_cache", {**section, "trial": winner.number})
