@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from autotune.config import CompileConfig, ModuleSettings
 from autotune.errors import AutotuneError, ConfigError, SpaceError, TrialError, WorkloadError
-from autotune.tuned import TunedConfig, load
+from autotune.runtime.config import CompileConfig, ModuleSettings
+from autotune.runtime.tuned import TunedConfig, load
 from autotune.workload import Workload, resolve
 
 if TYPE_CHECKING:
-    from autotune.retune import retune
-    from autotune.search import search
+    from autotune.study.retune import retune
+    from autotune.study.search import search
 
 __all__ = [
     "AutotuneError",
@@ -37,11 +37,11 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # The search needs Optuna; importing it lazily keeps `import autotune` light for serving code.
     if name == "search":
-        from autotune.search import search
+        from autotune.study.search import search
 
         return search
     if name == "retune":
-        from autotune.retune import retune
+        from autotune.study.retune import retune
 
         return retune
     raise AttributeError(f"module 'autotune' has no attribute {name!r}")

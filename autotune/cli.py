@@ -76,7 +76,7 @@ examples:
 
 
 def _add_search(commands: argparse._SubParsersAction) -> None:
-    from autotune.measure import Protocol
+    from autotune.trial.request import Protocol
 
     p = commands.add_parser(
         "search",
@@ -164,7 +164,26 @@ def _add_search(commands: argparse._SubParsersAction) -> None:
         "--confirm",
         type=int,
         default=3,
-        help="re-measure the best N trials in fresh processes next to both baselines before choosing (default: 3; 0 to skip)",
+        help="re-measure the best N trials with both baselines in rotated rounds before choosing (default: 3; 0 to skip)",
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="rotated confirmation rounds before the confirmation may stop (default: 3)",
+    )
+    p.add_argument(
+        "--max-rounds",
+        type=int,
+        default=6,
+        help="confirmation rounds at most, added while the leader's interval against plain compile does not decide (default: 6)",
+    )
+    p.add_argument(
+        "--fresh-batches",
+        type=int,
+        default=Protocol().fresh_batches,
+        help="batches each run has not seen, run once after the steady-state windows: the throughput figure, "
+        "recompiles of new shapes included (default: %(default)s; 0: the fixed batches only)",
     )
     p.add_argument(
         "--windows",
@@ -183,8 +202,8 @@ def _add_search(commands: argparse._SubParsersAction) -> None:
 
 def run_search(args: argparse.Namespace) -> int:
     """`autotune search`."""
-    from autotune.measure import Protocol
-    from autotune.search import SearchOptions, search
+    from autotune.study.search import SearchOptions, search
+    from autotune.trial.request import Protocol
 
     options = SearchOptions(
         model=args.model,
@@ -204,7 +223,9 @@ def run_search(args: argparse.Namespace) -> int:
         max_failure_rate=args.max_failure_rate,
         slow_ratio=args.slow_ratio,
         confirm=args.confirm,
-        protocol=Protocol(windows=args.windows),
+        rounds=args.rounds,
+        max_rounds=args.max_rounds,
+        protocol=Protocol(windows=args.windows, fresh_batches=args.fresh_batches),
         compile_cache=args.compile_cache,
     )
     print(
@@ -216,7 +237,7 @@ def run_search(args: argparse.Namespace) -> int:
     result = search(options, progress=display)
     display.close()
     print_result(result)
-    return EXIT_OK if result.best_number is not None else 1
+    return EXIT_OK
 
 
 class ProgressDisplay:
@@ -268,32 +289,38 @@ class RetuneDisplay(ProgressDisplay):
 
 
 def print_result(result: Any) -> None:
-    """The table of best trials and the winner against both baselines."""
-    from autotune.report import verdict
+    """The verdict first, then the confirmation of the finalists with both baselines, then the search's best trials."""
+    from autotune.study.campaign import Campaign
+    from autotune.study.format import number
+    from autotune.study.report import confirmation_table
 
-    # The trials were measured next to the baselines taken at the start of the study.
-    start = result.summary.get("search_baselines") or result.baselines
-    eager, compiled = start.get("eager", {}), start.get("compile", {})
+    metrics = result.summary.get("metrics") or {}
     print()
-    print("During the search:")
+    print(metrics.get("verdict", ""))
+    if metrics.get("stopped"):
+        print(f"The search {metrics['stopped']}.")
+    print()
+    title = "Confirmation" if metrics.get("confirmed") else "Search-time figures (not confirmed: --confirm 0)"
+    print(f"{title}: fresh processes, rotated rounds, medians of paired ratios with 95% intervals:")
+    print(confirmation_table(Campaign.from_dict(result.summary["campaign"])))
+    start = result.summary.get("search_baselines") or {}
+    print()
+    print("During the search (each trial's own run, against the baselines measured when its session started):")
     print(f"{'':>8} {'samples/s':>11} {'vs eager':>9} {'vs compile':>11} {'compile s':>10}  configuration")
-    print(f"{'eager':>8} {_num(eager.get('samples_per_second')):>11} {'1.00x':>9} {'':>11} {'':>10}")
-    print(
-        f"{'compile':>8} {_num(compiled.get('samples_per_second')):>11} {'':>9} {'1.00x':>11} {_num(compiled.get('compile_seconds')):>10}  plain torch.compile"
-    )
+    for name, label in (("eager", "eager"), ("compile", "plain torch.compile")):
+        base = start.get(name, {})
+        print(
+            f"{name:>8} {number(base.get('samples_per_second')):>11} {'':>9} {'':>11} {number(base.get('compile_seconds')):>10}  {label}"
+        )
     for row in result.table:
         print(
-            f"{'#' + str(row['number']):>8} {_num(row['samples_per_second']):>11} {_num(row['speedup_vs_eager'], 'x'):>9} "
-            f"{_num(row['speedup_vs_compile'], 'x'):>11} {_num(row['compile_seconds']):>10}  {row['description']}"
+            f"{'#' + str(row['number']):>8} {number(row['samples_per_second']):>11} {number(row['speedup_vs_eager'], 'x'):>9} "
+            f"{number(row['speedup_vs_compile'], 'x'):>11} {number(row['compile_seconds']):>10}  {row['description']}"
         )
-    metrics = result.summary.get("metrics") or None
-    print()
-    if metrics and metrics.get("confirmed"):
-        print("Re-measured in fresh processes, next to eager and plain torch.compile:")
-    print(verdict(metrics, result.baselines))
     trials = result.summary["trials"]
+    print()
     print(
-        f"{trials['total']} trials ({trials['complete']} complete, {trials['pruned']} pruned, {trials['failed']} failed); "
+        f"{trials['total']} trial(s): {trials['complete']} complete, {trials['pruned']} pruned, {trials['failed']} failed; "
         f"pruning saved about {result.summary['pruning_saved_seconds']:.0f} s."
     )
     if result.tuned_path:
@@ -301,12 +328,6 @@ def print_result(result: Any) -> None:
             f"Exported {result.tuned_path} and {result.out_dir / 'apply_compilation.py'} "
             f"(report: {result.out_dir / 'report.md'}, trials: {result.out_dir / 'trials.csv'})."
         )
-
-
-def _num(value: Any, suffix: str = "") -> str:
-    if value is None:
-        return "–"
-    return f"{value:.2f}{suffix}" if suffix else f"{value:.4g}"
 
 
 def _add_spaces(commands: argparse._SubParsersAction) -> None:
@@ -320,7 +341,7 @@ def _add_spaces(commands: argparse._SubParsersAction) -> None:
 
 def run_spaces(args: argparse.Namespace) -> int:
     """`autotune spaces`."""
-    from autotune.space import bundled_spaces, load_space
+    from autotune.study.space import bundled_spaces, load_space
 
     for name, path in bundled_spaces().items():
         space = load_space(str(path))
@@ -345,11 +366,11 @@ def _add_export(commands: argparse._SubParsersAction) -> None:
 
 def run_export(args: argparse.Namespace) -> int:
     """`autotune export`."""
-    from autotune.export import export_from_storage
+    from autotune.study.export import export_from_storage
 
     result = export_from_storage(args.storage, args.study_name, args.out)
     print_result(result)
-    return EXIT_OK if result.best_number is not None else 1
+    return EXIT_OK
 
 
 def _add_validate(commands: argparse._SubParsersAction) -> None:
@@ -365,7 +386,16 @@ def _add_validate(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--model", metavar="PKG.MOD:ATTR", help="the workload (default: the one recorded in best.yaml)")
     p.add_argument("--device", metavar="cpu|cuda|cuda:N", help="default: cuda when available, else cpu")
     p.add_argument(
-        "--repeats", type=int, default=1, help="interleaved rounds of eager, compile and the config (default: 1)"
+        "--repeats",
+        type=int,
+        default=3,
+        help="rotated rounds of eager, plain compile and the configuration (default: 3)",
+    )
+    p.add_argument(
+        "--max-rounds",
+        type=int,
+        default=None,
+        help="rounds at most, added while the interval does not decide (default: --repeats)",
     )
     p.add_argument("--trial-timeout", type=float, default=900.0, metavar="SECONDS", help="limit per run (default: 900)")
     p.set_defaults(run=run_validate)
@@ -373,10 +403,15 @@ def _add_validate(commands: argparse._SubParsersAction) -> None:
 
 def run_validate(args: argparse.Namespace) -> int:
     """`autotune validate`."""
-    from autotune.validate import validate
+    from autotune.study.validate import validate
 
     report = validate(
-        args.path, model=args.model, device=args.device, repeats=args.repeats, trial_timeout=args.trial_timeout
+        args.path,
+        model=args.model,
+        device=args.device,
+        repeats=args.repeats,
+        max_rounds=args.max_rounds,
+        trial_timeout=args.trial_timeout,
     )
     print(report.render())
     return EXIT_OK if report.ok else 1
@@ -385,9 +420,9 @@ def run_validate(args: argparse.Namespace) -> int:
 _RETUNE_EPILOG = f"""\
 exit codes:
   {EXIT_OK}  unchanged (the incumbent stays) or improved (a faster challenger replaced it)
-  {EXIT_REGRESSION}  regression: the incumbent fails here, or runs slower than recorded in best.yaml by more
-     than --max-regression, or (having been on par with plain torch.compile when tuned) slower than plain
-     torch.compile by as much; the files change only if a working challenger replaced it
+  {EXIT_REGRESSION}  regression: the incumbent fails here, or its ratio to plain torch.compile (or to eager),
+     measured in the same rotated rounds, fell by more than --max-regression since it was tuned, with an
+     interval that excludes no change; the files change only if a working challenger replaced it
   {EXIT_ERROR}  error: no study, a workload that does not run, bad options (nothing was changed)
 
 what it writes, beside best.yaml:
@@ -406,12 +441,12 @@ def _add_retune(commands: argparse._SubParsersAction) -> None:
         "retune",
         help="re-measure a tuned configuration, search a little more, and replace it only on a significant win",
         description=(
-            "Check a tuned configuration where it runs today, e.g. nightly: compare the environment and the "
-            "model with those recorded in best.yaml, re-measure the incumbent, eager and plain torch.compile in "
-            "fresh processes (interleaved, --repeats rounds), run a short warm-started search in the same study "
-            "(the incumbent and the previous top trials first, then --trials new ones), and replace the "
-            "incumbent only if a challenger's median is faster by more than --min-gain and even its slowest "
-            "run beats the incumbent's median."
+            "Check a tuned configuration where it runs today, e.g. nightly: run a short warm-started search in "
+            "the same study (the incumbent and the previous top trials first, then --trials new ones), then "
+            "measure eager, plain torch.compile, the incumbent and the best challenger in fresh processes, in "
+            "rotated rounds (--repeats to --max-rounds), and compare the environment and the model with those "
+            "recorded in best.yaml. A challenger replaces the incumbent only if its paired ratio to it has a "
+            "median above 1 + --min-gain and an interval wholly above 1."
         ),
         epilog=_RETUNE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -436,13 +471,16 @@ def _add_retune(commands: argparse._SubParsersAction) -> None:
         type=float,
         default=0.10,
         metavar="FRACTION",
-        help="how much slower than recorded (or than plain compile) counts as a regression (default: 0.10)",
+        help="how far the incumbent's ratio to plain compile or eager may fall since tuning (default: 0.10)",
     )
     p.add_argument(
         "--repeats",
         type=int,
         default=3,
-        help="rounds of eager, plain compile and incumbent, and runs of the best challenger (default: 3)",
+        help="rotated rounds of eager, plain compile, incumbent and challenger before stopping (default: 3)",
+    )
+    p.add_argument(
+        "--max-rounds", type=int, default=6, help="rounds at most, while the intervals do not decide (default: 6)"
     )
     p.add_argument(
         "--device", metavar="cpu|cuda|cuda:N", help="where to measure (default: the device recorded in best.yaml)"
@@ -463,7 +501,7 @@ def _add_retune(commands: argparse._SubParsersAction) -> None:
 
 def run_retune(args: argparse.Namespace) -> int:
     """`autotune retune`."""
-    from autotune.retune import RetuneOptions, retune
+    from autotune.study.retune import RetuneOptions, retune
 
     options = RetuneOptions(
         path=args.path,
@@ -473,6 +511,7 @@ def run_retune(args: argparse.Namespace) -> int:
         min_gain=args.min_gain,
         max_regression=args.max_regression,
         repeats=args.repeats,
+        max_rounds=args.max_rounds,
         device=args.device,
         storage=args.storage,
         space=args.space,
@@ -499,7 +538,7 @@ def _add_show(commands: argparse._SubParsersAction) -> None:
 
 def run_show(args: argparse.Namespace) -> int:
     """`autotune show PATH`."""
-    from autotune import tuned
+    from autotune.runtime import tuned
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", tuned.EnvironmentMismatchWarning)

@@ -9,6 +9,9 @@ from __future__ import annotations
 __all__ = [
     "AutotuneError",
     "ConfigError",
+    "PublishError",
+    "RetuneError",
+    "SearchError",
     "SpaceError",
     "TrialError",
     "WorkloadError",
@@ -33,3 +36,15 @@ class SpaceError(AutotuneError):
 
 class TrialError(AutotuneError):
     """A trial could not be run or measured; the message is the trial's FAIL reason."""
+
+
+class SearchError(AutotuneError):
+    """The search cannot start or cannot go on (bad options, a damaged study, nothing measured)."""
+
+
+class RetuneError(AutotuneError):
+    """A retune cannot start or cannot measure (missing study, bad options, a workload that does not run)."""
+
+
+class PublishError(AutotuneError):
+    """New result files could not replace the old ones (which are then left as they were)."""

@@ -28,14 +28,14 @@ from typing import Any
 
 import optuna
 
-from autotune import codegen, environment
-from autotune.config import CompileConfig
+from autotune.runtime import codegen, environment
+from autotune.runtime.config import CompileConfig
 from autotune.errors import AutotuneError, ConfigError
-from autotune.export import pruning_savings
-from autotune.recipe import read_recipes, without_cuda_graphs
-from autotune.runner import check_device
-from autotune.search import SearchOptions, search
-from autotune.validate import measure_interleaved
+from autotune.study.export import pruning_savings
+from autotune.study.recipes import read_recipes, without_cuda_graphs
+from autotune.trial.runner import check_device
+from autotune.study.search import SearchOptions, search
+from autotune.study.validate import measure_interleaved
 from autotune.workload import resolve
 
 WORKLOADS = {

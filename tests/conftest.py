@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from autotune import resolve
-from autotune.workload import Workload, WorkloadSummary
+from autotune.runtime.summary import WorkloadSummary
+from autotune.workload import Workload
 
 TOY = "examples.toy:model"
 

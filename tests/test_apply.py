@@ -20,8 +20,10 @@ from torch import nn
 from torch._dynamo.utils import counters
 
 import autotune
-from autotune import CompileConfig, ModuleSettings, TunedConfig, codegen, environment
-from autotune.workload import Workload, WorkloadSummary
+from autotune import CompileConfig, ModuleSettings, TunedConfig
+from autotune.runtime import codegen, environment
+from autotune.runtime.summary import WorkloadSummary
+from autotune.workload import Workload
 from examples.toy import VOCAB
 
 pytestmark = pytest.mark.slow

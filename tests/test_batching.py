@@ -8,8 +8,8 @@ import inspect
 import pytest
 import torch
 
-from autotune import batching
-from autotune.batching import pad_axis, padded_length, prepare_inputs
+from autotune.runtime import batching
+from autotune.runtime.batching import pad_axis, padded_length, prepare_inputs
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from autotune import CompileConfig, TunedConfig, environment
+from autotune import CompileConfig, TunedConfig
+from autotune.runtime import environment
 from autotune.cli import EXIT_ERROR, EXIT_OK, main
-from autotune.workload import WorkloadSummary
+from autotune.runtime.summary import WorkloadSummary
 
 SUMMARY = WorkloadSummary(
     spec="examples.toy:model",

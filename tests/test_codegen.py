@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from autotune import CompileConfig, ConfigError, ModuleSettings, batching, codegen
-from autotune.config import available_modes
-from autotune.workload import WorkloadSummary
+from autotune import CompileConfig, ConfigError, ModuleSettings
+from autotune.runtime import batching, codegen
+from autotune.runtime.config import available_modes
+from autotune.runtime.summary import WorkloadSummary
 
 CREATED = "2026-01-02T03:04:05Z"
 MARKS = (("attention_mask", 1), ("input_ids", 1), ("labels", 1))

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from autotune import CompileConfig, TunedConfig, codegen, compile_cache, environment
-from autotune.workload import WorkloadSummary
+from autotune import CompileConfig, TunedConfig
+from autotune.runtime import codegen, compile_cache, environment
+from autotune.runtime.summary import WorkloadSummary
 
 PAYLOAD = b"\x00stand-in artifacts\xff" * 10
 SUMMARY = WorkloadSummary(spec="m:w", task="infer")

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from autotune import CompileConfig, ConfigError, ModuleSettings
-from autotune.config import available_modes, mode_options, parse_input_key, validate_input_key, validate_module_path
+from autotune.runtime.config import available_modes, mode_options, parse_input_key, validate_input_key, validate_module_path
 
 MARKS = (("attention_mask", 1), ("input_ids", 1))
 
@@ -90,7 +90,7 @@ def test_numeric_option_refuses_bool_and_text() -> None:
 
 
 def _defaults() -> dict:
-    from autotune.config import inductor_option_defaults
+    from autotune.runtime.config import inductor_option_defaults
 
     return dict(inductor_option_defaults())
 

@@ -8,7 +8,7 @@ import torch
 import yaml
 from torch import nn
 
-from autotune import environment
+from autotune.runtime import environment
 
 
 def test_fingerprint_records_software_and_device() -> None:

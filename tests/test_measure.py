@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from autotune.measure import compare, tensor_leaves, tolerance_for
+from autotune.trial.measure import compare, tensor_leaves, tolerance_for
 
 
 def test_compare_accepts_rounding_and_rejects_real_differences() -> None:

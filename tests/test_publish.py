@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune import cli, publish
+from autotune import cli
+from autotune.study import publish
 
 OLD = {"compile_cache.bin": b"old cache", "apply_compilation.py": "old apply\n", "best.yaml": "old: best\n"}
 NEW = {"compile_cache.bin": b"new cache", "apply_compilation.py": "new apply\n", "best.yaml": "new: best\n"}
@@ -83,7 +84,7 @@ def test_a_failure_between_two_files_puts_the_previous_set_back(tmp_path: Path, 
 KILLER = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
-    from autotune import publish
+    from autotune.study import publish
 
     folder, after = Path(sys.argv[1]), int(sys.argv[2])
     real_replace = os.replace

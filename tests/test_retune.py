@@ -22,11 +22,13 @@ from pathlib import Path
 import optuna
 import pytest
 
-from autotune import AutotuneError, CompileConfig, cli, compile_cache, history, load, tuned
-from autotune.retune import RetuneOptions, Subject, decide, params_for
-from autotune.search import Objective
-from autotune.space import load_space
-from autotune.workload import WorkloadSummary
+from autotune import AutotuneError, CompileConfig, cli, load
+from autotune.runtime import compile_cache, tuned
+from autotune.study import history
+from autotune.study.retune import RetuneOptions, Subject, decide, params_for
+from autotune.study.search import Objective
+from autotune.study.space import load_space
+from autotune.runtime.summary import WorkloadSummary
 
 SPEC = "tests.trial_targets.workloads:detour_infer"
 SPACES = Path(__file__).parent / "retune_spaces"

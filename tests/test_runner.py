@@ -6,8 +6,9 @@ import os
 import signal
 import time
 
-from autotune import CompileConfig, codegen, resolve
-from autotune.runner import TrialRequest, run_trial
+from autotune import CompileConfig, resolve
+from autotune.runtime import codegen
+from autotune.trial.runner import TrialRequest, run_trial
 
 
 def _source(spec: str, config: CompileConfig) -> str:

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from autotune import cli, load
-from autotune.export import export_from_storage
-from autotune.search import SearchError, SearchOptions, search
+from autotune.study.export import export_from_storage
+from autotune.study.search import SearchError, SearchOptions, search
 
 SPEC = "tests.trial_targets.workloads:tiny_train"
 STUDY = "tests.trial_targets.workloads-tiny_train"  # derived from SPEC

@@ -6,8 +6,8 @@ import optuna
 import pytest
 
 from autotune.errors import SpaceError
-from autotune.space import bundled_spaces, load_space
-from autotune.workload import WorkloadSummary
+from autotune.study.space import bundled_spaces, load_space
+from autotune.runtime.summary import WorkloadSummary
 
 TOY_LIKE = WorkloadSummary(
     spec="examples.toy:model",

@@ -11,9 +11,10 @@ import yaml
 from torch import nn
 
 import autotune
-from autotune import CompileConfig, ConfigError, ModuleSettings, TunedConfig, environment
-from autotune.tuned import SCHEMA_VERSION, EnvironmentMismatchWarning, read, write_atomic
-from autotune.workload import WorkloadSummary
+from autotune import CompileConfig, ConfigError, ModuleSettings, TunedConfig
+from autotune.runtime import environment
+from autotune.runtime.tuned import SCHEMA_VERSION, EnvironmentMismatchWarning, read, write_atomic
+from autotune.runtime.summary import WorkloadSummary
 
 SUMMARY = WorkloadSummary(
     spec="tests.targets.workloads:workload",

@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from autotune import ConfigError, Workload, WorkloadError, resolve
-from autotune.workload import WorkloadSummary, find_repeated_blocks, seed_everything
+from autotune.runtime.summary import WorkloadSummary
+from autotune.workload import find_repeated_blocks, seed_everything
 from tests.targets.workloads import TinyLM, make_batches
 
 TARGETS = "tests.targets.workloads"

@@ -16,15 +16,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
-
-if TYPE_CHECKING:
-    from autotune.runner import TrialRequest
 
 __all__ = [
     "CACHE_FILE",
@@ -33,7 +29,6 @@ __all__ = [
     "describe",
     "load_compile_cache",
     "read_header",
-    "record_compile_cache",
     "running_fingerprint",
     "save_compile_cache",
     "write_cache_file",
@@ -116,7 +111,11 @@ def load_compile_cache(path: str = "compile_cache.bin", fingerprint: dict | None
     if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
         warnings.warn(f"compile cache {path} not loaded, compiling normally: its content is damaged", stacklevel=2)
         return False
-    torch.compiler.load_cache_artifacts(payload)
+    if torch.compiler.load_cache_artifacts(payload) is None:
+        warnings.warn(
+            f"compile cache {path} not loaded, compiling normally: torch found nothing it can use in it", stacklevel=2
+        )
+        return False
     return True
 
 
@@ -171,53 +170,6 @@ def read_header(path: str | os.PathLike[str]) -> Mapping[str, Any]:
     except (OSError, ValueError):
         return {}
     return header if isinstance(header, dict) and header.get("format") == MAGIC else {}
-
-
-def record_compile_cache(request: TrialRequest, folder: str | os.PathLike[str]) -> tuple[dict[str, Any], Path | None]:
-    """Run a configuration cold in a fresh worker that saves its artifacts, then in another with them loaded.
-
-    Returns best.yaml's `compile_cache` section (both compile times, the file's fingerprint)
-    and the saved file, staged in `folder` under a temporary name for the caller to move into
-    place. The file is None, and the section says why, when a run failed or nothing was saved.
-    Both runs use fresh Inductor and Triton caches, so the second one starts from the file alone.
-    """
-    from dataclasses import replace
-
-    from autotune.runner import run_trial
-
-    fd, name = tempfile.mkstemp(prefix=f".{CACHE_FILE}.", suffix=".staged", dir=folder)
-    os.close(fd)
-    staged = Path(name)
-    # Compile time does not depend on how long throughput is measured: one window each is enough.
-    protocol = {**request.protocol, "windows": 1}
-    cold = run_trial(replace(request, protocol=protocol, save_cache_path=str(staged), load_cache_path=None))
-    if cold.state != "complete" or not cold.cache.get("saved"):
-        staged.unlink(missing_ok=True)
-        why = cold.cache.get("message") or f"the cold run {cold.state}: {cold.reason} {cold.message}".strip()
-        return {"saved": False, "note": why}, None
-    warm = run_trial(replace(request, protocol=protocol, save_cache_path=None, load_cache_path=str(staged)))
-    if warm.state != "complete" or not warm.cache.get("loaded"):
-        staged.unlink(missing_ok=True)
-        why = f"the run with the cache loaded {warm.state}: {warm.reason} {warm.message}".strip()
-        return {
-            "saved": False,
-            "note": why if warm.state != "complete" else "the saved cache could not be loaded",
-        }, None
-    cold_seconds = float(cold.result["compile_seconds"])
-    warm_seconds = float(warm.result["compile_seconds"])
-    section = {
-        "file": CACHE_FILE,
-        "saved": True,
-        "bytes": cold.cache["bytes"],
-        "sha256": cold.cache["sha256"],
-        "artifacts": cold.cache.get("artifacts", {}),
-        "fingerprint": cold.cache["fingerprint"],
-        "cold_compile_seconds": round(cold_seconds, 3),
-        "cached_compile_seconds": round(warm_seconds, 3),
-        "load_seconds": round(float(warm.cache.get("load_seconds", 0.0)), 3),
-        "saved_fraction": round(1 - warm_seconds / cold_seconds, 3) if cold_seconds > 0 else None,
-    }
-    return section, staged
 
 
 def describe(section: Mapping[str, Any]) -> str:

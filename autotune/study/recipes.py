@@ -21,7 +21,8 @@ from typing import Any
 
 import yaml
 
-from autotune.config import (
+from autotune.errors import ConfigError
+from autotune.runtime.config import (
     CUDA_GRAPH_OPTIONS,
     CompileConfig,
     ModuleSettings,
@@ -29,7 +30,6 @@ from autotune.config import (
     checked_mapping,
     mode_options,
 )
-from autotune.errors import ConfigError
 
 __all__ = ["Recipe", "read_recipe", "read_recipes", "without_cuda_graphs"]
 

@@ -1,25 +1,32 @@
-"""Measuring one trial inside the worker: clocks, memory, dynamo's counters and accuracy against eager.
+"""Measuring inside the worker: clocks, memory, machine load, dynamo's counters and accuracy against eager.
 
 Nothing here imports Optuna or knows about studies: it only turns what ran into numbers.
 """
 
 from __future__ import annotations
 
-import logging
+import contextlib
 import math
+import os
 import resource
+import statistics
 import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 
 __all__ = [
-    "DynamoWatch",
-    "Protocol",
     "Stopwatch",
+    "calibration_probe",
+    "cpu_times",
+    "fail_on_recompile_limit",
+    "load_average",
+    "steal_share",
+    "working_dtype",
     "compare",
     "dynamo_counts",
     "peak_memory_mb",
@@ -30,29 +37,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, kw_only=True)
-class Protocol:
-    """How a trial is measured; the same for every trial and baseline of a study."""
-
-    windows: int = 5
-    """Steady-state windows; each is a pass over the trial's fixed batches."""
-    passes_per_window: int = 1
-    """Passes over the fixed batches in one window (more for tiny, fast workloads)."""
-    max_warmup_passes: int = 4
-    """Warm-up passes allowed for shapes and recompiles to settle before measuring."""
-    check_accuracy: bool = True
-    """Compare loss and gradients (train) or outputs (infer) with eager before measuring."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data."""
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Protocol:
-        """The inverse of to_dict."""
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
-
-
 def synchronize(device: torch.device) -> None:
     """Wait for queued device work, so a clock read after it sees the work done."""
     if device.type == "cuda":
@@ -60,17 +44,83 @@ def synchronize(device: torch.device) -> None:
 
 
 def reset_peak_memory(device: torch.device) -> None:
-    """Start a fresh peak-memory count (CUDA only; the CPU peak is the process's)."""
+    """Start a fresh peak-memory count: CUDA's allocator statistics, or the process's peak resident set on Linux."""
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+        return
+    # Writing 5 to clear_refs resets the peak resident set size (VmHWM) the kernel keeps for this process.
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
 
 
 def peak_memory_mb(device: torch.device) -> float:
-    """Peak device memory allocated (CUDA), or the process's peak resident memory (CPU), in MiB."""
+    """Peak device memory allocated (CUDA), or the process's peak resident memory since the last reset (CPU), in MiB."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 2**10
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
+
+
+def calibration_probe(device: torch.device, repeats: int = 3) -> float:
+    """Seconds a fixed amount of device work takes (median of `repeats`): slower means a busier machine.
+
+    The work is the same in every process of every study: chained 256x256 matrix products
+    on the run's device, with the thread count the run uses.
+    """
+    generator = torch.Generator().manual_seed(0)
+    matrix = (torch.rand(256, 256, generator=generator) / 256).to(device)
+    timings = []
+    for _ in range(repeats):
+        synchronize(device)
+        started = time.perf_counter()
+        product = matrix
+        for _ in range(24):
+            product = product @ matrix + matrix
+        synchronize(device)
+        timings.append(time.perf_counter() - started)
+    return statistics.median(timings)
+
+
+def load_average() -> float | None:
+    """The 1-minute load average, or None where the system does not report one."""
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return None
+
+
+def cpu_times() -> tuple[int, int] | None:
+    """(steal, total) CPU ticks since boot from /proc/stat, or None off Linux."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+        ticks = [int(v) for v in fields]
+    except (OSError, ValueError, IndexError):
+        return None
+    return (ticks[7] if len(ticks) > 7 else 0), sum(ticks[:8])
+
+
+def steal_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    """Share of CPU time the hypervisor gave to other machines between two `cpu_times` readings."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
+
+
+def fail_on_recompile_limit() -> None:
+    """Make dynamo raise when it hits its recompile limit, instead of running the frame eagerly from then on.
+
+    A run in that state would look fast or slow for the wrong reason; raising turns it into a
+    `recompile_limit` failure.
+    """
+    config = getattr(torch.compiler, "config", None)
+    if config is not None and hasattr(config, "fail_on_recompile_limit_hit"):
+        config.fail_on_recompile_limit_hit = True
+    else:  # older torch: the flag lives in dynamo's own config
+        torch._dynamo.config.fail_on_recompile_limit_hit = True
 
 
 def dynamo_counts() -> dict[str, int]:
@@ -90,30 +140,6 @@ def dynamo_counts() -> dict[str, int]:
     }
 
 
-class DynamoWatch(logging.Handler):
-    """Catches dynamo's warning that it hit a recompile limit and fell back to eager.
-
-    Dynamo only logs it and runs the frame eagerly from then on; a trial in that state
-    would look fast or slow for the wrong reason, so the worker fails it instead.
-    """
-
-    def __init__(self) -> None:
-        super().__init__(level=logging.WARNING)
-        self.limit_hits: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        if "hit config." in message and "limit" in message:
-            self.limit_hits.append(message.splitlines()[0] + " " + " ".join(message.splitlines()[1:3]).strip())
-
-    def __enter__(self) -> DynamoWatch:
-        logging.getLogger("torch._dynamo").addHandler(self)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        logging.getLogger("torch._dynamo").removeHandler(self)
-
-
 def tensor_leaves(value: Any) -> Iterator[torch.Tensor]:
     """Every floating-point tensor inside an output (tensors, tuples, lists, dicts, ModelOutputs)."""
     if isinstance(value, torch.Tensor):
@@ -126,6 +152,17 @@ def tensor_leaves(value: Any) -> Iterator[torch.Tensor]:
     elif isinstance(value, (tuple, list)):
         for item in value:
             yield from tensor_leaves(item)
+
+
+def working_dtype(autocast: torch.dtype | None, model: torch.nn.Module) -> torch.dtype | None:
+    """The lowest floating-point precision a step computes in: the autocast dtype, else the parameters' lowest."""
+    if autocast is not None:
+        return autocast
+    dtypes = {p.dtype for p in model.parameters() if p.is_floating_point()}
+    for low in (torch.float16, torch.bfloat16):
+        if low in dtypes:
+            return low
+    return None
 
 
 def tolerance_for(dtype: torch.dtype | None) -> float:

@@ -16,17 +16,13 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from autotune.errors import AutotuneError
+from autotune.errors import PublishError
 
 __all__ = ["JOURNAL", "PublishError", "previous_name", "recover", "replace_together"]
 
 JOURNAL = ".replacing.json"
 Content = bytes | str | Path | None
 """New content of a file: bytes or text, a finished file to move in, or None to remove the file."""
-
-
-class PublishError(AutotuneError):
-    """The new files could not replace the old ones (which are then left as they were)."""
 
 
 def previous_name(name: str) -> str:

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from autotune.errors import WorkloadError
-from autotune.workload import Workload
+from autotune.workload.contract import Workload
 
 __all__ = ["BATCH_SIZE", "MASKED_FRACTION", "NUM_BATCHES", "TEXT_LENGTHS", "is_pretrained_model", "workload_for"]
 

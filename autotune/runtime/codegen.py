@@ -15,10 +15,10 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
-from autotune import batching, compile_cache
-from autotune.config import CompileConfig, validate_input_key, validate_module_path
 from autotune.errors import ConfigError
-from autotune.workload import WorkloadSummary
+from autotune.runtime import batching, compile_cache
+from autotune.runtime.config import CompileConfig, validate_input_key, validate_module_path
+from autotune.runtime.summary import WorkloadSummary
 
 __all__ = ["generate", "load_module"]
 
@@ -141,7 +141,9 @@ def _docline(text: str) -> str:
 
 def _settings(config: CompileConfig, workload: WorkloadSummary) -> str:
     blocks: list[str] = []
-    if config.scope == "whole":
+    if config.scope == "none":
+        blocks.append("# Nothing is compiled: autotune measured eager fastest for this workload on this machine.")
+    elif config.scope == "whole":
         blocks.append(
             _assign("# torch.compile arguments for the whole model.", "COMPILE_KWARGS", config.compile_kwargs())
         )
@@ -184,6 +186,7 @@ def _settings(config: CompileConfig, workload: WorkloadSummary) -> str:
 
 def _apply_function(config: CompileConfig) -> str:
     body = {
+        "none": ["# Eager was measured fastest: the model is returned as it is."],
         "whole": ["compile_in_place(model, COMPILE_KWARGS)"],
         "modular": [
             "for path, kwargs in MODULE_KWARGS.items():",

@@ -16,22 +16,33 @@ from typing import Any, Protocol
 
 import yaml
 
-from autotune.config import (
+from autotune.errors import AutotuneError, ConfigError, SpaceError
+from autotune.runtime.config import (
     CUDA_GRAPH_OPTIONS,
     PADDING_WORDS,
-    SCOPES,
+    SEARCHED_SCOPES,
     CompileConfig,
     InputKey,
     ModuleSettings,
     available_modes,
     checked_mapping,
-    inductor_option_defaults,
     mode_options,
 )
-from autotune.errors import ConfigError, SpaceError
-from autotune.workload import WorkloadSummary
+from autotune.runtime.summary import WorkloadSummary
+from autotune.workload import input_of
 
-__all__ = ["BUNDLED_DIR", "INFERENCE_ONLY_OPTIONS", "SearchSpace", "bundled_spaces", "load_space", "resolve_space_path"]
+__all__ = [
+    "BUNDLED_DIR",
+    "INFERENCE_ONLY_OPTIONS",
+    "SearchSpace",
+    "bundled_spaces",
+    "load_space",
+    "params_for",
+    "resolve_space_path",
+    "shared_length_groups",
+]
+
+_MAX_PROBES = 20_000
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "search_spaces"
 INFERENCE_ONLY_OPTIONS = ("freezing",)
@@ -120,6 +131,15 @@ class SearchSpace:
             lambda p: not static or p is None,
             "the workload declares no dynamic inputs",
         )
+        declared = all(
+            axis in workload.max_lengths.get(k, {}) for k, axes in workload.dynamic_dims.items() for axis in axes
+        )
+        padding = keep(
+            "padding_alignment",
+            padding,
+            lambda p: p != "max" or declared,
+            "the workload declares no max_lengths to pad to",
+        )
         marks = keep(
             "mark_dynamic", self.mark_dynamic, lambda m: not static or not m, "the workload declares no dynamic inputs"
         )
@@ -161,9 +181,9 @@ class SearchSpace:
             for index, group in enumerate(self.mark_groups):
                 if _ask(trial, f"mark_dynamic.{_group_name(group, index)}", self.mark_dynamic):
                     marks.extend(group)
+        # Every sampled option stays, even one equal to Inductor's default: under a mode that sets
+        # it otherwise (max-autotune's coordinate_descent_tuning), dropping it would flip it.
         options = {name: _ask(trial, f"options.{name}", values) for name, values in self.options.items()}
-        defaults = inductor_option_defaults()
-        options = {k: v for k, v in options.items() if defaults.get(k) != v}
         settings: dict[str, ModuleSettings] = {}
         if scope == "modular" and self.module_modes:
             for path in self.module_paths:
@@ -274,7 +294,7 @@ def load_space(name_or_path: str) -> SearchSpace:
         "mode": lambda v: v in available_modes(),
         "dynamic": lambda v: v is None or isinstance(v, bool),
         "fullgraph": lambda v: isinstance(v, bool),
-        "scope": lambda v: v in SCOPES,
+        "scope": lambda v: v in SEARCHED_SCOPES,
         "mark_dynamic": lambda v: isinstance(v, bool),
         "padding_alignment": lambda v: v is None or v in PADDING_WORDS or (type(v) is int and v >= 2),
         "compile_optimizer": lambda v: isinstance(v, bool),
@@ -283,7 +303,7 @@ def load_space(name_or_path: str) -> SearchSpace:
         "mode": f"one of {available_modes()}",
         "dynamic": "null, false or true",
         "fullgraph": "false or true",
-        "scope": f"one of {SCOPES}",
+        "scope": f"one of {SEARCHED_SCOPES}",
         "mark_dynamic": "false or true",
         "padding_alignment": f"null, an integer >= 2 or one of {PADDING_WORDS}",
         "compile_optimizer": "false or true",
@@ -325,3 +345,79 @@ def _option_choices(origin: str, raw: object) -> dict[str, tuple[Any, ...]]:
                 raise SpaceError(f"{origin}: options.{name}: {value!r}: {exc}") from None
         result[str(name)] = tuple(choices)
     return result
+
+
+def params_for(space: SearchSpace, config: CompileConfig) -> dict[str, Any] | None:
+    """The answers that make `space.suggest` return `config`, or None when the space cannot express it.
+
+    Trials are enqueued by their answers (Optuna parameters), and a space that grew since the
+    configuration was found asks more or other questions than its trial answered; so the
+    answers are found again by trying them, pinning what maps straight onto a setting.
+    """
+    wanted = config.to_dict()
+    pinned = {
+        "dynamic": config.dynamic,
+        "scope": config.scope,
+        "padding_alignment": config.padding_alignment,
+        "fullgraph": config.fullgraph,
+        "compile_optimizer": config.compile_optimizer,
+    }
+    stack: list[dict[str, Any]] = [{}]
+    probes = 0
+    while stack and probes < _MAX_PROBES:
+        probes += 1
+        probe = _Probe(stack.pop(), pinned)
+        try:
+            found = space.suggest(probe)
+        except (AutotuneError, _Impossible):
+            found = None
+        if found is not None and found.to_dict() == wanted:
+            return probe.params
+        # Try the other answers of every open question, keeping the answers before it.
+        for index in reversed(range(len(probe.open))):
+            name, choices = probe.open[index]
+            before = {n: probe.params[n] for n, _ in probe.open[:index]}
+            stack.extend({**probe.fixed, **before, name: choice} for choice in reversed(choices[1:]))
+    return None
+
+
+class _Impossible(Exception):
+    """No choice of a question can give the wanted configuration."""
+
+
+class _Probe:
+    """A stand-in for an Optuna trial: fixed answers where given, else the first possible choice."""
+
+    def __init__(self, fixed: dict[str, Any], pinned: Mapping[str, Any]) -> None:
+        self.fixed = fixed
+        self.pinned = pinned
+        self.params: dict[str, Any] = {}
+        self.open: list[tuple[str, list[Any]]] = []
+
+    def suggest_categorical(self, name: str, choices: Any) -> Any:
+        if name in self.fixed:
+            value = self.fixed[name]
+        else:
+            possible = [c for c in choices if name not in self.pinned or _same(c, self.pinned[name])]
+            if not possible:
+                raise _Impossible(name)
+            value = possible[0]
+            if len(possible) > 1:
+                self.open.append((name, possible))
+        self.params[name] = value
+        return value
+
+
+def _same(a: Any, b: Any) -> bool:
+    # 1 == True in Python, but a padding of 1 is not dynamic=True: compare types too.
+    return type(a) is type(b) and a == b
+
+
+def shared_length_groups(summary: WorkloadSummary, batches: Sequence[Any]) -> list[list[tuple[InputKey, int]]]:
+    """Declared (input, axis) pairs grouped by equal lengths in every batch (e.g. input_ids/labels/attention_mask)."""
+    signature: dict[tuple[int, ...], list[tuple[InputKey, int]]] = {}
+    for key, axes in summary.dynamic_dims.items():
+        for axis in axes:
+            lengths = tuple(int(input_of(b, key).shape[axis]) for b in batches)
+            signature.setdefault(lengths, []).append((key, axis))
+    return list(signature.values())

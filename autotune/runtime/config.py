@@ -18,6 +18,7 @@ from autotune.errors import AutotuneError, ConfigError
 
 __all__ = [
     "SCOPES",
+    "SEARCHED_SCOPES",
     "CompileConfig",
     "InputKey",
     "ModuleSettings",
@@ -37,7 +38,10 @@ InputKey = str | int
 Padding = int | Literal["pow2", "max"] | None
 """How dynamic axes are padded: as given (None), to a multiple, to powers of two, or to the longest length seen."""
 
-SCOPES = ("whole", "modular", "regional")
+SCOPES = ("whole", "modular", "regional", "none")
+"""What is compiled: the whole model, each module, each repeated block, or nothing (eager measured fastest)."""
+SEARCHED_SCOPES = SCOPES[:3]
+"""The scopes a search space may offer; 'none' is what the export falls back to, not a search choice."""
 PADDING_WORDS = ("pow2", "max")
 CUDA_GRAPH_OPTIONS = ("triton.cudagraphs",)
 STRING_OPTIONS = frozenset(
@@ -215,8 +219,8 @@ class CompileConfig:
     """Pad declared dynamic axes: None (as given), a multiple such as 8, 'pow2', or 'max' (longest seen)."""
     options: Mapping[str, Any] = field(default_factory=dict)
     """Inductor options, e.g. {'shape_padding': True}; validated against torch._inductor.config."""
-    scope: Literal["whole", "modular", "regional"] = "whole"
-    """Compile the whole model, each of the workload's modules, or each repeated block."""
+    scope: Literal["whole", "modular", "regional", "none"] = "whole"
+    """Compile the whole model, each of the workload's modules, each repeated block, or nothing."""
     module_settings: Mapping[str, ModuleSettings] = field(default_factory=dict)
     """Modular scope only: per-module mode/options overriding the config's own."""
     compile_optimizer: bool = False
@@ -304,6 +308,8 @@ class CompileConfig:
 
     def describe(self) -> str:
         """One line for tables and logs."""
+        if self.scope == "none":
+            return "no compilation (eager)"
         parts = [f"scope={self.scope}", f"mode={self.mode}", f"dynamic={self.dynamic}"]
         if self.fullgraph:
             parts.append("fullgraph")

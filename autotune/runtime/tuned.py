@@ -19,10 +19,10 @@ from typing import Any
 
 import yaml
 
-from autotune import codegen, environment
-from autotune.config import CompileConfig, checked_mapping
 from autotune.errors import ConfigError
-from autotune.workload import WorkloadSummary
+from autotune.runtime import codegen, environment
+from autotune.runtime.config import CompileConfig, checked_mapping
+from autotune.runtime.summary import WorkloadSummary
 
 __all__ = ["SCHEMA_VERSION", "EnvironmentMismatchWarning", "TunedConfig", "load", "read", "write_atomic"]
 

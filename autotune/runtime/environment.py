@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from autotune.compile_cache import running_fingerprint
+from autotune.runtime.compile_cache import running_fingerprint
 
 __all__ = [
     "KEYS_THAT_MATTER",

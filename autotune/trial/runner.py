@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
-import re
 import select
 import shutil
 import signal
@@ -20,58 +18,21 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autotune.errors import ConfigError
-from autotune.worker import EVENT_FD_VARIABLE
+from autotune.trial.events import EVENT_FD_VARIABLE, PARENT_PID_VARIABLE, parse_event
+from autotune.trial.request import Protocol, TrialRequest, TrialRun
 
-__all__ = ["TrialRequest", "TrialRun", "check_device", "record_of", "run_trial"]
+__all__ = ["Monitor", "run_trial"]
 
 STDERR_TAIL_LINES = 25
 Monitor = Callable[[dict[str, Any] | None], str | None]
 """Called with each event (and with None about once a second); a returned string stops the trial as PRUNED."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class TrialRequest:
-    """What a worker needs: the workload target, the generated source (None for eager) and how to measure."""
-
-    spec: str
-    source: str | None
-    device: str = "cpu"
-    seed: int = 0
-    protocol: dict[str, Any] = field(default_factory=dict)
-    uses_cuda_graphs: bool = False
-    timeout: float = 900.0
-    """Hard wall-clock limit for the whole worker, in seconds."""
-    save_cache_path: str | None = None
-    """Save the compile artifacts of this run to this file (see `autotune.compile_cache`)."""
-    load_cache_path: str | None = None
-    """Load compile artifacts from this file before compiling, as `load_compile_cache` in the generated code does."""
-
-
-@dataclass(kw_only=True)
-class TrialRun:
-    """How a worker ended: 'complete' with a result, 'failed' with a reason, or 'pruned'."""
-
-    state: str
-    reason: str = ""
-    message: str = ""
-    result: dict[str, Any] = field(default_factory=dict)
-    compiled: dict[str, Any] = field(default_factory=dict)
-    windows: list[dict[str, Any]] = field(default_factory=list)
-    environment: dict[str, Any] = field(default_factory=dict)
-    stderr_tail: str = ""
-    wall_seconds: float = 0.0
-    phase_seconds: dict[str, float] = field(default_factory=dict)
-    cache: dict[str, Any] = field(default_factory=dict)
-    """What the worker said about a compile cache it loaded or saved."""
-
-
 def run_trial(request: TrialRequest, monitor: Monitor | None = None) -> TrialRun:
-    """Run `request` in a fresh `python -m autotune.worker` process and collect what it reports."""
+    """Run `request` in a fresh `python -m autotune.trial.worker` process and collect what it reports."""
     workdir = Path(tempfile.mkdtemp(prefix="autotune-trial-"))
     try:
         return _run_in(workdir, request, monitor or (lambda event: None))
@@ -100,8 +61,8 @@ def _run_in(workdir: Path, request: TrialRequest, monitor: Monitor) -> TrialRun:
     started = time.monotonic()
     with open(stderr_path, "wb") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "autotune.worker", str(workdir / "request.json")],
-            env=_environment(workdir, request.device, write_fd),
+            [sys.executable, "-m", "autotune.trial.worker", str(workdir / "request.json")],
+            env=_environment(workdir, request, write_fd),
             stdin=subprocess.DEVNULL,
             stdout=stderr,
             stderr=stderr,
@@ -133,7 +94,7 @@ def _run_in(workdir: Path, request: TrialRequest, monitor: Monitor) -> TrialRun:
                 buffer += chunk
                 *lines, buffer = buffer.split(b"\n")
                 for line in lines:
-                    event = _parse(line)
+                    event = parse_event(line)
                     if event is None:
                         continue
                     if event["event"] == "phase":
@@ -188,16 +149,14 @@ def _absorb(run: TrialRun, event: dict[str, Any]) -> None:
         run.state, run.reason, run.message = "failed", str(event.get("reason")), str(event.get("message"))
 
 
-def _parse(line: bytes) -> dict[str, Any] | None:
-    try:
-        event = json.loads(line)
-    except ValueError:
-        return None
-    return event if isinstance(event, dict) and "event" in event else None
-
-
-def _environment(workdir: Path, device: str, event_fd: int) -> dict[str, str]:
+def _environment(workdir: Path, request: TrialRequest, event_fd: int) -> dict[str, str]:
+    device = request.device
     env = dict(os.environ)
+    env[PARENT_PID_VARIABLE] = str(os.getpid())
+    threads = Protocol.from_dict(request.protocol).threads
+    if threads:
+        # Inductor's C++ kernels use OpenMP threads, which read this before torch is imported.
+        env["OMP_NUM_THREADS"] = str(threads)
     env["TORCHINDUCTOR_CACHE_DIR"] = str(workdir / "inductor")
     env["TRITON_CACHE_DIR"] = str(workdir / "triton")
     env[EVENT_FD_VARIABLE] = str(event_fd)
@@ -233,35 +192,3 @@ def _tail(path: Path) -> str:
     except OSError:
         return ""
     return "\n".join(lines[-STDERR_TAIL_LINES:])
-
-
-def record_of(run: TrialRun) -> dict[str, Any]:
-    """The plain-data record of a run, as studies and reports keep it (JSON-safe: no NaN or infinity)."""
-    record: dict[str, Any] = {
-        "state": run.state,
-        "reason": run.reason,
-        "message": run.message[:2000],
-        "wall_seconds": round(run.wall_seconds, 3),
-        "phase_seconds": {k: round(v, 3) for k, v in run.phase_seconds.items()},
-        "windows": [round(w["samples_per_second"], 4) for w in run.windows],
-    }
-    if run.compiled:
-        record.update(
-            {k: run.compiled[k] for k in ("compile_seconds", "graphs", "graph_breaks", "recompiles", "warmup_passes")}
-        )
-    if run.result:
-        record.update({k: v for k, v in run.result.items() if k not in ("event", "time")})
-    if run.state == "failed":
-        record["stderr_tail"] = run.stderr_tail[-3000:]
-    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
-
-
-def check_device(device: str | None) -> str:
-    """The device trials run on: as given (validated), or cuda when available, else cpu."""
-    if device is None:
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device != "cpu" and not re.fullmatch(r"cuda(:\d+)?", device):
-        raise ConfigError(f"--device {device!r} is not allowed; use 'cpu', 'cuda' or 'cuda:N'.")
-    return device

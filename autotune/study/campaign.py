@@ -1,0 +1,352 @@
+"""The one measurement path: measure subjects against each other in rotated rounds, with intervals.
+
+A campaign runs every subject (eager, plain torch.compile, any configuration) once per
+round, each run in a fresh worker process, and rotates the order every round so that no
+subject always runs first (cold machine) or last. Ratios are taken between runs of the
+same round (paired), and each ratio's interval comes from a bootstrap over rounds: rounds
+are resampled with replacement, the median ratio of each resample is taken, and the
+2.5th and 97.5th percentiles of those medians bound the interval. Rounds are added, up to
+a budget, until the leading configuration's interval against plain torch.compile decides
+(it excludes 1, or is narrower than `decide_within`).
+
+A run that the worker marks noisy (its calibration probe slowed down, or its windows
+spread), or whose probe is much slower than the campaign's fastest, is measured again
+once; both runs are kept, the noisy one only for the record.
+
+Search confirmation, `autotune validate`, `autotune retune` and the benchmark all measure
+through `measure`; `Harness` is the one builder of worker requests.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from autotune.runtime import codegen, environment
+from autotune.runtime.config import CompileConfig
+from autotune.runtime.summary import WorkloadSummary
+from autotune.study.format import utc_now
+from autotune.study.objective import Objective, faster
+from autotune.trial.request import Protocol, RunRecord, TrialRequest
+from autotune.trial.runner import Monitor, run_trial
+
+__all__ = [
+    "BASELINES",
+    "Campaign",
+    "Harness",
+    "Interval",
+    "Subject",
+    "bootstrap",
+    "measure",
+    "rotation",
+    "with_protocol",
+]
+
+BASELINES = ("eager", "compile")
+"""The subjects every campaign measures besides the configurations: no compilation, and torch.compile(model)."""
+PROBE_SLOWDOWN = 1.5
+"""A run whose probe is this many times the campaign's fastest probe was taken on a busy machine."""
+RESAMPLES = 2000
+
+
+@dataclass(frozen=True, kw_only=True)
+class Harness:
+    """Where and how runs happen: the one place that turns a configuration into a worker request."""
+
+    spec: str
+    summary: WorkloadSummary
+    device: str = "cpu"
+    seed: int = 0
+    protocol: Protocol = field(default_factory=Protocol)
+    timeout: float = 900.0
+
+    def source(self, config: CompileConfig, created: str | None = None) -> str:
+        """The generated apply_compilation.py for `config` (raises ConfigError when it does not fit)."""
+        return codegen.generate(config, self.summary, created=created or utc_now(), version=environment.version())
+
+    def request(
+        self, config: CompileConfig | None, *, created: str | None = None, source: str | None = None
+    ) -> TrialRequest:
+        """A worker request for `config` (None: eager), with this harness's device, seed, protocol and timeout."""
+        if config is not None and source is None:
+            source = self.source(config, created)
+        return TrialRequest(
+            spec=self.spec,
+            source=source,
+            device=self.device,
+            seed=self.seed,
+            protocol=self.protocol.to_dict(),
+            uses_cuda_graphs=bool(config and config.uses_cuda_graphs),
+            timeout=self.timeout,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Subject:
+    """One thing to measure: a baseline or a configuration, with the label tables show."""
+
+    name: str
+    """'eager', 'compile', or a configuration's name such as 'trial 7' or 'incumbent'."""
+    config: CompileConfig | None
+    """None for eager."""
+    created: str | None = None
+    """The timestamp written into the generated header (keeps the measured source identical to the exported one)."""
+    trial: int | None = None
+    """The study trial this configuration comes from, if any."""
+
+    @classmethod
+    def baselines(cls) -> list[Subject]:
+        """Eager and plain torch.compile."""
+        return [cls(name="eager", config=None), cls(name="compile", config=CompileConfig())]
+
+    @property
+    def description(self) -> str:
+        if self.config is None:
+            return "eager (no compilation)"
+        if self.name == "compile":
+            return "plain torch.compile(model)"
+        return self.config.describe()
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A median ratio between two subjects with its bootstrap interval, over paired rounds."""
+
+    median: float
+    low: float
+    high: float
+    rounds: int
+
+    @property
+    def gain(self) -> bool:
+        """The whole interval is above 1: a gain that survives the noise."""
+        return self.low > 1.0
+
+    @property
+    def loss(self) -> bool:
+        """The whole interval is below 1."""
+        return self.high < 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "median": round(self.median, 4),
+            "low": round(self.low, 4),
+            "high": round(self.high, 4),
+            "rounds": self.rounds,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Interval:
+        return cls(float(data["median"]), float(data["low"]), float(data["high"]), int(data["rounds"]))
+
+
+def rotation(names: Sequence[str], round_index: int) -> list[str]:
+    """The order of round `round_index`: the subjects rotated by one place per round."""
+    if not names:
+        return []
+    shift = round_index % len(names)
+    return [*names[shift:], *names[:shift]]
+
+
+def bootstrap(ratios: Sequence[float], *, confidence: float = 0.95, seed: int = 0) -> Interval:
+    """The median of paired ratios and its percentile-bootstrap interval over rounds."""
+    if not ratios:
+        raise ValueError("bootstrap needs at least one ratio")
+    median = statistics.median(ratios)
+    if len(ratios) == 1:
+        return Interval(median, median, median, 1)
+    rng = random.Random(seed)
+    medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(RESAMPLES))
+    tail = (1 - confidence) / 2
+    low = medians[int(tail * (RESAMPLES - 1))]
+    high = medians[int((1 - tail) * (RESAMPLES - 1))]
+    return Interval(median, low, high, len(ratios))
+
+
+@dataclass(kw_only=True)
+class Campaign:
+    """Every run of every subject, round by round, and the statistics derived from them."""
+
+    objective: Objective
+    subjects: dict[str, Subject] = field(default_factory=dict)
+    runs: dict[str, list[RunRecord | None]] = field(default_factory=dict)
+    """Per subject, one record per round (None: not run that round, e.g. after it failed)."""
+    remeasured: list[dict[str, Any]] = field(default_factory=list)
+    """Noisy runs that were measured again: subject, round, why, and the discarded figures."""
+    orders: list[list[str]] = field(default_factory=list)
+    environment: dict[str, Any] = field(default_factory=dict)
+    """What the workers reported of the machine: software versions and the device's name."""
+
+    @property
+    def rounds(self) -> int:
+        return len(self.orders)
+
+    def complete_runs(self, name: str) -> list[RunRecord]:
+        return [r for r in self.runs.get(name, []) if r is not None and r.complete]
+
+    def failure(self, name: str) -> RunRecord | None:
+        """The subject's first failed run, if any."""
+        return next((r for r in self.runs.get(name, []) if r is not None and not r.complete), None)
+
+    def value(self, name: str) -> float | None:
+        """The median objective over the subject's complete runs."""
+        values = [self.objective.of(r) for r in self.complete_runs(name)]
+        return statistics.median(values) if values else None
+
+    def median_run(self, name: str) -> RunRecord | None:
+        """The complete run whose objective is the (lower) median: the figures best.yaml records."""
+        runs = sorted(self.complete_runs(name), key=self.objective.of)
+        return runs[(len(runs) - 1) // 2] if runs else None
+
+    def ratio(self, name: str, reference: str) -> Interval | None:
+        """How many times faster `name` is than `reference`, over the rounds where both completed."""
+        pairs = [
+            faster(self.objective.of(a), self.objective.of(b), self.objective)
+            for a, b in zip(self.runs.get(name, []), self.runs.get(reference, []), strict=False)
+            if a is not None and b is not None and a.complete and b.complete
+        ]
+        return bootstrap(pairs) if pairs else None
+
+    def noise(self) -> dict[str, Any]:
+        """How busy the machine was: noisy runs, probe times and load averages over the whole campaign."""
+        records = [r for runs in self.runs.values() for r in runs if r is not None]
+        probes = [p for r in records for p in r.probe_seconds]
+        loads = [v for r in records for v in r.load]
+        return {
+            "runs": len(records),
+            "noisy_runs": sum(1 for r in records if r.noisy) + len(self.remeasured),
+            "remeasured": len(self.remeasured),
+            "probe_ms": {"min": round(min(probes) * 1e3, 2), "max": round(max(probes) * 1e3, 2)} if probes else {},
+            "load": {"min": round(min(loads), 2), "max": round(max(loads), 2)} if loads else {},
+            "steal_max": max((r.steal for r in records if r.steal is not None), default=None),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for a study's attributes, best.yaml and JSON."""
+        return {
+            "objective": str(self.objective),
+            "rounds": self.rounds,
+            "orders": self.orders,
+            "subjects": {
+                name: {
+                    "config": s.config.to_dict() if s.config is not None else None,
+                    "created": s.created,
+                    "trial": s.trial,
+                    "runs": [r.to_dict() if r is not None else None for r in self.runs.get(name, [])],
+                }
+                for name, s in self.subjects.items()
+            },
+            "remeasured": self.remeasured,
+            "noise": self.noise(),
+            "environment": self.environment,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Campaign:
+        """The inverse of `to_dict`."""
+        campaign = cls(
+            objective=Objective.parse(str(data["objective"])), orders=[list(o) for o in data.get("orders", [])]
+        )
+        for name, entry in (data.get("subjects") or {}).items():
+            config = CompileConfig.from_dict(entry["config"]) if entry.get("config") is not None else None
+            campaign.subjects[name] = Subject(
+                name=name, config=config, created=entry.get("created"), trial=entry.get("trial")
+            )
+            campaign.runs[name] = [RunRecord.from_dict(r) if r is not None else None for r in entry.get("runs", [])]
+        campaign.remeasured = list(data.get("remeasured") or [])
+        campaign.environment = dict(data.get("environment") or {})
+        return campaign
+
+
+RunCallback = Callable[[str, int, RunRecord], None]
+"""Called after each run with the subject's name, the round (from 0) and the run's record."""
+
+
+def measure(
+    harness: Harness,
+    subjects: Sequence[Subject],
+    *,
+    objective: Objective,
+    min_rounds: int = 3,
+    max_rounds: int = 6,
+    decide_within: float = 0.02,
+    reference: str = "compile",
+    on_run: RunCallback | None = None,
+    monitor: Callable[[str], Monitor | None] | None = None,
+) -> Campaign:
+    """Measure `subjects` against each other in rotated rounds; see the module docstring.
+
+    Subjects that fail are not run again in later rounds. Stops after `min_rounds` once the
+    leading configuration's ratio to `reference` is decided, and after `max_rounds` anyway.
+    """
+    if not 1 <= min_rounds <= max_rounds:
+        raise ValueError(f"rounds: 1 <= min_rounds <= max_rounds must hold, got ({min_rounds=}, {max_rounds=})")
+    # One timestamp for the generated headers of subjects that have none: the measured source is the exported one.
+    stamp = utc_now()
+    subjects = [s if s.created else replace(s, created=stamp) for s in subjects]
+    campaign = Campaign(objective=objective, subjects={s.name: s for s in subjects})
+    campaign.runs = {s.name: [] for s in subjects}
+    requests = {s.name: harness.request(s.config, created=s.created) for s in subjects}
+    names = [s.name for s in subjects]
+    for index in range(max_rounds):
+        order = rotation(names, index)
+        campaign.orders.append(order)
+        for name in order:
+            if campaign.failure(name) is not None:
+                campaign.runs[name].append(None)
+                continue
+            record = _run(campaign, requests[name], monitor(name) if monitor else None)
+            if record.complete and _is_noisy(campaign, record):
+                campaign.remeasured.append(
+                    {"subject": name, "round": index, "why": record.noisy, "figures": record.to_dict()}
+                )
+                record = _run(campaign, requests[name], monitor(name) if monitor else None)
+                _is_noisy(campaign, record)
+            campaign.runs[name].append(record)
+            if on_run:
+                on_run(name, index, record)
+        if index + 1 >= min_rounds and _decided(campaign, reference, decide_within):
+            break
+    return campaign
+
+
+def _run(campaign: Campaign, request: TrialRequest, monitor: Monitor | None) -> RunRecord:
+    run = run_trial(request, monitor)
+    campaign.environment = campaign.environment or dict(run.environment)
+    return run.record()
+
+
+def _is_noisy(campaign: Campaign, record: RunRecord) -> bool:
+    """Whether `record` was taken on a busy machine; sets `record.noisy` when the campaign sees it first."""
+    if record.noisy:
+        return True
+    probes = [p for runs in campaign.runs.values() for r in runs if r is not None for p in r.probe_seconds]
+    fastest = min(probes, default=None)
+    if fastest and record.probe_seconds and max(record.probe_seconds) > PROBE_SLOWDOWN * fastest:
+        record.noisy = (
+            f"its calibration probe took {max(record.probe_seconds) * 1e3:.1f} ms, "
+            f"against {fastest * 1e3:.1f} ms for the fastest run of this campaign"
+        )
+        return True
+    return False
+
+
+def _decided(campaign: Campaign, reference: str, within: float) -> bool:
+    """Whether the leading configuration's interval against `reference` excludes 1 or is narrow enough."""
+    configurations = [n for n, s in campaign.subjects.items() if n not in BASELINES and s.config is not None]
+    intervals = [i for i in (campaign.ratio(n, reference) for n in configurations) if i is not None]
+    if not intervals:
+        other = [n for n in BASELINES if n != reference]
+        intervals = [i for i in (campaign.ratio(n, reference) for n in other) if i is not None]
+    if not intervals:
+        return True
+    leader = max(intervals, key=lambda i: i.median)
+    return leader.gain or leader.loss or (leader.high - leader.low) / 2 <= within
+
+
+def with_protocol(harness: Harness, **changes: Any) -> Harness:
+    """`harness` with some protocol fields changed (e.g. one window for compile-time runs)."""
+    return replace(harness, protocol=replace(harness.protocol, **changes))

@@ -1,0 +1,258 @@
+"""Exporting a study: best.yaml, apply_compilation.py, trials.csv, report.md and its plots.
+
+Everything is read back from the study's storage (trial and study user attributes), so
+`autotune export --storage URL --study-name NAME` gives the same files as the search. What
+is exported is decided by `choice.choose` on the confirmation campaign: never worse than
+plain torch.compile or eager.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from autotune.runtime.config import CompileConfig
+from autotune.runtime.summary import WorkloadSummary
+from autotune.runtime.tuned import TunedConfig, write_atomic
+from autotune.study.campaign import Campaign, Subject
+from autotune.study.choice import Choice, baseline_figures, choose, metrics
+from autotune.study.format import utc_now
+from autotune.study.objective import Objective
+from autotune.study.storage import load_search_study
+from autotune.trial.request import RunRecord
+
+__all__ = [
+    "SearchResult",
+    "campaign_of",
+    "export_from_storage",
+    "export_study",
+    "pruning_savings",
+    "study_summary",
+    "trial_rows",
+    "write_trials_csv",
+]
+
+_CSV_COLUMNS = (
+    "number",
+    "state",
+    "reason",
+    "value",
+    "samples_per_second",
+    "steady_samples_per_second",
+    "batches_per_second",
+    "speedup_vs_eager",
+    "speedup_vs_compile",
+    "compile_seconds",
+    "fresh_recompiles",
+    "peak_memory_mb",
+    "graphs",
+    "graph_breaks",
+    "recompiles",
+    "wall_seconds",
+    "duplicate_of",
+    "description",
+)
+
+
+@dataclass(kw_only=True)
+class SearchResult:
+    """Where the exported files are, and the numbers behind the choice."""
+
+    out_dir: Path
+    best_number: int | None
+    """The exported trial, or None when a baseline (plain torch.compile, or eager) is exported."""
+    tuned_path: Path | None
+    table: list[dict[str, Any]]
+    baselines: dict[str, dict[str, Any]]
+    summary: dict[str, Any]
+
+
+def export_from_storage(storage: str, study_name: str, out_dir: str | Path | None = None) -> SearchResult:
+    """Re-export a study from any Optuna storage (default folder: outputs/<study-name>)."""
+    study = load_search_study(storage, study_name)
+    return export_study(study, Path(out_dir) if out_dir else Path("outputs") / study_name)
+
+
+def campaign_of(study: optuna.Study) -> tuple[Campaign, bool]:
+    """The study's confirmation campaign, and whether it is one (else the search-time runs of the best trial)."""
+    attrs = study.user_attrs
+    if attrs.get("confirmation", {}).get("subjects"):
+        return Campaign.from_dict(attrs["confirmation"]), True
+    objective = Objective.parse(attrs["objective"])
+    campaign = Campaign(objective=objective, orders=[["eager", "compile"]])
+    for subject in Subject.baselines():
+        campaign.subjects[subject.name] = subject
+        campaign.runs[subject.name] = [RunRecord.from_dict(attrs.get(f"baseline.{subject.name}", {}))]
+    complete = [
+        t
+        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        if t.value is not None and "config" in t.user_attrs
+    ]
+    if complete:
+        best = max(complete, key=lambda t: t.value if objective.direction == "maximize" else -(t.value or 0.0))
+        name = f"trial {best.number}"
+        config = CompileConfig.from_dict(best.user_attrs["config"])
+        campaign.subjects[name] = Subject(
+            name=name, config=config, created=best.user_attrs.get("created"), trial=best.number
+        )
+        campaign.runs[name] = [RunRecord.from_dict({**best.user_attrs, "state": "complete"})]
+        campaign.orders[0].append(name)
+    return campaign, False
+
+
+def export_study(study: optuna.Study, out_dir: Path) -> SearchResult:
+    """Write the study's files into `out_dir` and return what was chosen."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    attrs = study.user_attrs
+    campaign, confirmed = campaign_of(study)
+    choice = choose(campaign)
+    trials = study.get_trials(deepcopy=False)
+    rows = trial_rows(trials)
+    write_trials_csv(out_dir, rows)
+    summary = study_summary(study)
+    figures = metrics(campaign, choice, extra={"confirmed": confirmed})
+    if attrs.get("stopped"):
+        figures["stopped"] = attrs["stopped"]
+    baselines = {name: baseline_figures(campaign, name) for name in ("eager", "compile")}
+    cache = dict(attrs.get("compile_cache") or {})
+    if cache.pop("subject", None) != choice.subject:
+        cache = {}  # saved for another configuration (an older winner): it would not fit this one
+    recorded = dict(attrs.get("environment", {}))
+    if "model_fingerprint" in attrs:
+        recorded["model"] = attrs["model_fingerprint"]
+    tuned = TunedConfig(
+        workload=WorkloadSummary.from_dict(attrs["workload"]),
+        config=choice.config,
+        created=campaign.subjects[choice.subject].created or _created(study, choice),
+        metrics=figures,
+        baselines=baselines,
+        environment=recorded,
+        study=summary,
+        compile_cache=cache,
+    )
+    tuned_path = tuned.write(out_dir / "best.yaml")
+    write_atomic(out_dir / "apply_compilation.py", tuned.source)
+    from autotune.study.report import write_report  # matplotlib is imported only when a report is drawn
+
+    write_report(out_dir, study, rows, campaign, tuned, confirmed=confirmed)
+    objective = campaign.objective
+    table = sorted(
+        (r for r in rows if r["state"] == "COMPLETE" and r["value"] is not None),
+        key=lambda r: r["value"],
+        reverse=objective.direction == "maximize",
+    )
+    return SearchResult(
+        out_dir=out_dir,
+        best_number=choice.trial,
+        tuned_path=tuned_path,
+        table=table[:5],
+        baselines=baselines,
+        summary={
+            **summary,
+            "metrics": figures,
+            "campaign": campaign.to_dict(),
+            "search_baselines": {n: attrs.get(f"baseline.{n}", {}) for n in ("eager", "compile")},
+        },
+    )
+
+
+def _created(study: optuna.Study, choice: Choice) -> str:
+    if choice.trial is not None:
+        return str(study.trials[choice.trial].user_attrs.get("created") or utc_now())
+    return str(study.user_attrs.get("confirmation", {}).get("created") or utc_now())
+
+
+def trial_rows(trials: list[optuna.trial.FrozenTrial]) -> list[dict[str, Any]]:
+    """One flat row per trial: its figures, its speedups over the baselines of its session, its parameters."""
+    rows = []
+    for trial in trials:
+        attrs = trial.user_attrs
+        row: dict[str, Any] = {
+            "number": trial.number,
+            "state": trial.state.name,
+            "reason": attrs.get("reason", ""),
+            "value": trial.value,
+            **{k: attrs.get(k) for k in _CSV_COLUMNS if k not in ("number", "state", "reason", "value")},
+            "message": attrs.get("message", ""),
+        }
+        row.update({f"param.{k}": v for k, v in trial.params.items()})
+        rows.append(row)
+    return rows
+
+
+def write_trials_csv(out_dir: Path, rows: list[dict[str, Any]]) -> Path:
+    """trials.csv: one row per trial (see `trial_rows`), parameters as `param.*` columns."""
+    path = out_dir / "trials.csv"
+    path.write_text(_csv(rows))
+    return path
+
+
+def study_summary(study: optuna.Study) -> dict[str, Any]:
+    """best.yaml's `study` section: name, storage, space, trial counts, failure reasons, pruning savings."""
+    trials = study.get_trials(deepcopy=False)
+    return _study_summary(study, trials, pruning_savings(trials))
+
+
+def pruning_savings(trials: list[optuna.trial.FrozenTrial]) -> float:
+    """Seconds that pruning saved: for each pruned trial, a completed trial's median duration minus its own."""
+    complete = [
+        t.user_attrs["wall_seconds"]
+        for t in trials
+        if t.state.name == "COMPLETE" and "wall_seconds" in t.user_attrs and "duplicate_of" not in t.user_attrs
+    ]
+    if not complete:
+        return 0.0
+    typical = statistics.median(complete)
+    pruned = [
+        t.user_attrs.get("wall_seconds", typical)
+        for t in trials
+        if t.state.name == "PRUNED" and "duplicate_of" not in t.user_attrs
+    ]
+    return round(sum(max(typical - seconds, 0.0) for seconds in pruned), 1)
+
+
+def _study_summary(study: optuna.Study, trials: list[optuna.trial.FrozenTrial], saved: float) -> dict[str, Any]:
+    counts = {state: sum(1 for t in trials if t.state.name == state) for state in ("COMPLETE", "PRUNED", "FAIL")}
+    settings = study.user_attrs.get("settings", {})
+    reasons: dict[str, int] = {}
+    for trial in trials:
+        if trial.state.name == "FAIL":
+            reason = trial.user_attrs.get("reason", "unknown")
+            reasons[reason] = reasons.get(reason, 0) + 1
+    return {
+        "name": study.study_name,
+        "storage": settings.get("storage", ""),
+        "space": study.user_attrs.get("space", ""),
+        "sampler": settings.get("sampler", ""),
+        "pruner": settings.get("pruner", ""),
+        "seed": settings.get("seed", 0),
+        "device": study.user_attrs.get("device", ""),
+        "trials": {
+            "total": len(trials),
+            "complete": counts["COMPLETE"],
+            "pruned": counts["PRUNED"],
+            "failed": counts["FAIL"],
+        },
+        "failure_reasons": reasons,
+        "pruning_saved_seconds": saved,
+        "trial_seconds": round(sum(t.user_attrs.get("wall_seconds", 0.0) for t in trials), 1),
+        "search_wall_seconds": study.user_attrs.get("search_wall_seconds"),
+        "protocol": settings.get("protocol", {}),
+    }
+
+
+def _csv(rows: list[dict[str, Any]]) -> str:
+    params = sorted({k for row in rows for k in row if k.startswith("param.")})
+    columns = [*_CSV_COLUMNS, *params, "message"]
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in columns})
+    return buffer.getvalue()

@@ -1,0 +1,201 @@
+"""report.md: the verdict first, then the confirmation, the search, the compile cache and the retune history."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from autotune.runtime.tuned import TunedConfig
+from autotune.study import history, plots
+from autotune.study.campaign import Campaign
+from autotune.study.format import interval, number
+
+__all__ = ["confirmation_table", "write_report"]
+
+
+def write_report(
+    out_dir: Path,
+    study: optuna.Study,
+    rows: list[dict[str, Any]],
+    campaign: Campaign,
+    tuned: TunedConfig,
+    *,
+    confirmed: bool = True,
+) -> Path:
+    """Write report.md (and PNG plots beside it); returns its path."""
+    metrics = dict(tuned.metrics)
+    objective = campaign.objective
+    summary = dict(tuned.study)
+    winner = metrics.get("trial")
+    lines = [f"# autotune report: {study.study_name}", ""]
+    lines += [
+        f"Workload `{study.user_attrs.get('model')}`, space `{summary.get('space')}`, device `{summary.get('device')}`, "
+        f"objective {objective} ({objective.unit}).",
+        "",
+        "## Verdict",
+        "",
+        str(metrics.get("verdict", "")),
+        "",
+    ]
+    if metrics.get("stopped"):
+        lines += [f"The search {metrics['stopped']}.", ""]
+    title = "Confirmation" if confirmed else "Search-time figures (not confirmed: the search ran with --confirm 0)"
+    lines += [f"## {title}", "", confirmation_table(campaign, markdown=True), "", _noise_text(campaign), ""]
+    lines += ["## Best trials during the search", "", _trials_table(rows, objective.direction == "maximize"), ""]
+    if tuned.compile_cache:
+        lines += ["## Compile cache", "", _cache_text(tuned.compile_cache), ""]
+    retunes = history.read(out_dir)
+    if retunes:
+        title_, name = plots.retune_history(out_dir, retunes)
+        lines += ["## Retune history", "", _history_table(retunes), "", f"![{title_}]({name})", ""]
+    lines += [
+        "## Study",
+        "",
+        _study_text(summary),
+        "",
+        "Every trial, with its parameters and reasons, is in `trials.csv`.",
+        "",
+    ]
+    drawn = [
+        plots.history(out_dir, study, rows, dict(tuned.baselines), objective, winner),
+        plots.throughput_vs_compile(out_dir, rows, dict(tuned.baselines), winner),
+        plots.importances(out_dir, study),
+    ]
+    for title_, what in drawn:
+        lines += [f"## {title_}", "", f"![{title_}]({what})" if what.endswith(".png") else what, ""]
+    path = out_dir / "report.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def confirmation_table(campaign: Campaign, *, markdown: bool = False) -> str:
+    """Every subject of a campaign: median throughput, ratios to both baselines with intervals, compile time."""
+    header = ["subject", "samples/s", "vs plain compile", "vs eager", "compile s", "runs", "configuration"]
+    body = []
+    for name, subject in campaign.subjects.items():
+        runs = campaign.complete_runs(name)
+        failure = campaign.failure(name)
+        if not runs:
+            shown = f"failed ({failure.reason})" if failure else "not measured"
+            body.append([name, shown, "", "", "", "0", subject.description])
+            continue
+        median = campaign.median_run(name)
+        ratios = []
+        for reference in ("compile", "eager"):
+            versus = campaign.ratio(name, reference) if name != reference else None
+            ratios.append(interval(versus.to_dict()) if versus else ("1.00x" if name == reference else "–"))
+        rates = sorted(r.samples_per_second or 0.0 for r in runs)
+        body.append(
+            [
+                name,
+                number(rates[(len(rates) - 1) // 2]),
+                *ratios,
+                number(median.compile_seconds if median else None),
+                str(len(runs)) + (f", failed ({failure.reason})" if failure else ""),
+                subject.description,
+            ]
+        )
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(row) + " |" for row in body]
+        return "\n".join(lines)
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header) - 1)]
+    lines = []
+    for row in [header, *body]:
+        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1])
+    return "\n".join(lines)
+
+
+def _noise_text(campaign: Campaign) -> str:
+    noise = campaign.noise()
+    text = (
+        f"{campaign.rounds} rotated round(s); ratios are medians of paired rounds with 95% bootstrap intervals. "
+        f"Machine load during the runs: {noise.get('load') or 'not reported'}; calibration probe "
+        f"{noise.get('probe_ms') or 'not timed'} ms."
+    )
+    if noise["noisy_runs"]:
+        text += f" {noise['noisy_runs']} run(s) were taken while the machine was busy and measured again."
+    return text
+
+
+def _trials_table(rows: list[dict[str, Any]], maximize: bool) -> str:
+    complete = sorted(
+        (r for r in rows if r["state"] == "COMPLETE" and r["value"] is not None),
+        key=lambda r: r["value"],
+        reverse=maximize,
+    )
+    lines = [
+        "Figures from each trial's own run, against the baselines measured at the start of its search session; "
+        "the confirmation above is what decides.",
+        "",
+        "| trial | value | samples/s | vs eager | vs plain compile | compile s | new-shape compiles | configuration |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in complete[:10]:
+        lines.append(
+            f"| {row['number']} | {number(row['value'])} | {number(row['samples_per_second'])} | {number(row['speedup_vs_eager'], 'x')} "
+            f"| {number(row['speedup_vs_compile'], 'x')} | {number(row['compile_seconds'])} | {number(row.get('fresh_recompiles'))} "
+            f"| {row.get('description') or ''} |"
+        )
+    return "\n".join(lines)
+
+
+def _study_text(summary: Mapping[str, Any]) -> str:
+    trials = summary.get("trials") or {}
+    text = (
+        f"{trials.get('total', 0)} trials: {trials.get('complete', 0)} complete, {trials.get('pruned', 0)} pruned, "
+        f"{trials.get('failed', 0)} failed. Pruning saved about {number(summary.get('pruning_saved_seconds'))} s of "
+        f"{number(summary.get('trial_seconds'))} s spent in trials."
+    )
+    reasons = summary.get("failure_reasons") or {}
+    if reasons:
+        text += " Failures by reason: " + ", ".join(f"{k} ({v})" for k, v in sorted(reasons.items())) + "."
+    return text
+
+
+def _cache_text(section: Mapping[str, Any]) -> str:
+    if not section.get("saved"):
+        return f"No compile cache was saved: {section.get('note', 'it was not measured')}."
+    made = section.get("fingerprint") or {}
+    return "\n".join(
+        [
+            f"`{section['file']}` ({section['bytes'] / 1024:.0f} KiB) holds the winner's compile artifacts, made with torch "
+            f"{made.get('torch')} on {made.get('device_name')}. Load it with `load_compile_cache(...)` from "
+            "`apply_compilation.py` or `autotune.load(...).load_compile_cache(...)` before the first step; it is "
+            "refused, with a warning, under another torch, Triton, CUDA, Python or device.",
+            "",
+            "| compile and warm-up | seconds |",
+            "|---|---|",
+            f"| cold (fresh caches) | {number(section.get('cold_compile_seconds'))} |",
+            f"| with the cache loaded | {number(section.get('cached_compile_seconds'))} |",
+        ]
+    )
+
+
+def _history_table(retunes: list[dict[str, Any]]) -> str:
+    lines = [
+        f"{len(retunes)} retune(s); the latest {min(len(retunes), 10)} below, every one in `history.jsonl`.",
+        "",
+        "| date | decision | incumbent | challenger | eager | plain compile | changed |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for entry in retunes[-10:]:
+        incumbent = entry.get("incumbent") or {}
+        challenger = entry.get("challenger") or {}
+        bases = entry.get("baselines") or {}
+        changed = (
+            ", ".join(sorted({**(entry.get("environment_changes") or {}), **(entry.get("model_changes") or {})})) or "–"
+        )
+        shown = (
+            number(incumbent.get("median"))
+            if incumbent.get("state") == "complete"
+            else f"failed ({incumbent.get('reason')})"
+        )
+        lines.append(
+            f"| {entry.get('date', '?')} | {entry.get('decision', '?')} | {shown} | {number(challenger.get('median'))} "
+            f"| {number((bases.get('eager') or {}).get('median'))} | {number((bases.get('compile') or {}).get('median'))} | {changed} |"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,499 @@
+"""Nightly retuning: re-measure a tuned configuration where it runs today, look for a better one, decide.
+
+`retune(RetuneOptions(path="outputs/<study>/best.yaml"))`:
+
+1. reads best.yaml, its study (the same storage) and its workload (both can be overridden);
+2. runs a short warm-started search in the same study, so history accumulates: the
+   incumbent and the previous top trials first, then `trials` new ones;
+3. measures eager, plain torch.compile, the incumbent and the best challenger of that
+   search in one campaign of rotated rounds (`repeats` to `max_rounds`), and compares the
+   environment and the model with the ones recorded in best.yaml;
+4. decides with `decision.decide` on the paired ratios of those rounds;
+5. saves the winner's compile cache, replaces best.yaml, apply_compilation.py and
+   compile_cache.bin together (the old ones kept as *.prev.*), appends a line to
+   history.jsonl and rewrites trials.csv and report.md.
+
+A regression that no challenger fixes leaves the files as they were, so the next run still sees it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from autotune.errors import ConfigError, RetuneError, SearchError
+from autotune.runtime import compile_cache, environment, tuned
+from autotune.runtime.config import CompileConfig
+from autotune.study import campaign as measurement
+from autotune.study import history, publish
+from autotune.study.cache import record_compile_cache
+from autotune.study.campaign import Campaign, Harness, Subject
+from autotune.study.choice import Choice, baseline_figures, metrics
+from autotune.study.decision import DECISIONS, Decision, decide
+from autotune.study.export import study_summary, trial_rows, write_trials_csv
+from autotune.study.format import utc_now
+from autotune.study.objective import Objective
+from autotune.study.progress import Progress, ProgressCallback, quiet
+from autotune.study.report import confirmation_table, write_report
+from autotune.study.search import SearchOptions, explore
+from autotune.study.space import bundled_spaces, load_space, params_for, shared_length_groups
+from autotune.study.storage import load_search_study
+from autotune.trial.request import Protocol, check_device
+from autotune.workload import resolve
+
+__all__ = ["DECISIONS", "RetuneOptions", "RetuneResult", "retune"]
+
+
+@dataclass(kw_only=True)
+class RetuneOptions:
+    """Everything `autotune retune` takes; the CLI flags map one to one."""
+
+    path: str
+    """The best.yaml to retune; its folder receives the new files, history.jsonl and the report."""
+    model: str | None = None
+    """The workload target (default: the one recorded in best.yaml)."""
+    trials: int = 4
+    """New trials of the warm-started search, after the incumbent and the previous top trials."""
+    top: int = 3
+    """Previous top trials (distinct configurations) measured again before the new ones."""
+    min_gain: float = 0.03
+    """A challenger's median paired ratio to the incumbent must exceed 1 + this to replace it."""
+    max_regression: float = 0.10
+    """The incumbent regressed when its ratio to a baseline fell by more than this fraction since tuning."""
+    repeats: int = 3
+    """Rotated rounds of eager, plain compile, incumbent and challenger before the campaign may stop."""
+    max_rounds: int = 6
+    """Rounds at most, while the intervals do not decide."""
+    device: str | None = None
+    """Where to measure (default: the device recorded in best.yaml)."""
+    storage: str | None = None
+    """The study's storage (default: the one recorded in best.yaml; study.db beside it)."""
+    space: str | None = None
+    """The search space of the new trials (default: the study's, when it is a bundled one)."""
+    trial_timeout: float = 900.0
+    """Hard limit for each run, in seconds."""
+    compile_cache: bool = True
+    """Save the winner's compile artifacts to compile_cache.bin and time compiling with them."""
+
+    def __post_init__(self) -> None:
+        for name in ("trials", "top"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise RetuneError(f"--{name} {value!r}: must be an integer >= 0.")
+        if isinstance(self.repeats, bool) or not isinstance(self.repeats, int) or self.repeats < 1:
+            raise RetuneError(f"--repeats {self.repeats!r}: must be an integer >= 1.")
+        if not isinstance(self.max_rounds, int) or self.max_rounds < self.repeats:
+            raise RetuneError(f"--max-rounds {self.max_rounds!r}: must be an integer >= --repeats ({self.repeats}).")
+        if not 0 <= self.min_gain < 1:
+            raise RetuneError(f"--min-gain {self.min_gain!r}: must be a fraction in [0, 1), e.g. 0.03 for 3%.")
+        if not 0 < self.max_regression < 1:
+            raise RetuneError(f"--max-regression {self.max_regression!r}: must be a fraction in (0, 1), e.g. 0.1.")
+        if self.trial_timeout <= 0:
+            raise RetuneError(f"--trial-timeout {self.trial_timeout!r}: must be a positive number of seconds.")
+        if self.device is not None:
+            check_device(self.device)
+
+
+@dataclass(kw_only=True)
+class RetuneResult:
+    """What a retune measured and decided, and where it wrote it."""
+
+    path: Path
+    study_name: str
+    date: str
+    objective: Objective
+    decision: Decision
+    campaign: Campaign
+    environment: dict[str, Any]
+    environment_changes: dict[str, tuple[Any, Any]]
+    model_changes: dict[str, tuple[Any, Any]]
+    compile_cache: dict[str, Any]
+    written: bool
+    """Whether best.yaml, apply_compilation.py and compile_cache.bin were replaced."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def regressed(self) -> bool:
+        return self.decision.decision == "regression"
+
+    def subject(self, name: str) -> dict[str, Any] | None:
+        """One subject's runs and ratios, as history.jsonl records it."""
+        if name not in self.campaign.subjects:
+            return None
+        subject = self.campaign.subjects[name]
+        failure = self.campaign.failure(name)
+        values = [self.objective.of(r) for r in self.campaign.complete_runs(name)]
+        versus = self.campaign.ratio(name, "compile") if name != "compile" else None
+        return {
+            "config": subject.description,
+            "trial": subject.trial,
+            "state": "failed" if failure else ("complete" if values else "not measured"),
+            "reason": failure.reason if failure else "",
+            "message": failure.message[:500] if failure else "",
+            "runs": [round(v, 4) for v in values],
+            "median": round(self.campaign.value(name), 4) if values else None,
+            "vs_compile": versus.to_dict() if versus else None,
+            "compile_seconds": [r.compile_seconds for r in self.campaign.complete_runs(name)],
+        }
+
+    def to_history(self) -> dict[str, Any]:
+        """The history.jsonl line of this run."""
+        return {
+            "date": self.date,
+            "decision": self.decision.decision,
+            "replaced": self.decision.replaced,
+            "written": self.written,
+            "regressions": self.decision.regressions,
+            "objective": str(self.objective),
+            "unit": self.objective.unit,
+            "environment": self.environment,
+            "environment_changes": {k: list(v) for k, v in self.environment_changes.items()},
+            "model_changes": {k: list(v) for k, v in self.model_changes.items()},
+            "incumbent": self.subject("incumbent"),
+            "challenger": self.subject("challenger"),
+            "gain": round(self.decision.gain, 4) if self.decision.gain is not None else None,
+            "baselines": {name: self.subject(name) for name in measurement.BASELINES},
+            "rounds": self.campaign.rounds,
+            "noise": self.campaign.noise(),
+            "compile_cache": {
+                k: self.compile_cache.get(k)
+                for k in ("saved", "cold_compile_seconds", "cached_compile_seconds", "note")
+                if k in self.compile_cache
+            },
+            "notes": self.notes,
+        }
+
+    def render(self) -> str:
+        """A short account for the terminal: the decision first, then the figures."""
+        challenger = self.campaign.subjects.get("challenger")
+        replacement = f"trial {challenger.trial if challenger else '?'} replaces the incumbent"
+        verdict = {
+            "unchanged": "unchanged: the incumbent stays",
+            "improved": f"improved: {replacement}",
+            "regression": "regression: "
+            + (
+                replacement
+                if self.decision.replaced
+                else "no challenger replaces the incumbent; the files are left as they were"
+            ),
+        }[self.decision.decision]
+        lines = [f"decision: {verdict}"]
+        lines += [f"REGRESSION: {text}" for text in self.decision.regressions]
+        lines += [
+            "",
+            f"retune of {self.path} (study {self.study_name!r}, objective {self.objective} in {self.objective.unit})",
+        ]
+        for what, changes in (("environment", self.environment_changes), ("model", self.model_changes)):
+            if changes:
+                lines.append(f"{what}: CHANGED since it was tuned:")
+                lines += [f"  {k}: {old} -> {new}" for k, (old, new) in changes.items()]
+            else:
+                lines.append(f"{what}: unchanged since it was tuned")
+        lines += ["", confirmation_table(self.campaign), ""]
+        if self.decision.gain is not None:
+            lines.append(f"challenger vs incumbent: {self.decision.gain:+.1%} (median of paired rounds)")
+        lines += [f"note: {text}" for text in self.notes]
+        if self.written:
+            files = "best.yaml, apply_compilation.py" + (
+                " and compile_cache.bin" if self.compile_cache.get("saved") else ""
+            )
+            lines.append(f"wrote {files} in {self.path.parent} (the previous ones are kept as *.prev.*)")
+        if self.compile_cache:
+            lines.append(compile_cache.describe(self.compile_cache))
+        lines.append(f"history: {self.path.parent / history.HISTORY_FILE}; report: {self.path.parent / 'report.md'}")
+        return "\n".join(lines)
+
+
+def retune(options: RetuneOptions, progress: ProgressCallback | None = None) -> RetuneResult:
+    """Retune the configuration in `options.path`; see the module docstring for every step."""
+    return _Retune(options, progress or quiet).run()
+
+
+class _Retune:
+    def __init__(self, options: RetuneOptions, progress: ProgressCallback) -> None:
+        self.options = options
+        self.progress = progress
+        self.path = Path(options.path)
+        self.out_dir = self.path.parent
+        self.date = utc_now()
+        self.notes: list[str] = []
+        if publish.recover(self.out_dir):
+            self._note(f"finished an interrupted replacement of the files in {self.out_dir} first")
+        self.tuned = tuned.read(self.path)
+        self.study = self._open_study()
+        attrs = self.study.user_attrs
+        self.objective = Objective.parse(str(attrs.get("objective", "throughput")))
+        self.settings = attrs.get("settings") or {}
+        device = check_device(options.device or self.tuned.study.get("device") or attrs.get("device") or None)
+        self.spec = options.model or self.tuned.workload.spec
+        workload = resolve(self.spec)
+        seed = int(self.settings.get("seed", 0))
+        batches = workload.draw_batches(seed=seed)
+        summary = workload.summary(self.spec, batches)
+        self.shared_lengths = shared_length_groups(summary, batches)
+        self.model_fingerprint = environment.model_fingerprint(workload.model, environment.batch_shapes(batches))
+        self.harness = Harness(
+            spec=self.spec,
+            summary=summary,
+            device=device,
+            seed=seed,
+            protocol=Protocol.from_dict(self.settings.get("protocol") or {}),
+            timeout=options.trial_timeout,
+        )
+        self.space_name = self._space_name()
+
+    def _open_study(self) -> optuna.Study:
+        name = self.tuned.study.get("name")
+        if not isinstance(name, str) or not name:
+            raise RetuneError(f"{self.path}: study.name is missing, so there is no study to retune; search again.")
+        storage = self.options.storage or str(self.tuned.study.get("storage") or "study.db")
+        self.storage = None if storage == "study.db" else storage  # None: the search's own default, study.db
+        if storage == "study.db":
+            database = self.out_dir / "study.db"
+            if not database.is_file():
+                raise RetuneError(
+                    f"{self.path} records its study in study.db beside it, but {database} does not exist; "
+                    "keep the whole outputs folder, or pass --storage URL."
+                )
+            storage = f"sqlite:///{database.resolve()}"
+        self.storage_url = storage
+        try:
+            return load_search_study(storage, name)
+        except SearchError as exc:
+            raise RetuneError(str(exc)) from None
+
+    def _space_name(self) -> str:
+        if self.options.space:
+            return self.options.space
+        recorded = str(self.tuned.study.get("space") or self.study.user_attrs.get("space") or "")
+        if recorded in bundled_spaces():
+            return recorded
+        raise RetuneError(
+            f"{self.path} was tuned on the search space {recorded!r}, which is not a bundled one; "
+            f"pass --space PATH (bundled: {sorted(bundled_spaces())})."
+        )
+
+    def run(self) -> RetuneResult:
+        challenger = self._search()
+        subjects = [
+            *Subject.baselines(),
+            Subject(
+                name="incumbent",
+                config=self.tuned.config,
+                created=self.tuned.created,
+                trial=self.tuned.metrics.get("trial"),
+            ),
+        ]
+        if challenger is not None:
+            subjects.append(challenger)
+        self._note(f"measuring {', '.join(s.name for s in subjects)} in rotated rounds")
+        campaign = measurement.measure(
+            self.harness,
+            subjects,
+            objective=self.objective,
+            min_rounds=self.options.repeats,
+            max_rounds=self.options.max_rounds,
+            reference="incumbent" if challenger is not None else "compile",
+            on_run=lambda name, index, record: self._note(
+                f"round {index + 1}: {name}: {_shown(record, self.objective)}"
+            ),
+        )
+        if not campaign.complete_runs("eager"):
+            failure = campaign.failure("eager")
+            raise RetuneError(
+                f"the workload {self.spec} does not run eagerly any more, so nothing can be compared: "
+                f"{failure.reason if failure else 'not measured'}: {failure.message if failure else ''}"
+            )
+        current = dict(campaign.environment or self.study.user_attrs.get("environment") or {})
+        environment_changes = (
+            environment.differences(self.tuned.environment, current, environment.RETUNE_KEYS) if current else {}
+        )
+        recorded_model = self.tuned.environment.get("model")
+        model_changes = (
+            environment.differences(recorded_model, self.model_fingerprint)
+            if isinstance(recorded_model, Mapping)
+            else {}
+        )
+        verdict = decide(
+            campaign,
+            recorded=self._recorded_ratios(),
+            min_gain=self.options.min_gain,
+            max_regression=self.options.max_regression,
+        )
+        written = not verdict.regressions or verdict.replaced
+        shipped, cache = self._publish(campaign, verdict, current) if written else (self.tuned, {})
+        result = RetuneResult(
+            path=self.path,
+            study_name=self.study.study_name,
+            date=self.date,
+            objective=self.objective,
+            decision=verdict,
+            campaign=campaign,
+            environment=current,
+            environment_changes=environment_changes,
+            model_changes=model_changes,
+            compile_cache=cache,
+            written=written,
+            notes=self.notes,
+        )
+        history.append(self.out_dir, result.to_history())
+        rows = trial_rows(self.study.get_trials(deepcopy=False))
+        write_trials_csv(self.out_dir, rows)
+        write_report(self.out_dir, self.study, rows, campaign, shipped)
+        return result
+
+    def _recorded_ratios(self) -> dict[str, float | None]:
+        """The incumbent's ratios to the baselines when it was tuned, as best.yaml records them."""
+        figures = self.tuned.metrics
+        ratios: dict[str, float | None] = {}
+        for name in measurement.BASELINES:
+            interval = figures.get(f"vs_{name}")
+            value = interval.get("median") if isinstance(interval, Mapping) else figures.get(f"speedup_vs_{name}")
+            ratios[name] = float(value) if isinstance(value, (int, float)) and value > 0 else None
+        return ratios
+
+    # -- the warm-started search -----------------------------------------------------------------
+
+    def _search(self) -> Subject | None:
+        """Incumbent and previous top trials first, then new trials; returns the best challenger among them."""
+        first = len(self.study.trials)
+        space = load_space(self.space_name).adapt(
+            self.harness.summary, self.harness.device, graph_breaks=0, shared_lengths=self.shared_lengths
+        )
+        queued = self._enqueue(space)
+        planned = queued + self.options.trials
+        if planned:
+            self._note(
+                f"warm-started search: {queued} earlier configuration(s) again, then {self.options.trials} new trial(s)"
+            )
+            finished = sum(1 for t in self.study.get_trials(deepcopy=False) if t.state.is_finished())
+            try:
+                self.study = explore(self._search_options(finished + planned, first), self.progress)
+            except SearchError as exc:
+                # What was measured is in the study; the campaign below still decides.
+                self._note(f"the warm-started search stopped early: {exc}")
+                self.study = optuna.load_study(study_name=self.study.study_name, storage=self.storage_url)
+        mine = self.tuned.config.to_dict()
+        candidates = [
+            t
+            for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+            if t.number >= first
+            and "duplicate_of" not in t.user_attrs
+            and t.user_attrs.get("config") not in (None, mine)
+        ]
+        if not candidates:
+            return None
+        best = max(candidates, key=lambda t: t.value if self.objective.direction == "maximize" else -(t.value or 0.0))
+        config = CompileConfig.from_dict(best.user_attrs["config"])
+        return Subject(name="challenger", config=config, created=best.user_attrs.get("created"), trial=best.number)
+
+    def _search_options(self, trials: int, first: int) -> SearchOptions:
+        """The study's own settings, so the new trials are measured as the first ones were."""
+        return SearchOptions(
+            model=self.spec,
+            space=self.space_name,
+            trials=trials,
+            trial_timeout=self.options.trial_timeout,
+            device=self.harness.device,
+            out=str(self.out_dir),
+            study_name=self.study.study_name,
+            storage=self.storage,
+            sampler=str(self.settings.get("sampler", "tpe")),
+            pruner=str(self.settings.get("pruner", "median")),
+            seed=self.harness.seed,
+            objective=str(self.objective),
+            protocol=self.harness.protocol,
+            confirm=0,
+            compile_cache=False,
+            reuse_since=first,
+        )
+
+    def _enqueue(self, space: Any) -> int:
+        """Enqueue the incumbent and the previous top trials as this space would ask for them."""
+        wanted: list[tuple[CompileConfig, dict[str, Any]]] = []
+        if self.tuned.config.scope != "none" and self.tuned.config != CompileConfig():
+            wanted.append((self.tuned.config, {"retune_role": "incumbent"}))
+        complete = [
+            t
+            for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+            if "duplicate_of" not in t.user_attrs and "config" in t.user_attrs and t.value is not None
+        ]
+        complete.sort(key=lambda t: t.value or 0.0, reverse=self.objective.direction == "maximize")
+        seen = [self.tuned.config.to_dict()]
+        for trial in complete:
+            if len(wanted) > self.options.top:
+                break
+            if trial.user_attrs["config"] not in seen:
+                seen.append(trial.user_attrs["config"])
+                config = CompileConfig.from_dict(trial.user_attrs["config"])
+                wanted.append((config, {"retune_role": "previous", "previous_trial": trial.number}))
+        queued = 0
+        for config, attrs in wanted:
+            params = params_for(space, config)
+            if params is None:
+                self._note(
+                    f"{config.describe()} is not in the space '{space.name}' any more, so it is not searched again"
+                )
+                continue
+            self.study.enqueue_trial(params, user_attrs={**attrs, "retune": self.date})
+            queued += 1
+        return queued
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def _publish(
+        self, campaign: Campaign, verdict: Decision, current: dict[str, Any]
+    ) -> tuple[tuned.TunedConfig, dict[str, Any]]:
+        """The winner's compile cache, then best.yaml, apply_compilation.py and compile_cache.bin as one set."""
+        name = "challenger" if verdict.replaced else "incumbent"
+        subject = campaign.subjects[name]
+        assert subject.config is not None
+        choice = Choice(
+            subject=name,
+            exported=f"trial {subject.trial}" if subject.trial is not None else subject.description,
+            config=subject.config,
+            trial=subject.trial,
+            verdict=f"retune {self.date}: {verdict.decision}"
+            + ("; the challenger replaced the incumbent" if verdict.replaced else ""),
+        )
+        cache: dict[str, Any] = {}
+        staged = None
+        if self.options.compile_cache and subject.config.scope != "none":
+            self._note("compile cache: cold, then warm")
+            try:
+                cache, staged = record_compile_cache(self.harness, subject.config, subject.created, self.out_dir)
+            except ConfigError as exc:
+                cache = {"saved": False, "note": str(exc)}
+            self._note(compile_cache.describe(cache))
+        new = tuned.TunedConfig(
+            workload=self.harness.summary,
+            config=subject.config,
+            created=subject.created or self.date,
+            metrics=metrics(campaign, choice, extra={"retuned": self.date}),
+            baselines={n: baseline_figures(campaign, n) for n in measurement.BASELINES},
+            environment={**current, "model": self.model_fingerprint},
+            study={**study_summary(self.study), "retuned": self.date},
+            compile_cache=cache,
+        )
+        publish.replace_together(
+            self.out_dir,
+            {"compile_cache.bin": staged, "apply_compilation.py": new.source, "best.yaml": new.to_yaml()},
+            commit="best.yaml",
+        )
+        # The study now says what the files say, so `autotune export` gives the same choice.
+        self.study.set_user_attr("environment", current)
+        self.study.set_user_attr("model_fingerprint", self.model_fingerprint)
+        return new, cache
+
+    def _note(self, message: str) -> None:
+        self.progress(Progress(0, 0, None, "", None, None, None, message))
+
+
+def _shown(record: Any, objective: Objective) -> str:
+    if record.complete:
+        return f"{objective.of(record):.4g} {objective.unit}" + (f" [noisy: {record.noisy}]" if record.noisy else "")
+    return f"{record.state} ({record.reason}: {record.message[:200]})"

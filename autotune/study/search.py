@@ -1,0 +1,335 @@
+"""The study loop: baselines, trials (ask → run a worker → tell), confirmation of the best, export.
+
+Optuna is driven with explicit ask/tell so that every trial runs in its own process and
+every outcome, failures included, is recorded in the study (`study.trials`). The best
+trials are then confirmed in one measurement campaign with both baselines
+(`study.campaign`), and the export ships the best of eager, plain torch.compile and the
+confirmed trials (`study.choice`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from autotune.errors import SearchError
+from autotune.runtime import compile_cache, environment
+from autotune.runtime.config import CompileConfig
+from autotune.study import campaign as measurement
+from autotune.study.cache import record_compile_cache
+from autotune.study.campaign import Harness, Subject
+from autotune.study.choice import choose
+from autotune.study.export import SearchResult, campaign_of, export_study
+from autotune.study.objective import Objective
+from autotune.study.progress import Progress, ProgressCallback, quiet
+from autotune.study.space import SearchSpace, load_space, shared_length_groups
+from autotune.study.storage import create_study
+from autotune.study.trials import TrialLoop
+from autotune.trial.request import Protocol, check_device
+from autotune.trial.runner import run_trial
+from autotune.workload import resolve
+
+__all__ = ["SearchOptions", "SearchResult", "default_study_name", "explore", "search"]
+
+SAMPLERS = ("tpe", "random", "bruteforce")
+PRUNERS = ("median", "hyperband", "none")
+
+
+@dataclass(kw_only=True)
+class SearchOptions:
+    """Everything `autotune search` takes; the CLI flags map one to one."""
+
+    model: str
+    space: str = "default"
+    trials: int = 20
+    timeout: float | None = None
+    trial_timeout: float = 900.0
+    device: str | None = None
+    out: str | None = None
+    study_name: str | None = None
+    storage: str | None = None
+    sampler: str = "tpe"
+    pruner: str = "median"
+    seed: int = 0
+    objective: str = "throughput"
+    max_compile_seconds: float | None = None
+    max_failure_rate: float = 0.8
+    slow_ratio: float = 0.5
+    """Prune a trial whose windows run below this fraction of eager's throughput."""
+    confirm: int = 3
+    """Re-measure this many of the best trials with both baselines, in rotated rounds, before choosing."""
+    rounds: int = 3
+    """Rounds of the confirmation campaign before it may stop."""
+    max_rounds: int = 6
+    """Rounds of the confirmation campaign at most, while the leader's interval does not decide."""
+    protocol: Protocol = field(default_factory=Protocol)
+    compile_cache: bool = True
+    """Save the winner's compile artifacts to compile_cache.bin and measure its cold and cached compile time."""
+    reuse_since: int = 0
+    """Trials numbered from here on may reuse an identical configuration's outcome instead of being measured;
+    a retune sets it to its first trial, since earlier ones may have run in another environment."""
+
+    def __post_init__(self) -> None:
+        if self.trials < 1:
+            raise SearchError(f"--trials {self.trials}: must be >= 1.")
+        if self.sampler not in SAMPLERS:
+            raise SearchError(f"--sampler {self.sampler!r} is not allowed; use one of {SAMPLERS}.")
+        if self.pruner not in PRUNERS:
+            raise SearchError(f"--pruner {self.pruner!r} is not allowed; use one of {PRUNERS}.")
+        if not 0 < self.max_failure_rate <= 1:
+            raise SearchError(f"--max-failure-rate {self.max_failure_rate}: must be in (0, 1].")
+        if self.trial_timeout <= 0 or (self.timeout is not None and self.timeout <= 0):
+            raise SearchError("--trial-timeout and --timeout must be positive numbers of seconds.")
+        if not 0 <= self.slow_ratio < 1:
+            raise SearchError(f"--slow-ratio {self.slow_ratio}: must be in [0, 1); 0 never prunes for slowness.")
+        if self.confirm < 0:
+            raise SearchError(f"--confirm {self.confirm}: must be >= 0.")
+        if not 1 <= self.rounds <= self.max_rounds:
+            raise SearchError(
+                f"--rounds {self.rounds} and --max-rounds {self.max_rounds}: 1 <= rounds <= max-rounds must hold."
+            )
+        self.device = check_device(self.device)
+        Objective.parse(self.objective)
+
+    @property
+    def name(self) -> str:
+        return self.study_name or default_study_name(self.model)
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.out) if self.out else Path("outputs") / self.name
+
+    @property
+    def storage_url(self) -> str:
+        return self.storage or f"sqlite:///{(self.out_dir / 'study.db').resolve()}"
+
+
+def default_study_name(model: str) -> str:
+    """A file-system friendly name from a model target: 'examples.toy:model' -> 'examples.toy-model'."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-") or "study"
+
+
+def search(options: SearchOptions, progress: ProgressCallback | None = None) -> SearchResult:
+    """Run (or resume) the study described by `options`, confirm its best trials and export the winner."""
+    return _Search(options, progress or quiet).run()
+
+
+def explore(options: SearchOptions, progress: ProgressCallback | None = None) -> optuna.Study:
+    """Baselines and trials up to `options.trials`; no confirmation, no export.
+
+    `autotune retune` runs its short warm-started search this way and decides on its own measurements.
+    """
+    run = _Search(options, progress or quiet)
+    run.explore()
+    return run.study
+
+
+class _Search:
+    def __init__(self, options: SearchOptions, progress: ProgressCallback) -> None:
+        self.options = options
+        self.progress = progress
+        self.objective = Objective.parse(options.objective)
+        self.started = time.monotonic()
+        workload = resolve(options.model)
+        batches = workload.draw_batches(seed=options.seed)
+        self.summary = workload.summary(options.model, batches)
+        self.model_fingerprint = environment.model_fingerprint(workload.model, environment.batch_shapes(batches))
+        self.shared_lengths = shared_length_groups(self.summary, batches)
+        self.base_space = load_space(options.space)
+        self.harness = Harness(
+            spec=options.model,
+            summary=self.summary,
+            device=str(options.device),
+            seed=options.seed,
+            protocol=options.protocol,
+            timeout=options.trial_timeout,
+        )
+        options.out_dir.mkdir(parents=True, exist_ok=True)
+        self.study = self._open_study()
+        self.loop = TrialLoop(self.study, self.harness, options, self.objective, self._report)
+
+    def _open_study(self) -> optuna.Study:
+        options = self.options
+        study = create_study(
+            options.name,
+            options.storage_url,
+            sampler=_sampler(options),
+            pruner=_pruner(options),
+            direction=self.objective.direction,
+        )
+        attrs = study.user_attrs
+        for key, wanted, flag in (
+            ("objective", str(self.objective), "--objective"),
+            ("model", options.model, "--model"),
+            ("device", options.device, "--device"),
+        ):
+            if attrs.get(key) is not None and attrs.get(key) != wanted:
+                raise SearchError(
+                    f"study {options.name!r} was started with {flag} {attrs[key]}, not {wanted}: its trials would not "
+                    "compare with new ones; use another --study-name (or --out), or the same setting."
+                )
+        study.set_user_attr("objective", str(self.objective))
+        study.set_user_attr("model", options.model)
+        study.set_user_attr("device", options.device)
+        study.set_user_attr("workload", self.summary.to_dict())
+        study.set_user_attr("model_fingerprint", self.model_fingerprint)
+        settings = {"sampler": options.sampler, "pruner": options.pruner, "seed": options.seed}
+        settings["protocol"] = options.protocol.to_dict()
+        settings["storage"] = options.storage_url if options.storage else "study.db"
+        study.set_user_attr("settings", settings)
+        study.set_user_attr("space", self.base_space.name)
+        return study
+
+    def run(self) -> SearchResult:
+        self.explore()
+        self.confirm()
+        self.study.set_user_attr("search_wall_seconds", round(time.monotonic() - self.started, 1))
+        if self.options.compile_cache:
+            self._save_compile_cache(campaign_of(self.study)[0])
+        return export_study(self.study, self.options.out_dir)
+
+    def explore(self) -> None:
+        """Baselines, then trials until --trials, --timeout, too many failures or an exhausted space."""
+        self.loop.baselines = self._baselines()
+        graph_breaks = int(self.loop.baselines["compile"].get("graph_breaks", 0) or 0)
+        space: SearchSpace = self.base_space.adapt(
+            self.summary, str(self.options.device), graph_breaks=graph_breaks, shared_lengths=self.shared_lengths
+        )
+        self.loop.space = space
+        dropped = "".join(f"; dropped {d}" for d in space.dropped)
+        self._note(f"space '{space.name}': {len(space.dimensions())} dimensions{dropped}")
+        while self._more_trials():
+            self.loop.one_trial()
+
+    def _more_trials(self) -> bool:
+        finished = self.loop.finished()
+        if len(finished) >= self.options.trials:
+            return False
+        if self.loop.exhausted:
+            self._note(f"every configuration of the space was measured after {len(finished)} trials")
+            return False
+        if self.options.timeout is not None and time.monotonic() - self.started > self.options.timeout:
+            self._note(f"--timeout {self.options.timeout:.0f} s reached after {len(finished)} trials")
+            return False
+        failed = [t for t in finished if t.state == optuna.trial.TrialState.FAIL]
+        if len(finished) >= 5 and len(failed) / len(finished) > self.options.max_failure_rate:
+            reasons = sorted({t.user_attrs.get("reason", "?") for t in failed})
+            note = (
+                f"stopped searching: {len(failed)} of {len(finished)} trials failed, more than --max-failure-rate "
+                f"{self.options.max_failure_rate:.0%} (reasons: {', '.join(reasons)}); what completed is still confirmed"
+            )
+            self.study.set_user_attr("stopped", note)
+            self._note(note)
+            return False
+        return True
+
+    def _baselines(self) -> dict[str, dict[str, Any]]:
+        """Eager and plain torch.compile, measured once per search session for pruning and the trials' speedups."""
+        baselines: dict[str, dict[str, Any]] = {}
+        for subject in Subject.baselines():
+            self._report(None, f"baseline: {subject.description}")
+            run = run_trial(self.harness.request(subject.config))
+            record = run.record()
+            if not record.complete and subject.name == "eager":
+                raise SearchError(
+                    f"the workload does not run eagerly, so there is nothing to compare with: {record.reason}: "
+                    f"{record.message}\n{record.stderr_tail}"
+                )
+            baselines[subject.name] = record.to_dict()
+            self.study.set_user_attr(f"baseline.{subject.name}", baselines[subject.name])
+            if run.environment:
+                self.study.set_user_attr("environment", run.environment)
+        return baselines
+
+    def confirm(self) -> measurement.Campaign | None:
+        """Re-measure the best trials with both baselines in rotated rounds; store the campaign in the study."""
+        top = self.loop.best_distinct(self.options.confirm)
+        if not top:
+            return None
+        self._note(
+            f"confirming the best {len(top)} trial(s) against eager and plain torch.compile: "
+            f"{self.options.rounds} to {self.options.max_rounds} rotated rounds"
+        )
+        subjects = Subject.baselines() + [
+            Subject(
+                name=f"trial {t.number}",
+                config=CompileConfig.from_dict(t.user_attrs["config"]),
+                created=t.user_attrs.get("created"),
+                trial=t.number,
+            )
+            for t in top
+        ]
+
+        def shown(name: str, index: int, record: Any) -> None:
+            outcome = (
+                f"{record.samples_per_second:.4g} samples/s" if record.complete else f"{record.state} ({record.reason})"
+            )
+            noisy = f"  [noisy: {record.noisy}]" if record.noisy else ""
+            self._note(f"confirm round {index + 1}: {name}: {outcome}{noisy}")
+
+        campaign = measurement.measure(
+            self.harness,
+            subjects,
+            objective=self.objective,
+            min_rounds=self.options.rounds,
+            max_rounds=self.options.max_rounds,
+            on_run=shown,
+        )
+        self.study.set_user_attr("confirmation", campaign.to_dict())
+        noise = campaign.noise()
+        if noise["noisy_runs"]:
+            self._note(
+                f"the machine was busy during {noise['noisy_runs']} of {noise['runs']} confirmation runs "
+                f"(load {noise.get('load')}); those were measured again"
+            )
+        return campaign
+
+    def _save_compile_cache(self, campaign: measurement.Campaign) -> None:
+        """Save the exported configuration's compile artifacts beside best.yaml, and time compiling with them."""
+        choice = choose(campaign)
+        if choice.config.scope == "none":
+            return
+        self._report(choice.trial, "compile cache: cold, then warm")
+        created = campaign.subjects[choice.subject].created
+        section, staged = record_compile_cache(self.harness, choice.config, created, self.options.out_dir)
+        if staged is not None:
+            os.replace(staged, self.options.out_dir / "compile_cache.bin")
+        self.study.set_user_attr("compile_cache", {**section, "subject": choice.subject})
+        self._note(compile_cache.describe(section))
+
+    # -- display -----------------------------------------------------------------------------
+
+    def _note(self, message: str) -> None:
+        self._report(None, "", message)
+
+    def _report(self, trial: int | None, phase: str, message: str = "") -> None:
+        done, eta = self.loop.counts()
+        self.progress(Progress(done, self.options.trials, trial, phase, None, None, eta, message))
+
+
+def _sampler(options: SearchOptions) -> optuna.samplers.BaseSampler:
+    if options.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=options.seed)
+    if options.sampler == "bruteforce":
+        import warnings
+
+        # Optuna marks the brute-force sampler experimental; the warning says nothing a user can act on.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.BruteForceSampler(seed=options.seed)
+    return optuna.samplers.TPESampler(seed=options.seed, n_startup_trials=min(10, max(3, options.trials // 3)))
+
+
+def _pruner(options: SearchOptions) -> optuna.pruners.BasePruner:
+    if options.pruner == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=2, max_resource=options.protocol.windows)
+    if options.pruner == "none":
+        return optuna.pruners.NopPruner()
+    # Two windows of warm-up: the first windows of a trial on a busy machine say little.
+    return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2)

@@ -1,0 +1,209 @@
+"""One trial of a search: ask the study, sample a configuration, run it in a worker with pruning, tell the outcome.
+
+A configuration the study already measured is not measured again when its outcome does
+not depend on the machine's mood (complete, or failed for a reason such as an accuracy
+mismatch or a graph break); a pruned, timed-out or crashed twin is measured again, since
+noise may have caused that outcome.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import optuna
+
+from autotune.errors import ConfigError, SpaceError
+from autotune.study.campaign import Harness
+from autotune.study.format import utc_now
+from autotune.study.objective import Objective
+from autotune.study.space import SearchSpace
+from autotune.trial.runner import run_trial
+
+if TYPE_CHECKING:
+    from autotune.study.search import SearchOptions
+
+__all__ = ["DETERMINISTIC_FAILURES", "Monitor", "TrialLoop"]
+
+DETERMINISTIC_FAILURES = ("invalid_config", "accuracy", "graph_break", "compile_error", "recompile_limit", "unsettled")
+"""Failure reasons that measuring again would repeat, so a twin may reuse them."""
+Report = Callable[..., None]
+"""(trial number or None, phase, message="") -> None: the search's display."""
+_STATES = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
+
+
+class TrialLoop:
+    """Runs the trials of one search session against its study."""
+
+    def __init__(
+        self, study: optuna.Study, harness: Harness, options: SearchOptions, objective: Objective, report: Report
+    ) -> None:
+        self.study = study
+        self.harness = harness
+        self.options = options
+        self.objective = objective
+        self.report = report
+        self.space: SearchSpace | None = None
+        self.baselines: dict[str, dict[str, Any]] = {}
+        self.exhausted = False
+
+    def finished(self) -> list[optuna.trial.FrozenTrial]:
+        return self.study.get_trials(deepcopy=False, states=_STATES)
+
+    def counts(self) -> tuple[int, float | None]:
+        """Finished trials, and an estimate of the seconds the remaining ones take."""
+        finished = self.finished()
+        durations = [t.user_attrs.get("wall_seconds", 0.0) for t in finished if "duplicate_of" not in t.user_attrs]
+        remaining = self.options.trials - len(finished)
+        eta = statistics.median(durations) * remaining if durations and remaining > 0 else None
+        return len(finished), eta
+
+    def best_distinct(self, count: int) -> list[optuna.trial.FrozenTrial]:
+        """The `count` best complete trials, one per configuration."""
+        complete = [
+            t
+            for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+            if "duplicate_of" not in t.user_attrs and t.value is not None
+        ]
+        complete.sort(key=lambda t: t.value or 0.0, reverse=self.objective.direction == "maximize")
+        chosen: list[optuna.trial.FrozenTrial] = []
+        for trial in complete:
+            if len(chosen) >= count:
+                break
+            if all(other.user_attrs.get("config") != trial.user_attrs.get("config") for other in chosen):
+                chosen.append(trial)
+        return chosen
+
+    def one_trial(self) -> None:
+        assert self.space is not None
+        trial = self.study.ask()
+        trial.set_user_attr("host", socket.gethostname())
+        trial.set_user_attr("pid", os.getpid())
+        try:
+            config = self.space.suggest(trial)
+        except SpaceError as exc:
+            self._tell_failed(trial, "invalid_config", str(exc))
+            return
+        trial.set_user_attr("config", config.to_dict())
+        trial.set_user_attr("description", config.describe())
+        twin = self._reusable_twin(config.to_dict(), trial.number)
+        if twin is not None:
+            self._copy_outcome(trial, twin)
+            return
+        created = utc_now()
+        try:
+            source = self.harness.source(config, created)
+        except ConfigError as exc:
+            self._tell_failed(trial, "invalid_config", str(exc))
+            return
+        trial.set_user_attr("created", created)
+        self.report(trial.number, f"trial {trial.number}: starting")
+        run = run_trial(self.harness.request(config, source=source), Monitor(self, trial, f"trial {trial.number}"))
+        record = run.record()
+        for key, value in record.to_dict().items():
+            trial.set_user_attr(key, value)
+        for name in ("eager", "compile"):
+            base = self.baselines.get(name, {}).get("samples_per_second")
+            if record.complete and base:
+                trial.set_user_attr(f"speedup_vs_{name}", round((record.samples_per_second or 0.0) / base, 4))
+        if record.complete:
+            value = self.objective.of(record)
+            self._tell(trial, value)
+            self._note(f"trial {trial.number}: {value:.4g} {self.objective.unit}  {config.describe()}")
+        elif record.state == "pruned":
+            self._tell(trial, state=optuna.trial.TrialState.PRUNED)
+            self._note(f"trial {trial.number}: pruned ({record.message})  {config.describe()}")
+        else:
+            self._tell(trial, state=optuna.trial.TrialState.FAIL)
+            self._note(f"trial {trial.number}: FAIL {record.reason}: {record.message}  {config.describe()}")
+
+    def _note(self, message: str) -> None:
+        self.report(None, "", message)
+
+    def _tell(self, trial: optuna.Trial, *args: Any, **kwargs: Any) -> None:
+        try:
+            self.study.tell(trial, *args, **kwargs)
+        except RuntimeError as exc:
+            # The brute-force sampler asks the study to stop once every configuration was tried;
+            # with ask/tell that request arrives as this error, after the trial was recorded.
+            if "Study.stop" not in str(exc):
+                raise
+            self.exhausted = True
+
+    def _tell_failed(self, trial: optuna.Trial, reason: str, message: str) -> None:
+        trial.set_user_attr("state", "failed")
+        trial.set_user_attr("reason", reason)
+        trial.set_user_attr("message", message)
+        self._tell(trial, state=optuna.trial.TrialState.FAIL)
+        self._note(f"trial {trial.number}: FAIL {reason}: {message}")
+
+    def _reusable_twin(self, wanted: dict[str, Any], number: int) -> optuna.trial.FrozenTrial | None:
+        for other in self.finished():
+            if other.number < self.options.reuse_since or other.number == number or "duplicate_of" in other.user_attrs:
+                continue
+            if other.user_attrs.get("config") != wanted:
+                continue
+            complete = other.state == optuna.trial.TrialState.COMPLETE
+            if complete or other.user_attrs.get("reason") in DETERMINISTIC_FAILURES:
+                return other
+        return None
+
+    def _copy_outcome(self, trial: optuna.Trial, twin: optuna.trial.FrozenTrial) -> None:
+        for key, value in twin.user_attrs.items():
+            if key not in ("host", "pid"):
+                trial.set_user_attr(key, value)
+        trial.set_user_attr("duplicate_of", twin.number)
+        if twin.state == optuna.trial.TrialState.COMPLETE:
+            self._tell(trial, twin.value)
+        else:
+            self._tell(trial, state=twin.state)
+        self._note(f"trial {trial.number}: same configuration as trial {twin.number}; its outcome is reused")
+
+
+class Monitor:
+    """Watches one worker's events: phase changes for the display, windows for the pruner, the compile budget."""
+
+    def __init__(self, loop: TrialLoop, trial: optuna.Trial, label: str) -> None:
+        self.loop = loop
+        self.trial = trial
+        self.label = label
+        self.phase = "start"
+        self.phase_started = time.monotonic()
+        self.compile_seconds = 0.0
+        self.windows: list[float] = []
+
+    def __call__(self, event: dict[str, Any] | None) -> str | None:
+        limit = self.loop.options.max_compile_seconds
+        if event is None:
+            if self.phase == "compile" and limit and time.monotonic() - self.phase_started > limit:
+                return f"compile ran past --max-compile-seconds {limit:.0f}"
+            return None
+        kind = event["event"]
+        if kind == "phase":
+            self.phase, self.phase_started = event["phase"], time.monotonic()
+            self.loop.report(self.trial.number, f"{self.label}: {self.phase}")
+        elif kind == "compiled":
+            self.compile_seconds = float(event["compile_seconds"])
+            if limit and self.compile_seconds > limit:
+                return f"compile took {self.compile_seconds:.0f} s > --max-compile-seconds {limit:.0f}"
+        elif kind == "window":
+            return self._window(event)
+        return None
+
+    def _window(self, event: dict[str, Any]) -> str | None:
+        objective = self.loop.objective
+        value = objective.value(event["samples_per_second"], event["batches_per_second"], self.compile_seconds)
+        step = int(event["index"])
+        self.trial.report(value, step)
+        self.windows.append(event["samples_per_second"])
+        if self.trial.should_prune():
+            return f"the {self.loop.options.pruner} pruner stopped it at window {step} ({value:.4g} {objective.unit})"
+        eager = self.loop.baselines.get("eager", {}).get("steady_samples_per_second")
+        ratio = self.loop.options.slow_ratio
+        if eager and len(self.windows) >= 2 and statistics.median(self.windows) < ratio * eager:
+            return f"{statistics.median(self.windows):.4g} samples/s is below {ratio:.0%} of eager's {eager:.4g}"
+        return None

@@ -1,0 +1,39 @@
+"""The event channel from a worker to its parent: JSON lines on an inherited file descriptor.
+
+The worker writes one JSON object per line, flushed at once, so the parent sees each
+phase, window and result as it happens and can stop the trial between any two of them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, TextIO
+
+__all__ = ["EVENT_FD_VARIABLE", "PARENT_PID_VARIABLE", "Events", "parse_event"]
+
+EVENT_FD_VARIABLE = "AUTOTUNE_EVENT_FD"
+"""The environment variable that names the worker's event file descriptor."""
+PARENT_PID_VARIABLE = "AUTOTUNE_PARENT_PID"
+"""The worker exits when the process that started it is gone (it runs in a session of its own)."""
+
+
+class Events:
+    """JSON-lines events to the parent; one flush per line so the parent sees them as they happen."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def emit(self, event: str, **fields: Any) -> None:
+        """Write one event with a timestamp."""
+        self.stream.write(json.dumps({"event": event, "time": time.time(), **fields}) + "\n")
+        self.stream.flush()
+
+
+def parse_event(line: bytes) -> dict[str, Any] | None:
+    """One event from a line the worker wrote, or None for anything else (a stray print, a partial line)."""
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) and "event" in event else None

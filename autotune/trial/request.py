@@ -1,0 +1,202 @@
+"""What crosses the boundary of a trial process: the request, the measuring protocol, and the run's record.
+
+`TrialRequest` goes to the worker (as JSON), `TrialRun` collects what the worker reported,
+and `RunRecord` is the plain figures of one run that studies, reports and the measurement
+campaign keep (`to_dict`/`from_dict`, JSON-safe). Nothing here imports torch or Optuna.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from autotune.errors import ConfigError
+
+__all__ = ["Protocol", "RunRecord", "TrialRequest", "TrialRun", "check_device"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Protocol:
+    """How a run is measured; the same for every trial and baseline of a study."""
+
+    windows: int = 5
+    """Steady-state windows on the fixed batches after warm-up; the pruner sees each one."""
+    passes_per_window: int = 1
+    """Passes over the fixed batches in one window (more for tiny, fast workloads)."""
+    max_warmup_passes: int = 8
+    """Warm-up passes allowed for the fixed batches' shapes to compile; a run still compiling after them fails."""
+    fresh_batches: int = 24
+    """Batches the run has not seen, each run once after the windows: the throughput figure, recompiles included.
+    0 measures the fixed batches only."""
+    check_accuracy: bool = True
+    """Compare loss and gradients (train) or outputs (infer) with eager before measuring."""
+    threads: int = 0
+    """CPU threads for torch and Inductor's kernels (0: every core this process may use); recorded per run."""
+
+    def __post_init__(self) -> None:
+        for name in ("windows", "passes_per_window", "max_warmup_passes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"protocol.{name}: {value!r} must be an integer >= 1.")
+        for name in ("fresh_batches", "threads"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"protocol.{name}: {value!r} must be an integer >= 0.")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Protocol:
+        """The inverse of to_dict; keys of other versions are ignored."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialRequest:
+    """What a worker needs: the workload target, the generated source (None for eager) and how to measure."""
+
+    spec: str
+    source: str | None
+    device: str = "cpu"
+    seed: int = 0
+    protocol: dict[str, Any] = field(default_factory=dict)
+    uses_cuda_graphs: bool = False
+    timeout: float = 900.0
+    """Hard wall-clock limit for the whole worker, in seconds."""
+    save_cache_path: str | None = None
+    """Save the compile artifacts of this run to this file (see `autotune.runtime.compile_cache`)."""
+    load_cache_path: str | None = None
+    """Load compile artifacts from this file before compiling, as `load_compile_cache` in the generated code does."""
+
+
+@dataclass(kw_only=True)
+class TrialRun:
+    """How a worker ended: 'complete' with a result, 'failed' with a reason, or 'pruned'."""
+
+    state: str
+    reason: str = ""
+    message: str = ""
+    result: dict[str, Any] = field(default_factory=dict)
+    compiled: dict[str, Any] = field(default_factory=dict)
+    windows: list[dict[str, Any]] = field(default_factory=list)
+    environment: dict[str, Any] = field(default_factory=dict)
+    stderr_tail: str = ""
+    wall_seconds: float = 0.0
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    cache: dict[str, Any] = field(default_factory=dict)
+    """What the worker said about a compile cache it loaded or saved."""
+    paused_seconds: float = 0.0
+    """Wall time the worker spent stopped by its parent (not part of any figure)."""
+
+    def record(self) -> RunRecord:
+        """The plain figures of this run."""
+        values: dict[str, Any] = {
+            "state": self.state,
+            "reason": self.reason,
+            "message": self.message[:2000],
+            "wall_seconds": round(self.wall_seconds, 3),
+            "phase_seconds": {k: round(v, 3) for k, v in self.phase_seconds.items()},
+            "windows": [round(w["samples_per_second"], 4) for w in self.windows],
+        }
+        values.update({k: v for k, v in self.compiled.items() if k in _FIGURES})
+        values.update({k: v for k, v in self.result.items() if k in _FIGURES})
+        if self.state == "failed":
+            values["stderr_tail"] = self.stderr_tail[-3000:]
+        return RunRecord.from_dict(values)
+
+
+@dataclass(kw_only=True)
+class RunRecord:
+    """The figures of one run of one subject: what a study stores and every report reads."""
+
+    state: str
+    """'complete', 'failed' or 'pruned'."""
+    reason: str = ""
+    message: str = ""
+    samples_per_second: float | None = None
+    """The run's throughput: on the fresh batches, recompiles included (the fixed ones without a stream)."""
+    batches_per_second: float | None = None
+    steady_samples_per_second: float | None = None
+    """Median of the steady-state windows on the fixed batches, after warm-up."""
+    samples_per_second_min: float | None = None
+    samples_per_second_max: float | None = None
+    windows: list[float] = field(default_factory=list)
+    compile_seconds: float | None = None
+    """Compile and warm-up on the fixed batches, without the accuracy check's eager reference."""
+    warmup_passes: int | None = None
+    fresh_batches: int | None = None
+    fresh_recompiles: int | None = None
+    """Frames compiled while running the fresh batches: shapes the fixed batches did not have."""
+    fresh_compile_seconds: float | None = None
+    """Time spent in fresh-batch steps that compiled something."""
+    peak_memory_mb: float | None = None
+    memory_kind: str | None = None
+    graphs: int | None = None
+    graph_breaks: int | None = None
+    recompiles: int | None = None
+    threads: int | None = None
+    probe_seconds: list[float] = field(default_factory=list)
+    """The calibration probe, timed before and after measuring: a slower probe means a busier machine."""
+    load: list[float] = field(default_factory=list)
+    """The 1-minute load average before and after measuring (empty where the system has none)."""
+    steal: float | None = None
+    """Share of CPU time the hypervisor gave to others while measuring (Linux /proc/stat), or None."""
+    noisy: str = ""
+    """Why this run's figures are not trusted (a slow probe, spread windows); empty when they are."""
+    wall_seconds: float = 0.0
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    stderr_tail: str = ""
+
+    @property
+    def complete(self) -> bool:
+        return self.state == "complete" and self.samples_per_second is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON- and YAML-safe plain data (no NaN or infinity)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {k: _finite(v) for k, v in data.items() if v not in (None, "", [], {}) or k == "state"}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunRecord:
+        """Build from `to_dict` output (or a study's trial attributes); unknown keys are ignored."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known and v is not None}
+        values.setdefault("state", "failed")
+        return cls(**values)
+
+
+_FIGURES = {f.name for f in fields(RunRecord)} - {"state", "reason", "message", "wall_seconds", "phase_seconds"}
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def check_device(device: str | None) -> str:
+    """The device trials run on: as given, or cuda when available, else cpu; refused when this torch lacks it."""
+    # Whether CUDA exists needs torch; the parent asks only that and never initialises a device.
+    import torch
+
+    if device is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device != "cpu" and not re.fullmatch(r"cuda(:\d+)?", device):
+        raise ConfigError(f"--device {device!r} is not allowed; use 'cpu', 'cuda' or 'cuda:N'.")
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            build = f"torch {torch.__version__}" + ("" if torch.version.cuda else ", a build without CUDA")
+            raise ConfigError(f"--device {device!r}: no CUDA device is usable here ({build}); use --device cpu.")
+        index = int(device.partition(":")[2] or 0)
+        if index >= torch.cuda.device_count():
+            raise ConfigError(
+                f"--device {device!r}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+                f"cuda:0 to cuda:{torch.cuda.device_count() - 1}."
+            )
+    return device

@@ -1,0 +1,452 @@
+"""The trial process: `python -m autotune.trial.worker REQUEST.json`.
+
+It builds the workload, applies the configuration by executing the generated
+`apply_compilation.py` (none for the eager baseline), checks it against eager, and measures:
+
+1. compile time: applying the configuration and warming up on the fixed batches until a
+   pass compiles nothing new (the eager reference of the accuracy check is not in it);
+2. steady-state windows on the fixed batches (each one an event the pruner sees);
+3. a stream of fresh batches the run has not seen, each run once: the throughput figure,
+   with the recompiles of new shapes paid for and counted;
+4. a calibration probe before and after measuring, the load average and CPU steal, so the
+   parent can tell a busy machine from a slow configuration.
+
+It streams JSON-lines events to the parent on the file descriptor named by
+AUTOTUNE_EVENT_FD, exits when its parent dies, and never imports Optuna.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import signal
+import statistics
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from autotune.runtime import codegen, compile_cache, environment
+from autotune.trial.events import EVENT_FD_VARIABLE, PARENT_PID_VARIABLE, Events
+from autotune.trial.measure import (
+    Stopwatch,
+    calibration_probe,
+    compare,
+    cpu_times,
+    dynamo_counts,
+    fail_on_recompile_limit,
+    load_average,
+    peak_memory_mb,
+    reset_peak_memory,
+    steal_share,
+    synchronize,
+    tensor_leaves,
+    tolerance_for,
+    working_dtype,
+)
+from autotune.trial.request import Protocol
+from autotune.workload import Workload, resolve, samples_in
+
+__all__ = ["StepRunner", "TrialFailure", "classify", "main"]
+
+MIN_WINDOW_SECONDS = 0.5
+MAX_PASSES_PER_WINDOW = 64
+PROBE_SLOWDOWN = 1.5
+"""A probe this many times slower after measuring than before marks the run noisy."""
+WINDOW_SPREAD = 1.5
+"""Steady-state windows whose fastest is this many times the slowest mark the run noisy."""
+
+
+class TrialFailure(Exception):
+    """A trial failed for a reason the parent records (accuracy, recompile_limit, ...)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the trial described by the request file; returns 0 when it completed, 1 when it failed."""
+    args = sys.argv[1:] if argv is None else argv
+    request = json.loads(Path(args[0]).read_text())
+    _die_with_parent()
+    fd = os.environ.get(EVENT_FD_VARIABLE)
+    events = Events(os.fdopen(int(fd), "w", buffering=1) if fd else sys.stdout)
+    trial = Trial(request, events)
+    try:
+        trial.run()
+    except TrialFailure as failure:
+        events.emit("failed", reason=failure.reason, message=str(failure), phase=trial.phase)
+        return 1
+    except Exception as exc:
+        traceback.print_exc()
+        events.emit("failed", reason=classify(exc, trial.phase), message=_one_line(exc), phase=trial.phase)
+        return 1
+    return 0
+
+
+def _die_with_parent() -> None:
+    """Kill this worker's process group once the parent that started it is gone.
+
+    The worker runs in a session of its own (so that killing its group reaches Inductor's
+    compile workers), which also means nothing ends it when the parent is killed.
+    """
+    parent = int(os.environ.get(PARENT_PID_VARIABLE) or 0)
+    if not parent:
+        return
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="autotune-parent-watch", daemon=True).start()
+
+
+@dataclass
+class Trial:
+    """One run of one configuration (or eager), from building the workload to the result event."""
+
+    request: dict[str, Any]
+    events: Events
+    phase: str = "build"
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def run(self) -> None:
+        """Build, check, compile, measure and report."""
+        self._build()
+        self._compile()
+        self._set_phase("measure")
+        load_before, cpu_before = load_average(), cpu_times()
+        probe_before = calibration_probe(self.device)
+        windows = self._windows()
+        fresh = self._fresh_stream()
+        probe_after = calibration_probe(self.device)
+        load_after, cpu_after = load_average(), cpu_times()
+        if self.generated is not None and self.request.get("save_cache_path"):
+            saved = compile_cache.save_compile_cache(self.request["save_cache_path"], str(self.device))
+            self.events.emit("cache", **saved)
+        steady = statistics.median(w["samples_per_second"] for w in windows)
+        rates = [w["samples_per_second"] for w in windows]
+        self.events.emit(
+            "result",
+            samples_per_second=fresh["samples_per_second"] if fresh else steady,
+            batches_per_second=fresh["batches_per_second"]
+            if fresh
+            else statistics.median(w["batches_per_second"] for w in windows),
+            steady_samples_per_second=steady,
+            samples_per_second_min=min(rates),
+            samples_per_second_max=max(rates),
+            peak_memory_mb=peak_memory_mb(self.device),
+            memory_kind="cuda_allocated" if self.device.type == "cuda" else "process_rss",
+            threads=torch.get_num_threads(),
+            probe_seconds=[probe_before, probe_after],
+            load=[v for v in (load_before, load_after) if v is not None],
+            steal=steal_share(cpu_before, cpu_after),
+            noisy=_noise(probe_before, probe_after, rates),
+            **{k: v for k, v in fresh.items() if k.startswith("fresh_")},
+            **self.figures,
+            **dynamo_counts(),
+        )
+
+    # -- building -------------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        self.protocol = Protocol.from_dict(self.request.get("protocol", {}))
+        self.device = torch.device(self.request["device"])
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        if self.protocol.threads:
+            torch.set_num_threads(self.protocol.threads)
+        self._set_phase("build")
+        self.workload = resolve(self.request["spec"])
+        seed = int(self.request.get("seed", 0))
+        self.batches = [_to_device(b, self.device) for b in self.workload.draw_batches(seed=seed)]
+        drawn = self.workload.fresh_batches(seed=seed, count=self.protocol.fresh_batches)
+        self.fresh = [_to_device(b, self.device) for b in drawn]
+        self.model = self.workload.model.to(self.device)
+        self.events.emit("environment", environment=environment.fingerprint(str(self.device)))
+        source = self.request.get("source")
+        path = self.request.get("source_path", "apply_compilation.py")
+        self.generated = codegen.load_module(source, path) if source else None
+        self.prepare: Callable[[Any], Any] = self.generated.prepare_batch if self.generated else (lambda b: b)
+        self.step = StepRunner(self.workload, self.device, bool(self.request.get("uses_cuda_graphs")))
+        task_optimizer = self.workload.task == "train" and self.workload.optimizer
+        self.optimizer = self.workload.optimizer(self.model.parameters()) if task_optimizer else None  # type: ignore[misc]
+
+    def _set_phase(self, phase: str) -> None:
+        self.phase = phase
+        self.events.emit("phase", phase=phase)
+
+    # -- compiling ------------------------------------------------------------------------------
+
+    def _compile(self) -> None:
+        checking = self.generated is not None and self.protocol.check_accuracy
+        # The reference is the model itself, run eagerly before it is compiled: no second copy
+        # of the weights on the device, and its time is not part of the compile time.
+        reference = Reference.of(self.workload, self.model, self.batches[0], self.step) if checking else None
+        fail_on_recompile_limit()
+        self._set_phase("compile")
+        started = time.perf_counter()
+        if self.generated is not None and self.request.get("load_cache_path"):
+            # Loading the artifacts is part of what a warm start costs, so it is inside the compile clock.
+            loaded = self.generated.load_compile_cache(self.request["load_cache_path"])
+            self.events.emit("cache", loaded=bool(loaded), load_seconds=time.perf_counter() - started)
+        if self.generated is not None:
+            self.model, self.optimizer = self.generated.apply_compilation(self.model, self.optimizer)
+        excluded = reference.check(self.model, self.prepare) if reference is not None else 0.0
+        del reference
+        self.model.train(self.workload.task == "train")
+        # Peak memory from here on: the compiled steps, not the accuracy check's tensors.
+        reset_peak_memory(self.device)
+        synchronize(self.device)
+        settled_at, passes = self._warm_up()
+        compile_seconds = max(settled_at - started - excluded, 0.0) if self.generated is not None else 0.0
+        self.figures = {"compile_seconds": compile_seconds, "warmup_passes": passes}
+        self.events.emit("compiled", **self.figures, **dynamo_counts())
+
+    def _warm_up(self) -> tuple[float, int]:
+        """Passes over the fixed batches until one compiles nothing; (clock when the last compiling pass ended, passes)."""
+        settled_at = time.perf_counter()
+        for index in range(1, self.protocol.max_warmup_passes + 1):
+            before = dynamo_counts()["frames"]
+            self._pass(self.batches)
+            synchronize(self.device)
+            if dynamo_counts()["frames"] == before:
+                return settled_at, index
+            settled_at = time.perf_counter()
+        raise TrialFailure(
+            "unsettled",
+            f"still compiling after {self.protocol.max_warmup_passes} warm-up passes over the same batches: "
+            "something other than the input shapes changes every step",
+        )
+
+    # -- measuring ------------------------------------------------------------------------------
+
+    def _pass(self, batches: list[Any]) -> None:
+        for batch in batches:
+            self.step(self.model, self.optimizer, self.prepare(batch))
+
+    def _windows(self) -> list[dict[str, Any]]:
+        """Steady-state windows on the fixed batches; a window in which anything compiled is measured again."""
+        samples = sum(samples_in(b) for b in self.batches)
+        clock = Stopwatch(self.device)
+        clock.start()
+        self._pass(self.batches)
+        passes = min(
+            MAX_PASSES_PER_WINDOW,
+            max(self.protocol.passes_per_window, math.ceil(MIN_WINDOW_SECONDS / max(clock.elapsed(), 1e-6))),
+        )
+        windows: list[dict[str, Any]] = []
+        redone = 0
+        while len(windows) < self.protocol.windows:
+            frames = dynamo_counts()["frames"]
+            clock.start()
+            for _ in range(passes):
+                self._pass(self.batches)
+            seconds = clock.elapsed()
+            if dynamo_counts()["frames"] != frames:
+                redone += 1
+                if redone > self.protocol.windows:
+                    raise TrialFailure("unsettled", "kept compiling while measuring the same batches")
+                continue
+            window = {
+                "index": len(windows),
+                "seconds": seconds,
+                "samples_per_second": samples * passes / seconds,
+                "batches_per_second": len(self.batches) * passes / seconds,
+            }
+            windows.append(window)
+            self.events.emit("window", **window)
+        return windows
+
+    def _fresh_stream(self) -> dict[str, Any]:
+        """Each fresh batch once, timed as a whole: what a real run sees, recompiles included."""
+        if not self.fresh:
+            return {}
+        clock = Stopwatch(self.device)
+        compiling_seconds = 0.0
+        frames_before = dynamo_counts()["frames"]
+        total = time.perf_counter()
+        synchronize(self.device)
+        for batch in self.fresh:
+            frames = dynamo_counts()["frames"]
+            clock.start()
+            self.step(self.model, self.optimizer, self.prepare(batch))
+            seconds = clock.elapsed()
+            if dynamo_counts()["frames"] != frames:
+                compiling_seconds += seconds
+        synchronize(self.device)
+        elapsed = time.perf_counter() - total
+        figures = {
+            "samples_per_second": sum(samples_in(b) for b in self.fresh) / elapsed,
+            "batches_per_second": len(self.fresh) / elapsed,
+            "fresh_batches": len(self.fresh),
+            "fresh_recompiles": dynamo_counts()["frames"] - frames_before,
+            "fresh_compile_seconds": compiling_seconds,
+        }
+        self.events.emit("fresh", **figures)
+        return figures
+
+
+def _noise(probe_before: float, probe_after: float, rates: list[float]) -> str:
+    """Why the machine looked busy during this run, or '' when it did not."""
+    if probe_after > PROBE_SLOWDOWN * probe_before or probe_before > PROBE_SLOWDOWN * probe_after:
+        return f"the calibration probe took {probe_before * 1e3:.1f} ms before measuring and {probe_after * 1e3:.1f} ms after"
+    if min(rates) > 0 and max(rates) > WINDOW_SPREAD * min(rates):
+        return f"steady-state windows ranged from {min(rates):.4g} to {max(rates):.4g} samples/s"
+    return ""
+
+
+class StepRunner:
+    """One training or inference step, the way a user's loop runs it under this configuration."""
+
+    def __init__(self, workload: Workload, device: torch.device, cuda_graphs: bool) -> None:
+        self.workload = workload
+        self.cuda_graphs = cuda_graphs
+        self.autocast = (
+            torch.autocast(device.type, dtype=workload.autocast) if workload.autocast else contextlib.nullcontext()
+        )
+
+    def forward(self, model: nn.Module, batch: Any) -> Any:
+        with self.autocast:
+            return self.workload.run_forward(model, batch)
+
+    def __call__(self, model: nn.Module, optimizer: torch.optim.Optimizer | None, batch: Any) -> Any:
+        if self.cuda_graphs:
+            # Replayed graphs reuse their output buffers: mark each step and read what it returns before the next.
+            torch.compiler.cudagraph_mark_step_begin()
+        if self.workload.task == "infer":
+            with torch.no_grad():
+                output = self.forward(model, batch)
+            return [t.clone() for t in tensor_leaves(output)] if self.cuda_graphs else output
+        loss = self.workload.compute_loss(self.forward(model, batch), batch)
+        loss.backward()
+        assert optimizer is not None
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.detach().clone()
+
+
+@dataclass
+class Reference:
+    """What eager computes on one batch (loss and gradients, or outputs), kept on the CPU.
+
+    Train: loss and every gradient after one forward/backward (no optimizer step, so the
+    measured run starts from the same weights). Infer: every floating-point output. With
+    dropout in the model both run in eval mode, since compiled and eager dropout draw
+    different random numbers; the compiled check then compiles a mode that training does
+    not use, so its time is left out of the compile time.
+    """
+
+    workload: Workload
+    batch: Any
+    step: StepRunner
+    training: bool
+    eval_mode: bool
+    tolerance: float
+    expected: list[tuple[str, torch.Tensor | None]]
+
+    @classmethod
+    def of(cls, workload: Workload, model: nn.Module, batch: Any, step: StepRunner) -> Reference:
+        training = workload.task == "train"
+        eval_mode = not training or _has_dropout(model)
+        model.train(not eval_mode)
+        tolerance = tolerance_for(working_dtype(workload.autocast, model))
+        reference = cls(workload, batch, step, training, eval_mode, tolerance, [])
+        reference.expected = [(w, None if t is None else t.detach().cpu()) for w, t in reference._compute(model, batch)]
+        model.zero_grad(set_to_none=True)
+        return reference
+
+    def _compute(self, model: nn.Module, batch: Any) -> list[tuple[str, torch.Tensor | None]]:
+        if not self.training:
+            with torch.no_grad():
+                return [(f"output {i}", t) for i, t in enumerate(tensor_leaves(self.step.forward(model, batch)))]
+        loss = self.workload.compute_loss(self.step.forward(model, batch), batch)
+        loss.backward()
+        grads = [(f"grad of {name}", p.grad) for name, p in model.named_parameters() if p.requires_grad]
+        return [("loss", loss), *grads]
+
+    def check(self, model: nn.Module, prepare: Callable[[Any], Any]) -> float:
+        """Compare the compiled model with the reference; returns the seconds to leave out of the compile time."""
+        started = time.perf_counter()
+        model.train(not self.eval_mode)
+        actual = self._compute(model, prepare(self.batch))
+        model.zero_grad(set_to_none=True)
+        if len(actual) != len(self.expected):
+            raise TrialFailure(
+                "accuracy", f"the compiled model returns {len(actual)} outputs, eager {len(self.expected)}"
+            )
+        # A gradient is judged against its own size, but never against less than a small share of a
+        # typical gradient's: some are zero in exact arithmetic and hold only rounding noise.
+        norms = sorted(
+            float(torch.linalg.vector_norm(t.double())) for w, t in self.expected if t is not None and w != "loss"
+        )
+        scale = 1e-2 * norms[len(norms) // 2] if self.training and norms else 0.0
+        for (what, want), (_, got) in zip(self.expected, actual, strict=True):
+            if want is None:
+                continue
+            if got is None:
+                raise TrialFailure("accuracy", f"{what}: eager computed it, the compiled model did not")
+            got = got.detach().cpu()
+            if what == "loss" or not self.training:
+                error = compare(want, got, self.tolerance)
+            else:
+                error = compare(want, got, 10 * self.tolerance, scale)
+            if error is not None:
+                raise TrialFailure("accuracy", f"{what} differs from eager: relative error {error:.3g} > tolerance")
+        return time.perf_counter() - started if self.training and self.eval_mode else 0.0
+
+
+def classify(exc: BaseException, phase: str) -> str:
+    """The FAIL reason for an exception raised in `phase`."""
+    text = f"{type(exc).__name__}: {exc}".lower()
+    name = type(exc).__name__
+    if (
+        isinstance(exc, (torch.OutOfMemoryError, MemoryError))
+        or "out of memory" in text
+        or "can't allocate memory" in text
+    ):
+        return "oom"
+    if name == "FailOnRecompileLimitHit" or "recompile limit" in text or "recompile_limit" in text:
+        return "recompile_limit"
+    if name in ("Unsupported", "UserError") or "graph break" in text:
+        return "graph_break"
+    if phase == "compile" or "torch._dynamo" in type(exc).__module__ or "torch._inductor" in type(exc).__module__:
+        return "compile_error"
+    if phase == "build":
+        return "workload_error"
+    return "runtime_error"
+
+
+def _has_dropout(model: nn.Module) -> bool:
+    return any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules())
+
+
+def _to_device(batch: Any, device: torch.device) -> Any:
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device)
+    if isinstance(batch, dict):
+        return {k: _to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(_to_device(v, device) for v in batch)
+    return batch
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    detail = " ".join(lines[:3])[:600]
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+
+
+if __name__ == "__main__":
+    sys.exit(main())

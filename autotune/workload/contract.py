@@ -1,0 +1,297 @@
+"""`Workload`: what a user tunes (model, batches, task), and the helpers that read its batches."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from autotune.errors import ConfigError, WorkloadError
+from autotune.runtime.config import InputKey, validate_module_path
+from autotune.runtime.summary import AUTOCAST_NAMES, TASKS, WorkloadSummary, checked_dims, checked_pad_values
+
+__all__ = [
+    "AUTOCAST_DTYPES",
+    "Batch",
+    "Workload",
+    "find_repeated_blocks",
+    "input_keys",
+    "input_of",
+    "samples_in",
+    "seed_everything",
+]
+
+AUTOCAST_DTYPES = {name: getattr(torch, name) for name in AUTOCAST_NAMES}
+Batch = Any
+
+
+@dataclass(kw_only=True)
+class Workload:
+    """A model and the batches it runs on, with what a search needs to know about them."""
+
+    model: nn.Module
+    """The model, built on the CPU; autotune moves it to the trial device."""
+    batches: Iterable[Batch] | Callable[[], Iterable[Batch]]
+    """An iterable of batches (a DataLoader works) or a zero-argument callable returning one."""
+    task: Literal["train", "infer"] = "train"
+    """'train' (forward, loss, backward, optimizer step) or 'infer' (forward under no_grad)."""
+    optimizer: Callable[[Iterable[nn.Parameter]], torch.optim.Optimizer] | None = None
+    """Training only: builds the optimizer from the model's parameters."""
+    loss: Callable[[Any, Batch], torch.Tensor] | None = None
+    """Training only: (output, batch) -> scalar loss; by default `output.loss`."""
+    dynamic_dims: Mapping[InputKey, Sequence[int]] = field(default_factory=dict)
+    """Inputs (dict keys or tuple positions) and the axes whose length varies between batches."""
+    pad_values: Mapping[InputKey, float | int | bool] = field(default_factory=dict)
+    """Padding value per input when padding is configured (default 0, False for bool tensors)."""
+    autocast: torch.dtype | None = None
+    """Run forward under `torch.autocast` with this dtype (bfloat16 or float16), or None."""
+    modules: Sequence[str] | None = None
+    """Submodule paths compiled separately by the modular scope (default: children holding parameters)."""
+    blocks: Sequence[str] | None = None
+    """Paths of repeated-block lists for the regional scope (default: detected)."""
+    forward: Callable[[nn.Module, Batch], Any] | None = None
+    """(model, batch) -> output, when calling the model with the batch does not fit."""
+    num_batches: int = 8
+    """How many fixed batches a trial draws: warm-up and the steady-state windows cycle over these."""
+    max_lengths: Mapping[InputKey, int | Mapping[int, int]] = field(default_factory=dict)
+    """The longest length each dynamic input can have (an int for all its declared axes, or axis -> length).
+    Padding to 'max' pads to these; without them the search does not offer 'max'."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, nn.Module):
+            raise WorkloadError(f"Workload.model: expected a torch.nn.Module, got {type(self.model).__name__}.")
+        if self.task not in TASKS:
+            raise WorkloadError(f"Workload.task: {self.task!r} is not allowed; use one of {TASKS}.")
+        if self.task == "train" and self.optimizer is None:
+            raise WorkloadError(
+                "Workload.optimizer: a train workload needs an optimizer factory, "
+                "e.g. optimizer=lambda params: torch.optim.AdamW(params, lr=1e-4)."
+            )
+        if self.autocast not in (None, *AUTOCAST_DTYPES.values()):
+            raise WorkloadError(
+                f"Workload.autocast: {self.autocast!r} is not allowed; use None, torch.bfloat16 or torch.float16."
+            )
+        if isinstance(self.num_batches, bool) or not isinstance(self.num_batches, int) or self.num_batches < 1:
+            raise WorkloadError(f"Workload.num_batches: {self.num_batches!r} must be an integer >= 1.")
+        self.dynamic_dims = checked_dims(self.dynamic_dims)
+        self.pad_values = checked_pad_values(self.pad_values, self.dynamic_dims)
+        self.max_lengths = self._checked_max_lengths(self.max_lengths)
+        for name in ("modules", "blocks"):
+            paths = getattr(self, name)
+            if paths is not None:
+                setattr(self, name, tuple(self._checked_submodule(p, f"Workload.{name}") for p in paths))
+        for path in self.blocks or ():
+            container = self.model.get_submodule(path)
+            if not isinstance(container, (nn.ModuleList, nn.Sequential)) or len(container) < 2:
+                raise WorkloadError(f"Workload.blocks: {path!r} must be a ModuleList/Sequential of two or more blocks.")
+
+    def _checked_max_lengths(self, lengths: object) -> dict[InputKey, dict[int, int]]:
+        if not isinstance(lengths, Mapping):
+            raise WorkloadError(f"Workload.max_lengths: expected a mapping of input to length, got {lengths!r}.")
+        checked: dict[InputKey, dict[int, int]] = {}
+        for key, value in lengths.items():
+            if key not in self.dynamic_dims:
+                raise WorkloadError(
+                    f"Workload.max_lengths: {key!r} is not one of the dynamic inputs {list(self.dynamic_dims)}."
+                )
+            axes = value if isinstance(value, Mapping) else {axis: value for axis in self.dynamic_dims[key]}
+            for axis, length in axes.items():
+                if axis not in self.dynamic_dims[key]:
+                    raise WorkloadError(
+                        f"Workload.max_lengths.{key}: axis {axis!r} is not declared dynamic; declared: "
+                        f"{list(self.dynamic_dims[key])}."
+                    )
+                if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+                    raise WorkloadError(f"Workload.max_lengths.{key}: {length!r} must be a length >= 1.")
+                checked.setdefault(key, {})[axis] = length
+        return checked
+
+    def _checked_submodule(self, path: object, what: str) -> str:
+        try:
+            validate_module_path(path, what)
+            self.model.get_submodule(str(path))
+        except (ConfigError, AttributeError) as exc:
+            children = [name for name, _ in self.model.named_children()]
+            raise WorkloadError(
+                f"{what}: {path!r} is not a submodule of the model ({exc}); its children: {children}."
+            ) from None
+        return str(path)
+
+    def module_paths(self) -> tuple[str, ...]:
+        """Submodules the modular scope compiles: `modules`, or the direct children that hold parameters."""
+        if self.modules is not None:
+            return tuple(self.modules)
+        return tuple(
+            name
+            for name, child in self.model.named_children()
+            # Containers have no forward of their own, so there is nothing to compile at their level.
+            if not isinstance(child, (nn.ModuleList, nn.ModuleDict)) and any(True for _ in child.parameters())
+        )
+
+    def block_paths(self) -> tuple[str, ...]:
+        """Repeated-block lists the regional scope compiles: `blocks`, or those detected in the model."""
+        return tuple(self.blocks) if self.blocks is not None else find_repeated_blocks(self.model)
+
+    def draw_batches(self, seed: int = 0) -> list[Batch]:
+        """Seed every generator, then draw the first `num_batches` batches; every trial gets the same ones."""
+        seed_everything(seed)
+        batches = list(itertools.islice(self._source(), self.num_batches))
+        if not batches:
+            raise WorkloadError("Workload.batches: no batch was produced; the iterable is empty.")
+        return self._checked(batches, 0)
+
+    def fresh_batches(self, seed: int = 0, count: int = 0) -> list[Batch]:
+        """`count` batches that follow the fixed ones: what a trial has not seen, the same for every trial.
+
+        They come from the same iterator after the first `num_batches`; when it runs out and
+        `batches` is a callable, it is called again with other seeds (a factory of random
+        batches gives new ones). A finite iterable may give fewer than `count`.
+        """
+        if count <= 0:
+            return []
+        seed_everything(seed)
+        source = self._source()
+        list(itertools.islice(source, self.num_batches))
+        fresh = list(itertools.islice(source, count))
+        draw = 0
+        while len(fresh) < count and callable(self.batches) and draw < count:
+            draw += 1
+            seed_everything(seed + 7919 * draw)
+            more = list(itertools.islice(self._source(), count - len(fresh)))
+            if not more:
+                break
+            fresh += more
+        return self._checked(fresh, self.num_batches)
+
+    def _source(self) -> Iterator[Batch]:
+        source = self.batches() if callable(self.batches) else self.batches
+        try:
+            return iter(source)
+        except TypeError as exc:
+            raise WorkloadError(f"Workload.batches: {type(source).__name__} is not iterable ({exc}).") from None
+
+    def _checked(self, batches: list[Batch], first: int) -> list[Batch]:
+        # Mappings such as transformers' BatchEncoding are passed on as plain dicts.
+        batches = [dict(b) if isinstance(b, Mapping) and not isinstance(b, dict) else b for b in batches]
+        for index, batch in enumerate(batches):
+            self._check_batch(batch, first + index)
+        return batches
+
+    def _check_batch(self, batch: Batch, index: int) -> None:
+        if not isinstance(batch, (dict, tuple, list, torch.Tensor)):
+            raise WorkloadError(
+                f"batch {index}: {type(batch).__name__} is not a batch; expected a dict of tensors, "
+                "a tuple of tensors or one tensor."
+            )
+        for key, axes in self.dynamic_dims.items():
+            value = input_of(batch, key)
+            if value is None:
+                raise WorkloadError(
+                    f"Workload.dynamic_dims: batch {index} has no input {key!r}; its inputs: {input_keys(batch)}."
+                )
+            if not isinstance(value, torch.Tensor):
+                raise WorkloadError(
+                    f"Workload.dynamic_dims: input {key!r} of batch {index} is a {type(value).__name__}, not a tensor."
+                )
+            for axis in axes:
+                if axis >= value.dim():
+                    raise WorkloadError(
+                        f"Workload.dynamic_dims: axis {axis} of input {key!r} is out of range; "
+                        f"its shape is {tuple(value.shape)} (axes 0..{value.dim() - 1})."
+                    )
+
+    def run_forward(self, model: nn.Module, batch: Batch) -> Any:
+        """Call the model on one batch: `forward` if given, else keywords, positions or one tensor."""
+        if self.forward is not None:
+            return self.forward(model, batch)
+        if isinstance(batch, dict):
+            return model(**batch)
+        if isinstance(batch, (tuple, list)):
+            return model(*batch)
+        return model(batch)
+
+    def compute_loss(self, output: Any, batch: Batch) -> torch.Tensor:
+        """The training loss: `loss(output, batch)`, else `output.loss` or `output['loss']`."""
+        if self.loss is not None:
+            return self.loss(output, batch)
+        loss = getattr(output, "loss", None)
+        if loss is None and isinstance(output, Mapping):
+            loss = output.get("loss")
+        if not isinstance(loss, torch.Tensor):
+            raise WorkloadError(
+                f"Workload.loss: the model's output ({type(output).__name__}) has no `.loss`; "
+                "pass loss=lambda output, batch: ... to say how to compute it."
+            )
+        return loss
+
+    def summary(self, spec: str, batches: Sequence[Batch]) -> WorkloadSummary:
+        """What the generated code and best.yaml need to know about this workload."""
+        return WorkloadSummary(
+            spec=spec,
+            task=self.task,
+            model_class=type(self.model).__name__,
+            modules=self.module_paths(),
+            blocks=self.block_paths(),
+            dynamic_dims={k: tuple(v) for k, v in self.dynamic_dims.items()},
+            pad_values=dict(self.pad_values),
+            max_lengths={k: dict(v) for k, v in self.max_lengths.items()},
+            samples_per_batch=samples_in(batches[0]),
+            autocast=next((n for n, d in AUTOCAST_DTYPES.items() if d == self.autocast), None),
+        )
+
+
+def input_of(batch: Batch, key: InputKey) -> Any:
+    """The input `key` of a batch (dict key, tuple position, or 0 for a lone tensor), or None."""
+    if isinstance(batch, dict):
+        return batch.get(key)
+    if isinstance(batch, (tuple, list)):
+        return batch[key] if isinstance(key, int) and key < len(batch) else None
+    return batch if key == 0 else None
+
+
+def input_keys(batch: Batch) -> list[InputKey]:
+    """The names or positions of a batch's inputs."""
+    if isinstance(batch, dict):
+        return list(batch)
+    if isinstance(batch, (tuple, list)):
+        return list(range(len(batch)))
+    return [0]
+
+
+def samples_in(batch: Batch) -> int:
+    """Samples in a batch: the leading size of its first tensor (1 if it has none)."""
+    values = batch.values() if isinstance(batch, dict) else batch if isinstance(batch, (tuple, list)) else [batch]
+    for value in values:
+        if isinstance(value, torch.Tensor) and value.dim() > 0:
+            return int(value.shape[0])
+    return 1
+
+
+def seed_everything(seed: int) -> None:
+    """Seed `random`, `numpy` (when installed) and `torch`, so batches drawn afterwards are reproducible."""
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy
+    except ImportError:
+        return
+    numpy.random.seed(seed)
+
+
+def find_repeated_blocks(model: nn.Module) -> tuple[str, ...]:
+    """Paths of ModuleList/Sequential containers holding two or more parameterised children of one class."""
+    found: list[str] = []
+    for path, module in model.named_modules():
+        if not path or any(path.startswith(f"{done}.") for done in found):
+            continue
+        if not isinstance(module, (nn.ModuleList, nn.Sequential)) or len(module) < 2:
+            continue
+        children = list(module)
+        if len({type(c) for c in children}) == 1 and all(any(True for _ in c.parameters()) for c in children):
+            found.append(path)
+    return tuple(found)
