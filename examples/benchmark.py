@@ -1,10 +1,13 @@
 """The benchmark: is autotune's winner faster than eager, plain torch.compile and careful hand-tuning, and how
 long did it take to find?
 
-For each workload it runs one study (`--trials` trials), takes the winner after the first N
-trials for several N, and measures eager, plain `torch.compile`, every applicable recipe
-from examples/recipes/ and those winners in fresh processes, interleaved round by round so
-that the ratios hold on a noisy machine. On one workload it also runs a reference search
+For each workload it runs one study (`--trials` trials), takes the best trial after the
+first N trials for several N, and measures eager, plain `torch.compile`, every applicable
+recipe from examples/recipes/ and those trials in one measurement campaign: fresh
+processes, the order rotated every round, ratios as medians of paired rounds with 95%
+bootstrap intervals (the path `autotune search` confirms with). What autotune exports after
+N trials is decided by the same rule as `autotune search`: the trial only when its interval
+against plain compile lies above 1, else plain compile (or eager when eager beat it). On one workload it also runs a reference search
 (brute force over the `quick` space: every configuration once, up to --reference-trials) and counts how many trials autotune needed to
 reach 98% of the reference best. It writes a Markdown table and the raw JSON to
 outputs/benchmarks/.
@@ -28,14 +31,18 @@ from typing import Any
 
 import optuna
 
-from autotune.runtime import codegen, environment
-from autotune.runtime.config import CompileConfig
 from autotune.errors import AutotuneError, ConfigError
+from autotune.runtime import environment
+from autotune.runtime.config import CompileConfig
+from autotune.study import campaign as measurement
+from autotune.study.campaign import Campaign, Harness, Subject
+from autotune.study.choice import choose
 from autotune.study.export import pruning_savings
+from autotune.study.format import interval
+from autotune.study.objective import Objective
 from autotune.study.recipes import read_recipes, without_cuda_graphs
-from autotune.trial.runner import check_device
 from autotune.study.search import SearchOptions, search
-from autotune.study.validate import measure_interleaved
+from autotune.trial.request import check_device
 from autotune.workload import resolve
 
 WORKLOADS = {
@@ -54,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.smoke:
         args.workloads, args.space, args.trials, args.checkpoints = ["convnet"], "quick", 1, [1]
-        args.reference, args.rounds, args.recipes = "", 1, ["regional"]
+        args.reference, args.rounds, args.max_rounds, args.recipes = "", 1, 1, ["regional"]
         # One trial must complete for the pipeline to be checked, however a busy machine makes it look.
         args.pruner, args.slow_ratio = "none", 0.0
     checkpoints = sorted({n for n in args.checkpoints if n <= args.trials} | {args.trials})
@@ -125,14 +132,15 @@ def bench_workload(
     )
     trials = study.get_trials(deepcopy=False)
     workload = resolve(spec)
-    summary = workload.summary(spec, workload.draw_batches(seed=args.seed))
-    created = results_stamp()
-    subjects: dict[str, tuple[str | None, bool]] = {"eager": (None, False)}
-    subjects["plain torch.compile"] = (
-        codegen.generate(CompileConfig(), summary, created=created, version=environment.version()),
-        False,
+    harness = Harness(
+        spec=spec,
+        summary=workload.summary(spec, workload.draw_batches(seed=args.seed)),
+        device=device,
+        seed=args.seed,
+        timeout=args.trial_timeout,
     )
-    described: dict[str, str] = {"eager": "no compilation", "plain torch.compile": "torch.compile(model)"}
+    subjects = Subject.baselines()
+    described: dict[str, str] = {"eager": "no compilation", "compile": "torch.compile(model)"}
     for recipe in read_recipes(RECIPES):
         if args.recipes is not None and recipe.name not in args.recipes:
             continue
@@ -140,42 +148,48 @@ def bench_workload(
         if config.uses_cuda_graphs and not device.startswith("cuda"):
             config, note = without_cuda_graphs(config), " (CUDA graphs removed: CPU)"
         try:
-            source = codegen.generate(config, summary, created=created, version=environment.version())
+            harness.source(config)
         except ConfigError:
             continue  # the recipe names inputs, modules or blocks this workload does not have
-        subjects[f"recipe {recipe.name}"] = (source, config.uses_cuda_graphs)
+        subjects.append(Subject(name=f"recipe {recipe.name}", config=config))
         described[f"recipe {recipe.name}"] = config.describe() + note
-    winners: dict[int, int] = {}
+    winners: dict[int, str] = {}
     for n in checkpoints:
         best = _best_within(trials, n)
         if best is not None:
-            winners[n] = best.number
-    for number in sorted(set(winners.values())):
-        trial = trials[number]
+            winners[n] = f"trial {best.number}"
+    for name in sorted(set(winners.values()), key=lambda s: int(s.split()[1])):
+        trial = trials[int(name.split()[1])]
         config = CompileConfig.from_dict(trial.user_attrs["config"])
-        subjects[f"autotune trial {number}"] = (
-            codegen.generate(config, summary, created=created, version=environment.version()),
-            config.uses_cuda_graphs,
-        )
-        described[f"autotune trial {number}"] = config.describe()
-    print(f"   measuring {len(subjects)} subjects x {args.rounds} round(s)", file=sys.stderr, flush=True)
-    runs = measure_interleaved(
-        spec,
+        subjects.append(Subject(name=name, config=config, created=trial.user_attrs.get("created"), trial=trial.number))
+        described[name] = config.describe()
+    print(f"   measuring {len(subjects)} subjects, {args.rounds} rotated round(s) or more", file=sys.stderr, flush=True)
+    campaign = measurement.measure(
+        harness,
         subjects,
-        rounds=args.rounds,
-        device=device,
-        trial_timeout=args.trial_timeout,
-        on_run=lambda subject, r: print(f"   {subject}: {_outcome(r)}", file=sys.stderr, flush=True),
+        objective=Objective(),
+        min_rounds=args.rounds,
+        max_rounds=max(args.max_rounds, args.rounds),
+        on_run=lambda name, index, r: print(
+            f"   round {index + 1}: {name}: {_outcome(r)}", file=sys.stderr, flush=True
+        ),
     )
-    rows = {subject: _figures(records, described[subject]) for subject, records in runs.items()}
-    _ratios(rows)
+    rows = {name: _figures(campaign, name, described.get(name, name)) for name in campaign.subjects}
+    exported = {}
+    for n, name in winners.items():
+        choice = choose(campaign.only(["eager", "compile", name]))
+        exported[str(n)] = {"subject": choice.subject, "exported": choice.exported, "verdict": choice.verdict}
     finished = [
         t for t in trials if t.state.name in ("COMPLETE", "PRUNED", "FAIL") and "duplicate_of" not in t.user_attrs
     ]
     return {
         "spec": spec,
         "rows": rows,
-        "winner_after": {str(n): f"autotune trial {t}" for n, t in winners.items()},
+        "winner_after": {str(n): name for n, name in winners.items()},
+        "exported_after": exported,
+        "rounds": campaign.rounds,
+        "noise": campaign.noise(),
+        "campaign": campaign.to_dict(),
         "search_seconds": round(search_seconds, 1),
         "trial_states": {s: sum(1 for t in trials if t.state.name == s) for s in ("COMPLETE", "PRUNED", "FAIL")},
         "failure_reasons": _count(t.user_attrs.get("reason", "?") for t in trials if t.state.name == "FAIL"),
@@ -257,32 +271,31 @@ def _best_within(trials: list[optuna.trial.FrozenTrial], n: int) -> optuna.trial
     return best
 
 
-def _figures(records: list[dict[str, Any]], description: str) -> dict[str, Any]:
-    good = [r for r in records if r["state"] == "complete"]
-    row: dict[str, Any] = {"description": description, "runs": len(records), "complete": len(good)}
-    if not good:
-        row["failure"] = f"{records[0]['reason']}: {records[0]['message'][:200]}" if records else "not run"
+def _figures(campaign: Campaign, name: str, description: str) -> dict[str, Any]:
+    runs = campaign.complete_runs(name)
+    row: dict[str, Any] = {"description": description, "runs": len(campaign.runs.get(name, [])), "complete": len(runs)}
+    failure = campaign.failure(name)
+    if not runs:
+        row["failure"] = f"{failure.reason}: {failure.message[:200]}" if failure else "not run"
         return row
-    windows = [w for r in good for w in r.get("windows", [])]
+    median = campaign.median_run(name)
     row.update(
-        samples_per_second=statistics.median(r["samples_per_second"] for r in good),
-        spread={"min": min(windows), "median": statistics.median(windows), "max": max(windows)} if windows else {},
-        compile_seconds=statistics.median(r["compile_seconds"] for r in good),
-        peak_memory_mb=max(r.get("peak_memory_mb") or 0.0 for r in good),
-        memory_kind=good[0].get("memory_kind"),
+        samples_per_second=statistics.median(r.samples_per_second or 0.0 for r in runs),
+        compile_seconds=median.compile_seconds if median else None,
+        peak_memory_mb=max(r.peak_memory_mb or 0.0 for r in runs),
+        memory_kind=runs[0].memory_kind,
+        fresh_recompiles=median.fresh_recompiles if median else None,
+        noisy_runs=sum(1 for r in runs if r.noisy),
     )
+    for reference in ("eager", "compile"):
+        versus = campaign.ratio(name, reference) if name != reference else None
+        same = {"median": 1.0, "low": 1.0, "high": 1.0, "rounds": len(runs)}
+        row[f"vs_{reference}"] = versus.to_dict() if versus else (same if name == reference else None)
+    recipes = [n for n in campaign.subjects if n.startswith("recipe") and campaign.complete_runs(n)]
+    best_recipe = max(recipes, key=lambda n: campaign.value(n) or 0.0, default=None)
+    versus = campaign.ratio(name, best_recipe) if best_recipe and best_recipe != name else None
+    row["vs_best_recipe"] = versus.to_dict() if versus else None
     return row
-
-
-def _ratios(rows: dict[str, dict[str, Any]]) -> None:
-    eager = rows["eager"].get("samples_per_second")
-    compiled = rows["plain torch.compile"].get("samples_per_second")
-    recipes = [r["samples_per_second"] for k, r in rows.items() if k.startswith("recipe") and "samples_per_second" in r]
-    best_recipe = max(recipes, default=None)
-    for row in rows.values():
-        value = row.get("samples_per_second")
-        for key, base in (("vs_eager", eager), ("vs_compile", compiled), ("vs_best_recipe", best_recipe)):
-            row[key] = round(value / base, 3) if value and base else None
 
 
 def _write(out: Path, results: dict[str, Any], args: argparse.Namespace, device: str) -> tuple[Path, Path]:
@@ -302,46 +315,13 @@ def render(results: dict[str, Any]) -> str:
         f"# autotune benchmark ({results['size']}{', smoke run' if results.get('smoke') else ''}, {m['device']})",
         "",
         f"Run {results['date']} on {m['device_name']} ({m['cores']} cores), torch {m['torch']}, Python {m['python']}, "
-        f"autotune {m['autotune']}. Space `{results['space']}`, {results['trials']} trials per workload, "
-        f"{results['rounds']} interleaved measurement round(s) per subject. Throughput is samples/s (median over "
-        "rounds); ratios are against subjects measured in the same rounds.",
+        f"autotune {m['autotune']}. Space `{results['space']}`, {results['trials']} trials per workload, at least "
+        f"{results['rounds']} rotated measurement round(s) per subject. Throughput is samples/s on fresh batches "
+        "(median over rounds); ratios are medians of paired rounds with 95% bootstrap intervals.",
         "",
     ]
     for name, bench in results["workloads"].items():
-        lines += [f"## {name} (`{bench['spec']}`)", ""]
-        lines += [
-            "| subject | samples/s | vs eager | vs plain compile | vs best recipe | compile s | peak MiB | configuration |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for subject, row in bench["rows"].items():
-            if "samples_per_second" not in row:
-                lines.append(f"| {subject} | failed | | | | | | {row['description']}: {row.get('failure', '')} |")
-                continue
-            lines.append(
-                f"| {subject} | {row['samples_per_second']:.4g} | {_x(row['vs_eager'])} | {_x(row['vs_compile'])} | "
-                f"{_x(row['vs_best_recipe'])} | {row['compile_seconds']:.1f} | {row['peak_memory_mb']:.0f} | {row['description']} |"
-            )
-        after = ", ".join(f"{n} trials → {subject}" for n, subject in bench["winner_after"].items())
-        states = bench["trial_states"]
-        overhead = bench["overhead_seconds"]
-        lines += [
-            "",
-            f"Winner after N trials: {after or 'none completed'}.",
-            f"Study: {sum(states.values())} trials ({states['COMPLETE']} complete, {states['PRUNED']} pruned, {states['FAIL']} failed"
-            + (
-                f": {', '.join(f'{k} {v}' for k, v in bench['failure_reasons'].items())}"
-                if bench["failure_reasons"]
-                else ""
-            )
-            + f") in {bench['search_seconds']:.0f} s; pruning saved about {bench['pruning_saved_seconds']:.0f} s.",
-            "Median per-trial time by phase: "
-            + ", ".join(f"{p} {overhead.get(p, 0):.1f} s" for p in PHASES)
-            + " (start = process start and imports; build = workload and batches; compile = compile, accuracy check and warm-up).",
-            "",
-        ]
-        slower = _slower_than_recipe(bench)
-        if slower:
-            lines += [slower, ""]
+        lines += [f"## {name} (`{bench['spec']}`)", "", *_workload_table(bench), ""]
     ref = results.get("reference")
     if ref:
         reached = ref["benchmark_study_trials_to_98_percent"]
@@ -361,14 +341,50 @@ def render(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _workload_table(bench: dict[str, Any]) -> list[str]:
+    lines = [
+        "| subject | samples/s | vs plain compile | vs eager | vs best recipe | compile s | new-shape compiles | configuration |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for subject, row in bench["rows"].items():
+        if "samples_per_second" not in row:
+            lines.append(f"| {subject} | failed | | | | | | {row['description']}: {row.get('failure', '')} |")
+            continue
+        lines.append(
+            f"| {subject} | {row['samples_per_second']:.4g} | {interval(row['vs_compile'])} | {interval(row['vs_eager'])} | "
+            f"{interval(row['vs_best_recipe'])} | {row['compile_seconds'] or 0.0:.1f} | {row.get('fresh_recompiles', '–')} "
+            f"| {row['description']} |"
+        )
+    noise = bench.get("noise") or {}
+    exported = ", ".join(f"{n} trials → {e['exported']}" for n, e in bench.get("exported_after", {}).items())
+    states = bench["trial_states"]
+    overhead = bench["overhead_seconds"]
+    failures = ", ".join(f"{k} {v}" for k, v in bench["failure_reasons"].items())
+    lines += [
+        "",
+        f"**What autotune exports** (the rule of `autotune search`): {exported or 'nothing completed'}.",
+        f"Best trial after N trials: {', '.join(f'{n} → {s}' for n, s in bench['winner_after'].items()) or 'none'}.",
+        f"Measurement: {bench.get('rounds', '?')} round(s); {noise.get('noisy_runs', 0)} noisy run(s) measured again; "
+        f"load {noise.get('load') or '–'}, calibration probe {noise.get('probe_ms') or '–'} ms.",
+        f"Study: {sum(states.values())} trials ({states['COMPLETE']} complete, {states['PRUNED']} pruned, "
+        f"{states['FAIL']} failed{': ' + failures if failures else ''}) in {bench['search_seconds']:.0f} s; "
+        f"pruning saved about {bench['pruning_saved_seconds']:.0f} s.",
+        "Median per-trial time by phase: "
+        + ", ".join(f"{p} {overhead.get(p, 0):.1f} s" for p in PHASES)
+        + " (start = process start and imports; build = workload and batches; compile = compile, accuracy check and warm-up).",
+    ]
+    slower = _slower_than_recipe(bench)
+    return lines + (["", slower] if slower else [])
+
+
 def _slower_than_recipe(bench: dict[str, Any]) -> str:
     rows = bench["rows"]
     final = list(bench["winner_after"].values())[-1] if bench["winner_after"] else None
     if not final or "vs_best_recipe" not in rows.get(final, {}):
         return ""
-    ratio = rows[final]["vs_best_recipe"]
-    if ratio is not None and ratio < 1.0:
-        return f"**autotune's final winner is slower than the best recipe here ({_x(ratio)}).**"
+    versus = rows[final]["vs_best_recipe"]
+    if versus is not None and versus["median"] < 1.0:
+        return f"**autotune's best trial is slower than the best recipe here ({interval(versus)}).**"
     return ""
 
 
@@ -382,10 +398,6 @@ def _previous(out: Path, args: argparse.Namespace, device: str) -> dict[str, Any
         previous.get(k) == v for k, v in (("trials", args.trials), ("space", args.space), ("rounds", args.rounds))
     )
     return previous if same else None
-
-
-def results_stamp() -> str:
-    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
 def _machine(device: str) -> dict[str, Any]:
@@ -406,10 +418,11 @@ def _progress(progress: Any) -> None:
         print(f"   {progress.message}", file=sys.stderr, flush=True)
 
 
-def _outcome(record: dict[str, Any]) -> str:
-    if record["state"] == "complete":
-        return f"{record['samples_per_second']:.4g} samples/s, compile {record['compile_seconds']:.1f} s"
-    return f"{record['state']} {record['reason']}"
+def _outcome(record: Any) -> str:
+    if record.complete:
+        noisy = f" [noisy: {record.noisy}]" if record.noisy else ""
+        return f"{record.samples_per_second:.4g} samples/s, compile {record.compile_seconds or 0.0:.1f} s{noisy}"
+    return f"{record.state} {record.reason}"
 
 
 def _count(values: Any) -> dict[str, int]:
@@ -417,10 +430,6 @@ def _count(values: Any) -> dict[str, int]:
     for value in values:
         counts[value] = counts.get(value, 0) + 1
     return counts
-
-
-def _x(value: float | None) -> str:
-    return f"{value:.2f}x" if value else "–"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -451,7 +460,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--recipes", nargs="+", help="only these recipes from examples/recipes/ (default: every one that applies)"
     )
-    p.add_argument("--rounds", type=int, default=2, help="interleaved measurement rounds per subject (default: 2)")
+    p.add_argument(
+        "--rounds", type=int, default=3, help="rotated measurement rounds per subject, at least (default: 3)"
+    )
+    p.add_argument(
+        "--max-rounds", type=int, default=5, help="rounds at most, while intervals do not decide (default: 5)"
+    )
     p.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda when available)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--pruner", choices=("median", "hyperband", "none"), default="median", help="the studies' pruner")

@@ -84,6 +84,8 @@ def workload(size: str | None = None) -> Workload:
         task="train",
         optimizer=lambda params: torch.optim.AdamW(params, lr=2e-5),
         dynamic_dims={"input_ids": [1], "attention_mask": [1]},
+        # Texts are drawn no longer than `longest`: what 'max' padding pads to.
+        max_lengths={"input_ids": dims.longest, "attention_mask": dims.longest},
     )
 
 

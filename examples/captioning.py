@@ -154,6 +154,8 @@ def workload(size: str | None = None, *, dynamic: bool) -> Workload:
         optimizer=lambda params: torch.optim.Adam(params, lr=1e-4),
         dynamic_dims=varying,
         pad_values={"labels": -100} if dynamic else {},
+        # The decoder's positions bound every caption: what 'max' padding pads to.
+        max_lengths={key: dims.max_length for key in varying},
         modules=("encoder", "decoder"),
     )
 

@@ -85,6 +85,8 @@ def workload(size: str | None = None) -> Workload:
         task="infer",
         dynamic_dims={"input_ids": [1], "attention_mask": [1]},
         pad_values={"input_ids": dims.vocab - 1},
+        # Prompts are drawn no longer than `longest`: what 'max' padding pads to.
+        max_lengths={"input_ids": dims.longest, "attention_mask": dims.longest},
     )
 
 

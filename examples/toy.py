@@ -112,4 +112,6 @@ def model() -> Workload:
         optimizer=lambda params: torch.optim.AdamW(params, lr=1e-3),
         dynamic_dims={"input_ids": [1], "attention_mask": [1], "labels": [1]},
         pad_values={"labels": -100},
+        # make_batches never draws a sequence longer than 64: what 'max' padding pads to.
+        max_lengths={"input_ids": 64, "attention_mask": 64, "labels": 64},
     )

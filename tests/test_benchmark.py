@@ -20,10 +20,18 @@ def test_smoke_run_writes_the_table_and_the_raw_figures(tmp_path) -> None:
     )
     assert result.returncode == 0, result.stderr[-3000:]
     figures = json.loads((tmp_path / "smoke-cpu.json").read_text())
-    rows = figures["workloads"]["convnet"]["rows"]
-    assert {"eager", "plain torch.compile", "recipe regional"} <= set(rows)
-    assert any(name.startswith("autotune trial") for name in rows)
-    assert rows["eager"]["samples_per_second"] > 0 and rows["eager"]["vs_eager"] == 1.0
+    bench = figures["workloads"]["convnet"]
+    rows = bench["rows"]
+    assert {"eager", "compile", "recipe regional"} <= set(rows)
+    assert any(name.startswith("trial ") for name in rows)
+    assert rows["eager"]["samples_per_second"] > 0 and rows["eager"]["vs_eager"]["median"] == 1.0
+    assert rows["compile"]["vs_eager"]["rounds"] == bench["rounds"] == 1
+    # What autotune would export after the trial, by the rule of `autotune search`.
+    assert bench["exported_after"]["1"]["exported"] in (
+        "no compilation",
+        "plain torch.compile",
+        bench["winner_after"]["1"],
+    )
     assert figures["machine"]["torch"] and figures["date"]
     table = (tmp_path / "smoke-cpu.md").read_text()
-    assert "| plain torch.compile |" in table and "smoke run" in table
+    assert "| compile |" in table and "smoke run" in table and "What autotune exports" in table

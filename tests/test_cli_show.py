@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from autotune import CompileConfig, TunedConfig
-from autotune.runtime import environment
 from autotune.cli import EXIT_ERROR, EXIT_OK, main
+from autotune.runtime import environment
 from autotune.runtime.summary import WorkloadSummary
 
 SUMMARY = WorkloadSummary(

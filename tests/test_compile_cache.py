@@ -25,7 +25,12 @@ SUMMARY = WorkloadSummary(spec="m:w", task="infer")
 def loaded(monkeypatch) -> list[bytes]:
     """What load_compile_cache handed to torch (nothing, when it refused)."""
     calls: list[bytes] = []
-    monkeypatch.setattr(torch.compiler, "load_cache_artifacts", calls.append)
+
+    def load(payload: bytes) -> object:
+        calls.append(payload)
+        return object()  # torch returns what it loaded (a CacheInfo), or None when it loaded nothing
+
+    monkeypatch.setattr(torch.compiler, "load_cache_artifacts", load)
     return calls
 
 
@@ -33,6 +38,12 @@ def cache_file(tmp_path: Path, **changes: object) -> Path:
     path = tmp_path / "compile_cache.bin"
     compile_cache.write_cache_file(path, PAYLOAD, {**compile_cache.running_fingerprint("cpu"), **changes})
     return path
+
+
+def test_a_cache_torch_finds_nothing_in_is_not_reported_as_loaded(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(torch.compiler, "load_cache_artifacts", lambda payload: None)
+    with pytest.warns(UserWarning, match="torch found nothing it can use in it"):
+        assert compile_cache.load_compile_cache(str(cache_file(tmp_path))) is False
 
 
 def test_a_cache_made_here_is_loaded(tmp_path: Path, loaded: list[bytes]) -> None:

@@ -8,7 +8,13 @@ import pytest
 import yaml
 
 from autotune import CompileConfig, ConfigError, ModuleSettings
-from autotune.runtime.config import available_modes, mode_options, parse_input_key, validate_input_key, validate_module_path
+from autotune.runtime.config import (
+    available_modes,
+    mode_options,
+    parse_input_key,
+    validate_input_key,
+    validate_module_path,
+)
 
 MARKS = (("attention_mask", 1), ("input_ids", 1))
 

@@ -23,10 +23,10 @@ import torch
 from torch._dynamo.utils import counters
 
 from autotune import resolve
-from autotune.runtime import codegen
 from autotune.errors import ConfigError
-from autotune.study.recipes import Recipe, read_recipe, read_recipes, without_cuda_graphs
+from autotune.runtime import codegen
 from autotune.runtime.summary import WorkloadSummary
+from autotune.study.recipes import Recipe, read_recipe, read_recipes, without_cuda_graphs
 from autotune.workload import Workload
 
 RECIPES = Path(__file__).resolve().parent.parent / "examples" / "recipes"

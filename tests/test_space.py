@@ -6,8 +6,8 @@ import optuna
 import pytest
 
 from autotune.errors import SpaceError
-from autotune.study.space import bundled_spaces, load_space
 from autotune.runtime.summary import WorkloadSummary
+from autotune.study.space import bundled_spaces, load_space
 
 TOY_LIKE = WorkloadSummary(
     spec="examples.toy:model",

@@ -13,8 +13,8 @@ from torch import nn
 import autotune
 from autotune import CompileConfig, ConfigError, ModuleSettings, TunedConfig
 from autotune.runtime import environment
-from autotune.runtime.tuned import SCHEMA_VERSION, EnvironmentMismatchWarning, read, write_atomic
 from autotune.runtime.summary import WorkloadSummary
+from autotune.runtime.tuned import SCHEMA_VERSION, EnvironmentMismatchWarning, read, write_atomic
 
 SUMMARY = WorkloadSummary(
     spec="tests.targets.workloads:workload",

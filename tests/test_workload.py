@@ -308,14 +308,14 @@ def test_missing_loss_says_how_to_give_one() -> None:
 
 def test_summary_records_what_codegen_needs(toy: Workload, toy_summary: WorkloadSummary) -> None:
     batches = toy.draw_batches()
-    longest = max(b["input_ids"].shape[1] for b in batches)
     assert toy_summary.spec == "examples.toy:model"
     assert (toy_summary.task, toy_summary.model_class) == ("train", "ToyLM")
     assert toy_summary.modules == ("embed", "encoder", "head")
     assert toy_summary.blocks == ("encoder.blocks",)
     assert toy_summary.dynamic_dims == {"input_ids": (1,), "attention_mask": (1,), "labels": (1,)}
     assert toy_summary.pad_values == {"labels": -100}
-    assert toy_summary.max_lengths == {key: {1: longest} for key in ("input_ids", "attention_mask", "labels")}
+    # The longest lengths the workload declares ('max' padding pads to them), not the longest of the drawn batches.
+    assert toy_summary.max_lengths == {key: {1: 64} for key in ("input_ids", "attention_mask", "labels")}
     assert toy_summary.samples_per_batch == batches[0]["input_ids"].shape[0]
 
 

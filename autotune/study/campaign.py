@@ -19,6 +19,7 @@ through `measure`; `Harness` is the one builder of worker requests.
 
 from __future__ import annotations
 
+import hashlib
 import random
 import statistics
 from collections.abc import Callable, Mapping, Sequence
@@ -96,6 +97,8 @@ class Subject:
     """The timestamp written into the generated header (keeps the measured source identical to the exported one)."""
     trial: int | None = None
     """The study trial this configuration comes from, if any."""
+    source_sha256: str | None = None
+    """The SHA-256 of the generated source that was measured (None for eager)."""
 
     @classmethod
     def baselines(cls) -> list[Subject]:
@@ -224,6 +227,16 @@ class Campaign:
             "steal_max": max((r.steal for r in records if r.steal is not None), default=None),
         }
 
+    def only(self, names: Sequence[str]) -> Campaign:
+        """The same rounds, restricted to some subjects (e.g. the baselines and one candidate)."""
+        kept = [n for n in names if n in self.subjects]
+        view = Campaign(objective=self.objective, orders=[[n for n in order if n in kept] for order in self.orders])
+        view.subjects = {n: self.subjects[n] for n in kept}
+        view.runs = {n: self.runs[n] for n in kept}
+        view.remeasured = [r for r in self.remeasured if r.get("subject") in kept]
+        view.environment = self.environment
+        return view
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data for a study's attributes, best.yaml and JSON."""
         return {
@@ -235,6 +248,7 @@ class Campaign:
                     "config": s.config.to_dict() if s.config is not None else None,
                     "created": s.created,
                     "trial": s.trial,
+                    "source_sha256": s.source_sha256,
                     "runs": [r.to_dict() if r is not None else None for r in self.runs.get(name, [])],
                 }
                 for name, s in self.subjects.items()
@@ -287,9 +301,10 @@ def measure(
     # One timestamp for the generated headers of subjects that have none: the measured source is the exported one.
     stamp = utc_now()
     subjects = [s if s.created else replace(s, created=stamp) for s in subjects]
+    requests = {s.name: harness.request(s.config, created=s.created) for s in subjects}
+    subjects = [replace(s, source_sha256=_sha256(requests[s.name].source)) for s in subjects]
     campaign = Campaign(objective=objective, subjects={s.name: s for s in subjects})
     campaign.runs = {s.name: [] for s in subjects}
-    requests = {s.name: harness.request(s.config, created=s.created) for s in subjects}
     names = [s.name for s in subjects]
     for index in range(max_rounds):
         order = rotation(names, index)
@@ -311,6 +326,10 @@ def measure(
         if index + 1 >= min_rounds and _decided(campaign, reference, decide_within):
             break
     return campaign
+
+
+def _sha256(source: str | None) -> str | None:
+    return hashlib.sha256(source.encode()).hexdigest() if source is not None else None
 
 
 def _run(campaign: Campaign, request: TrialRequest, monitor: Monitor | None) -> RunRecord:

@@ -4,9 +4,10 @@ A pure function of measurements, so that it can be tested on synthetic runs:
 
 * The incumbent **regressed** when it fails, or when its ratio to a baseline (plain
   torch.compile, eager), measured in the same rotated rounds, fell below the ratio recorded
-  at tuning time by more than `max_regression`, with an interval that excludes "no change"
-  (its upper end is below the recorded ratio). An absolute throughput recorded on another
-  day is context, never the evidence: machines drift.
+  at tuning time by more than `max_regression`, with an interval that excludes "no change":
+  today's interval lies wholly below the recorded one (below its median when only a median
+  was recorded). An absolute throughput recorded on another day is context, never the
+  evidence: machines drift.
 * A challenger **replaces** the incumbent when it ran every round without failing and its
   paired ratio to the incumbent has a median above 1 + `min_gain` and an interval wholly
   above 1; any working challenger replaces an incumbent that fails.
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from autotune.study.campaign import Campaign
+from autotune.study.campaign import Campaign, Interval
 
 __all__ = ["DECISIONS", "Decision", "decide"]
 
@@ -38,7 +39,7 @@ class Decision:
 
 
 def decide(
-    campaign: Campaign, *, recorded: Mapping[str, float | None], min_gain: float, max_regression: float
+    campaign: Campaign, *, recorded: Mapping[str, Interval | None], min_gain: float, max_regression: float
 ) -> Decision:
     """Decide on a campaign measuring 'incumbent' (and maybe 'challenger') with 'eager' and 'compile'.
 
@@ -54,13 +55,13 @@ def decide(
         for baseline, label in (("compile", "plain torch.compile"), ("eager", "eager")):
             before = recorded.get(baseline)
             now = campaign.ratio(INCUMBENT, baseline)
-            if not before or now is None:
+            if before is None or now is None:
                 continue
-            if now.median < before * (1 - max_regression) and now.high < before:
+            if now.median < before.median * (1 - max_regression) and now.high < before.low:
                 regressions.append(
                     f"the incumbent now runs {now.median:.2f}x {label} [{now.low:.2f}, {now.high:.2f}] over "
-                    f"{now.rounds} round(s), against {before:.2f}x when tuned: slower by more than "
-                    f"--max-regression {max_regression:.0%}"
+                    f"{now.rounds} round(s), against {before.median:.2f}x [{before.low:.2f}, {before.high:.2f}] when "
+                    f"tuned: slower by more than --max-regression {max_regression:.0%}"
                 )
     gain = None
     replaced = False

@@ -31,7 +31,7 @@ from autotune.runtime.config import CompileConfig
 from autotune.study import campaign as measurement
 from autotune.study import history, publish
 from autotune.study.cache import record_compile_cache
-from autotune.study.campaign import Campaign, Harness, Subject
+from autotune.study.campaign import Campaign, Harness, Interval, Subject
 from autotune.study.choice import Choice, baseline_figures, metrics
 from autotune.study.decision import DECISIONS, Decision, decide
 from autotune.study.export import study_summary, trial_rows, write_trials_csv
@@ -346,14 +346,31 @@ class _Retune:
         write_report(self.out_dir, self.study, rows, campaign, shipped)
         return result
 
-    def _recorded_ratios(self) -> dict[str, float | None]:
-        """The incumbent's ratios to the baselines when it was tuned, as best.yaml records them."""
+    def _recorded_ratios(self) -> dict[str, Interval | None]:
+        """The incumbent's ratios to the baselines when it was tuned, as best.yaml records them.
+
+        Files written before intervals were recorded hold a single ratio: it stands for an interval of one point.
+        """
         figures = self.tuned.metrics
-        ratios: dict[str, float | None] = {}
+        itself = {"plain torch.compile": "compile", "no compilation": "eager"}.get(str(figures.get("exported")))
+        ratios: dict[str, Interval | None] = {}
         for name in measurement.BASELINES:
-            interval = figures.get(f"vs_{name}")
-            value = interval.get("median") if isinstance(interval, Mapping) else figures.get(f"speedup_vs_{name}")
-            ratios[name] = float(value) if isinstance(value, (int, float)) and value > 0 else None
+            if name == itself:
+                ratios[name] = None  # the incumbent is this baseline: it cannot fall behind itself
+                continue
+            recorded = figures.get(f"vs_{name}")
+            try:
+                ratios[name] = Interval.from_dict(recorded) if isinstance(recorded, Mapping) else None
+            except (KeyError, TypeError, ValueError):
+                ratios[name] = None
+            single = figures.get(f"speedup_vs_{name}")
+            if (
+                ratios[name] is None
+                and isinstance(single, (int, float))
+                and not isinstance(single, bool)
+                and single > 0
+            ):
+                ratios[name] = Interval(float(single), float(single), float(single), 1)
         return ratios
 
     # -- the warm-started search -----------------------------------------------------------------

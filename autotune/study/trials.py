@@ -8,6 +8,7 @@ noise may have caused that outcome.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import statistics
@@ -101,6 +102,7 @@ class TrialLoop:
             self._tell_failed(trial, "invalid_config", str(exc))
             return
         trial.set_user_attr("created", created)
+        trial.set_user_attr("source_sha256", hashlib.sha256(source.encode()).hexdigest())
         self.report(trial.number, f"trial {trial.number}: starting")
         run = run_trial(self.harness.request(config, source=source), Monitor(self, trial, f"trial {trial.number}"))
         record = run.record()

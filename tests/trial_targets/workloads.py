@@ -109,6 +109,25 @@ class DetourBlock(nn.Module):
         return y + 1.0 if self.broken and torch.compiler.is_compiling() else y
 
 
+@torch.compiler.disable
+def _pause(seconds: float) -> None:
+    """A pause that compiled code takes too: dynamo leaves this function to Python."""
+    time.sleep(seconds)
+
+
+class SlowWhenCompiled(TinyMLP):
+    """Correct under torch.compile, but every compiled step pauses: compiling never pays off."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_compiling():
+            _pause(0.004)
+        return super().forward(x)
+
+
+def slow_when_compiled() -> Workload:
+    return tiny(model=SlowWhenCompiled())
+
+
 class Detour(nn.Module):
     """Two repeated linear blocks behind a pause that only eager Python takes.
 
@@ -117,7 +136,8 @@ class Detour(nn.Module):
     configuration that is truly faster than another, for retuning to find. Linear layers
     alone make Inductor emit no C++ kernels, so each compile takes seconds on a CPU.
     With AUTOTUNE_TEST_BROKEN set, its blocks go wrong under torch.compile, like a new torch
-    that broke the tuned configuration.
+    that broke the tuned configuration; with AUTOTUNE_TEST_SLOW set, a compiled step does more
+    work than before (a longer pause than eager's), like a change that slows the tuned model down.
     """
 
     def __init__(self) -> None:
@@ -128,6 +148,8 @@ class Detour(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not torch.compiler.is_compiling():
             time.sleep(0.002)
+        elif os.environ.get("AUTOTUNE_TEST_SLOW"):
+            _pause(0.004)
         for block in self.blocks:
             x = block(x)
         return x
