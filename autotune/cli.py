@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -200,34 +201,19 @@ def _add_search(commands: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run_search)
 
 
+def _options(cls: Any, args: argparse.Namespace, **given: Any) -> Any:
+    """An options dataclass from the parsed flags: every field that has a flag of the same name, plus `given`."""
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
+    return cls(**{**values, **given})
+
+
 def run_search(args: argparse.Namespace) -> int:
     """`autotune search`."""
     from autotune.study.search import SearchOptions, search
     from autotune.trial.request import Protocol
 
-    options = SearchOptions(
-        model=args.model,
-        space=args.space,
-        trials=args.trials,
-        timeout=args.timeout,
-        trial_timeout=args.trial_timeout,
-        device=args.device,
-        out=args.out,
-        study_name=args.study_name,
-        storage=args.storage,
-        sampler=args.sampler,
-        pruner=args.pruner,
-        seed=args.seed,
-        objective=args.objective,
-        max_compile_seconds=args.max_compile_seconds,
-        max_failure_rate=args.max_failure_rate,
-        slow_ratio=args.slow_ratio,
-        confirm=args.confirm,
-        rounds=args.rounds,
-        max_rounds=args.max_rounds,
-        protocol=Protocol(windows=args.windows, fresh_batches=args.fresh_batches),
-        compile_cache=args.compile_cache,
-    )
+    protocol = Protocol(windows=args.windows, fresh_batches=args.fresh_batches)
+    options = _options(SearchOptions, args, protocol=protocol)
     print(
         f"autotune: searching {options.model} on {options.device}: study {options.name!r}, "
         f"{options.trials} trials, space {options.space!r}, storage {options.storage_url}",
@@ -503,21 +489,7 @@ def run_retune(args: argparse.Namespace) -> int:
     """`autotune retune`."""
     from autotune.study.retune import RetuneOptions, retune
 
-    options = RetuneOptions(
-        path=args.path,
-        model=args.model,
-        trials=args.trials,
-        top=args.top,
-        min_gain=args.min_gain,
-        max_regression=args.max_regression,
-        repeats=args.repeats,
-        max_rounds=args.max_rounds,
-        device=args.device,
-        storage=args.storage,
-        space=args.space,
-        trial_timeout=args.trial_timeout,
-        compile_cache=args.compile_cache,
-    )
+    options = _options(RetuneOptions, args)
     display = RetuneDisplay(sys.stderr)
     result = retune(options, progress=display)
     display.close()

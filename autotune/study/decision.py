@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from autotune.study.campaign import Campaign, Interval
+from autotune.study.campaign import BASELINES, Campaign, Interval
 
-__all__ = ["DECISIONS", "Decision", "decide"]
+__all__ = ["DECISIONS", "Decision", "decide", "recorded_ratios"]
 
 DECISIONS = ("unchanged", "improved", "regression")
 INCUMBENT, CHALLENGER = "incumbent", "challenger"
@@ -75,3 +76,25 @@ def decide(
             replaced = versus.median > 1 + min_gain and versus.low > 1.0
     decision = "regression" if regressions else ("improved" if replaced else "unchanged")
     return Decision(decision=decision, replaced=replaced, regressions=regressions, gain=gain)
+
+
+def recorded_ratios(figures: Mapping[str, Any]) -> dict[str, Interval | None]:
+    """The incumbent's ratios to the baselines when it was tuned, as best.yaml records them.
+
+    Files written before intervals were recorded hold a single ratio: it stands for an interval of one point.
+    """
+    itself = {"plain torch.compile": "compile", "no compilation": "eager"}.get(str(figures.get("exported")))
+    ratios: dict[str, Interval | None] = {}
+    for name in BASELINES:
+        if name == itself:
+            ratios[name] = None  # the incumbent is this baseline: it cannot fall behind itself
+            continue
+        recorded = figures.get(f"vs_{name}")
+        try:
+            ratios[name] = Interval.from_dict(recorded) if isinstance(recorded, Mapping) else None
+        except (KeyError, TypeError, ValueError):
+            ratios[name] = None
+        single = figures.get(f"speedup_vs_{name}")
+        if ratios[name] is None and isinstance(single, (int, float)) and not isinstance(single, bool) and single > 0:
+            ratios[name] = Interval(float(single), float(single), float(single), 1)
+    return ratios

@@ -39,6 +39,13 @@ def _optuna_axes(plot: Any, study: optuna.Study, **kwargs: Any) -> Any:
         return plot(study, **kwargs)
 
 
+def _ring(ax: Any, x: float, y: float, trial: int) -> None:
+    """Circle the exported trial's point."""
+    ax.scatter(
+        [x], [y], s=160, facecolors="none", edgecolors="black", linewidths=2, label=f"exported: trial {trial}", zorder=4
+    )
+
+
 def history(
     out_dir: Path,
     study: optuna.Study,
@@ -70,16 +77,7 @@ def history(
     if winner is not None:
         row = next((r for r in rows if r["number"] == winner), None)
         if row and row["value"] is not None:
-            ax.scatter(
-                [winner],
-                [row["value"]],
-                s=160,
-                facecolors="none",
-                edgecolors="black",
-                linewidths=2,
-                label=f"exported: trial {winner}",
-                zorder=4,
-            )
+            _ring(ax, winner, row["value"], winner)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("trial")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -117,15 +115,7 @@ def throughput_vs_compile(
             )
     chosen = next((r for r in complete if r["number"] == winner), None)
     if chosen is not None:
-        ax.scatter(
-            [chosen["compile_seconds"] or 0.0],
-            [chosen["samples_per_second"]],
-            s=160,
-            facecolors="none",
-            edgecolors="black",
-            linewidths=2,
-            label=f"exported: trial {winner}",
-        )
+        _ring(ax, chosen["compile_seconds"] or 0.0, chosen["samples_per_second"], winner)
     ax.set_xlabel("compile and warm-up seconds")
     ax.set_ylabel("samples/s (search-time run)")
     ax.set_title(title)

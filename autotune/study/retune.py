@@ -27,21 +27,20 @@ import optuna
 
 from autotune.errors import ConfigError, RetuneError, SearchError
 from autotune.runtime import compile_cache, environment, tuned
-from autotune.runtime.config import CompileConfig
 from autotune.study import campaign as measurement
 from autotune.study import history, publish
 from autotune.study.cache import record_compile_cache
-from autotune.study.campaign import Campaign, Harness, Interval, Subject
+from autotune.study.campaign import Campaign, Harness, Subject
 from autotune.study.choice import Choice, baseline_figures, metrics
-from autotune.study.decision import DECISIONS, Decision, decide
+from autotune.study.decision import DECISIONS, Decision, decide, recorded_ratios
 from autotune.study.export import study_summary, trial_rows, write_trials_csv
 from autotune.study.format import utc_now
 from autotune.study.objective import Objective
 from autotune.study.progress import Progress, ProgressCallback, quiet
 from autotune.study.report import confirmation_table, write_report
-from autotune.study.search import SearchOptions, explore
-from autotune.study.space import bundled_spaces, load_space, params_for, shared_length_groups
+from autotune.study.space import bundled_spaces, load_space, shared_length_groups
 from autotune.study.storage import load_search_study
+from autotune.study.warmstart import WarmStart
 from autotune.trial.request import Protocol, check_device
 from autotune.workload import resolve
 
@@ -224,7 +223,7 @@ class _Retune:
         if publish.recover(self.out_dir):
             self._note(f"finished an interrupted replacement of the files in {self.out_dir} first")
         self.tuned = tuned.read(self.path)
-        self.study = self._open_study()
+        self.study, self.storage, self.storage_url = _open_study(self.path, self.tuned, options.storage)
         attrs = self.study.user_attrs
         self.objective = Objective.parse(str(attrs.get("objective", "throughput")))
         self.settings = attrs.get("settings") or {}
@@ -244,41 +243,31 @@ class _Retune:
             protocol=Protocol.from_dict(self.settings.get("protocol") or {}),
             timeout=options.trial_timeout,
         )
-        self.space_name = self._space_name()
-
-    def _open_study(self) -> optuna.Study:
-        name = self.tuned.study.get("name")
-        if not isinstance(name, str) or not name:
-            raise RetuneError(f"{self.path}: study.name is missing, so there is no study to retune; search again.")
-        storage = self.options.storage or str(self.tuned.study.get("storage") or "study.db")
-        self.storage = None if storage == "study.db" else storage  # None: the search's own default, study.db
-        if storage == "study.db":
-            database = self.out_dir / "study.db"
-            if not database.is_file():
-                raise RetuneError(
-                    f"{self.path} records its study in study.db beside it, but {database} does not exist; "
-                    "keep the whole outputs folder, or pass --storage URL."
-                )
-            storage = f"sqlite:///{database.resolve()}"
-        self.storage_url = storage
-        try:
-            return load_search_study(storage, name)
-        except SearchError as exc:
-            raise RetuneError(str(exc)) from None
-
-    def _space_name(self) -> str:
-        if self.options.space:
-            return self.options.space
-        recorded = str(self.tuned.study.get("space") or self.study.user_attrs.get("space") or "")
-        if recorded in bundled_spaces():
-            return recorded
-        raise RetuneError(
-            f"{self.path} was tuned on the search space {recorded!r}, which is not a bundled one; "
-            f"pass --space PATH (bundled: {sorted(bundled_spaces())})."
-        )
+        self.space_name = _space_name(self.path, options.space, self.tuned, self.study)
 
     def run(self) -> RetuneResult:
-        challenger = self._search()
+        space = load_space(self.space_name).adapt(
+            self.harness.summary, self.harness.device, graph_breaks=0, shared_lengths=self.shared_lengths
+        )
+        warm = WarmStart(
+            study=self.study,
+            storage=self.storage,
+            storage_url=self.storage_url,
+            out_dir=str(self.out_dir),
+            tuned=self.tuned,
+            harness=self.harness,
+            space=space,
+            space_name=self.space_name,
+            settings=self.settings,
+            objective=self.objective,
+            trials=self.options.trials,
+            top=self.options.top,
+            trial_timeout=self.options.trial_timeout,
+            date=self.date,
+            progress=self.progress,
+            note=self._note,
+        )
+        self.study, challenger = warm.challenger()
         subjects = [
             *Subject.baselines(),
             Subject(
@@ -320,12 +309,12 @@ class _Retune:
         )
         verdict = decide(
             campaign,
-            recorded=self._recorded_ratios(),
+            recorded=recorded_ratios(self.tuned.metrics),
             min_gain=self.options.min_gain,
             max_regression=self.options.max_regression,
         )
         written = not verdict.regressions or verdict.replaced
-        shipped, cache = self._publish(campaign, verdict, current) if written else (self.tuned, {})
+        shipped, cache = _publish(self, campaign, verdict, current) if written else (self.tuned, {})
         result = RetuneResult(
             path=self.path,
             study_name=self.study.study_name,
@@ -346,168 +335,89 @@ class _Retune:
         write_report(self.out_dir, self.study, rows, campaign, shipped)
         return result
 
-    def _recorded_ratios(self) -> dict[str, Interval | None]:
-        """The incumbent's ratios to the baselines when it was tuned, as best.yaml records them.
-
-        Files written before intervals were recorded hold a single ratio: it stands for an interval of one point.
-        """
-        figures = self.tuned.metrics
-        itself = {"plain torch.compile": "compile", "no compilation": "eager"}.get(str(figures.get("exported")))
-        ratios: dict[str, Interval | None] = {}
-        for name in measurement.BASELINES:
-            if name == itself:
-                ratios[name] = None  # the incumbent is this baseline: it cannot fall behind itself
-                continue
-            recorded = figures.get(f"vs_{name}")
-            try:
-                ratios[name] = Interval.from_dict(recorded) if isinstance(recorded, Mapping) else None
-            except (KeyError, TypeError, ValueError):
-                ratios[name] = None
-            single = figures.get(f"speedup_vs_{name}")
-            if (
-                ratios[name] is None
-                and isinstance(single, (int, float))
-                and not isinstance(single, bool)
-                and single > 0
-            ):
-                ratios[name] = Interval(float(single), float(single), float(single), 1)
-        return ratios
-
-    # -- the warm-started search -----------------------------------------------------------------
-
-    def _search(self) -> Subject | None:
-        """Incumbent and previous top trials first, then new trials; returns the best challenger among them."""
-        first = len(self.study.trials)
-        space = load_space(self.space_name).adapt(
-            self.harness.summary, self.harness.device, graph_breaks=0, shared_lengths=self.shared_lengths
-        )
-        queued = self._enqueue(space)
-        planned = queued + self.options.trials
-        if planned:
-            self._note(
-                f"warm-started search: {queued} earlier configuration(s) again, then {self.options.trials} new trial(s)"
-            )
-            finished = sum(1 for t in self.study.get_trials(deepcopy=False) if t.state.is_finished())
-            try:
-                self.study = explore(self._search_options(finished + planned, first), self.progress)
-            except SearchError as exc:
-                # What was measured is in the study; the campaign below still decides.
-                self._note(f"the warm-started search stopped early: {exc}")
-                self.study = optuna.load_study(study_name=self.study.study_name, storage=self.storage_url)
-        mine = self.tuned.config.to_dict()
-        candidates = [
-            t
-            for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-            if t.number >= first
-            and "duplicate_of" not in t.user_attrs
-            and t.user_attrs.get("config") not in (None, mine)
-        ]
-        if not candidates:
-            return None
-        best = max(candidates, key=lambda t: t.value if self.objective.direction == "maximize" else -(t.value or 0.0))
-        config = CompileConfig.from_dict(best.user_attrs["config"])
-        return Subject(name="challenger", config=config, created=best.user_attrs.get("created"), trial=best.number)
-
-    def _search_options(self, trials: int, first: int) -> SearchOptions:
-        """The study's own settings, so the new trials are measured as the first ones were."""
-        return SearchOptions(
-            model=self.spec,
-            space=self.space_name,
-            trials=trials,
-            trial_timeout=self.options.trial_timeout,
-            device=self.harness.device,
-            out=str(self.out_dir),
-            study_name=self.study.study_name,
-            storage=self.storage,
-            sampler=str(self.settings.get("sampler", "tpe")),
-            pruner=str(self.settings.get("pruner", "median")),
-            seed=self.harness.seed,
-            objective=str(self.objective),
-            protocol=self.harness.protocol,
-            confirm=0,
-            compile_cache=False,
-            reuse_since=first,
-        )
-
-    def _enqueue(self, space: Any) -> int:
-        """Enqueue the incumbent and the previous top trials as this space would ask for them."""
-        wanted: list[tuple[CompileConfig, dict[str, Any]]] = []
-        if self.tuned.config.scope != "none" and self.tuned.config != CompileConfig():
-            wanted.append((self.tuned.config, {"retune_role": "incumbent"}))
-        complete = [
-            t
-            for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-            if "duplicate_of" not in t.user_attrs and "config" in t.user_attrs and t.value is not None
-        ]
-        complete.sort(key=lambda t: t.value or 0.0, reverse=self.objective.direction == "maximize")
-        seen = [self.tuned.config.to_dict()]
-        for trial in complete:
-            if len(wanted) > self.options.top:
-                break
-            if trial.user_attrs["config"] not in seen:
-                seen.append(trial.user_attrs["config"])
-                config = CompileConfig.from_dict(trial.user_attrs["config"])
-                wanted.append((config, {"retune_role": "previous", "previous_trial": trial.number}))
-        queued = 0
-        for config, attrs in wanted:
-            params = params_for(space, config)
-            if params is None:
-                self._note(
-                    f"{config.describe()} is not in the space '{space.name}' any more, so it is not searched again"
-                )
-                continue
-            self.study.enqueue_trial(params, user_attrs={**attrs, "retune": self.date})
-            queued += 1
-        return queued
-
-    # -- writing ---------------------------------------------------------------------------------
-
-    def _publish(
-        self, campaign: Campaign, verdict: Decision, current: dict[str, Any]
-    ) -> tuple[tuned.TunedConfig, dict[str, Any]]:
-        """The winner's compile cache, then best.yaml, apply_compilation.py and compile_cache.bin as one set."""
-        name = "challenger" if verdict.replaced else "incumbent"
-        subject = campaign.subjects[name]
-        assert subject.config is not None
-        choice = Choice(
-            subject=name,
-            exported=f"trial {subject.trial}" if subject.trial is not None else subject.description,
-            config=subject.config,
-            trial=subject.trial,
-            verdict=f"retune {self.date}: {verdict.decision}"
-            + ("; the challenger replaced the incumbent" if verdict.replaced else ""),
-        )
-        cache: dict[str, Any] = {}
-        staged = None
-        if self.options.compile_cache and subject.config.scope != "none":
-            self._note("compile cache: cold, then warm")
-            try:
-                cache, staged = record_compile_cache(self.harness, subject.config, subject.created, self.out_dir)
-            except ConfigError as exc:
-                cache = {"saved": False, "note": str(exc)}
-            self._note(compile_cache.describe(cache))
-        new = tuned.TunedConfig(
-            workload=self.harness.summary,
-            config=subject.config,
-            created=subject.created or self.date,
-            metrics=metrics(campaign, choice, extra={"retuned": self.date}),
-            baselines={n: baseline_figures(campaign, n) for n in measurement.BASELINES},
-            environment={**current, "model": self.model_fingerprint},
-            study={**study_summary(self.study), "retuned": self.date},
-            compile_cache=cache,
-        )
-        publish.replace_together(
-            self.out_dir,
-            {"compile_cache.bin": staged, "apply_compilation.py": new.source, "best.yaml": new.to_yaml()},
-            commit="best.yaml",
-        )
-        # The study now says what the files say, so `autotune export` gives the same choice.
-        self.study.set_user_attr("environment", current)
-        self.study.set_user_attr("model_fingerprint", self.model_fingerprint)
-        return new, cache
-
     def _note(self, message: str) -> None:
         self.progress(Progress(0, 0, None, "", None, None, None, message))
+
+
+def _publish(
+    run: _Retune, campaign: Campaign, verdict: Decision, current: dict[str, Any]
+) -> tuple[tuned.TunedConfig, dict[str, Any]]:
+    """The winner's compile cache, then best.yaml, apply_compilation.py and compile_cache.bin as one set."""
+    name = "challenger" if verdict.replaced else "incumbent"
+    subject = campaign.subjects[name]
+    assert subject.config is not None
+    choice = Choice(
+        subject=name,
+        exported=f"trial {subject.trial}" if subject.trial is not None else subject.description,
+        config=subject.config,
+        trial=subject.trial,
+        verdict=f"retune {run.date}: {verdict.decision}"
+        + ("; the challenger replaced the incumbent" if verdict.replaced else ""),
+    )
+    cache: dict[str, Any] = {}
+    staged = None
+    if run.options.compile_cache and subject.config.scope != "none":
+        run._note("compile cache: cold, then warm")
+        try:
+            cache, staged = record_compile_cache(run.harness, subject.config, subject.created, run.out_dir)
+        except ConfigError as exc:
+            cache = {"saved": False, "note": str(exc)}
+        run._note(compile_cache.describe(cache))
+    new = tuned.TunedConfig(
+        workload=run.harness.summary,
+        config=subject.config,
+        created=subject.created or run.date,
+        metrics=metrics(campaign, choice, extra={"retuned": run.date}),
+        baselines={n: baseline_figures(campaign, n) for n in measurement.BASELINES},
+        environment={**current, "model": run.model_fingerprint},
+        study={**study_summary(run.study), "retuned": run.date},
+        compile_cache=cache,
+    )
+    publish.replace_together(
+        run.out_dir,
+        {"compile_cache.bin": staged, "apply_compilation.py": new.source, "best.yaml": new.to_yaml()},
+        commit="best.yaml",
+    )
+    # The study now says what the files say, so `autotune export` gives the same choice.
+    run.study.set_user_attr("environment", current)
+    run.study.set_user_attr("model_fingerprint", run.model_fingerprint)
+    return new, cache
+
+
+def _open_study(path: Path, recorded: tuned.TunedConfig, storage: str | None) -> tuple[optuna.Study, str | None, str]:
+    """The study best.yaml names: (study, the storage as best.yaml records it, its URL)."""
+    name = recorded.study.get("name")
+    if not isinstance(name, str) or not name:
+        raise RetuneError(f"{path}: study.name is missing, so there is no study to retune; search again.")
+    storage = storage or str(recorded.study.get("storage") or "study.db")
+    url = storage
+    if storage == "study.db":
+        database = path.parent / "study.db"
+        if not database.is_file():
+            raise RetuneError(
+                f"{path} records its study in study.db beside it, but {database} does not exist; "
+                "keep the whole outputs folder, or pass --storage URL."
+            )
+        url = f"sqlite:///{database.resolve()}"
+    try:
+        study = load_search_study(url, name)
+    except SearchError as exc:
+        raise RetuneError(str(exc)) from None
+    # None: the search's own default, study.db beside best.yaml, so best.yaml keeps saying 'study.db'.
+    return study, None if storage == "study.db" else storage, url
+
+
+def _space_name(path: Path, option: str | None, recorded: tuned.TunedConfig, study: optuna.Study) -> str:
+    """The space of the new trials: --space, or the study's own when it is a bundled one."""
+    if option:
+        return option
+    name = str(recorded.study.get("space") or study.user_attrs.get("space") or "")
+    if name in bundled_spaces():
+        return name
+    raise RetuneError(
+        f"{path} was tuned on the search space {name!r}, which is not a bundled one; "
+        f"pass --space PATH (bundled: {sorted(bundled_spaces())})."
+    )
 
 
 def _shown(record: Any, objective: Objective) -> str:

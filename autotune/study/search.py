@@ -46,20 +46,35 @@ class SearchOptions:
     """Everything `autotune search` takes; the CLI flags map one to one."""
 
     model: str
+    """The workload target, "pkg.mod:attr"."""
     space: str = "default"
+    """A bundled search space's name, or a YAML file."""
     trials: int = 20
+    """Trials in the study, resumed ones included."""
     timeout: float | None = None
+    """Stop starting new trials after this many seconds."""
     trial_timeout: float = 900.0
+    """Kill a run's whole process group after this many seconds."""
     device: str | None = None
+    """cpu, cuda or cuda:N (default: cuda when available)."""
     out: str | None = None
+    """The output folder (default: outputs/<study-name>)."""
     study_name: str | None = None
+    """The study's name (default: derived from `model`)."""
     storage: str | None = None
+    """An Optuna storage URL (default: SQLite in the output folder)."""
     sampler: str = "tpe"
+    """tpe, random or bruteforce."""
     pruner: str = "median"
+    """median, hyperband or none."""
     seed: int = 0
+    """Seeds the sampler and the batches drawn."""
     objective: str = "throughput"
+    """'throughput' or 'time-to:N'."""
     max_compile_seconds: float | None = None
+    """Prune a trial whose compile and warm-up take longer."""
     max_failure_rate: float = 0.8
+    """Stop searching (and confirm what completed) when more than this share of at least 5 trials failed."""
     slow_ratio: float = 0.5
     """Prune a trial whose windows run below this fraction of eager's throughput."""
     confirm: int = 3
@@ -69,6 +84,7 @@ class SearchOptions:
     max_rounds: int = 6
     """Rounds of the confirmation campaign at most, while the leader's interval does not decide."""
     protocol: Protocol = field(default_factory=Protocol)
+    """How every run is measured."""
     compile_cache: bool = True
     """Save the winner's compile artifacts to compile_cache.bin and measure its cold and cached compile time."""
     reuse_since: int = 0
@@ -188,7 +204,7 @@ class _Search:
 
     def run(self) -> SearchResult:
         self.explore()
-        self.confirm()
+        _confirm(self)
         self.study.set_user_attr("search_wall_seconds", round(time.monotonic() - self.started, 1))
         if self.options.compile_cache:
             self._save_compile_cache(campaign_of(self.study)[0])
@@ -196,7 +212,7 @@ class _Search:
 
     def explore(self) -> None:
         """Baselines, then trials until --trials, --timeout, too many failures or an exhausted space."""
-        self.loop.baselines = self._baselines()
+        self.loop.baselines = _baselines(self)
         graph_breaks = int(self.loop.baselines["compile"].get("graph_breaks", 0) or 0)
         space: SearchSpace = self.base_space.adapt(
             self.summary, str(self.options.device), graph_breaks=graph_breaks, shared_lengths=self.shared_lengths
@@ -229,67 +245,6 @@ class _Search:
             return False
         return True
 
-    def _baselines(self) -> dict[str, dict[str, Any]]:
-        """Eager and plain torch.compile, measured once per search session for pruning and the trials' speedups."""
-        baselines: dict[str, dict[str, Any]] = {}
-        for subject in Subject.baselines():
-            self._report(None, f"baseline: {subject.description}")
-            run = run_trial(self.harness.request(subject.config))
-            record = run.record()
-            if not record.complete and subject.name == "eager":
-                raise SearchError(
-                    f"the workload does not run eagerly, so there is nothing to compare with: {record.reason}: "
-                    f"{record.message}\n{record.stderr_tail}"
-                )
-            baselines[subject.name] = record.to_dict()
-            self.study.set_user_attr(f"baseline.{subject.name}", baselines[subject.name])
-            if run.environment:
-                self.study.set_user_attr("environment", run.environment)
-        return baselines
-
-    def confirm(self) -> measurement.Campaign | None:
-        """Re-measure the best trials with both baselines in rotated rounds; store the campaign in the study."""
-        top = self.loop.best_distinct(self.options.confirm)
-        if not top:
-            return None
-        self._note(
-            f"confirming the best {len(top)} trial(s) against eager and plain torch.compile: "
-            f"{self.options.rounds} to {self.options.max_rounds} rotated rounds"
-        )
-        subjects = Subject.baselines() + [
-            Subject(
-                name=f"trial {t.number}",
-                config=CompileConfig.from_dict(t.user_attrs["config"]),
-                created=t.user_attrs.get("created"),
-                trial=t.number,
-            )
-            for t in top
-        ]
-
-        def shown(name: str, index: int, record: Any) -> None:
-            outcome = (
-                f"{record.samples_per_second:.4g} samples/s" if record.complete else f"{record.state} ({record.reason})"
-            )
-            noisy = f"  [noisy: {record.noisy}]" if record.noisy else ""
-            self._note(f"confirm round {index + 1}: {name}: {outcome}{noisy}")
-
-        campaign = measurement.measure(
-            self.harness,
-            subjects,
-            objective=self.objective,
-            min_rounds=self.options.rounds,
-            max_rounds=self.options.max_rounds,
-            on_run=shown,
-        )
-        self.study.set_user_attr("confirmation", campaign.to_dict())
-        noise = campaign.noise()
-        if noise["noisy_runs"]:
-            self._note(
-                f"the machine was busy during {noise['noisy_runs']} of {noise['runs']} confirmation runs "
-                f"(load {noise.get('load')}); those were measured again"
-            )
-        return campaign
-
     def _save_compile_cache(self, campaign: measurement.Campaign) -> None:
         """Save the exported configuration's compile artifacts beside best.yaml, and time compiling with them."""
         choice = choose(campaign)
@@ -311,6 +266,69 @@ class _Search:
     def _report(self, trial: int | None, phase: str, message: str = "") -> None:
         done, eta = self.loop.counts()
         self.progress(Progress(done, self.options.trials, trial, phase, None, None, eta, message))
+
+
+def _baselines(search: _Search) -> dict[str, dict[str, Any]]:
+    """Eager and plain torch.compile, measured once per search session for pruning and the trials' speedups."""
+    baselines: dict[str, dict[str, Any]] = {}
+    for subject in Subject.baselines():
+        search._report(None, f"baseline: {subject.description}")
+        run = run_trial(search.harness.request(subject.config))
+        record = run.record()
+        if not record.complete and subject.name == "eager":
+            raise SearchError(
+                f"the workload does not run eagerly, so there is nothing to compare with: {record.reason}: "
+                f"{record.message}\n{record.stderr_tail}"
+            )
+        baselines[subject.name] = record.to_dict()
+        search.study.set_user_attr(f"baseline.{subject.name}", baselines[subject.name])
+        if run.environment:
+            search.study.set_user_attr("environment", run.environment)
+    return baselines
+
+
+def _confirm(search: _Search) -> measurement.Campaign | None:
+    """Re-measure the best trials with both baselines in rotated rounds; store the campaign in the study."""
+    top = search.loop.best_distinct(search.options.confirm)
+    if not top:
+        return None
+    search._note(
+        f"confirming the best {len(top)} trial(s) against eager and plain torch.compile: "
+        f"{search.options.rounds} to {search.options.max_rounds} rotated rounds"
+    )
+    subjects = Subject.baselines() + [
+        Subject(
+            name=f"trial {t.number}",
+            config=CompileConfig.from_dict(t.user_attrs["config"]),
+            created=t.user_attrs.get("created"),
+            trial=t.number,
+        )
+        for t in top
+    ]
+
+    def shown(name: str, index: int, record: Any) -> None:
+        outcome = (
+            f"{record.samples_per_second:.4g} samples/s" if record.complete else f"{record.state} ({record.reason})"
+        )
+        noisy = f"  [noisy: {record.noisy}]" if record.noisy else ""
+        search._note(f"confirm round {index + 1}: {name}: {outcome}{noisy}")
+
+    campaign = measurement.measure(
+        search.harness,
+        subjects,
+        objective=search.objective,
+        min_rounds=search.options.rounds,
+        max_rounds=search.options.max_rounds,
+        on_run=shown,
+    )
+    search.study.set_user_attr("confirmation", campaign.to_dict())
+    noise = campaign.noise()
+    if noise["noisy_runs"]:
+        search._note(
+            f"the machine was busy during {noise['noisy_runs']} of {noise['runs']} confirmation runs "
+            f"(load {noise.get('load')}); those were measured again"
+        )
+    return campaign
 
 
 def _sampler(options: SearchOptions) -> optuna.samplers.BaseSampler:

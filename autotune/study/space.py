@@ -35,6 +35,7 @@ __all__ = [
     "BUNDLED_DIR",
     "INFERENCE_ONLY_OPTIONS",
     "SearchSpace",
+    "adapt",
     "bundled_spaces",
     "load_space",
     "params_for",
@@ -96,78 +97,7 @@ class SearchSpace:
         `graph_breaks` is what plain torch.compile saw (fullgraph=True would then only
         fail); `shared_lengths` groups (input, axis) pairs whose lengths always agree.
         """
-        dropped: list[str] = []
-
-        def keep(name: str, values: tuple[Any, ...], allowed: Any, why: str) -> tuple[Any, ...]:
-            kept = tuple(v for v in values if allowed(v))
-            if len(kept) < len(values):
-                dropped.append(f"{name} {[v for v in values if v not in kept]}: {why}")
-            return kept
-
-        on_gpu = device.startswith("cuda")
-        modes = keep(
-            "mode", self.mode, lambda m: on_gpu or not _uses_cuda_graphs(mode_options(m)), "CUDA graphs need a GPU"
-        )
-        options = dict(self.options)
-        for name in list(options):
-            if name in CUDA_GRAPH_OPTIONS and not on_gpu:
-                dropped.append(f"option {name}: CUDA graphs need a GPU")
-                del options[name]
-            elif name in INFERENCE_ONLY_OPTIONS and workload.task != "infer":
-                dropped.append(f"option {name}: inference only")
-                del options[name]
-        fullgraph = keep(
-            "fullgraph",
-            self.fullgraph,
-            lambda f: not (f and graph_breaks),
-            f"plain torch.compile saw {graph_breaks} graph break(s)",
-        )
-        scopes = keep("scope", self.scope, lambda s: s != "regional" or bool(workload.blocks), "no repeated blocks")
-        scopes = keep("scope", scopes, lambda s: s != "modular" or len(workload.modules) >= 2, "fewer than two modules")
-        static = not workload.dynamic_dims
-        padding = keep(
-            "padding_alignment",
-            self.padding_alignment,
-            lambda p: not static or p is None,
-            "the workload declares no dynamic inputs",
-        )
-        declared = all(
-            axis in workload.max_lengths.get(k, {}) for k, axes in workload.dynamic_dims.items() for axis in axes
-        )
-        padding = keep(
-            "padding_alignment",
-            padding,
-            lambda p: p != "max" or declared,
-            "the workload declares no max_lengths to pad to",
-        )
-        marks = keep(
-            "mark_dynamic", self.mark_dynamic, lambda m: not static or not m, "the workload declares no dynamic inputs"
-        )
-        optimizer = keep(
-            "compile_optimizer",
-            self.compile_optimizer,
-            lambda c: workload.task == "train" or not c,
-            "inference has no optimizer",
-        )
-        for name, values in (("mode", modes), ("scope", scopes), ("fullgraph", fullgraph)):
-            if not values:
-                raise SpaceError(
-                    f"{self.name}: no choice of {name} is left for this workload on {device}; dropped: {dropped}."
-                )
-        groups = _mark_groups(workload, shared_lengths if self.group_mark_dynamic else None)
-        return replace(
-            self,
-            mode=modes,
-            options=options,
-            fullgraph=fullgraph,
-            scope=scopes,
-            padding_alignment=padding or (None,),
-            mark_dynamic=marks or (False,),
-            compile_optimizer=optimizer or (False,),
-            mark_groups=groups,
-            module_paths=tuple(workload.modules),
-            dropped=tuple(dropped),
-        )
+        return adapt(self, workload, device, graph_breaks=graph_breaks, shared_lengths=shared_lengths)
 
     def suggest(self, trial: Trial) -> CompileConfig:
         """Ask the trial for every dimension that applies, given the answers so far."""
@@ -219,6 +149,89 @@ class SearchSpace:
         for index, group in enumerate(self.mark_groups):
             dims[f"mark_dynamic.{_group_name(group, index)}"] = self.mark_dynamic
         return {k: v for k, v in dims.items() if len(v) > 1}
+
+
+def adapt(
+    space: SearchSpace,
+    workload: WorkloadSummary,
+    device: str,
+    *,
+    graph_breaks: int = 0,
+    shared_lengths: Sequence[Sequence[tuple[InputKey, int]]] | None = None,
+) -> SearchSpace:
+    """`space` without the choices that cannot apply to `workload` on `device` (see `SearchSpace.adapt`)."""
+    dropped: list[str] = []
+
+    def keep(name: str, values: tuple[Any, ...], allowed: Any, why: str) -> tuple[Any, ...]:
+        kept = tuple(v for v in values if allowed(v))
+        if len(kept) < len(values):
+            dropped.append(f"{name} {[v for v in values if v not in kept]}: {why}")
+        return kept
+
+    on_gpu = device.startswith("cuda")
+    modes = keep(
+        "mode", space.mode, lambda m: on_gpu or not _uses_cuda_graphs(mode_options(m)), "CUDA graphs need a GPU"
+    )
+    options = dict(space.options)
+    for name in list(options):
+        if name in CUDA_GRAPH_OPTIONS and not on_gpu:
+            dropped.append(f"option {name}: CUDA graphs need a GPU")
+            del options[name]
+        elif name in INFERENCE_ONLY_OPTIONS and workload.task != "infer":
+            dropped.append(f"option {name}: inference only")
+            del options[name]
+    fullgraph = keep(
+        "fullgraph",
+        space.fullgraph,
+        lambda f: not (f and graph_breaks),
+        f"plain torch.compile saw {graph_breaks} graph break(s)",
+    )
+    scopes = keep("scope", space.scope, lambda s: s != "regional" or bool(workload.blocks), "no repeated blocks")
+    scopes = keep("scope", scopes, lambda s: s != "modular" or len(workload.modules) >= 2, "fewer than two modules")
+    static = not workload.dynamic_dims
+    padding = keep(
+        "padding_alignment",
+        space.padding_alignment,
+        lambda p: not static or p is None,
+        "the workload declares no dynamic inputs",
+    )
+    declared = all(
+        axis in workload.max_lengths.get(k, {}) for k, axes in workload.dynamic_dims.items() for axis in axes
+    )
+    padding = keep(
+        "padding_alignment",
+        padding,
+        lambda p: p != "max" or declared,
+        "the workload declares no max_lengths to pad to",
+    )
+    marks = keep(
+        "mark_dynamic", space.mark_dynamic, lambda m: not static or not m, "the workload declares no dynamic inputs"
+    )
+    optimizer = keep(
+        "compile_optimizer",
+        space.compile_optimizer,
+        lambda c: workload.task == "train" or not c,
+        "inference has no optimizer",
+    )
+    for name, values in (("mode", modes), ("scope", scopes), ("fullgraph", fullgraph)):
+        if not values:
+            raise SpaceError(
+                f"{space.name}: no choice of {name} is left for this workload on {device}; dropped: {dropped}."
+            )
+    groups = _mark_groups(workload, shared_lengths if space.group_mark_dynamic else None)
+    return replace(
+        space,
+        mode=modes,
+        options=options,
+        fullgraph=fullgraph,
+        scope=scopes,
+        padding_alignment=padding or (None,),
+        mark_dynamic=marks or (False,),
+        compile_optimizer=optimizer or (False,),
+        mark_groups=groups,
+        module_paths=tuple(workload.modules),
+        dropped=tuple(dropped),
+    )
 
 
 def _ask(trial: Trial, name: str, choices: tuple[Any, ...]) -> Any:

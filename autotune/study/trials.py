@@ -14,7 +14,7 @@ import socket
 import statistics
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import optuna
 
@@ -25,13 +25,22 @@ from autotune.study.objective import Objective
 from autotune.study.space import SearchSpace
 from autotune.trial.runner import run_trial
 
-if TYPE_CHECKING:
-    from autotune.study.search import SearchOptions
-
-__all__ = ["DETERMINISTIC_FAILURES", "Monitor", "TrialLoop"]
+__all__ = ["DETERMINISTIC_FAILURES", "LoopOptions", "Monitor", "TrialLoop"]
 
 DETERMINISTIC_FAILURES = ("invalid_config", "accuracy", "graph_break", "compile_error", "recompile_limit", "unsettled")
 """Failure reasons that measuring again would repeat, so a twin may reuse them."""
+
+
+class LoopOptions(Protocol):
+    """What a trial loop reads of the search's options (`SearchOptions` has them all)."""
+
+    trials: int
+    reuse_since: int
+    max_compile_seconds: float | None
+    pruner: str
+    slow_ratio: float
+
+
 Report = Callable[..., None]
 """(trial number or None, phase, message="") -> None: the search's display."""
 _STATES = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
@@ -41,7 +50,7 @@ class TrialLoop:
     """Runs the trials of one search session against its study."""
 
     def __init__(
-        self, study: optuna.Study, harness: Harness, options: SearchOptions, objective: Objective, report: Report
+        self, study: optuna.Study, harness: Harness, options: LoopOptions, objective: Objective, report: Report
     ) -> None:
         self.study = study
         self.harness = harness

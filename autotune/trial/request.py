@@ -118,29 +118,43 @@ class RunRecord:
     state: str
     """'complete', 'failed' or 'pruned'."""
     reason: str = ""
+    """Why it failed or was pruned (e.g. 'accuracy', 'oom', 'timeout')."""
     message: str = ""
+    """What the worker said about it, in a line."""
     samples_per_second: float | None = None
     """The run's throughput: on the fresh batches, recompiles included (the fixed ones without a stream)."""
     batches_per_second: float | None = None
+    """Steps per second on the same batches as `samples_per_second`."""
     steady_samples_per_second: float | None = None
     """Median of the steady-state windows on the fixed batches, after warm-up."""
     samples_per_second_min: float | None = None
+    """The slowest steady-state window."""
     samples_per_second_max: float | None = None
+    """The fastest steady-state window."""
     windows: list[float] = field(default_factory=list)
+    """Every steady-state window's samples/s, in order."""
     compile_seconds: float | None = None
     """Compile and warm-up on the fixed batches, without the accuracy check's eager reference."""
     warmup_passes: int | None = None
+    """Passes over the fixed batches until one compiled nothing."""
     fresh_batches: int | None = None
+    """How many fresh batches were measured (a finite data source may have fewer than asked)."""
     fresh_recompiles: int | None = None
     """Frames compiled while running the fresh batches: shapes the fixed batches did not have."""
     fresh_compile_seconds: float | None = None
     """Time spent in fresh-batch steps that compiled something."""
     peak_memory_mb: float | None = None
+    """Peak memory of the compiled steps: CUDA's allocator, or the process's resident set on the CPU."""
     memory_kind: str | None = None
+    """'cuda_allocated' or 'process_rss'."""
     graphs: int | None = None
+    """Graphs dynamo compiled."""
     graph_breaks: int | None = None
+    """Graph breaks dynamo counted."""
     recompiles: int | None = None
+    """Frames compiled again for new guards."""
     threads: int | None = None
+    """CPU threads torch used."""
     probe_seconds: list[float] = field(default_factory=list)
     """The calibration probe, timed before and after measuring: a slower probe means a busier machine."""
     load: list[float] = field(default_factory=list)
@@ -150,8 +164,11 @@ class RunRecord:
     noisy: str = ""
     """Why this run's figures are not trusted (a slow probe, spread windows); empty when they are."""
     wall_seconds: float = 0.0
+    """The whole worker process, start to exit."""
     phase_seconds: dict[str, float] = field(default_factory=dict)
+    """Wall seconds per phase: start, build, compile, measure."""
     stderr_tail: str = ""
+    """The last lines the worker printed, for a failed run."""
 
     @property
     def complete(self) -> bool:

@@ -128,8 +128,8 @@ class Trial:
         self._set_phase("measure")
         load_before, cpu_before = load_average(), cpu_times()
         probe_before = calibration_probe(self.device)
-        windows = self._windows()
-        fresh = self._fresh_stream()
+        windows = steady_windows(self)
+        fresh = fresh_stream(self)
         probe_after = calibration_probe(self.device)
         load_after, cpu_after = load_average(), cpu_times()
         if self.generated is not None and self.request.get("save_cache_path"):
@@ -219,7 +219,7 @@ class Trial:
         settled_at = time.perf_counter()
         for index in range(1, self.protocol.max_warmup_passes + 1):
             before = dynamo_counts()["frames"]
-            self._pass(self.batches)
+            self.run_pass(self.batches)
             synchronize(self.device)
             if dynamo_counts()["frames"] == before:
                 return settled_at, index
@@ -232,70 +232,72 @@ class Trial:
 
     # -- measuring ------------------------------------------------------------------------------
 
-    def _pass(self, batches: list[Any]) -> None:
+    def run_pass(self, batches: list[Any]) -> None:
         for batch in batches:
             self.step(self.model, self.optimizer, self.prepare(batch))
 
-    def _windows(self) -> list[dict[str, Any]]:
-        """Steady-state windows on the fixed batches; a window in which anything compiled is measured again."""
-        samples = sum(samples_in(b) for b in self.batches)
-        clock = Stopwatch(self.device)
-        clock.start()
-        self._pass(self.batches)
-        passes = min(
-            MAX_PASSES_PER_WINDOW,
-            max(self.protocol.passes_per_window, math.ceil(MIN_WINDOW_SECONDS / max(clock.elapsed(), 1e-6))),
-        )
-        windows: list[dict[str, Any]] = []
-        redone = 0
-        while len(windows) < self.protocol.windows:
-            frames = dynamo_counts()["frames"]
-            clock.start()
-            for _ in range(passes):
-                self._pass(self.batches)
-            seconds = clock.elapsed()
-            if dynamo_counts()["frames"] != frames:
-                redone += 1
-                if redone > self.protocol.windows:
-                    raise TrialFailure("unsettled", "kept compiling while measuring the same batches")
-                continue
-            window = {
-                "index": len(windows),
-                "seconds": seconds,
-                "samples_per_second": samples * passes / seconds,
-                "batches_per_second": len(self.batches) * passes / seconds,
-            }
-            windows.append(window)
-            self.events.emit("window", **window)
-        return windows
 
-    def _fresh_stream(self) -> dict[str, Any]:
-        """Each fresh batch once, timed as a whole: what a real run sees, recompiles included."""
-        if not self.fresh:
-            return {}
-        clock = Stopwatch(self.device)
-        compiling_seconds = 0.0
-        frames_before = dynamo_counts()["frames"]
-        total = time.perf_counter()
-        synchronize(self.device)
-        for batch in self.fresh:
-            frames = dynamo_counts()["frames"]
-            clock.start()
-            self.step(self.model, self.optimizer, self.prepare(batch))
-            seconds = clock.elapsed()
-            if dynamo_counts()["frames"] != frames:
-                compiling_seconds += seconds
-        synchronize(self.device)
-        elapsed = time.perf_counter() - total
-        figures = {
-            "samples_per_second": sum(samples_in(b) for b in self.fresh) / elapsed,
-            "batches_per_second": len(self.fresh) / elapsed,
-            "fresh_batches": len(self.fresh),
-            "fresh_recompiles": dynamo_counts()["frames"] - frames_before,
-            "fresh_compile_seconds": compiling_seconds,
+def steady_windows(trial: Trial) -> list[dict[str, Any]]:
+    """Steady-state windows on the fixed batches; a window in which anything compiled is measured again."""
+    samples = sum(samples_in(b) for b in trial.batches)
+    clock = Stopwatch(trial.device)
+    clock.start()
+    trial.run_pass(trial.batches)
+    passes = min(
+        MAX_PASSES_PER_WINDOW,
+        max(trial.protocol.passes_per_window, math.ceil(MIN_WINDOW_SECONDS / max(clock.elapsed(), 1e-6))),
+    )
+    windows: list[dict[str, Any]] = []
+    redone = 0
+    while len(windows) < trial.protocol.windows:
+        frames = dynamo_counts()["frames"]
+        clock.start()
+        for _ in range(passes):
+            trial.run_pass(trial.batches)
+        seconds = clock.elapsed()
+        if dynamo_counts()["frames"] != frames:
+            redone += 1
+            if redone > trial.protocol.windows:
+                raise TrialFailure("unsettled", "kept compiling while measuring the same batches")
+            continue
+        window = {
+            "index": len(windows),
+            "seconds": seconds,
+            "samples_per_second": samples * passes / seconds,
+            "batches_per_second": len(trial.batches) * passes / seconds,
         }
-        self.events.emit("fresh", **figures)
-        return figures
+        windows.append(window)
+        trial.events.emit("window", **window)
+    return windows
+
+
+def fresh_stream(trial: Trial) -> dict[str, Any]:
+    """Each fresh batch once, timed as a whole: what a real run sees, recompiles included."""
+    if not trial.fresh:
+        return {}
+    clock = Stopwatch(trial.device)
+    compiling_seconds = 0.0
+    frames_before = dynamo_counts()["frames"]
+    total = time.perf_counter()
+    synchronize(trial.device)
+    for batch in trial.fresh:
+        frames = dynamo_counts()["frames"]
+        clock.start()
+        trial.step(trial.model, trial.optimizer, trial.prepare(batch))
+        seconds = clock.elapsed()
+        if dynamo_counts()["frames"] != frames:
+            compiling_seconds += seconds
+    synchronize(trial.device)
+    elapsed = time.perf_counter() - total
+    figures = {
+        "samples_per_second": sum(samples_in(b) for b in trial.fresh) / elapsed,
+        "batches_per_second": len(trial.fresh) / elapsed,
+        "fresh_batches": len(trial.fresh),
+        "fresh_recompiles": dynamo_counts()["frames"] - frames_before,
+        "fresh_compile_seconds": compiling_seconds,
+    }
+    trial.events.emit("fresh", **figures)
+    return figures
 
 
 def _noise(probe_before: float, probe_after: float, rates: list[float]) -> str:

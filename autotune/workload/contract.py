@@ -15,16 +15,7 @@ from autotune.errors import ConfigError, WorkloadError
 from autotune.runtime.config import InputKey, validate_module_path
 from autotune.runtime.summary import AUTOCAST_NAMES, TASKS, WorkloadSummary, checked_dims, checked_pad_values
 
-__all__ = [
-    "AUTOCAST_DTYPES",
-    "Batch",
-    "Workload",
-    "find_repeated_blocks",
-    "input_keys",
-    "input_of",
-    "samples_in",
-    "seed_everything",
-]
+# The workload package's __init__ lists what is public here.
 
 AUTOCAST_DTYPES = {name: getattr(torch, name) for name in AUTOCAST_NAMES}
 Batch = Any
@@ -80,47 +71,15 @@ class Workload:
             raise WorkloadError(f"Workload.num_batches: {self.num_batches!r} must be an integer >= 1.")
         self.dynamic_dims = checked_dims(self.dynamic_dims)
         self.pad_values = checked_pad_values(self.pad_values, self.dynamic_dims)
-        self.max_lengths = self._checked_max_lengths(self.max_lengths)
+        self.max_lengths = _checked_max_lengths(self.max_lengths, self.dynamic_dims)
         for name in ("modules", "blocks"):
             paths = getattr(self, name)
             if paths is not None:
-                setattr(self, name, tuple(self._checked_submodule(p, f"Workload.{name}") for p in paths))
+                setattr(self, name, tuple(_checked_submodule(self.model, p, f"Workload.{name}") for p in paths))
         for path in self.blocks or ():
             container = self.model.get_submodule(path)
             if not isinstance(container, (nn.ModuleList, nn.Sequential)) or len(container) < 2:
                 raise WorkloadError(f"Workload.blocks: {path!r} must be a ModuleList/Sequential of two or more blocks.")
-
-    def _checked_max_lengths(self, lengths: object) -> dict[InputKey, dict[int, int]]:
-        if not isinstance(lengths, Mapping):
-            raise WorkloadError(f"Workload.max_lengths: expected a mapping of input to length, got {lengths!r}.")
-        checked: dict[InputKey, dict[int, int]] = {}
-        for key, value in lengths.items():
-            if key not in self.dynamic_dims:
-                raise WorkloadError(
-                    f"Workload.max_lengths: {key!r} is not one of the dynamic inputs {list(self.dynamic_dims)}."
-                )
-            axes = value if isinstance(value, Mapping) else {axis: value for axis in self.dynamic_dims[key]}
-            for axis, length in axes.items():
-                if axis not in self.dynamic_dims[key]:
-                    raise WorkloadError(
-                        f"Workload.max_lengths.{key}: axis {axis!r} is not declared dynamic; declared: "
-                        f"{list(self.dynamic_dims[key])}."
-                    )
-                if isinstance(length, bool) or not isinstance(length, int) or length < 1:
-                    raise WorkloadError(f"Workload.max_lengths.{key}: {length!r} must be a length >= 1.")
-                checked.setdefault(key, {})[axis] = length
-        return checked
-
-    def _checked_submodule(self, path: object, what: str) -> str:
-        try:
-            validate_module_path(path, what)
-            self.model.get_submodule(str(path))
-        except (ConfigError, AttributeError) as exc:
-            children = [name for name, _ in self.model.named_children()]
-            raise WorkloadError(
-                f"{what}: {path!r} is not a submodule of the model ({exc}); its children: {children}."
-            ) from None
-        return str(path)
 
     def module_paths(self) -> tuple[str, ...]:
         """Submodules the modular scope compiles: `modules`, or the direct children that hold parameters."""
@@ -179,31 +138,8 @@ class Workload:
         # Mappings such as transformers' BatchEncoding are passed on as plain dicts.
         batches = [dict(b) if isinstance(b, Mapping) and not isinstance(b, dict) else b for b in batches]
         for index, batch in enumerate(batches):
-            self._check_batch(batch, first + index)
+            _check_batch(batch, first + index, self.dynamic_dims)
         return batches
-
-    def _check_batch(self, batch: Batch, index: int) -> None:
-        if not isinstance(batch, (dict, tuple, list, torch.Tensor)):
-            raise WorkloadError(
-                f"batch {index}: {type(batch).__name__} is not a batch; expected a dict of tensors, "
-                "a tuple of tensors or one tensor."
-            )
-        for key, axes in self.dynamic_dims.items():
-            value = input_of(batch, key)
-            if value is None:
-                raise WorkloadError(
-                    f"Workload.dynamic_dims: batch {index} has no input {key!r}; its inputs: {input_keys(batch)}."
-                )
-            if not isinstance(value, torch.Tensor):
-                raise WorkloadError(
-                    f"Workload.dynamic_dims: input {key!r} of batch {index} is a {type(value).__name__}, not a tensor."
-                )
-            for axis in axes:
-                if axis >= value.dim():
-                    raise WorkloadError(
-                        f"Workload.dynamic_dims: axis {axis} of input {key!r} is out of range; "
-                        f"its shape is {tuple(value.shape)} (axes 0..{value.dim() - 1})."
-                    )
 
     def run_forward(self, model: nn.Module, batch: Batch) -> Any:
         """Call the model on one batch: `forward` if given, else keywords, positions or one tensor."""
@@ -243,6 +179,61 @@ class Workload:
             samples_per_batch=samples_in(batches[0]),
             autocast=next((n for n, d in AUTOCAST_DTYPES.items() if d == self.autocast), None),
         )
+
+
+def _checked_max_lengths(lengths: object, dims: Mapping[InputKey, Sequence[int]]) -> dict[InputKey, dict[int, int]]:
+    if not isinstance(lengths, Mapping):
+        raise WorkloadError(f"Workload.max_lengths: expected a mapping of input to length, got {lengths!r}.")
+    checked: dict[InputKey, dict[int, int]] = {}
+    for key, value in lengths.items():
+        if key not in dims:
+            raise WorkloadError(f"Workload.max_lengths: {key!r} is not one of the dynamic inputs {list(dims)}.")
+        axes = value if isinstance(value, Mapping) else {axis: value for axis in dims[key]}
+        for axis, length in axes.items():
+            if axis not in dims[key]:
+                raise WorkloadError(
+                    f"Workload.max_lengths.{key}: axis {axis!r} is not declared dynamic; declared: {list(dims[key])}."
+                )
+            if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+                raise WorkloadError(f"Workload.max_lengths.{key}: {length!r} must be a length >= 1.")
+            checked.setdefault(key, {})[axis] = length
+    return checked
+
+
+def _checked_submodule(model: nn.Module, path: object, what: str) -> str:
+    try:
+        validate_module_path(path, what)
+        model.get_submodule(str(path))
+    except (ConfigError, AttributeError) as exc:
+        children = [name for name, _ in model.named_children()]
+        raise WorkloadError(
+            f"{what}: {path!r} is not a submodule of the model ({exc}); its children: {children}."
+        ) from None
+    return str(path)
+
+
+def _check_batch(batch: Batch, index: int, dims: Mapping[InputKey, Sequence[int]]) -> None:
+    if not isinstance(batch, (dict, tuple, list, torch.Tensor)):
+        raise WorkloadError(
+            f"batch {index}: {type(batch).__name__} is not a batch; expected a dict of tensors, "
+            "a tuple of tensors or one tensor."
+        )
+    for key, axes in dims.items():
+        value = input_of(batch, key)
+        if value is None:
+            raise WorkloadError(
+                f"Workload.dynamic_dims: batch {index} has no input {key!r}; its inputs: {input_keys(batch)}."
+            )
+        if not isinstance(value, torch.Tensor):
+            raise WorkloadError(
+                f"Workload.dynamic_dims: input {key!r} of batch {index} is a {type(value).__name__}, not a tensor."
+            )
+        for axis in axes:
+            if axis >= value.dim():
+                raise WorkloadError(
+                    f"Workload.dynamic_dims: axis {axis} of input {key!r} is out of range; "
+                    f"its shape is {tuple(value.shape)} (axes 0..{value.dim() - 1})."
+                )
 
 
 def input_of(batch: Batch, key: InputKey) -> Any:
