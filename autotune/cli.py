@@ -1,4 +1,8 @@
-"""The `autotune` command line: a thin layer over the library, one function per subcommand."""
+"""The `autotune` command line: a thin layer over the library, one function per subcommand.
+
+Each command imports the library when it runs (`# lazy:` below), so that `autotune --help`
+answers without loading torch, Optuna and Inductor.
+"""
 
 from __future__ import annotations
 
@@ -77,7 +81,7 @@ examples:
 
 
 def _add_search(commands: argparse._SubParsersAction) -> None:
-    from autotune.trial.request import Protocol
+    from autotune.trial.request import Protocol  # lazy: see the module docstring
 
     p = commands.add_parser(
         "search",
@@ -209,8 +213,8 @@ def _options(cls: Any, args: argparse.Namespace, **given: Any) -> Any:
 
 def run_search(args: argparse.Namespace) -> int:
     """`autotune search`."""
-    from autotune.study.search import SearchOptions, search
-    from autotune.trial.request import Protocol
+    from autotune.study.search import SearchOptions, search  # lazy: see the module docstring
+    from autotune.trial.request import Protocol  # lazy: see the module docstring
 
     protocol = Protocol(windows=args.windows, fresh_batches=args.fresh_batches)
     options = _options(SearchOptions, args, protocol=protocol)
@@ -239,13 +243,13 @@ class ProgressDisplay:
             self._clear()
             print(f"  {progress.message}", file=self.stream, flush=True)
             return
-        best = "best: –"
+        best = ""
         if progress.best_value is not None:
-            best = f"best: {progress.best_value:.4g}"
+            best = f"  best: {progress.best_value:.4g}"
             if progress.best_speedup:
                 best += f" ({progress.best_speedup:.2f}x eager)"
-        eta = f"ETA {progress.eta_seconds / 60:.1f} min" if progress.eta_seconds else "ETA –"
-        self._show(f"[{progress.done}/{progress.total}] {progress.phase:<28} {best}  {eta}")
+        eta = f"  trials ETA {progress.eta_seconds / 60:.1f} min" if progress.eta_seconds else ""
+        self._show(f"[{progress.done}/{progress.total} trials] {progress.phase:<28}{best}{eta}")
 
     def _show(self, line: str) -> None:
         if line == self.last:
@@ -276,9 +280,9 @@ class RetuneDisplay(ProgressDisplay):
 
 def print_result(result: Any) -> None:
     """The verdict first, then the confirmation of the finalists with both baselines, then the search's best trials."""
-    from autotune.study.campaign import Campaign
-    from autotune.study.format import number
-    from autotune.study.report import confirmation_table
+    from autotune.study.campaign import Campaign  # lazy: see the module docstring
+    from autotune.study.format import number  # lazy: see the module docstring
+    from autotune.study.report import confirmation_table  # lazy: see the module docstring
 
     metrics = result.summary.get("metrics") or {}
     print()
@@ -327,7 +331,7 @@ def _add_spaces(commands: argparse._SubParsersAction) -> None:
 
 def run_spaces(args: argparse.Namespace) -> int:
     """`autotune spaces`."""
-    from autotune.study.space import bundled_spaces, load_space
+    from autotune.study.space import bundled_spaces, load_space  # lazy: see the module docstring
 
     for name, path in bundled_spaces().items():
         space = load_space(str(path))
@@ -352,7 +356,7 @@ def _add_export(commands: argparse._SubParsersAction) -> None:
 
 def run_export(args: argparse.Namespace) -> int:
     """`autotune export`."""
-    from autotune.study.export import export_from_storage
+    from autotune.study.export import export_from_storage  # lazy: see the module docstring
 
     result = export_from_storage(args.storage, args.study_name, args.out)
     print_result(result)
@@ -389,7 +393,7 @@ def _add_validate(commands: argparse._SubParsersAction) -> None:
 
 def run_validate(args: argparse.Namespace) -> int:
     """`autotune validate`."""
-    from autotune.study.validate import validate
+    from autotune.study.validate import validate  # lazy: see the module docstring
 
     report = validate(
         args.path,
@@ -487,7 +491,7 @@ def _add_retune(commands: argparse._SubParsersAction) -> None:
 
 def run_retune(args: argparse.Namespace) -> int:
     """`autotune retune`."""
-    from autotune.study.retune import RetuneOptions, retune
+    from autotune.study.retune import RetuneOptions, retune  # lazy: see the module docstring
 
     options = _options(RetuneOptions, args)
     display = RetuneDisplay(sys.stderr)
@@ -510,7 +514,7 @@ def _add_show(commands: argparse._SubParsersAction) -> None:
 
 def run_show(args: argparse.Namespace) -> int:
     """`autotune show PATH`."""
-    from autotune.runtime import tuned
+    from autotune.runtime import tuned  # lazy: see the module docstring
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", tuned.EnvironmentMismatchWarning)

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from autotune.trial.measure import compare, tensor_leaves, tolerance_for
+from autotune.trial.measure import compare, tensor_leaves, tolerance_for, working_dtype
 
 
 def test_compare_accepts_rounding_and_rejects_real_differences() -> None:
@@ -35,3 +35,11 @@ def test_tensor_leaves_walks_nested_outputs() -> None:
     a, b = torch.randn(2), torch.randn(3)
     output = {"loss": a, "rest": (b, torch.ones(1, dtype=torch.long))}
     assert [t.shape for t in tensor_leaves(output)] == [a.shape, b.shape]
+
+
+def test_a_model_with_low_precision_weights_is_judged_at_low_precision_without_autocast() -> None:
+    bf16 = torch.nn.Linear(4, 4).to(torch.bfloat16)
+    assert working_dtype(None, bf16) == torch.bfloat16
+    assert tolerance_for(working_dtype(None, bf16)) == tolerance_for(torch.bfloat16) > tolerance_for(None)
+    assert working_dtype(None, torch.nn.Linear(4, 4)) is None
+    assert working_dtype(torch.float16, torch.nn.Linear(4, 4)) == torch.float16

@@ -104,3 +104,29 @@ def test_bad_space_files_name_the_file_key_and_value(tmp_path, text, named) -> N
     with pytest.raises(SpaceError) as error:
         load_space(str(path))
     assert str(path) in str(error.value) and named in str(error.value)
+
+
+def test_a_sampled_option_equal_to_its_default_stays_in_the_configuration(tmp_path) -> None:
+    # max-autotune turns coordinate descent on; a trial that sampled it off must get it off, not the mode's on.
+    path = tmp_path / "cdt.yaml"
+    path.write_text(
+        "description: coordinate descent under max-autotune\n"
+        "mode: [max-autotune-no-cudagraphs]\n"
+        "options:\n  coordinate_descent_tuning: [false, true]\n"
+    )
+    space = load_space(str(path)).adapt(STATIC_INFER, "cpu")
+    off = space.suggest(optuna.trial.FixedTrial({"options.coordinate_descent_tuning": False}))
+    on = space.suggest(optuna.trial.FixedTrial({"options.coordinate_descent_tuning": True}))
+    assert off.options["coordinate_descent_tuning"] is False and on.options["coordinate_descent_tuning"] is True
+    assert off != on, "two answers, two configurations: not one configuration measured twice"
+
+
+def test_max_padding_is_offered_only_for_declared_longest_lengths() -> None:
+    undeclared = load_space("default").adapt(TOY_LIKE, "cpu", shared_lengths=SHARED)
+    assert "max" not in undeclared.padding_alignment
+    assert any("declares no max_lengths" in note for note in undeclared.dropped)
+    lengths = {key: {1: 64} for key in ("input_ids", "attention_mask", "labels")}
+    declared = WorkloadSummary(
+        **{**TOY_LIKE.to_dict(), "max_lengths": lengths, "modules": TOY_LIKE.modules, "blocks": TOY_LIKE.blocks}
+    )
+    assert "max" in load_space("default").adapt(declared, "cpu", shared_lengths=SHARED).padding_alignment

@@ -42,7 +42,7 @@ FINGERPRINT_KEYS = ("torch", "triton", "cuda", "python", "device_name")
 
 def running_fingerprint(device: str = "cpu") -> dict:
     """The versions and device name that decide whether compile artifacts can be reused here."""
-    import platform
+    import platform  # this function is copied into apply_compilation.py, which imports only torch at the top
 
     info = {
         "torch": str(torch.__version__),
@@ -53,7 +53,7 @@ def running_fingerprint(device: str = "cpu") -> dict:
         "device_name": None,
     }
     try:
-        import triton
+        import triton  # optional: CPU builds of torch have no Triton
 
         info["triton"] = str(triton.__version__)
     except ImportError:
@@ -81,6 +81,7 @@ def load_compile_cache(path: str = "compile_cache.bin", fingerprint: dict | None
     `fingerprint`, e.g. best.yaml's compile_cache.fingerprint, names another), nothing is
     loaded, a warning says why, and torch compiles as usual. Returns True when loaded.
     """
+    # This function is copied into apply_compilation.py, whose only module-level import is torch.
     import hashlib
     import json
     import warnings

@@ -63,7 +63,7 @@ _SCALARS = (bool, int, float, str, type(None))
 @functools.cache
 def available_modes() -> tuple[str, ...]:
     """The `torch.compile` modes the installed torch knows, e.g. default, reduce-overhead, max-autotune."""
-    import torch._inductor
+    import torch._inductor  # Inductor loads in seconds: only when a mode is checked, not on `import autotune`
 
     return tuple(torch._inductor.list_mode_options())
 
@@ -73,7 +73,7 @@ def mode_options(mode: str | None) -> dict[str, Any]:
     if mode is None:
         return {}
     _check_mode(mode, "mode")
-    import torch._inductor
+    import torch._inductor  # as in available_modes: not on `import autotune`
 
     return dict(torch._inductor.list_mode_options(mode))
 
@@ -81,14 +81,14 @@ def mode_options(mode: str | None) -> dict[str, Any]:
 @functools.cache
 def inductor_option_defaults() -> Mapping[str, Any]:
     """Every Inductor option name (dotted for nested ones, e.g. `triton.cudagraphs`) with its default."""
-    import torch._inductor.config
+    import torch._inductor.config  # as in available_modes: not on `import autotune`
 
     return MappingProxyType(torch._inductor.config.get_config_copy())
 
 
 @functools.cache
 def _backends() -> tuple[str, ...]:
-    import torch._dynamo
+    import torch._dynamo  # dynamo loads in seconds too: only when a backend is checked
 
     return tuple(torch._dynamo.list_backends(exclude_tags=()))
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import platform
+import subprocess
 from collections.abc import Mapping, Sequence
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as dist_version
 from typing import Any
 
 import torch
@@ -34,9 +37,6 @@ RETUNE_KEYS = ("autotune", "python", "torch", "triton", "cuda", "driver", "devic
 
 def version() -> str:
     """autotune's own version."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
-
     try:
         return dist_version("autotune")
     except PackageNotFoundError:
@@ -104,8 +104,6 @@ def differences(
 
 def _driver_version() -> str | None:
     try:
-        import subprocess
-
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
             capture_output=True,

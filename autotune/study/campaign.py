@@ -290,23 +290,21 @@ def measure(
     reference: str = "compile",
     on_run: RunCallback | None = None,
     monitor: Callable[[str], Monitor | None] | None = None,
+    campaign: Campaign | None = None,
 ) -> Campaign:
     """Measure `subjects` against each other in rotated rounds; see the module docstring.
 
     Subjects that fail are not run again in later rounds. Stops after `min_rounds` once the
     leading configuration's ratio to `reference` is decided, and after `max_rounds` anyway.
+    Given an earlier `campaign` of the same subjects, its rounds count and more are added.
     """
     if not 1 <= min_rounds <= max_rounds:
         raise ValueError(f"rounds: 1 <= min_rounds <= max_rounds must hold, got ({min_rounds=}, {max_rounds=})")
-    # One timestamp for the generated headers of subjects that have none: the measured source is the exported one.
-    stamp = utc_now()
-    subjects = [s if s.created else replace(s, created=stamp) for s in subjects]
-    requests = {s.name: harness.request(s.config, created=s.created) for s in subjects}
-    subjects = [replace(s, source_sha256=_sha256(requests[s.name].source)) for s in subjects]
-    campaign = Campaign(objective=objective, subjects={s.name: s for s in subjects})
-    campaign.runs = {s.name: [] for s in subjects}
-    names = [s.name for s in subjects]
-    for index in range(max_rounds):
+    if campaign is None:
+        campaign = _start(harness, subjects, objective)
+    requests = {s.name: harness.request(s.config, created=s.created) for s in campaign.subjects.values()}
+    names = list(campaign.subjects)
+    for index in range(campaign.rounds, max_rounds):
         order = rotation(names, index)
         campaign.orders.append(order)
         for name in order:
@@ -325,6 +323,19 @@ def measure(
                 on_run(name, index, record)
         if index + 1 >= min_rounds and _decided(campaign, reference, decide_within):
             break
+    return campaign
+
+
+def _start(harness: Harness, subjects: Sequence[Subject], objective: Objective) -> Campaign:
+    # One timestamp for the generated headers of subjects that have none: the measured source is the exported one.
+    stamp = utc_now()
+    dated = [s if s.created else replace(s, created=stamp) for s in subjects]
+    campaign = Campaign(objective=objective)
+    for subject in dated:
+        config = subject.config
+        source = None if config is None else harness.source(config, subject.created)
+        campaign.subjects[subject.name] = replace(subject, source_sha256=_sha256(source))
+        campaign.runs[subject.name] = []
     return campaign
 
 

@@ -59,7 +59,7 @@ def history(
     if not any(r["state"] == "COMPLETE" for r in rows):
         return title, "No trial completed, so there is no history to draw."
     plt = _pyplot()
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import MaxNLocator  # with matplotlib itself, only when a plot is drawn
 
     ax = _optuna_axes(optuna.visualization.matplotlib.plot_optimization_history, study, target_name=objective.unit)
     fig = ax.figure

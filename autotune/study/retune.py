@@ -280,6 +280,10 @@ class _Retune:
         if challenger is not None:
             subjects.append(challenger)
         self._note(f"measuring {', '.join(s.name for s in subjects)} in rotated rounds")
+
+        def shown(name: str, index: int, record: Any) -> None:
+            self._note(f"round {index + 1}: {name}: {_shown(record, self.objective)}")
+
         campaign = measurement.measure(
             self.harness,
             subjects,
@@ -287,9 +291,7 @@ class _Retune:
             min_rounds=self.options.repeats,
             max_rounds=self.options.max_rounds,
             reference="incumbent" if challenger is not None else "compile",
-            on_run=lambda name, index, record: self._note(
-                f"round {index + 1}: {name}: {_shown(record, self.objective)}"
-            ),
+            on_run=shown,
         )
         if not campaign.complete_runs("eager"):
             failure = campaign.failure("eager")
@@ -307,12 +309,27 @@ class _Retune:
             if isinstance(recorded_model, Mapping)
             else {}
         )
+        recorded = recorded_ratios(self.tuned.metrics)
         verdict = decide(
-            campaign,
-            recorded=recorded_ratios(self.tuned.metrics),
-            min_gain=self.options.min_gain,
-            max_regression=self.options.max_regression,
+            campaign, recorded=recorded, min_gain=self.options.min_gain, max_regression=self.options.max_regression
         )
+        if verdict.regressions and campaign.failure("incumbent") is None and campaign.rounds < self.options.max_rounds:
+            # A regression is a claim a scheduler acts on: before making it, measure every round the budget allows.
+            self._note(
+                f"the incumbent looks slower after {campaign.rounds} round(s); measuring up to {self.options.max_rounds} to be sure"
+            )
+            campaign = measurement.measure(
+                self.harness,
+                [],
+                objective=self.objective,
+                min_rounds=self.options.max_rounds,
+                max_rounds=self.options.max_rounds,
+                campaign=campaign,
+                on_run=shown,
+            )
+            verdict = decide(
+                campaign, recorded=recorded, min_gain=self.options.min_gain, max_regression=self.options.max_regression
+            )
         written = not verdict.regressions or verdict.replaced
         shipped, cache = _publish(self, campaign, verdict, current) if written else (self.tuned, {})
         result = RetuneResult(

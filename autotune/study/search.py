@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -335,8 +336,6 @@ def _sampler(options: SearchOptions) -> optuna.samplers.BaseSampler:
     if options.sampler == "random":
         return optuna.samplers.RandomSampler(seed=options.seed)
     if options.sampler == "bruteforce":
-        import warnings
-
         # Optuna marks the brute-force sampler experimental; the warning says nothing a user can act on.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch._dynamo.utils import counters
 
 __all__ = [
     "Stopwatch",
@@ -125,7 +126,6 @@ def fail_on_recompile_limit() -> None:
 
 def dynamo_counts() -> dict[str, int]:
     """Graphs compiled, graph breaks, recompiles and frames compiled so far in this process."""
-    from torch._dynamo.utils import counters
 
     graph_breaks = sum(counters["graph_break"].values())
     recompiles = 0

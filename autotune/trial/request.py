@@ -31,6 +31,8 @@ class Protocol:
     fresh_batches: int = 24
     """Batches the run has not seen, each run once after the windows: the throughput figure, recompiles included.
     0 measures the fixed batches only."""
+    fresh_seconds: float = 1.0
+    """The fresh stream lasts at least this long: a fast model runs the fresh batches again after their first pass."""
     check_accuracy: bool = True
     """Compare loss and gradients (train) or outputs (infer) with eager before measuring."""
     threads: int = 0
@@ -41,6 +43,12 @@ class Protocol:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"protocol.{name}: {value!r} must be an integer >= 1.")
+        if (
+            isinstance(self.fresh_seconds, bool)
+            or not isinstance(self.fresh_seconds, (int, float))
+            or self.fresh_seconds < 0
+        ):
+            raise ConfigError(f"protocol.fresh_seconds: {self.fresh_seconds!r} must be a number of seconds >= 0.")
         for name in ("fresh_batches", "threads"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -139,6 +147,8 @@ class RunRecord:
     """Passes over the fixed batches until one compiled nothing."""
     fresh_batches: int | None = None
     """How many fresh batches were measured (a finite data source may have fewer than asked)."""
+    fresh_passes: int | None = None
+    """Passes over the fresh batches: the first one is fresh; more ran when it was shorter than `fresh_seconds`."""
     fresh_recompiles: int | None = None
     """Frames compiled while running the fresh batches: shapes the fixed batches did not have."""
     fresh_compile_seconds: float | None = None

@@ -272,27 +272,37 @@ def steady_windows(trial: Trial) -> list[dict[str, Any]]:
 
 
 def fresh_stream(trial: Trial) -> dict[str, Any]:
-    """Each fresh batch once, timed as a whole: what a real run sees, recompiles included."""
+    """The fresh batches, timed as a whole: what a real run sees, the compiles of new shapes included.
+
+    Each fresh batch runs once; a stream shorter than `protocol.fresh_seconds` is run again
+    until it lasts that long, so that a fast model is timed over more than a few milliseconds.
+    """
     if not trial.fresh:
         return {}
-    clock = Stopwatch(trial.device)
-    compiling_seconds = 0.0
     frames_before = dynamo_counts()["frames"]
-    total = time.perf_counter()
+    compiling_seconds = 0.0
+    samples = steps = passes = 0
     synchronize(trial.device)
-    for batch in trial.fresh:
-        frames = dynamo_counts()["frames"]
-        clock.start()
-        trial.step(trial.model, trial.optimizer, trial.prepare(batch))
-        seconds = clock.elapsed()
-        if dynamo_counts()["frames"] != frames:
-            compiling_seconds += seconds
-    synchronize(trial.device)
-    elapsed = time.perf_counter() - total
+    started = time.perf_counter()
+    while True:
+        for batch in trial.fresh:
+            frames = dynamo_counts()["frames"]
+            step_started = time.perf_counter()
+            trial.step(trial.model, trial.optimizer, trial.prepare(batch))
+            if dynamo_counts()["frames"] != frames:
+                compiling_seconds += time.perf_counter() - step_started
+            samples += samples_in(batch)
+            steps += 1
+        passes += 1
+        synchronize(trial.device)
+        if time.perf_counter() - started >= trial.protocol.fresh_seconds:
+            break
+    elapsed = time.perf_counter() - started
     figures = {
-        "samples_per_second": sum(samples_in(b) for b in trial.fresh) / elapsed,
-        "batches_per_second": len(trial.fresh) / elapsed,
+        "samples_per_second": samples / elapsed,
+        "batches_per_second": steps / elapsed,
         "fresh_batches": len(trial.fresh),
+        "fresh_passes": passes,
         "fresh_recompiles": dynamo_counts()["frames"] - frames_before,
         "fresh_compile_seconds": compiling_seconds,
     }

@@ -268,7 +268,7 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     torch.manual_seed(seed)
     try:
-        import numpy
+        import numpy  # optional: seeded only when the workload has it installed
     except ImportError:
         return
     numpy.random.seed(seed)

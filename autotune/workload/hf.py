@@ -149,7 +149,7 @@ def _forward_parameters(model: nn.Module) -> set[str]:
 
 def _known_head(name: str) -> str | None:
     """Which known head the class `name` is, from transformers' auto mappings or, failing that, its name."""
-    from transformers.models.auto import modeling_auto
+    from transformers.models.auto import modeling_auto  # transformers is loaded already: the model came from it
 
     for head, (mapping, endings) in _HEADS.items():
         classes: set[str] = set()

@@ -36,7 +36,8 @@ def tiny(task: str = "infer", batches=_batches, **extra) -> Workload:
     if task == "train":
         extra.setdefault("optimizer", lambda params: torch.optim.SGD(params, lr=0.01))
         extra.setdefault("loss", lambda output, batch: output.pow(2).mean())
-    return Workload(model=model, batches=batches, task=task, num_batches=4, **extra)
+    extra.setdefault("num_batches", 4)
+    return Workload(model=model, batches=batches, task=task, **extra)
 
 
 def tiny_infer() -> Workload:
@@ -157,3 +158,87 @@ class Detour(nn.Module):
 
 def detour_infer() -> Workload:
     return tiny(model=Detour())
+
+
+class Wide(nn.Module):
+    """One 4096x4096 linear layer: 64 MiB of weights, so a second copy of them shows in peak memory."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4096, 4096)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x)
+
+
+def wide_infer() -> Workload:
+    return Workload(model=Wide(), batches=lambda: [torch.randn(4, 4096) for _ in range(2)], task="infer", num_batches=2)
+
+
+class KeepsCompiling(TinyMLP):
+    """Every call changes a Python int the compiled code specialises on: it compiles again on every pass."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return super().forward(x) * self.calls / self.calls
+
+
+def keeps_compiling() -> Workload:
+    return tiny(model=KeepsCompiling(), batches=lambda: [torch.randn(6, 16)], num_batches=1)
+
+
+class SlowEagerStep(nn.Module):
+    """An eager step pauses for seconds; a compiled one does not (dynamo leaves the pause out).
+
+    Linear layers only: Inductor builds no C++ kernel for them, so compiling takes a second or two.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(16, 16), nn.Linear(16, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not torch.compiler.is_compiling():
+            time.sleep(float(os.environ.get("AUTOTUNE_TEST_PAUSE", "6")))
+        return self.layers(x)
+
+
+def slow_eager_step() -> Workload:
+    return tiny(model=SlowEagerStep())
+
+
+def _long_tailed(count: int = 4) -> list[torch.Tensor]:
+    """Batches whose row count varies widely: every fresh draw brings lengths the fixed batches did not have."""
+    lengths = torch.randint(3, 64, (count,))
+    return [torch.randn(int(length), 16) for length in lengths]
+
+
+def long_tailed() -> Workload:
+    # The recompile limit is dynamo's default: a static configuration hits it on the fresh stream or pays for each shape.
+    return tiny(batches=_long_tailed, dynamic_dims={0: [0]})
+
+
+class HogsWhileMeasuring(TinyMLP):
+    """Starts two busy processes (one per core here) during its 40th step, once per marker file."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        marker = os.environ.get("AUTOTUNE_TEST_HOG_MARKER")
+        if self.calls == 40 and marker and not os.path.exists(marker):
+            open(marker, "w").close()
+            spin = "import time\nend = time.time() + 3\nwhile time.time() < end:\n    pass\n"
+            for _ in range(max(2, os.cpu_count() or 2)):
+                subprocess.Popen([sys.executable, "-c", spin], start_new_session=True)
+        return super().forward(x)
+
+
+def hogs_while_measuring() -> Workload:
+    return tiny(model=HogsWhileMeasuring())

@@ -1,0 +1,132 @@
+"""What a run measures, with real workers: fresh shapes, noise, memory, compile time, and the export rule end to end.
+
+Each test uses a tiny workload that misbehaves in one way (tests/trial_targets/workloads.py).
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from autotune import CompileConfig, cli, load, resolve
+from autotune.runtime import codegen
+from autotune.study import campaign as measurement
+from autotune.study.campaign import Harness, Subject
+from autotune.study.objective import Objective
+from autotune.trial.request import Protocol, TrialRequest
+from autotune.trial.runner import run_trial
+
+TARGETS = "tests.trial_targets.workloads"
+
+
+def source(spec: str, config: CompileConfig) -> str:
+    workload = resolve(spec)
+    summary = workload.summary(spec, workload.draw_batches())
+    return codegen.generate(config, summary, created="2026-01-01T00:00:00+00:00", version="test")
+
+
+def request(spec: str, config: CompileConfig | None, **protocol: object) -> TrialRequest:
+    return TrialRequest(
+        spec=spec,
+        source=source(spec, config) if config is not None else None,
+        protocol=Protocol(windows=2, **protocol).to_dict(),  # type: ignore[arg-type]
+        timeout=600,
+    )
+
+
+def test_a_static_padded_configuration_pays_for_the_shapes_of_the_fresh_stream() -> None:
+    spec = f"{TARGETS}:long_tailed"
+    static = run_trial(request(spec, CompileConfig(dynamic=False, padding_alignment=8), fresh_batches=24)).record()
+    if static.complete:
+        # Shapes the 4 fixed batches did not have compiled inside the measured stream, and were paid for.
+        assert static.fresh_recompiles and static.fresh_recompiles > 0
+        assert static.fresh_compile_seconds and static.fresh_compile_seconds > 0
+        assert static.samples_per_second < static.steady_samples_per_second
+    else:
+        assert static.reason == "recompile_limit", static.message + static.stderr_tail
+    dynamic = run_trial(request(spec, CompileConfig(dynamic=True), fresh_batches=24)).record()
+    assert dynamic.complete and dynamic.fresh_recompiles == 0, dynamic.message + dynamic.stderr_tail
+
+
+def test_a_run_that_never_stops_compiling_on_the_same_batches_fails_instead_of_being_timed() -> None:
+    run = run_trial(request(f"{TARGETS}:keeps_compiling", CompileConfig(), max_warmup_passes=3)).record()
+    assert (run.state, run.reason) == ("failed", "unsettled"), run.message + run.stderr_tail
+    assert "still compiling after 3 warm-up passes" in run.message
+
+
+def test_the_accuracy_reference_is_not_part_of_the_compile_time(monkeypatch) -> None:
+    monkeypatch.setenv("AUTOTUNE_TEST_PAUSE", "8")  # the eager reference step pauses 8 s; compiled steps do not
+    run = run_trial(request(f"{TARGETS}:slow_eager_step", CompileConfig(), fresh_batches=0)).record()
+    assert run.complete, run.message + run.stderr_tail
+    assert run.phase_seconds["build"] >= 8, "the reference ran (and paused) before the compile clock started"
+    assert run.compile_seconds is not None and run.compile_seconds < 8
+
+
+def test_the_accuracy_check_does_not_count_towards_peak_memory() -> None:
+    spec = f"{TARGETS}:wide_infer"
+    checked = run_trial(request(spec, CompileConfig(), fresh_batches=0)).record()
+    unchecked = run_trial(request(spec, CompileConfig(), fresh_batches=0, check_accuracy=False)).record()
+    assert checked.complete and unchecked.complete, checked.message + checked.stderr_tail
+    assert checked.peak_memory_mb and unchecked.peak_memory_mb
+    # The weights are 64 MiB: an eager copy kept for the check would show as that much more.
+    assert checked.peak_memory_mb - unchecked.peak_memory_mb < 32, (checked.peak_memory_mb, unchecked.peak_memory_mb)
+
+
+def test_a_run_during_which_the_machine_got_busy_is_marked_noisy_and_measured_again(
+    tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("AUTOTUNE_TEST_HOG_MARKER", str(tmp_path / "hogged"))
+    spec = f"{TARGETS}:hogs_while_measuring"
+    workload = resolve(spec)
+    harness = Harness(spec=spec, summary=workload.summary(spec, workload.draw_batches()), protocol=Protocol(windows=5))
+    campaign = measurement.measure(
+        harness, [Subject(name="eager", config=None)], objective=Objective(), min_rounds=1, max_rounds=1
+    )
+    assert (tmp_path / "hogged").exists(), "the background load was started during the first run"
+    assert [r["subject"] for r in campaign.remeasured] == ["eager"], campaign.remeasured
+    assert campaign.remeasured[0]["why"], "the noisy run says why"
+    (final,) = campaign.runs["eager"]
+    assert final is not None and final.complete and not final.noisy
+    assert campaign.noise()["remeasured"] == 1
+
+
+@pytest.mark.slow
+def test_when_compiling_never_pays_off_nothing_is_compiled(tmp_path: Path) -> None:
+    out = tmp_path / "slow"
+    code = cli.main(
+        [
+            "search", "--model", f"{TARGETS}:slow_when_compiled", "--space", "quick", "--trials", "1", "--confirm", "1",
+            "--rounds", "2", "--max-rounds", "2", "--windows", "2", "--pruner", "none", "--slow-ratio", "0",
+            "--no-compile-cache", "--device", "cpu", "--out", str(out),
+        ]
+    )  # fmt: skip
+    assert code == cli.EXIT_OK
+    best = load(out / "best.yaml")
+    assert best.config.scope == "none" and best.metrics["exported"] == "no compilation"
+    assert best.metrics["verdict"].startswith("No compilation is exported: eager ran ")
+    assert (
+        "torch.compile("
+        not in (out / "apply_compilation.py").read_text().split("def apply_compilation")[1].split("\ndef ")[0]
+    )
+    assert best.metrics["verdict"] in (out / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_too_many_failures_stop_the_search_but_still_export(tmp_path: Path) -> None:
+    out = tmp_path / "wrong"
+    code = cli.main(
+        [
+            "search", "--model", f"{TARGETS}:wrong_when_compiled", "--space", "quick", "--trials", "8",
+            "--max-failure-rate", "0.5", "--confirm", "1", "--rounds", "1", "--max-rounds", "1", "--windows", "2",
+            "--no-compile-cache", "--device", "cpu", "--out", str(out),
+        ]
+    )  # fmt: skip
+    assert code == cli.EXIT_OK
+    rows = list(csv.DictReader((out / "trials.csv").open()))
+    assert len(rows) == 5 and {r["reason"] for r in rows} == {"accuracy"}, "stopped after 5 of 8 trials"
+    best = load(out / "best.yaml")
+    assert "more than --max-failure-rate 50%" in best.metrics["stopped"]
+    # Every compiled configuration is wrong here, plain torch.compile included: nothing is compiled.
+    assert best.metrics["exported"] == "no compilation"
