@@ -324,8 +324,8 @@ def test_load_and_show_recommend_a_retune_in_another_environment(searched: Path,
 def tuned_wide(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wide") / "detour"
     code, _ = run_cli(
-        "search", "--model", SPEC, "--space", WIDE, "--trials", "2", "--confirm", "2", "--rounds", "2",
-        "--max-rounds", "3", "--sampler", "random", "--seed", "1", "--windows", "2", "--device", "cpu",
+        "search", "--model", SPEC, "--space", WIDE, "--trials", "2", "--confirm", "1", "--rounds", "2",
+        "--max-rounds", "2", "--sampler", "random", "--seed", "1", "--windows", "2", "--device", "cpu",
         "--no-compile-cache", "--out", str(out),
     )  # fmt: skip
     assert code == cli.EXIT_OK
@@ -340,7 +340,7 @@ def test_retunes_right_after_a_search_in_the_same_environment_raise_no_false_ala
     assert load(best).config.scope == "whole", "whole-model compilation (a trial or plain compile) skips the pause"
     for attempt in range(3):
         code, out = run_cli(
-            "retune", str(best), "--space", WIDE, "--trials", "0", "--top", "0", "--repeats", "2", "--max-rounds", "4",
+            "retune", str(best), "--space", WIDE, "--trials", "0", "--top", "0", "--repeats", "2", "--max-rounds", "3",
             "--no-compile-cache",
         )  # fmt: skip
         assert code == cli.EXIT_OK, f"retune {attempt + 1}: {out}"
@@ -352,7 +352,7 @@ def test_a_model_that_really_got_slower_is_a_regression(tuned_wide: Path, tmp_pa
     best = copy_of(tuned_wide.parent, tmp_path / "detour")
     monkeypatch.setenv("AUTOTUNE_TEST_SLOW", "1")  # every compiled step now pauses longer than eager's step
     code, out = run_cli(
-        "retune", str(best), "--space", WIDE, "--trials", "0", "--top", "0", "--repeats", "2", "--max-rounds", "4",
+        "retune", str(best), "--space", WIDE, "--trials", "0", "--top", "0", "--repeats", "2", "--max-rounds", "3",
         "--no-compile-cache",
     )  # fmt: skip
     assert code == cli.EXIT_REGRESSION, out
