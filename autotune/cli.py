@@ -54,12 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run `autotune COMMAND --help` for a command's options.",
     )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
-    _add_search(commands)
-    _add_spaces(commands)
-    _add_export(commands)
-    _add_validate(commands)
-    _add_retune(commands)
-    _add_show(commands)
+    for name, (summary, description, epilog, add_flags) in _COMMANDS.items():
+        add_flags(_command(commands, name, help=summary, description=description, epilog=epilog))
     return parser
 
 
@@ -80,20 +76,26 @@ examples:
 """
 
 
-def _add_search(commands: argparse._SubParsersAction) -> None:
+def _command(
+    commands: argparse._SubParsersAction, name: str, *, help: str, description: str, epilog: str | None = None
+) -> argparse.ArgumentParser:
+    """A subcommand's parser; an epilog keeps its own line breaks (exit codes, examples)."""
+    formatter = argparse.RawDescriptionHelpFormatter if epilog else argparse.HelpFormatter
+    return commands.add_parser(name, help=help, description=description, epilog=epilog, formatter_class=formatter)
+
+
+def _no_compile_cache(p: argparse.ArgumentParser, consequence: str) -> None:
+    p.add_argument(
+        "--no-compile-cache",
+        dest="compile_cache",
+        action="store_false",
+        help=f"do not save the winner's compile artifacts ({consequence})",
+    )
+
+
+def _add_search(p: argparse.ArgumentParser) -> None:
     from autotune.trial.request import Protocol  # lazy: see the module docstring
 
-    p = commands.add_parser(
-        "search",
-        help="search the compile-configuration space for a workload and export the winner",
-        description=(
-            "Run an Optuna study over torch.compile configurations for a workload. Every trial runs in a "
-            "fresh process with its own Inductor/Triton caches and a hard timeout, is checked against eager, "
-            "and is measured with the same protocol as the eager and plain torch.compile baselines."
-        ),
-        epilog=_SEARCH_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
     p.add_argument(
         "--model",
         required=True,
@@ -196,12 +198,7 @@ def _add_search(commands: argparse._SubParsersAction) -> None:
         default=Protocol().windows,
         help="steady-state measurement windows per trial (default: 5)",
     )
-    p.add_argument(
-        "--no-compile-cache",
-        dest="compile_cache",
-        action="store_false",
-        help="do not save the winner's compile artifacts (saving them costs two more runs of the winner)",
-    )
+    _no_compile_cache(p, "saving them costs two more runs of the winner")
     p.set_defaults(run=run_search)
 
 
@@ -320,12 +317,7 @@ def print_result(result: Any) -> None:
         )
 
 
-def _add_spaces(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser(
-        "spaces",
-        help="list the bundled search spaces",
-        description="List the bundled search spaces and what each is for.",
-    )
+def _add_spaces(p: argparse.ArgumentParser) -> None:
     p.set_defaults(run=run_spaces)
 
 
@@ -340,12 +332,7 @@ def run_spaces(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _add_export(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser(
-        "export",
-        help="re-export best.yaml, apply_compilation.py, trials.csv and report.md from a study",
-        description="Re-export a study's files from any Optuna storage (e.g. a shared PostgreSQL study).",
-    )
+def _add_export(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--storage", required=True, metavar="URL", help="Optuna storage URL, e.g. sqlite:///outputs/NAME/study.db"
     )
@@ -363,15 +350,7 @@ def run_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _add_validate(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser(
-        "validate",
-        help="re-measure a saved configuration (best.yaml or a recipe) against eager and plain torch.compile",
-        description=(
-            "Measure a configuration file in fresh processes, interleaved with the eager and plain "
-            "torch.compile baselines. Exit code 0 when the configuration runs and matches eager, 1 when it fails."
-        ),
-    )
+def _add_validate(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", help="a best.yaml, or a recipe file with a `config:` section")
     p.add_argument("--model", metavar="PKG.MOD:ATTR", help="the workload (default: the one recorded in best.yaml)")
     p.add_argument("--device", metavar="cpu|cuda|cuda:N", help="default: cuda when available, else cpu")
@@ -426,21 +405,7 @@ examples:
 """
 
 
-def _add_retune(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser(
-        "retune",
-        help="re-measure a tuned configuration, search a little more, and replace it only on a significant win",
-        description=(
-            "Check a tuned configuration where it runs today, e.g. nightly: run a short warm-started search in "
-            "the same study (the incumbent and the previous top trials first, then --trials new ones), then "
-            "measure eager, plain torch.compile, the incumbent and the best challenger in fresh processes, in "
-            "rotated rounds (--repeats to --max-rounds), and compare the environment and the model with those "
-            "recorded in best.yaml. A challenger replaces the incumbent only if its paired ratio to it has a "
-            "median above 1 + --min-gain and an interval wholly above 1."
-        ),
-        epilog=_RETUNE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def _add_retune(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "path", help="the best.yaml of a search (its folder gets the new files, history.jsonl and the report)"
     )
@@ -480,12 +445,7 @@ def _add_retune(commands: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--space", metavar="NAME|PATH", help="search space of the new trials (default: the study's own)")
     p.add_argument("--trial-timeout", type=float, default=900.0, metavar="SECONDS", help="limit per run (default: 900)")
-    p.add_argument(
-        "--no-compile-cache",
-        dest="compile_cache",
-        action="store_false",
-        help="do not save the winner's compile artifacts (compile_cache.bin is then removed)",
-    )
+    _no_compile_cache(p, "compile_cache.bin is then removed")
     p.set_defaults(run=run_retune)
 
 
@@ -501,12 +461,7 @@ def run_retune(args: argparse.Namespace) -> int:
     return EXIT_REGRESSION if result.regressed else EXIT_OK
 
 
-def _add_show(commands: argparse._SubParsersAction) -> None:
-    show = commands.add_parser(
-        "show",
-        help="print a best.yaml: settings, metrics, environment and whether it matches this machine",
-        description="Print a tuned configuration file and say whether it was tuned on this machine's software and device.",
-    )
+def _add_show(show: argparse.ArgumentParser) -> None:
     show.add_argument("path", help="a best.yaml file")
     show.add_argument("--code", action="store_true", help="also print the generated apply_compilation.py")
     show.set_defaults(run=run_show)
@@ -543,3 +498,59 @@ def run_show(args: argparse.Namespace) -> int:
         print()
         print(config.source, end="")
     return EXIT_OK
+
+
+_COMMANDS: dict[str, tuple[str, str, str | None, Callable[[argparse.ArgumentParser], None]]] = {
+    "search": (
+        "search the compile-configuration space for a workload and export the winner",
+        (
+            "Run an Optuna study over torch.compile configurations for a workload. Every trial runs in a "
+            "fresh process with its own Inductor/Triton caches and a hard timeout, is checked against eager, "
+            "and is measured with the same protocol as the eager and plain torch.compile baselines."
+        ),
+        _SEARCH_EPILOG,
+        _add_search,
+    ),
+    "spaces": (
+        "list the bundled search spaces",
+        "List the bundled search spaces and what each is for.",
+        None,
+        _add_spaces,
+    ),
+    "export": (
+        "re-export best.yaml, apply_compilation.py, trials.csv and report.md from a study",
+        "Re-export a study's files from any Optuna storage (e.g. a shared PostgreSQL study).",
+        None,
+        _add_export,
+    ),
+    "validate": (
+        "re-measure a saved configuration (best.yaml or a recipe) against eager and plain torch.compile",
+        (
+            "Measure a configuration file against eager and plain torch.compile in fresh processes, in rotated "
+            "rounds, and print its ratios to both with their intervals. Exit code 0 when the configuration runs "
+            "and matches eager in every round, 1 when it fails."
+        ),
+        None,
+        _add_validate,
+    ),
+    "retune": (
+        "re-measure a tuned configuration, search a little more, and replace it only on a significant win",
+        (
+            "Check a tuned configuration where it runs today, e.g. nightly: run a short warm-started search in "
+            "the same study (the incumbent and the previous top trials first, then --trials new ones), then "
+            "measure eager, plain torch.compile, the incumbent and the best challenger in fresh processes, in "
+            "rotated rounds (--repeats to --max-rounds), and compare the environment and the model with those "
+            "recorded in best.yaml. A challenger replaces the incumbent only if its paired ratio to it has a "
+            "median above 1 + --min-gain and an interval wholly above 1."
+        ),
+        _RETUNE_EPILOG,
+        _add_retune,
+    ),
+    "show": (
+        "print a best.yaml: settings, metrics, environment and whether it matches this machine",
+        "Print a tuned configuration file and say whether it was tuned on this machine's software and device.",
+        None,
+        _add_show,
+    ),
+}
+"""Each subcommand: its one-line help, its description, its epilog, and the function that adds its flags."""
