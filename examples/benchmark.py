@@ -341,6 +341,10 @@ def render(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _span(values: dict[str, Any] | None) -> str:
+    return f"{values['min']} to {values['max']}" if values else "–"
+
+
 def _workload_table(bench: dict[str, Any]) -> list[str]:
     lines = [
         "| subject | samples/s | vs plain compile | vs eager | vs best recipe | compile s | new-shape compiles | configuration |",
@@ -365,7 +369,7 @@ def _workload_table(bench: dict[str, Any]) -> list[str]:
         f"**What autotune exports** (the rule of `autotune search`): {exported or 'nothing completed'}.",
         f"Best trial after N trials: {', '.join(f'{n} → {s}' for n, s in bench['winner_after'].items()) or 'none'}.",
         f"Measurement: {bench.get('rounds', '?')} round(s); {noise.get('noisy_runs', 0)} noisy run(s) measured again; "
-        f"load {noise.get('load') or '–'}, calibration probe {noise.get('probe_ms') or '–'} ms.",
+        f"1-minute load {_span(noise.get('load'))}, calibration probe {_span(noise.get('probe_ms'))} ms.",
         f"Study: {sum(states.values())} trials ({states['COMPLETE']} complete, {states['PRUNED']} pruned, "
         f"{states['FAIL']} failed{': ' + failures if failures else ''}) in {bench['search_seconds']:.0f} s; "
         f"pruning saved about {bench['pruning_saved_seconds']:.0f} s.",
