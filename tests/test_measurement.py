@@ -141,8 +141,9 @@ def test_validating_the_same_configuration_twice_gives_ratios_that_agree_within_
     first, second = (
         validate(recipe, model=spec, device="cpu", repeats=3, protocol=Protocol(windows=2)) for _ in range(2)
     )
-    for name in ("compile", "eager"):
-        a, b = first.speedup(name), second.speedup(name)
-        assert a is not None and b is not None and a.rounds == b.rounds == 3
-        assert a.low <= b.high and b.low <= a.high, (name, a, b)
+    # The ratio to plain compile is what autotune's decisions rest on; eager's pause makes the other one
+    # a ratio of a sleep to a microsecond step, which says more about the timer than about the configuration.
+    a, b = first.speedup("compile"), second.speedup("compile")
+    assert a is not None and b is not None and a.rounds == b.rounds == 3
+    assert a.low <= b.high and b.low <= a.high, (a, b)
     assert first.campaign.orders[1] == first.campaign.orders[0][1:] + first.campaign.orders[0][:1], "rotated"
