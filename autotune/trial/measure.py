@@ -25,6 +25,7 @@ __all__ = [
     "calibration_probe",
     "cpu_times",
     "fail_on_recompile_limit",
+    "frames_compiled",
     "load_average",
     "steal_share",
     "working_dtype",
@@ -122,6 +123,11 @@ def fail_on_recompile_limit() -> None:
         config.fail_on_recompile_limit_hit = True
     else:  # older torch: the flag lives in dynamo's own config
         torch._dynamo.config.fail_on_recompile_limit_hit = True
+
+
+def frames_compiled() -> int:
+    """Frames dynamo has compiled so far in this process: one counter read, cheap enough for every timed step."""
+    return int(counters["frames"]["ok"])
 
 
 def dynamo_counts() -> dict[str, int]:

@@ -44,6 +44,7 @@ from autotune.trial.measure import (
     cpu_times,
     dynamo_counts,
     fail_on_recompile_limit,
+    frames_compiled,
     load_average,
     peak_memory_mb,
     reset_peak_memory,
@@ -218,10 +219,10 @@ class Trial:
         """Passes over the fixed batches until one compiles nothing; (clock when the last compiling pass ended, passes)."""
         settled_at = time.perf_counter()
         for index in range(1, self.protocol.max_warmup_passes + 1):
-            before = dynamo_counts()["frames"]
+            before = frames_compiled()
             self.run_pass(self.batches)
             synchronize(self.device)
-            if dynamo_counts()["frames"] == before:
+            if frames_compiled() == before:
                 return settled_at, index
             settled_at = time.perf_counter()
         raise TrialFailure(
@@ -250,12 +251,12 @@ def steady_windows(trial: Trial) -> list[dict[str, Any]]:
     windows: list[dict[str, Any]] = []
     redone = 0
     while len(windows) < trial.protocol.windows:
-        frames = dynamo_counts()["frames"]
+        frames = frames_compiled()
         clock.start()
         for _ in range(passes):
             trial.run_pass(trial.batches)
         seconds = clock.elapsed()
-        if dynamo_counts()["frames"] != frames:
+        if frames_compiled() != frames:
             redone += 1
             if redone > trial.protocol.windows:
                 raise TrialFailure("unsettled", "kept compiling while measuring the same batches")
@@ -279,17 +280,17 @@ def fresh_stream(trial: Trial) -> dict[str, Any]:
     """
     if not trial.fresh:
         return {}
-    frames_before = dynamo_counts()["frames"]
+    frames_before = frames_compiled()
     compiling_seconds = 0.0
     samples = steps = passes = 0
     synchronize(trial.device)
     started = time.perf_counter()
     while True:
         for batch in trial.fresh:
-            frames = dynamo_counts()["frames"]
+            frames = frames_compiled()
             step_started = time.perf_counter()
             trial.step(trial.model, trial.optimizer, trial.prepare(batch))
-            if dynamo_counts()["frames"] != frames:
+            if frames_compiled() != frames:
                 compiling_seconds += time.perf_counter() - step_started
             samples += samples_in(batch)
             steps += 1
@@ -303,7 +304,7 @@ def fresh_stream(trial: Trial) -> dict[str, Any]:
         "batches_per_second": steps / elapsed,
         "fresh_batches": len(trial.fresh),
         "fresh_passes": passes,
-        "fresh_recompiles": dynamo_counts()["frames"] - frames_before,
+        "fresh_recompiles": frames_compiled() - frames_before,
         "fresh_compile_seconds": compiling_seconds,
     }
     trial.events.emit("fresh", **figures)
