@@ -236,7 +236,7 @@ def test_alias_bomb_is_refused_quickly(tmp_path: Path) -> None:
         path.write_text(
             make_tuned().to_yaml().replace(f"\n{section}:\n", f"\n{section}:\n" + "\n".join(lines) + "\n", 1)
         )
-        with pytest.raises(ConfigError, match=f"{section}: more than 100000 values"):
+        with pytest.raises(ConfigError, match="more than 100000 values once its aliases are expanded"):
             read(path)
 
 

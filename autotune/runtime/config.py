@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from autotune.errors import AutotuneError, ConfigError
+from autotune.runtime.limits import quote
 
 __all__ = [
     "SCOPES",
@@ -97,7 +98,7 @@ def validate_module_path(path: object, what: str) -> str:
     """Return `path` if it is a dotted submodule path such as `encoder.layer.0`; raise otherwise."""
     if not isinstance(path, str) or not _MODULE_PATH.match(path):
         raise ConfigError(
-            f"{what}: {path!r} is not a submodule path; "
+            f"{what}: {quote(path)} is not a submodule path; "
             "expected dotted names of letters, digits and underscores, e.g. 'encoder.layer' or 'layers.0'."
         )
     return path
@@ -106,11 +107,11 @@ def validate_module_path(path: object, what: str) -> str:
 def validate_input_key(key: object, what: str) -> InputKey:
     """Return `key` if it names a batch input (an identifier, or a tuple position >= 0); raise otherwise."""
     if isinstance(key, bool) or not isinstance(key, (str, int)):
-        raise ConfigError(f"{what}: {key!r} is not an input name or a tuple position.")
+        raise ConfigError(f"{what}: {quote(key)} is not an input name or a tuple position.")
     if isinstance(key, int) and key < 0:
         raise ConfigError(f"{what}: tuple position {key} must be >= 0.")
     if isinstance(key, str) and not _IDENTIFIER.match(key):
-        raise ConfigError(f"{what}: {key!r} is not a valid input name; expected letters, digits and underscores.")
+        raise ConfigError(f"{what}: {quote(key)} is not a valid input name; expected letters, digits and underscores.")
     return key
 
 
@@ -136,21 +137,21 @@ def parse_input_key(key: object, what: str) -> InputKey:
 
 def _check_mode(mode: object, what: str) -> None:
     if mode is not None and mode not in available_modes():
-        raise ConfigError(f"{what}: {mode!r} is not a torch.compile mode; allowed: {available_modes()} or None.")
+        raise ConfigError(f"{what}: {quote(mode)} is not a torch.compile mode; allowed: {available_modes()} or None.")
 
 
 def _check_options(options: object, what: str) -> Mapping[str, Any]:
     if not isinstance(options, Mapping):
-        raise ConfigError(f"{what}: expected a mapping of Inductor option names to values, got {options!r}.")
+        raise ConfigError(f"{what}: expected a mapping of Inductor option names to values, got {quote(options)}.")
     defaults = inductor_option_defaults()
     checked: dict[str, Any] = {}
     for name, value in options.items():
         if name not in defaults:
             close = [k for k in defaults if isinstance(name, str) and name.split(".")[-1] in k][:5]
             hint = f" Did you mean one of {close}?" if close else ""
-            raise ConfigError(f"{what}: {name!r} is not an option of torch._inductor.config.{hint}")
+            raise ConfigError(f"{what}: {quote(name)} is not an option of torch._inductor.config.{hint}")
         if not isinstance(value, _SCALARS):
-            raise ConfigError(f"{what}.{name}: {value!r} must be a bool, number, string or None.")
+            raise ConfigError(f"{what}.{name}: {quote(value)} must be a bool, number, string or None.")
         default = defaults[name]
         if isinstance(default, (list, tuple, dict, set)) or callable(default):
             # A scalar cannot stand in for these (e.g. `cpp.cxx` is a tuple naming the compiler to run).
@@ -163,12 +164,12 @@ def _check_options(options: object, what: str) -> Mapping[str, Any]:
                 f"allowed string options: {sorted(STRING_OPTIONS)}."
             )
         if name in STRING_OPTIONS and not isinstance(value, str):
-            raise ConfigError(f"{what}.{name}: {value!r} must be a string.")
+            raise ConfigError(f"{what}.{name}: {quote(value)} must be a string.")
         if isinstance(default, bool) and not isinstance(value, bool):
-            raise ConfigError(f"{what}.{name}: {value!r} must be true or false.")
+            raise ConfigError(f"{what}.{name}: {quote(value)} must be true or false.")
         numeric = isinstance(default, (int, float)) and not isinstance(default, bool)
         if numeric and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise ConfigError(f"{what}.{name}: {value!r} must be a number (default {default!r}).")
+            raise ConfigError(f"{what}.{name}: {quote(value)} must be a number (default {quote(default)}).")
         checked[name] = value
     return MappingProxyType(dict(sorted(checked.items())))
 
@@ -176,9 +177,9 @@ def _check_options(options: object, what: str) -> Mapping[str, Any]:
 def _check_mode_and_options(mode: str | None, options: Mapping[str, Any], what: str) -> None:
     if options and mode is not None:
         raise ConfigError(
-            f"{what}: mode={mode!r} and options={dict(options)!r} are both set, but torch.compile "
+            f"{what}: mode={quote(mode)} and options={quote(dict(options))} are both set, but torch.compile "
             "accepts only one of them. Use mode=None and put the mode's options in `options` "
-            f"(autotune.config.mode_options({mode!r}) gives them)."
+            f"(autotune.config.mode_options({quote(mode)}) gives them)."
         )
 
 
@@ -230,24 +231,24 @@ class CompileConfig:
         _check_mode(self.mode, "mode")
         # Not `in (None, True, False)`: that lets 1 and 0.0 in.
         if self.dynamic is not None and not isinstance(self.dynamic, bool):
-            raise ConfigError(f"dynamic: {self.dynamic!r} is not allowed; use None, True or False.")
+            raise ConfigError(f"dynamic: {quote(self.dynamic)} is not allowed; use None, True or False.")
         for name in ("fullgraph", "compile_optimizer"):
             if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"{name}: {getattr(self, name)!r} must be true or false.")
+                raise ConfigError(f"{name}: {quote(getattr(self, name))} must be true or false.")
         if self.backend not in _backends():
-            raise ConfigError(f"backend: {self.backend!r} is not a dynamo backend; allowed: {_backends()}.")
+            raise ConfigError(f"backend: {quote(self.backend)} is not a dynamo backend; allowed: {_backends()}.")
         object.__setattr__(self, "mark_dynamic", _check_mark_dynamic(self.mark_dynamic))
         _check_padding(self.padding_alignment)
         object.__setattr__(self, "options", _check_options(self.options, "options"))
         _check_mode_and_options(self.mode, self.options, "config")
         if self.options and self.backend != "inductor":
-            raise ConfigError(f"options: Inductor options need backend 'inductor', not {self.backend!r}.")
+            raise ConfigError(f"options: Inductor options need backend 'inductor', not {quote(self.backend)}.")
         if self.scope not in SCOPES:
-            raise ConfigError(f"scope: {self.scope!r} is not allowed; use one of {SCOPES}.")
+            raise ConfigError(f"scope: {quote(self.scope)} is not allowed; use one of {SCOPES}.")
         object.__setattr__(self, "module_settings", _check_module_settings(self.module_settings, self.scope))
         if self.dynamic is False and self.mark_dynamic:
             raise ConfigError(
-                f"mark_dynamic: {list(self.mark_dynamic)!r} conflicts with dynamic=False, which keeps "
+                f"mark_dynamic: {quote(list(self.mark_dynamic))} conflicts with dynamic=False, which keeps "
                 "every shape static; use dynamic=None to mark chosen axes dynamic."
             )
 
@@ -292,16 +293,16 @@ class CompileConfig:
         values = checked_mapping(data, sorted(cls.__dataclass_fields__), "config", noun="setting")
         marks = values.get("mark_dynamic") or {}
         if not isinstance(marks, Mapping):
-            raise ConfigError(f"mark_dynamic: expected a mapping of input to axes, got {marks!r}.")
+            raise ConfigError(f"mark_dynamic: expected a mapping of input to axes, got {quote(marks)}.")
         pairs: list[tuple[Any, Any]] = []
         for key, axes in marks.items():
             if not isinstance(axes, list):
-                raise ConfigError(f"mark_dynamic.{key}: expected a list of axes, got {axes!r}.")
+                raise ConfigError(f"mark_dynamic.{key}: expected a list of axes, got {quote(axes)}.")
             pairs.extend((parse_input_key(key, "mark_dynamic"), axis) for axis in axes)
         values["mark_dynamic"] = tuple(pairs)
         settings = values.get("module_settings") or {}
         if not isinstance(settings, Mapping):
-            raise ConfigError(f"module_settings: expected a mapping of module path to settings, got {settings!r}.")
+            raise ConfigError(f"module_settings: expected a mapping of module path to settings, got {quote(settings)}.")
         values["module_settings"] = {path: _module_settings_from(path, s) for path, s in settings.items()}
         values["options"] = values.get("options") or {}
         return cls(**values)
@@ -329,7 +330,9 @@ def _module_settings_from(path: object, data: object) -> ModuleSettings:
     if isinstance(data, ModuleSettings):
         return data
     if not isinstance(data, Mapping) or set(data) - {"mode", "options"}:
-        raise ConfigError(f"module_settings.{path}: expected a mapping with 'mode' and/or 'options', got {data!r}.")
+        raise ConfigError(
+            f"module_settings.{path}: expected a mapping with 'mode' and/or 'options', got {quote(data)}."
+        )
     options = data.get("options") or {}
     # torch.compile takes a mode or options, not both: a module given only options has no mode.
     return ModuleSettings(mode=data.get("mode", None if options else "default"), options=options)
@@ -337,15 +340,15 @@ def _module_settings_from(path: object, data: object) -> ModuleSettings:
 
 def _check_mark_dynamic(marks: object) -> tuple[tuple[InputKey, int], ...]:
     if not isinstance(marks, (tuple, list)):
-        raise ConfigError(f"mark_dynamic: expected (input, axis) pairs, got {marks!r}.")
+        raise ConfigError(f"mark_dynamic: expected (input, axis) pairs, got {quote(marks)}.")
     pairs = set()
     for pair in marks:
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise ConfigError(f"mark_dynamic: {pair!r} is not an (input, axis) pair.")
+            raise ConfigError(f"mark_dynamic: {quote(pair)} is not an (input, axis) pair.")
         key, axis = pair
         validate_input_key(key, "mark_dynamic")
         if isinstance(axis, bool) or not isinstance(axis, int) or axis < 0:
-            raise ConfigError(f"mark_dynamic.{key}: axis {axis!r} must be an integer >= 0.")
+            raise ConfigError(f"mark_dynamic.{key}: axis {quote(axis)} must be an integer >= 0.")
         pairs.add((key, axis))
     return tuple(sorted(pairs, key=lambda p: (str(type(p[0])), str(p[0]), p[1])))
 
@@ -355,20 +358,22 @@ def _check_padding(padding: object) -> None:
         return
     if isinstance(padding, bool) or not isinstance(padding, int) or padding < 2:
         raise ConfigError(
-            f"padding_alignment: {padding!r} is not allowed; use None (as given), a multiple >= 2 "
+            f"padding_alignment: {quote(padding)} is not allowed; use None (as given), a multiple >= 2 "
             f"such as 8 or 32, or one of {PADDING_WORDS}."
         )
 
 
 def _check_module_settings(settings: object, scope: str) -> Mapping[str, ModuleSettings]:
     if not isinstance(settings, Mapping):
-        raise ConfigError(f"module_settings: expected a mapping of module path to settings, got {settings!r}.")
+        raise ConfigError(f"module_settings: expected a mapping of module path to settings, got {quote(settings)}.")
     if settings and scope != "modular":
-        raise ConfigError(f"module_settings: only the modular scope takes per-module settings, not scope={scope!r}.")
+        raise ConfigError(
+            f"module_settings: only the modular scope takes per-module settings, not scope={quote(scope)}."
+        )
     checked = {}
     for path, value in settings.items():
         validate_module_path(path, "module_settings")
         if not isinstance(value, ModuleSettings):
-            raise ConfigError(f"module_settings.{path}: expected ModuleSettings, got {value!r}.")
+            raise ConfigError(f"module_settings.{path}: expected ModuleSettings, got {quote(value)}.")
         checked[path] = value
     return MappingProxyType(checked)

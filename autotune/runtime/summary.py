@@ -12,6 +12,7 @@ from typing import Any
 
 from autotune.errors import ConfigError, WorkloadError
 from autotune.runtime.config import InputKey, checked_mapping, parse_input_key, validate_module_path
+from autotune.runtime.limits import quote
 
 __all__ = ["AUTOCAST_NAMES", "TASKS", "WorkloadSummary", "checked_dims", "checked_pad_values"]
 
@@ -37,16 +38,16 @@ class WorkloadSummary:
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
-            raise ConfigError(f"workload.task: {self.task!r} is not allowed; use one of {TASKS}.")
+            raise ConfigError(f"workload.task: {quote(self.task)} is not allowed; use one of {TASKS}.")
         for name in ("spec", "model_class"):
             if not isinstance(getattr(self, name), str):
-                raise ConfigError(f"workload.{name}: expected a string, got {getattr(self, name)!r}.")
+                raise ConfigError(f"workload.{name}: expected a string, got {quote(getattr(self, name))}.")
         if (
             isinstance(self.samples_per_batch, bool)
             or not isinstance(self.samples_per_batch, int)
             or self.samples_per_batch < 1
         ):
-            raise ConfigError(f"workload.samples_per_batch: {self.samples_per_batch!r} must be an integer >= 1.")
+            raise ConfigError(f"workload.samples_per_batch: {quote(self.samples_per_batch)} must be an integer >= 1.")
         for path in (*self.modules, *self.blocks):
             validate_module_path(path, "workload.modules/blocks")
         object.__setattr__(self, "dynamic_dims", checked_dims(self.dynamic_dims, error=ConfigError))
@@ -57,7 +58,9 @@ class WorkloadSummary:
         for key, axes in dict(self.max_lengths).items():
             key = parse_input_key(key, "workload.max_lengths")
             if not isinstance(axes, Mapping):
-                raise ConfigError(f"workload.max_lengths.{key}: expected a mapping of axis to length, got {axes!r}.")
+                raise ConfigError(
+                    f"workload.max_lengths.{key}: expected a mapping of axis to length, got {quote(axes)}."
+                )
             for axis, length in axes.items():
                 axis = int(axis) if isinstance(axis, str) and axis.isdigit() else axis
                 if (
@@ -66,12 +69,14 @@ class WorkloadSummary:
                     or isinstance(length, bool)
                     or not isinstance(length, int)
                 ):
-                    raise ConfigError(f"workload.max_lengths.{key}: {axis!r}: {length!r} must map an axis to a length.")
+                    raise ConfigError(
+                        f"workload.max_lengths.{key}: {quote(axis)}: {quote(length)} must map an axis to a length."
+                    )
                 lengths.setdefault(key, {})[axis] = length
         object.__setattr__(self, "max_lengths", lengths)
         if self.autocast not in (None, *AUTOCAST_NAMES):
             raise ConfigError(
-                f"workload.autocast: {self.autocast!r} is not allowed; use null or one of {list(AUTOCAST_NAMES)}."
+                f"workload.autocast: {quote(self.autocast)} is not allowed; use null or one of {list(AUTOCAST_NAMES)}."
             )
 
     def to_dict(self) -> dict[str, Any]:
@@ -95,10 +100,10 @@ class WorkloadSummary:
         values = checked_mapping(data, sorted(cls.__dataclass_fields__), "workload")
         for name in ("modules", "blocks"):
             if not isinstance(values.get(name, []), list):
-                raise ConfigError(f"workload.{name}: expected a list of module paths, got {values[name]!r}.")
+                raise ConfigError(f"workload.{name}: expected a list of module paths, got {quote(values[name])}.")
             values[name] = tuple(values.get(name, []))
         if not isinstance(values.get("spec"), str):
-            raise ConfigError(f"workload.spec: expected a 'pkg.mod:attr' string, got {values.get('spec')!r}.")
+            raise ConfigError(f"workload.spec: expected a 'pkg.mod:attr' string, got {quote(values.get('spec'))}.")
         if "task" not in values:
             raise ConfigError(f"workload.task: the required key is missing; use one of {TASKS}.")
         return cls(**values)
@@ -106,7 +111,7 @@ class WorkloadSummary:
 
 def checked_dims(dims: object, error: type[Exception] = WorkloadError) -> dict[InputKey, tuple[int, ...]]:
     if not isinstance(dims, Mapping):
-        raise error(f"dynamic_dims: expected a mapping of input to axes, got {dims!r}.")
+        raise error(f"dynamic_dims: expected a mapping of input to axes, got {quote(dims)}.")
     checked: dict[InputKey, tuple[int, ...]] = {}
     for key, axes in dims.items():
         try:
@@ -114,10 +119,10 @@ def checked_dims(dims: object, error: type[Exception] = WorkloadError) -> dict[I
         except ConfigError as exc:
             raise error(str(exc)) from None
         if isinstance(axes, int) or not isinstance(axes, (list, tuple)) or not axes:
-            raise error(f"dynamic_dims.{key}: expected a non-empty list of axes, got {axes!r}.")
+            raise error(f"dynamic_dims.{key}: expected a non-empty list of axes, got {quote(axes)}.")
         for axis in axes:
             if isinstance(axis, bool) or not isinstance(axis, int) or axis < 0:
-                raise error(f"dynamic_dims.{key}: axis {axis!r} must be an integer >= 0.")
+                raise error(f"dynamic_dims.{key}: axis {quote(axis)} must be an integer >= 0.")
         checked[key] = tuple(sorted(set(axes)))
     return checked
 
@@ -126,7 +131,7 @@ def checked_pad_values(
     values: object, dims: Mapping[InputKey, Any], error: type[Exception] = WorkloadError
 ) -> dict[InputKey, float | int | bool]:
     if not isinstance(values, Mapping):
-        raise error(f"pad_values: expected a mapping of input to padding value, got {values!r}.")
+        raise error(f"pad_values: expected a mapping of input to padding value, got {quote(values)}.")
     checked: dict[InputKey, float | int | bool] = {}
     for key, value in values.items():
         try:
@@ -134,8 +139,10 @@ def checked_pad_values(
         except ConfigError as exc:
             raise error(str(exc)) from None
         if key not in dims:
-            raise error(f"pad_values: {key!r} is not one of the dynamic inputs {list(dims)}; only those are padded.")
+            raise error(
+                f"pad_values: {quote(key)} is not one of the dynamic inputs {list(dims)}; only those are padded."
+            )
         if not isinstance(value, (bool, int, float)):
-            raise error(f"pad_values.{key}: {value!r} must be a number or a bool.")
+            raise error(f"pad_values.{key}: {quote(value)} must be a number or a bool.")
         checked[key] = value
     return checked

@@ -22,6 +22,7 @@ import yaml
 from autotune.errors import ConfigError
 from autotune.runtime import codegen, environment
 from autotune.runtime.config import CompileConfig, checked_mapping
+from autotune.runtime.limits import quote, read_yaml_file
 from autotune.runtime.summary import WorkloadSummary
 
 __all__ = ["SCHEMA_VERSION", "EnvironmentMismatchWarning", "TunedConfig", "load", "read", "write_atomic"]
@@ -65,11 +66,11 @@ class TunedConfig:
         for name in _FREE_SECTIONS:
             value = getattr(self, name)
             if not isinstance(value, Mapping):
-                raise ConfigError(f"{name}: expected a mapping, got {value!r}.")
+                raise ConfigError(f"{name}: expected a mapping, got {quote(value)}.")
             _check_plain(value, name)
         if not isinstance(self.created, str) or not isinstance(self.autotune_version, str):
             raise ConfigError(
-                f"created/autotune_version: expected strings, got {self.created!r}, {self.autotune_version!r}."
+                f"created/autotune_version: expected strings, got {quote(self.created)}, {quote(self.autotune_version)}."
             )
 
     @functools.cached_property
@@ -90,15 +91,16 @@ class TunedConfig:
         """Pad and mark a batch as the configuration says."""
         return self.module.prepare_batch(batch)
 
-    def load_compile_cache(self, path: str | os.PathLike[str]) -> bool:
+    def load_compile_cache(self, path: str | os.PathLike[str]) -> dict[str, int]:
         """Load the compile artifacts saved with this configuration (e.g. outputs/<study>/compile_cache.bin).
 
         Runs the generated `load_compile_cache`: nothing is loaded, with a warning, when the
         file was made with another torch, Triton, CUDA, Python or device, or does not belong to
-        this configuration. Returns True when loaded; call it before the first compiled step.
+        this configuration. Returns the number of artifacts torch loaded of each kind (an empty
+        dict when nothing was loaded); call it before the first compiled step.
         """
         fingerprint = self.compile_cache.get("fingerprint")
-        return bool(self.module.load_compile_cache(os.fspath(path), dict(fingerprint) if fingerprint else None))
+        return dict(self.module.load_compile_cache(os.fspath(path), dict(fingerprint) if fingerprint else None))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data in the best.yaml layout."""
@@ -119,11 +121,11 @@ class TunedConfig:
         data = checked_mapping(data, _TOP_LEVEL, origin)
         if data.get("schema_version") != SCHEMA_VERSION:
             raise ConfigError(
-                f"{origin}: schema_version {data.get('schema_version')!r} is not supported; expected {SCHEMA_VERSION}."
+                f"{origin}: schema_version {quote(data.get('schema_version'))} is not supported; expected {SCHEMA_VERSION}."
             )
         for name in ("workload", "config", "created"):
             if name not in data:
-                raise ConfigError(f"{origin}: the required key {name!r} is missing.")
+                raise ConfigError(f"{origin}: the required key {quote(name)} is missing.")
         try:
             return cls(
                 workload=WorkloadSummary.from_dict(data["workload"]),
@@ -153,14 +155,7 @@ class TunedConfig:
 
 def read(path: str | os.PathLike[str]) -> TunedConfig:
     """Read and validate a best.yaml file (plain YAML only: tags such as !!python/object are refused)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read the file: {exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except (yaml.YAMLError, RecursionError) as exc:
-        raise ConfigError(f"{path}: not a valid plain YAML file: {exc}") from None
+    data = read_yaml_file(path, "a best.yaml file")
     if isinstance(data, Mapping):
         # Bound every section first: error messages below quote values, and a quoted alias bomb never ends.
         for key, value in data.items():
@@ -229,12 +224,12 @@ def _check_plain(value: object, where: str) -> None:
             if isinstance(item, Mapping):
                 for key, child in item.items():
                     if not isinstance(key, (str, int)):
-                        raise ConfigError(f"{at}: key {key!r} must be a string.")
+                        raise ConfigError(f"{at}: key {quote(key)} must be a string.")
                     stack.append((child, f"{at}.{key}", inner))
             else:
                 stack.extend((child, f"{at}[{index}]", inner) for index, child in enumerate(item))
         elif isinstance(item, float) and not math.isfinite(item):
-            raise ConfigError(f"{at}: {item!r} is not a finite number.")
+            raise ConfigError(f"{at}: {quote(item)} is not a finite number.")
         elif not isinstance(item, (str, int, float, bool, type(None))):
             raise ConfigError(
                 f"{at}: {type(item).__name__} values are not allowed; use plain numbers, strings, lists and mappings."

@@ -14,8 +14,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-import yaml
-
 from autotune.errors import AutotuneError, ConfigError, SpaceError
 from autotune.runtime.config import (
     CUDA_GRAPH_OPTIONS,
@@ -28,12 +26,14 @@ from autotune.runtime.config import (
     checked_mapping,
     mode_options,
 )
+from autotune.runtime.limits import printable, quote, read_yaml_file
 from autotune.runtime.summary import WorkloadSummary
 from autotune.workload import input_of
 
 __all__ = [
     "BUNDLED_DIR",
     "INFERENCE_ONLY_OPTIONS",
+    "MAX_CHOICES",
     "SearchSpace",
     "adapt",
     "bundled_spaces",
@@ -44,6 +44,10 @@ __all__ = [
 ]
 
 _MAX_PROBES = 20_000
+_MAX_SPACE_BYTES = 256 * 1024
+_MAX_SPACE_VALUES = 10_000
+MAX_CHOICES = 64
+"""Choices one dimension may list; a longer list is a mistake or an attack, never a search."""
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "search_spaces"
 INFERENCE_ONLY_OPTIONS = ("freezing",)
@@ -285,7 +289,7 @@ def resolve_space_path(name_or_path: str) -> Path:
     path = Path(name_or_path)
     if not path.is_file():
         raise SpaceError(
-            f"--space {name_or_path!r}: no such file, and not a bundled space; bundled: {sorted(bundled)}."
+            f"--space {quote(name_or_path)}: no such file, and not a bundled space; bundled: {sorted(bundled)}."
         )
     return path
 
@@ -296,9 +300,9 @@ def load_space(name_or_path: str) -> SearchSpace:
     path = resolve_space_path(name_or_path)
     origin = str(path)
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise SpaceError(f"{origin}: not a valid plain YAML file: {exc}") from None
+        data = read_yaml_file(path, "a search space", max_bytes=_MAX_SPACE_BYTES, max_nodes=_MAX_SPACE_VALUES)
+    except ConfigError as exc:
+        raise SpaceError(str(exc)) from None
     data = checked_mapping(data, _KEYS, origin, SpaceError)
     if not isinstance(data.get("description"), str) or not data["description"].strip():
         raise SpaceError(f"{origin}: 'description' must say what the space is for.")
@@ -327,7 +331,7 @@ def load_space(name_or_path: str) -> SearchSpace:
     for flag in ("module_modes", "group_mark_dynamic"):
         if flag in data:
             if not isinstance(data[flag], bool):
-                raise SpaceError(f"{origin}: {flag}: {data[flag]!r} must be true or false.")
+                raise SpaceError(f"{origin}: {flag}: {quote(data[flag])} must be true or false.")
             values[flag] = data[flag]
     values["options"] = _option_choices(origin, data.get("options") or {})
     return SearchSpace(**values)
@@ -335,27 +339,37 @@ def load_space(name_or_path: str) -> SearchSpace:
 
 def _choices(origin: str, name: str, raw: object, check: Any, allowed: str) -> tuple[Any, ...]:
     if not isinstance(raw, list) or not raw:
-        raise SpaceError(f"{origin}: {name}: expected a non-empty list of choices, got {raw!r}.")
+        raise SpaceError(f"{origin}: {name}: expected a non-empty list of choices, got {quote(raw)}.")
+    _few_enough(origin, name, raw)
     for value in raw:
         if not check(value):
-            raise SpaceError(f"{origin}: {name}: {value!r} is not allowed; use {allowed}.")
+            raise SpaceError(f"{origin}: {name}: {quote(value)} is not allowed; use {allowed}.")
     if len(set(map(repr, raw))) != len(raw):
-        raise SpaceError(f"{origin}: {name}: {raw!r} lists a choice twice.")
+        raise SpaceError(f"{origin}: {name}: {quote(raw)} lists a choice twice.")
     return tuple(raw)
+
+
+def _few_enough(origin: str, name: str, choices: list[Any]) -> None:
+    if len(choices) > MAX_CHOICES:
+        raise SpaceError(f"{origin}: {name}: {len(choices)} choices; a dimension may list at most {MAX_CHOICES}.")
 
 
 def _option_choices(origin: str, raw: object) -> dict[str, tuple[Any, ...]]:
     if not isinstance(raw, Mapping):
-        raise SpaceError(f"{origin}: options: expected a mapping of Inductor option to choices, got {raw!r}.")
+        raise SpaceError(f"{origin}: options: expected a mapping of Inductor option to choices, got {quote(raw)}.")
     result: dict[str, tuple[Any, ...]] = {}
+    if len(raw) > MAX_CHOICES:
+        raise SpaceError(f"{origin}: options: {len(raw)} Inductor options; a space may search at most {MAX_CHOICES}.")
     for name, choices in raw.items():
+        name = printable(str(name))[:80]
         if not isinstance(choices, list) or not choices:
-            raise SpaceError(f"{origin}: options.{name}: expected a non-empty list of choices, got {choices!r}.")
+            raise SpaceError(f"{origin}: options.{name}: expected a non-empty list of choices, got {quote(choices)}.")
+        _few_enough(origin, f"options.{name}", choices)
         for value in choices:
             try:
                 CompileConfig(mode=None, options={name: value})
             except ConfigError as exc:
-                raise SpaceError(f"{origin}: options.{name}: {value!r}: {exc}") from None
+                raise SpaceError(f"{origin}: options.{name}: {quote(value)}: {exc}") from None
         result[str(name)] = tuple(choices)
     return result
 

@@ -1,0 +1,106 @@
+"""Bounds on what autotune reads from files and quotes back to a terminal.
+
+Search-space files and best.yaml may come from anyone. A few hundred bytes of YAML aliases
+can describe billions of values (a "billion laughs" file); a value quoted in an error
+message can be megabytes long or carry terminal escape sequences. So files are size-checked,
+their YAML is counted node by node (aliases expanded) before `yaml.safe_load` builds
+anything, and every value shown to a user goes through `quote` or `printable`.
+"""
+
+from __future__ import annotations
+
+import os
+import reprlib
+from pathlib import Path
+
+import yaml
+
+from autotune.errors import ConfigError
+
+__all__ = ["MAX_FILE_BYTES", "MAX_YAML_NODES", "QUOTE_CHARS", "printable", "quote", "read_yaml_file", "yaml_nodes"]
+
+MAX_FILE_BYTES = 1 << 20
+"""A search space or best.yaml larger than 1 MiB is refused (the bundled ones are a few KiB)."""
+MAX_YAML_NODES = 100_000
+"""Values a YAML file may hold once every alias is expanded."""
+QUOTE_CHARS = 120
+"""Characters of a value quoted in a message, at most."""
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 3
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxset = _REPR.maxdict = 6
+_REPR.maxstring = _REPR.maxother = QUOTE_CHARS
+
+
+def quote(value: object, limit: int = QUOTE_CHARS) -> str:
+    """A bounded, printable repr of `value` for a message: nested and long values are cut with '...'."""
+    text = printable(_REPR.repr(value))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def printable(text: str) -> str:
+    """`text` with control characters (escape sequences included) shown as \\xNN; newlines and tabs kept."""
+    return "".join(
+        ch if ch in "\n\t" or not (ord(ch) < 32 or 127 <= ord(ch) < 160) else f"\\x{ord(ch):02x}" for ch in text
+    )
+
+
+def yaml_nodes(text: str, limit: int = MAX_YAML_NODES) -> int:
+    """The number of values in YAML `text` with every alias expanded, counted from parser events.
+
+    Nothing is constructed, so an alias bomb costs only its own size; raises ValueError as
+    soon as the count passes `limit`.
+    """
+    anchors: dict[str, int] = {}
+    frames: list[list[int]] = []  # [values so far] of each open sequence or mapping
+    names: list[str | None] = []
+    total = 0
+
+    def add(size: int) -> None:
+        nonlocal total
+        if frames:
+            frames[-1][0] += size
+        total += size if not frames else 0
+        if (frames and frames[-1][0] > limit) or total > limit:
+            raise ValueError(f"more than {limit} values once its aliases are expanded")
+
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent):
+            add(anchors.get(str(event.anchor), 1))
+        elif isinstance(event, yaml.ScalarEvent):
+            if event.anchor:
+                anchors[event.anchor] = 1
+            add(1)
+        elif isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            frames.append([1])
+            names.append(event.anchor)
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            size, anchor = frames.pop()[0], names.pop()
+            if anchor:
+                anchors[anchor] = size
+            add(size)
+    return total
+
+
+def read_yaml_file(
+    path: str | os.PathLike[str], what: str, *, max_bytes: int = MAX_FILE_BYTES, max_nodes: int = MAX_YAML_NODES
+) -> object:
+    """Read a YAML file through `yaml.safe_load` after checking its size and its expanded number of values.
+
+    Raises ConfigError naming the file and the limit it broke.
+    """
+    file = Path(path)
+    try:
+        size = file.stat().st_size
+        if size > max_bytes:
+            raise ConfigError(f"{path}: {size} bytes is too large for {what} (at most {max_bytes}).")
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the file: {exc}") from None
+    try:
+        yaml_nodes(text, max_nodes)
+        return yaml.safe_load(text)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: refused as {what}: {exc}.") from None
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise ConfigError(f"{path}: not a valid plain YAML file: {quote(str(exc), 400)}") from None
