@@ -229,7 +229,7 @@ class _Retune:
         self.settings = attrs.get("settings") or {}
         device = check_device(options.device or self.tuned.study.get("device") or attrs.get("device") or None)
         self.spec = options.model or self.tuned.workload.spec
-        workload = resolve(self.spec)
+        workload = resolve(self.spec, isolated=True)
         seed = int(self.settings.get("seed", 0))
         batches = workload.draw_batches(seed=seed)
         summary = workload.summary(self.spec, batches)

@@ -33,7 +33,7 @@ from autotune.study.space import SearchSpace, load_space, shared_length_groups
 from autotune.study.storage import create_study
 from autotune.study.trials import TrialLoop
 from autotune.trial.request import Protocol, check_device
-from autotune.trial.runner import run_trial
+from autotune.trial.runner import remove_abandoned_workdirs, run_trial
 from autotune.workload import resolve
 
 __all__ = ["SearchOptions", "SearchResult", "default_study_name", "explore", "search"]
@@ -153,7 +153,7 @@ class _Search:
         self.progress = progress
         self.objective = Objective.parse(options.objective)
         self.started = time.monotonic()
-        workload = resolve(options.model)
+        workload = resolve(options.model, isolated=True)
         batches = workload.draw_batches(seed=options.seed)
         self.summary = workload.summary(options.model, batches)
         self.model_fingerprint = environment.model_fingerprint(workload.model, environment.batch_shapes(batches))
@@ -213,6 +213,10 @@ class _Search:
 
     def explore(self) -> None:
         """Baselines, then trials until --trials, --timeout, too many failures or an exhausted space."""
+        self.loop.reap_abandoned()
+        removed = remove_abandoned_workdirs()
+        if removed:
+            self._note(f"removed {removed} trial folder(s) left behind by a search that was killed")
         self.loop.baselines = _baselines(self)
         graph_breaks = int(self.loop.baselines["compile"].get("graph_breaks", 0) or 0)
         space: SearchSpace = self.base_space.adapt(
@@ -226,7 +230,7 @@ class _Search:
 
     def _more_trials(self) -> bool:
         finished = self.loop.finished()
-        if len(finished) >= self.options.trials:
+        if self.loop.started() >= self.options.trials:
             return False
         if self.loop.exhausted:
             self._note(f"every configuration of the space was measured after {len(finished)} trials")

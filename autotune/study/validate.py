@@ -102,7 +102,7 @@ def validate(
     spec = model or recorded
     if not spec:
         raise WorkloadError(f"{path} records no workload; pass --model PKG.MOD:ATTR.")
-    workload = resolve(spec)
+    workload = resolve(spec, isolated=True)
     harness = Harness(
         spec=spec,
         summary=workload.summary(spec, workload.draw_batches()),

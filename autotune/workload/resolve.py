@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import os
+import signal
+import subprocess
 import sys
 import traceback
 from typing import Any
@@ -12,22 +15,31 @@ from typing import Any
 from torch import nn
 
 from autotune.errors import WorkloadError
+from autotune.runtime.limits import printable
 from autotune.workload import hf
 from autotune.workload.contract import Workload
 
 __all__ = ["resolve"]
 
 
-def resolve(spec: str) -> Workload:
-    """Turn a `"pkg.mod:attr"` target into a Workload; the target may be a Workload, a module or a factory."""
+def resolve(spec: str, *, isolated: bool = False) -> Workload:
+    """Turn a `"pkg.mod:attr"` target into a Workload; the target may be a Workload, a module or a factory.
+
+    With `isolated`, the target is first built once in a child process, so that a module or
+    factory that kills its process (`os.abort()`, a crash in native code) is reported as a
+    WorkloadError instead of taking the caller with it. The orchestrating commands use it;
+    a worker, which is such a child already, does not.
+    """
     module_name, attr = _split_spec(spec)
+    if isolated:
+        _builds_in_a_child(spec, os.getcwd())
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        raise WorkloadError(f"--model {spec!r}: cannot import {module_name!r}: {detail}") from exc
+        raise WorkloadError(f"--model {spec!r}: cannot import {module_name!r}: {detail}") from None
     target: Any = module
     for part in attr.split("."):
         if not hasattr(target, part):
@@ -37,6 +49,46 @@ def resolve(spec: str) -> Workload:
             )
         target = getattr(target, part)
     return _as_workload(target, spec, called=False)
+
+
+@functools.lru_cache(maxsize=16)
+def _builds_in_a_child(spec: str, cwd: str) -> None:
+    """Resolve `spec` in a fresh interpreter; raise a WorkloadError if that fails or dies."""
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, spec],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        errors="replace",
+    )
+    if done.returncode == 0:
+        return
+    tail = "\n".join(done.stderr.strip().splitlines()[-15:])
+    if done.returncode == _CHILD_WORKLOAD_ERROR:
+        raise WorkloadError(tail.removeprefix("autotune: error: "))
+    if done.returncode < 0:
+        how = f"was killed by {signal.Signals(-done.returncode).name}"
+    else:
+        how = f"exited with code {done.returncode}"
+    raise WorkloadError(
+        f"--model {spec!r}: the process building the workload {how} (importing the module or calling the "
+        f"factory ended it); its last output:\n{printable(tail) or '(none)'}"
+    )
+
+
+_CHILD_WORKLOAD_ERROR = 2
+_CHILD = "import sys; from autotune.workload.resolve import _main; sys.exit(_main(sys.argv[1:]))"
+
+
+def _main(argv: list[str]) -> int:
+    """The child's entry point: build the workload once; exit 2 with the message if it is broken."""
+    try:
+        resolve(argv[0])
+    except WorkloadError as exc:
+        print(f"autotune: error: {exc}", file=sys.stderr)
+        return _CHILD_WORKLOAD_ERROR
+    return 0
 
 
 def _split_spec(spec: object) -> tuple[str, str]:
@@ -81,8 +133,12 @@ def _as_workload(target: Any, spec: str, called: bool) -> Workload:
             result = target()
         except WorkloadError:
             raise
-        except Exception as exc:
-            raise WorkloadError(f"--model {spec!r}: calling the factory raised {type(exc).__name__}: {exc}") from exc
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:
+            # SystemExit and KeyboardInterrupt too: a factory that calls sys.exit() is a broken workload,
+            # not a reason for `autotune search` to end quietly with its exit code.
+            raise WorkloadError(
+                f"--model {spec!r}: calling the factory raised {type(exc).__name__}: {printable(str(exc))[:600]}"
+            ) from None
         return _as_workload(result, spec, called=True)
     what = "the factory returned" if called else "the target is"
     kind = f"the class {target.__name__}" if isinstance(target, type) else f"an object of type {type(target).__name__}"

@@ -242,3 +242,37 @@ class HogsWhileMeasuring(TinyMLP):
 
 def hogs_while_measuring() -> Workload:
     return tiny(model=HogsWhileMeasuring())
+
+
+class AllocatesTooMuch(TinyMLP):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # 64 TiB: the CPU allocator refuses at once ("DefaultCPUAllocator: can't allocate memory").
+        torch.empty(1 << 46, dtype=torch.uint8)
+        return super().forward(x)
+
+
+def oom_on_cpu() -> Workload:
+    return tiny(model=AllocatesTooMuch())
+
+
+class KilledFromOutside(TinyMLP):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # What the kernel's out-of-memory killer does: SIGKILL, no exception, no last words.
+        os.kill(os.getpid(), signal.SIGKILL)
+        return super().forward(x)
+
+
+def killed_from_outside() -> Workload:
+    return tiny(model=KilledFromOutside())
+
+
+def exits_in_factory() -> Workload:
+    sys.exit(0)
+
+
+def aborts_in_factory() -> Workload:
+    os.abort()
+
+
+def interrupted_in_factory() -> Workload:
+    raise KeyboardInterrupt
