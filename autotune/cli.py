@@ -9,18 +9,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from autotune.errors import AutotuneError
 
-__all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_REGRESSION", "main"]
+__all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "main"]
 
 EXIT_OK = 0
 EXIT_ERROR = 2
 EXIT_REGRESSION = 3
 """`autotune retune`: the tuned configuration fails or got slower here (see its report)."""
+EXIT_INTERRUPTED = 130
+"""Ctrl-C (SIGINT): the running trial is recorded as failed ('interrupted') and its worker killed."""
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -39,7 +42,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("autotune: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        # Not one of ours: still one of the documented exit codes, so a scheduler can tell it apart
+        # from a regression; the traceback goes first, since this is a bug to report or a storage failing.
+        traceback.print_exc()
+        where = "the study storage failed" if type(exc).__module__.startswith("sqlalchemy") else "unexpected error"
+        print(f"autotune: error: {where}: {type(exc).__name__}: {_first_line(exc)}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else ""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -392,7 +407,9 @@ exit codes:
   {EXIT_REGRESSION}  regression: the incumbent fails here, or its ratio to plain torch.compile (or to eager),
      measured in the same rotated rounds, fell by more than --max-regression since it was tuned, with an
      interval that excludes no change; the files change only if a working challenger replaced it
-  {EXIT_ERROR}  error: no study, a workload that does not run, bad options (nothing was changed)
+  {EXIT_ERROR}  error: no study, a damaged study or storage, a workload that does not run, bad options
+     (nothing was changed)
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C): the files are as they were, or as a completed replacement left them
 
 what it writes, beside best.yaml:
   best.yaml, apply_compilation.py, compile_cache.bin   replaced together, the old ones kept as *.prev.*
@@ -468,8 +485,12 @@ def _add_show(show: argparse.ArgumentParser) -> None:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    """`autotune show PATH`."""
+    """`autotune show PATH`; control characters read from the file are shown escaped, never sent to the terminal."""
     from autotune.runtime import tuned  # lazy: see the module docstring
+    from autotune.runtime.limits import printable  # lazy: see the module docstring
+
+    def print(*values: Any, end: str = "\n") -> None:  # noqa: A001 - every line read from the file, escaped
+        sys.stdout.write(printable(" ".join(map(str, values))) + end)
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", tuned.EnvironmentMismatchWarning)

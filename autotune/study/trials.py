@@ -8,6 +8,8 @@ noise may have caused that outcome.
 
 from __future__ import annotations
 
+import contextlib
+import datetime
 import hashlib
 import os
 import socket
@@ -23,7 +25,7 @@ from autotune.study.campaign import Harness
 from autotune.study.format import utc_now
 from autotune.study.objective import Objective
 from autotune.study.space import SearchSpace
-from autotune.trial.runner import run_trial
+from autotune.trial.runner import process_alive, run_trial
 
 __all__ = ["DETERMINISTIC_FAILURES", "LoopOptions", "Monitor", "TrialLoop"]
 
@@ -64,6 +66,30 @@ class TrialLoop:
     def finished(self) -> list[optuna.trial.FrozenTrial]:
         return self.study.get_trials(deepcopy=False, states=_STATES)
 
+    def started(self) -> int:
+        """Trials that count towards --trials: finished ones, and those other live searches are running now."""
+        running = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+        return len(self.finished()) + sum(1 for t in running if _still_running(t, self.harness.timeout))
+
+    def reap_abandoned(self) -> int:
+        """Fail the trials that a killed search left RUNNING on this host, saying so; returns how many."""
+        host = socket.gethostname()
+        reaped = 0
+        for frozen in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            pid = frozen.user_attrs.get("pid")
+            if frozen.user_attrs.get("host") != host or not isinstance(pid, int) or process_alive(pid):
+                continue
+            message = f"abandoned: the search that ran it (pid {pid}) was killed before the trial finished"
+            # Another process's trial: its attributes are set through the storage, as `Trial` would.
+            storage = self.study._storage
+            for key, value in (("state", "failed"), ("reason", "abandoned"), ("message", message)):
+                storage.set_trial_user_attr(frozen._trial_id, key, value)
+            with contextlib.suppress(RuntimeError, ValueError):  # finished meanwhile by someone else
+                self.study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
+                reaped += 1
+                self._note(f"trial {frozen.number}: FAIL {message}")
+        return reaped
+
     def counts(self) -> tuple[int, float | None]:
         """Finished trials, and an estimate of the seconds the remaining ones take."""
         finished = self.finished()
@@ -93,6 +119,18 @@ class TrialLoop:
         trial = self.study.ask()
         trial.set_user_attr("host", socket.gethostname())
         trial.set_user_attr("pid", os.getpid())
+        try:
+            self._run(trial)
+        except BaseException as exc:
+            # Ctrl-C, or an error of ours: the trial must not stay RUNNING in the study for ever.
+            if self.study.get_trials(deepcopy=False)[trial.number].state == optuna.trial.TrialState.RUNNING:
+                reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else "search_error"
+                with contextlib.suppress(Exception):
+                    self._tell_failed(trial, reason, f"the search stopped during this trial: {type(exc).__name__}")
+            raise
+
+    def _run(self, trial: optuna.Trial) -> None:
+        assert self.space is not None
         try:
             config = self.space.suggest(trial)
         except SpaceError as exc:
@@ -173,6 +211,15 @@ class TrialLoop:
         else:
             self._tell(trial, state=twin.state)
         self._note(f"trial {trial.number}: same configuration as trial {twin.number}; its outcome is reused")
+
+
+def _still_running(trial: optuna.trial.FrozenTrial, timeout: float) -> bool:
+    """A RUNNING trial of another search that may still finish: its process lives, or (another host) it is recent."""
+    if trial.user_attrs.get("host") == socket.gethostname():
+        pid = trial.user_attrs.get("pid")
+        return isinstance(pid, int) and pid != os.getpid() and process_alive(pid)
+    start = trial.datetime_start
+    return start is not None and (datetime.datetime.now() - start).total_seconds() < timeout + 60
 
 
 class Monitor:

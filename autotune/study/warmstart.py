@@ -22,6 +22,7 @@ from autotune.study.objective import Objective
 from autotune.study.progress import ProgressCallback
 from autotune.study.search import SearchOptions, explore
 from autotune.study.space import SearchSpace, params_for
+from autotune.study.storage import load_search_study
 
 __all__ = ["WarmStart"]
 
@@ -62,7 +63,7 @@ class WarmStart:
             except SearchError as exc:
                 # What was measured is in the study; the retune's campaign still decides.
                 self.note(f"the warm-started search stopped early: {exc}")
-                self.study = optuna.load_study(study_name=self.study.study_name, storage=self.storage_url)
+                self.study = load_search_study(self.storage_url, self.study.study_name)
         mine = self.tuned.config.to_dict()
         candidates = [
             t for t in self._complete() if t.number >= first and t.user_attrs.get("config") not in (None, mine)

@@ -24,7 +24,10 @@ from typing import Any
 from autotune.trial.events import EVENT_FD_VARIABLE, PARENT_PID_VARIABLE, parse_event
 from autotune.trial.request import Protocol, TrialRequest, TrialRun
 
-__all__ = ["Monitor", "run_trial"]
+__all__ = ["WORKDIR_PREFIX", "Monitor", "oom_kills", "process_alive", "remove_abandoned_workdirs", "run_trial"]
+
+WORKDIR_PREFIX = "autotune-trial-"
+"""A run's temporary folder is WORKDIR_PREFIX + the parent's pid + a random part, in the temp directory."""
 
 STDERR_TAIL_LINES = 25
 Monitor = Callable[[dict[str, Any] | None], str | None]
@@ -33,11 +36,49 @@ Monitor = Callable[[dict[str, Any] | None], str | None]
 
 def run_trial(request: TrialRequest, monitor: Monitor | None = None) -> TrialRun:
     """Run `request` in a fresh `python -m autotune.trial.worker` process and collect what it reports."""
-    workdir = Path(tempfile.mkdtemp(prefix="autotune-trial-"))
+    workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-"))
     try:
         return _run_in(workdir, request, monitor or (lambda event: None))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def remove_abandoned_workdirs() -> int:
+    """Remove the run folders that a killed parent left in the temp directory; returns how many.
+
+    A folder whose parent process is alive is left alone, since that run is still going.
+    """
+    removed = 0
+    for folder in Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*-*"):
+        owner = folder.name[len(WORKDIR_PREFIX) :].partition("-")[0]
+        if not owner.isdigit() or not folder.is_dir() or process_alive(int(owner)):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed += not folder.exists()
+    return removed
+
+
+def oom_kills() -> int:
+    """The kernel's count of out-of-memory kills since boot (/proc/vmstat), or 0 where it does not say."""
+    try:
+        with open("/proc/vmstat") as stats:
+            for line in stats:
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this host (one we may not signal counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _run_in(workdir: Path, request: TrialRequest, monitor: Monitor) -> TrialRun:
@@ -71,6 +112,7 @@ def _run_in(workdir: Path, request: TrialRequest, monitor: Monitor) -> TrialRun:
             cwd=os.getcwd(),
         )
     os.close(write_fd)
+    oom_kills_before = oom_kills()
     run = TrialRun(state="failed")
     phase, phase_started = "start", started
     stop_reason: str | None = None
@@ -124,9 +166,17 @@ def _run_in(workdir: Path, request: TrialRequest, monitor: Monitor) -> TrialRun:
         run.state = "complete"
     elif not run.reason:
         run.state = "failed"
-        if returncode is not None and returncode < 0:
+        if returncode == -signal.SIGKILL and oom_kills() > oom_kills_before:
+            run.reason = "oom"
+            run.message = (
+                f"the worker was killed (SIGKILL) in phase '{phase}' while the kernel's out-of-memory killer "
+                "ran (the oom_kill count in /proc/vmstat rose): likely out of memory"
+            )
+        elif returncode is not None and returncode < 0:
             run.reason = "crash"
             run.message = f"the worker died from signal {signal.Signals(-returncode).name} in phase '{phase}'"
+            if returncode == -signal.SIGKILL:
+                run.message += " (sent by another process; the kernel counted no out-of-memory kill)"
         else:
             run.reason = "crash"
             run.message = f"the worker exited with code {returncode} in phase '{phase}' without a result"
