@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch.compiler._cache import CacheInfo
 
 from autotune import CompileConfig, TunedConfig
 from autotune.runtime import codegen, compile_cache, environment
@@ -28,7 +29,9 @@ def loaded(monkeypatch) -> list[bytes]:
 
     def load(payload: bytes) -> object:
         calls.append(payload)
-        return object()  # torch returns what it loaded (a CacheInfo), or None when it loaded nothing
+        info = CacheInfo()  # torch returns what it loaded, or None when it loaded nothing
+        info.artifacts["inductor"].append("stand-in")
+        return info
 
     monkeypatch.setattr(torch.compiler, "load_cache_artifacts", load)
     return calls
@@ -43,14 +46,14 @@ def cache_file(tmp_path: Path, **changes: object) -> Path:
 def test_a_cache_torch_finds_nothing_in_is_not_reported_as_loaded(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(torch.compiler, "load_cache_artifacts", lambda payload: None)
     with pytest.warns(UserWarning, match="torch found nothing it can use in it"):
-        assert compile_cache.load_compile_cache(str(cache_file(tmp_path))) is False
+        assert compile_cache.load_compile_cache(str(cache_file(tmp_path))) == {}
 
 
 def test_a_cache_made_here_is_loaded(tmp_path: Path, loaded: list[bytes]) -> None:
     path = cache_file(tmp_path)
     header = compile_cache.read_header(path)
     assert header["bytes"] == len(PAYLOAD) and header["fingerprint"]["device"] == "cpu"
-    assert compile_cache.load_compile_cache(str(path)) is True
+    assert compile_cache.load_compile_cache(str(path)) == {"inductor": 1}
     assert loaded == [PAYLOAD]
 
 
@@ -68,7 +71,7 @@ def test_a_cache_made_elsewhere_is_refused_with_a_warning(
 ) -> None:
     path = cache_file(tmp_path, **changes)
     with pytest.warns(UserWarning, match="made in another environment") as caught:
-        assert compile_cache.load_compile_cache(str(path)) is False
+        assert compile_cache.load_compile_cache(str(path)) == {}
     message = str(caught[0].message)
     assert named in message and "torch compiles as usual" in message and "autotune retune" in message
     assert loaded == []
@@ -78,7 +81,7 @@ def test_a_cache_that_is_not_the_one_expected_is_refused(tmp_path: Path, loaded:
     path = cache_file(tmp_path)
     expected = {**compile_cache.running_fingerprint("cpu"), "torch": "9.9.9"}
     with pytest.warns(UserWarning, match="torch '.*', expected '9.9.9'"):
-        assert compile_cache.load_compile_cache(str(path), fingerprint=expected) is False
+        assert compile_cache.load_compile_cache(str(path), fingerprint=expected) == {}
     assert loaded == []
 
 
@@ -92,7 +95,7 @@ def test_damaged_or_missing_files_are_refused(damage: str, tmp_path: Path, loade
     else:
         path.unlink()
     with pytest.warns(UserWarning, match="not loaded"):
-        assert compile_cache.load_compile_cache(str(path)) is False
+        assert compile_cache.load_compile_cache(str(path)) == {}
     assert loaded == []
     assert compile_cache.read_header(path) == {} or damage == "payload"
 
@@ -102,9 +105,9 @@ def test_generated_code_carries_the_same_check(tmp_path: Path, loaded: list[byte
     for function in (compile_cache.load_compile_cache, compile_cache.running_fingerprint):
         assert inspect.getsource(function) in source
     module = codegen.load_module(source)
-    assert module.load_compile_cache(str(cache_file(tmp_path))) is True
+    assert module.load_compile_cache(str(cache_file(tmp_path))) == {"inductor": 1}
     with pytest.warns(UserWarning, match="another environment"):
-        assert module.load_compile_cache(str(cache_file(tmp_path, torch="1.0.0"))) is False
+        assert module.load_compile_cache(str(cache_file(tmp_path, torch="1.0.0"))) == {}
     assert loaded == [PAYLOAD]
 
 
@@ -112,12 +115,12 @@ def test_tuned_config_checks_the_fingerprint_in_best_yaml(tmp_path: Path, loaded
     path = cache_file(tmp_path)
     here = compile_cache.running_fingerprint("cpu")
     matching = TunedConfig(workload=SUMMARY, config=CompileConfig(), created="c", compile_cache={"fingerprint": here})
-    assert matching.load_compile_cache(path) is True
+    assert matching.load_compile_cache(path) == {"inductor": 1}
     other = TunedConfig(
         workload=SUMMARY, config=CompileConfig(), created="c", compile_cache={"fingerprint": {**here, "cuda": "12.1"}}
     )
     with pytest.warns(UserWarning, match="cuda"):
-        assert other.load_compile_cache(path) is False
+        assert other.load_compile_cache(path) == {}
     assert loaded == [PAYLOAD]
 
 

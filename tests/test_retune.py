@@ -191,7 +191,7 @@ def test_the_cache_round_trips_into_a_process_without_autotune(searched: Path, t
     )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.splitlines()[-1])
-    assert report["loaded"] is True
+    assert report["loaded"].get("inductor", 0) >= 1, report["loaded"]
     # Compiled from the artifacts alone: the caches were empty, yet Inductor and AOTAutograd hit.
     assert report["inductor"].get("fxgraph_cache_hit", 0) >= 1 and not report["inductor"].get("fxgraph_cache_miss")
     assert report["aot_autograd"].get("autograd_cache_hit", 0) >= 1
@@ -209,7 +209,7 @@ def test_a_cache_from_another_environment_is_refused_with_a_warning(searched: Pa
         compile_cache={**best.compile_cache, "fingerprint": {**best.compile_cache["fingerprint"], "torch": "2.99.0"}},
     )
     with pytest.warns(UserWarning, match="torch '.*', expected '2.99.0'.*compiles as usual"):
-        assert elsewhere.load_compile_cache(searched / "compile_cache.bin") is False
+        assert elsewhere.load_compile_cache(searched / "compile_cache.bin") == {}
 
 
 # -- retuning ------------------------------------------------------------------------------------

@@ -73,13 +73,17 @@ def running_fingerprint(device: str = "cpu") -> dict:
     return info
 
 
-def load_compile_cache(path: str = "compile_cache.bin", fingerprint: dict | None = None) -> bool:
+def load_compile_cache(path: str = "compile_cache.bin", fingerprint: dict | None = None) -> dict:
     """Warm-start torch.compile with the compile artifacts autotune saved for this configuration.
 
     Call it once, before the first compiled step. The file records the torch, Triton, CUDA and
     Python versions and the device it was made with; when this process differs (or when
     `fingerprint`, e.g. best.yaml's compile_cache.fingerprint, names another), nothing is
-    loaded, a warning says why, and torch compiles as usual. Returns True when loaded.
+    loaded, a warning says why, and torch compiles as usual.
+
+    Returns what torch loaded, as the number of artifacts of each kind (e.g. {"inductor": 2,
+    "aot_autograd": 1}); an empty dict (false) when nothing was loaded. The file holds pickled
+    compiled code: load only a cache you made, or one from a source you trust.
     """
     # This function is copied into apply_compilation.py, whose only module-level import is torch.
     import hashlib
@@ -93,10 +97,10 @@ def load_compile_cache(path: str = "compile_cache.bin", fingerprint: dict | None
             payload = handle.read()
     except (OSError, ValueError) as exc:
         warnings.warn(f"compile cache {path} not loaded, compiling normally: cannot read it ({exc})", stacklevel=2)
-        return False
+        return {}
     if not isinstance(header, dict) or header.get("format") != "autotune-compile-cache":
         warnings.warn(f"compile cache {path} not loaded, compiling normally: not an autotune cache file", stacklevel=2)
-        return False
+        return {}
     made = header.get("fingerprint") or {}
     here = running_fingerprint(str(made.get("device", "cpu")))
     expected = fingerprint if fingerprint is not None else made
@@ -108,16 +112,17 @@ def load_compile_cache(path: str = "compile_cache.bin", fingerprint: dict | None
             "and torch compiles as usual; run `autotune retune` to make a new one.",
             stacklevel=2,
         )
-        return False
+        return {}
     if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
         warnings.warn(f"compile cache {path} not loaded, compiling normally: its content is damaged", stacklevel=2)
-        return False
-    if torch.compiler.load_cache_artifacts(payload) is None:
+        return {}
+    info = torch.compiler.load_cache_artifacts(payload)
+    loaded = {str(kind): len(keys) for kind, keys in (info.artifacts if info is not None else {}).items() if keys}
+    if not loaded:
         warnings.warn(
             f"compile cache {path} not loaded, compiling normally: torch found nothing it can use in it", stacklevel=2
         )
-        return False
-    return True
+    return loaded
 
 
 def save_compile_cache(path: str | os.PathLike[str], device: str) -> dict[str, Any]:

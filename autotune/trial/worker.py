@@ -201,7 +201,7 @@ class Trial:
         if self.generated is not None and self.request.get("load_cache_path"):
             # Loading the artifacts is part of what a warm start costs, so it is inside the compile clock.
             loaded = self.generated.load_compile_cache(self.request["load_cache_path"])
-            self.events.emit("cache", loaded=bool(loaded), load_seconds=time.perf_counter() - started)
+            self.events.emit("cache", loaded=dict(loaded), load_seconds=time.perf_counter() - started)
         if self.generated is not None:
             self.model, self.optimizer = self.generated.apply_compilation(self.model, self.optimizer)
         excluded = reference.check(self.model, self.prepare) if reference is not None else 0.0
