@@ -26,7 +26,8 @@ def record_compile_cache(
     place. The file is None, and the section says why, when a run failed or nothing was saved.
     Both runs use fresh Inductor and Triton caches, so the second one starts from the file alone.
     """
-    fd, name = tempfile.mkstemp(prefix=f".{CACHE_FILE}.", suffix=".staged", dir=folder)
+    # The writer's pid in the name lets a later run remove the file if this process is killed (see publish).
+    fd, name = tempfile.mkstemp(prefix=f".{CACHE_FILE}.{os.getpid()}.", suffix=".staged", dir=folder)
     os.close(fd)
     staged = Path(name)
     # Compile time does not depend on how long throughput is measured: one window and no stream is enough.

@@ -11,12 +11,15 @@ After a complete replacement the old files are kept as `*.prev.*`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
 from autotune.errors import PublishError
+from autotune.trial.runner import process_alive
 
 __all__ = ["JOURNAL", "PublishError", "previous_name", "recover", "replace_together"]
 
@@ -84,6 +87,7 @@ def recover(folder: str | os.PathLike[str]) -> bool:
         existed = [str(n) for n in entry["existed"]]
         staged = {str(k): Path(v) for k, v in entry["staged"].items()}
     except FileNotFoundError:
+        _remove_strays(target)
         return False
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         # The journal is written to a temporary name and renamed: a damaged one was never ours.
@@ -96,8 +100,31 @@ def recover(folder: str | os.PathLike[str]) -> bool:
     return True
 
 
+STRAY = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)(\.[A-Za-z0-9_]+)?\.(new|tmp|staged)$")
+"""Temporary files of a replacement (and of a compile cache being saved): a dot, a name, the writer's pid."""
+
+
+def _remove_strays(folder: Path) -> None:
+    """Remove the temporary files a killed process left before its journal existed (nothing to recover then).
+
+    A file whose writer is still alive belongs to a replacement under way and is left alone.
+    The `.NAME.old` links are made only after every new file is staged and are named in the
+    journal, so without a journal they are links to the current files and go too.
+    """
+    if not folder.is_dir():
+        return
+    for path in folder.iterdir():
+        match = STRAY.match(path.name)
+        if match and not process_alive(int(match["pid"])):
+            path.unlink(missing_ok=True)
+        elif path.name.startswith(".") and path.name.endswith(".old") and (folder / path.name[1:-4]).exists():
+            with contextlib.suppress(OSError):
+                if os.path.samefile(path, folder / path.name[1:-4]):
+                    path.unlink()
+
+
 def _stage(folder: Path, name: str, content: Content) -> Path:
-    path = folder / f".{name}.new"
+    path = folder / f".{name}.{os.getpid()}.new"
     if isinstance(content, Path):
         os.replace(content, path)
         with open(path, "rb") as handle:
@@ -117,7 +144,7 @@ def _backup(folder: Path, name: str) -> Path:
 
 
 def _write_journal(folder: Path, entry: Mapping[str, object]) -> None:
-    tmp = folder / f"{JOURNAL}.tmp"
+    tmp = folder / f"{JOURNAL}.{os.getpid()}.tmp"
     with open(tmp, "w") as handle:
         json.dump(entry, handle)
         handle.flush()
