@@ -1,0 +1,419 @@
+"""Fault injection: what autotune survives when machines, storage, files or workloads misbehave.
+
+Each test injects one fault and checks that autotune ends with a clear message and a
+documented exit code, leaves nothing running or lying around, and trusts nothing it
+should not. README's "What autotune survives" lists these faults; the ones handled by
+the trial runner itself (hang, segfault, wrong numbers) are in test_runner.py.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import optuna
+import pytest
+
+from autotune import CompileConfig, TunedConfig, cli
+from autotune.errors import ConfigError, SpaceError
+from autotune.runtime import compile_cache, environment, limits
+from autotune.runtime.summary import WorkloadSummary
+from autotune.runtime.tuned import read
+from autotune.study import publish
+from autotune.study.objective import Objective
+from autotune.study.space import load_space
+from autotune.study.storage import create_study
+from autotune.study.trials import TrialLoop
+from autotune.trial import runner
+from autotune.trial.request import TrialRequest
+
+TARGETS = "tests.trial_targets.workloads"
+
+
+def _gone(pid: int, within: float = 10.0) -> bool:
+    """True once `pid` has exited (a zombie counts as gone: it holds nothing), waiting up to `within` seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except OSError:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+# -- 1. two searches opening one new study at once -------------------------------------------
+
+
+def _open_at(url: str, start: float) -> str:
+    time.sleep(max(start - time.time(), 0))
+    try:
+        create_study("race", url, direction="maximize")
+    except Exception as exc:  # what a user would have seen as a traceback
+        return f"{type(exc).__name__}: {exc}"
+    return "ok"
+
+
+def test_many_processes_creating_one_new_sqlite_study_at_once_all_open_it(tmp_path: Path) -> None:
+    context = multiprocessing.get_context("fork")
+    for attempt in range(3):
+        url = f"sqlite:///{tmp_path / f'study{attempt}.db'}"
+        with context.Pool(12) as pool:
+            start = time.time() + 1.0
+            outcomes = pool.starmap(_open_at, [(url, start)] * 12)
+        assert outcomes == ["ok"] * 12
+        assert len(optuna.get_all_study_summaries(url)) == 1
+
+
+def _loop(study: optuna.Study, trials: int = 3) -> TrialLoop:
+    options = SimpleNamespace(trials=trials, reuse_since=0)
+    harness = SimpleNamespace(timeout=900.0)
+    return TrialLoop(study, harness, options, Objective.parse("throughput"), lambda *args, **kwargs: None)  # type: ignore[arg-type]
+
+
+def _running_trial(study: optuna.Study, pid: int) -> int:
+    trial = study.ask()
+    trial.set_user_attr("host", socket.gethostname())
+    trial.set_user_attr("pid", pid)
+    return trial.number
+
+
+def test_trials_budget_counts_those_other_live_searches_are_running(tmp_path: Path) -> None:
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'study.db'}", direction="maximize")
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        _running_trial(study, other.pid)
+        finished = study.ask()
+        study.tell(finished, 1.0)
+        loop = _loop(study)
+        assert len(loop.finished()) == 1
+        assert loop.started() == 2, "the other search's running trial counts towards --trials"
+        assert loop.reap_abandoned() == 0, "a trial whose search is alive is not abandoned"
+    finally:
+        other.kill()
+        other.wait()
+    assert loop.started() == 1, "a dead search's trial no longer counts"
+
+
+# -- 2. a damaged study ------------------------------------------------------------------------
+
+
+def _damaged_study(folder: Path) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    url = f"sqlite:///{folder / 'study.db'}"
+    study = optuna.create_study(study_name="examples.toy-model", storage=url, direction="maximize")
+    study.set_user_attr("workload", {"spec": "examples.toy:model"})
+    for value in range(20):
+        study.tell(study.ask(), float(value))
+    size = (folder / "study.db").stat().st_size
+    with open(folder / "study.db", "r+b") as db:
+        db.truncate(size // 2)
+    return url
+
+
+def test_a_truncated_study_is_named_as_damaged_with_exit_code_2(tmp_path: Path, capsys) -> None:
+    url = _damaged_study(tmp_path / "out")
+    export = ["export", "--storage", url, "--study-name", "examples.toy-model", "--out", str(tmp_path / "x")]
+    search = [
+        "search",
+        "--model",
+        "examples.toy:model",
+        "--trials",
+        "1",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path / "out"),
+    ]
+    for argv in (export, search):
+        assert cli.main(argv) == cli.EXIT_ERROR
+        err = capsys.readouterr().err
+        assert "study.db is damaged" in err and "restore it from a copy" in err
+        assert "Traceback" not in err
+
+
+def test_an_unexpected_error_still_exits_with_a_documented_code(monkeypatch, capsys) -> None:
+    from autotune.study import space
+
+    def broken() -> dict[str, Path]:
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr(space, "bundled_spaces", broken)
+    assert cli.main(["spaces"]) == cli.EXIT_ERROR
+    err = capsys.readouterr().err
+    assert "autotune: error: unexpected error: OSError: disk on fire" in err
+
+
+# -- 3. a compile cache torch cannot use --------------------------------------------------------
+
+
+def test_a_cache_with_a_valid_header_and_an_unusable_payload_loads_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "compile_cache.bin"
+    # The header's fingerprint and SHA-256 are right: integrity holds, but torch can use none of it.
+    compile_cache.write_cache_file(path, b"not torch artifacts" * 50, compile_cache.running_fingerprint("cpu"))
+    with pytest.warns(UserWarning, match="torch found nothing it can use in it"):
+        assert compile_cache.load_compile_cache(str(path)) == {}
+
+
+# -- 4. out of memory ---------------------------------------------------------------------------
+
+
+def test_cpu_out_of_memory_is_recorded_as_oom() -> None:
+    run = runner.run_trial(TrialRequest(spec=f"{TARGETS}:oom_on_cpu", source=None, timeout=120))
+    assert run.state == "failed" and run.reason == "oom", (run.reason, run.message)
+    assert "can't allocate memory" in run.message
+
+
+@pytest.mark.parametrize("oom_killer_ran", [True, False])
+def test_a_sigkill_is_called_a_likely_oom_only_when_the_kernel_counted_one(monkeypatch, oom_killer_ran: bool) -> None:
+    counts = iter([7, 8 if oom_killer_ran else 7])
+    monkeypatch.setattr(runner, "oom_kills", lambda: next(counts))
+    run = runner.run_trial(TrialRequest(spec=f"{TARGETS}:killed_from_outside", source=None, timeout=120))
+    assert run.state == "failed"
+    if oom_killer_ran:
+        assert run.reason == "oom" and "likely out of memory" in run.message
+    else:
+        assert run.reason == "crash" and "SIGKILL" in run.message and "no out-of-memory kill" in run.message
+
+
+def test_the_kernel_oom_counter_is_read() -> None:
+    assert runner.oom_kills() >= 0
+    if Path("/proc/vmstat").read_text().count("oom_kill "):
+        assert runner.oom_kills() == int(Path("/proc/vmstat").read_text().split("oom_kill ")[1].split()[0])
+
+
+# -- 5. a killed search -------------------------------------------------------------------------
+
+_PARENT = textwrap.dedent(
+    """
+    from autotune.trial.request import TrialRequest
+    from autotune.trial.runner import run_trial
+    run_trial(TrialRequest(spec="tests.trial_targets.workloads:hangs", source=None, timeout=600))
+    """
+)
+
+
+def test_a_killed_parent_takes_its_worker_with_it_and_its_folder_is_cleaned_up(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    env = {**os.environ, "AUTOTUNE_TEST_PIDFILE": str(pidfile)}
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT], env=env)
+    deadline = time.monotonic() + 120
+    while not pidfile.exists() or not pidfile.read_text().strip():
+        assert time.monotonic() < deadline and parent.poll() is None, "the worker never started"
+        time.sleep(0.2)
+    worker, grandchild = map(int, pidfile.read_text().split())
+    leftovers = list(Path(runner.tempfile.gettempdir()).glob(f"{runner.WORKDIR_PREFIX}{parent.pid}-*"))
+    assert len(leftovers) == 1
+    parent.kill()
+    parent.wait()
+    assert _gone(worker) and _gone(grandchild), "the worker and its children die with the parent"
+    assert leftovers[0].exists(), "the killed parent could not remove its folder"
+    assert runner.remove_abandoned_workdirs() >= 1
+    assert not leftovers[0].exists()
+
+
+def test_a_running_folder_of_a_live_parent_is_left_alone(tmp_path: Path) -> None:
+    mine = Path(runner.tempfile.mkdtemp(prefix=f"{runner.WORKDIR_PREFIX}{os.getpid()}-"))
+    try:
+        runner.remove_abandoned_workdirs()
+        assert mine.exists()
+    finally:
+        mine.rmdir()
+
+
+def test_a_trial_left_running_by_a_killed_search_is_failed_with_a_reason(tmp_path: Path) -> None:
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'study.db'}", direction="maximize")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    number = _running_trial(study, dead.pid)
+    assert _loop(study).reap_abandoned() == 1
+    trial = study.trials[number]
+    assert trial.state == optuna.trial.TrialState.FAIL
+    assert trial.user_attrs["reason"] == "abandoned"
+    assert f"pid {dead.pid}" in trial.user_attrs["message"] and "was killed" in trial.user_attrs["message"]
+
+
+@pytest.mark.slow
+def test_a_search_killed_during_a_trial_resumes_and_reports_the_abandoned_trial(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    argv = [
+        sys.executable, "-m", "autotune", "search", "--model", f"{TARGETS}:tiny_infer", "--space", "quick",
+        "--trials", "2", "--confirm", "0", "--windows", "2", "--no-compile-cache", "--device", "cpu",
+        "--out", str(out),
+    ]  # fmt: skip
+    search = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"sqlite:///{out / 'study.db'}"
+    deadline = time.monotonic() + 300
+    running: list[optuna.trial.FrozenTrial] = []
+    while not running:
+        assert time.monotonic() < deadline and search.poll() is None, "no trial started"
+        time.sleep(0.5)
+        if (out / "study.db").exists():
+            try:
+                study = optuna.load_study(study_name=f"{TARGETS}-tiny_infer", storage=url)
+                running = study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
+            except (KeyError, Exception):
+                continue
+    folders = list(Path(runner.tempfile.gettempdir()).glob(f"{runner.WORKDIR_PREFIX}{search.pid}-*"))
+    search.kill()
+    search.wait()
+    workers = [
+        int(p)
+        for p in os.listdir("/proc")
+        if p.isdigit() and _cmdline(p).count(f"{runner.WORKDIR_PREFIX}{search.pid}-")
+    ]
+    assert all(_gone(pid) for pid in workers)
+
+    resumed = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == cli.EXIT_OK, resumed.stderr[-3000:]
+    trials = optuna.load_study(study_name=f"{TARGETS}-tiny_infer", storage=url).trials
+    abandoned = [t for t in trials if t.user_attrs.get("reason") == "abandoned"]
+    assert [t.number for t in abandoned] == [running[0].number]
+    assert f"FAIL abandoned: the search that ran it (pid {search.pid}) was killed" in resumed.stderr + resumed.stdout
+    assert len(trials) == 2, "the abandoned trial counts towards --trials"
+    assert not any(folder.exists() for folder in folders)
+    assert (out / "best.yaml").exists()
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+# -- 6. hostile search-space files and values quoted in messages --------------------------------
+
+_BOMB = "\n".join(
+    ["description: nine levels of nine aliases", "l0: &l0 [x, x, x, x, x, x, x, x, x]"]
+    + [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 10)]
+    + ["mode: *l9"]
+)
+
+
+def test_an_alias_bomb_space_is_refused_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "bomb.yaml"
+    path.write_text(_BOMB)
+    started = time.monotonic()
+    with pytest.raises(SpaceError, match="aliases are expanded"):
+        load_space(str(path))
+    assert time.monotonic() - started < 5
+    assert len(_BOMB) < 600
+
+
+def test_a_huge_list_of_choices_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "many.yaml"
+    path.write_text("description: many\npadding_alignment: [" + ", ".join(str(i) for i in range(2, 2_002)) + "]\n")
+    with pytest.raises(SpaceError, match="2000 choices; a dimension may list at most 64"):
+        load_space(str(path))
+
+
+def test_a_huge_space_file_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    path = tmp_path / "big.yaml"
+    path.write_text("description: big\n" + "#" * (2 << 20))
+    with pytest.raises(SpaceError, match="too large for a search space"):
+        load_space(str(path))
+
+
+def test_values_quoted_in_messages_are_short_and_escaped(tmp_path: Path) -> None:
+    path = tmp_path / "long.yaml"
+    path.write_text(f'description: long\nmode: ["\\e[2J{"x" * 100_000}"]\n')
+    with pytest.raises(SpaceError) as raised:
+        load_space(str(path))
+    message = str(raised.value)
+    assert len(message) < 800 and "\x1b" not in message and "\\x1b[2J" in message
+
+
+def test_a_best_yaml_alias_bomb_is_refused_before_anything_walks_it(tmp_path: Path) -> None:
+    path = tmp_path / "best.yaml"
+    path.write_text(_BOMB.replace("mode: *l9", "metrics: *l9"))
+    with pytest.raises(ConfigError, match="refused as a best.yaml file: more than 100000 values"):
+        read(path)
+
+
+def test_expanded_yaml_is_counted_exactly() -> None:
+    assert limits.yaml_nodes("a: [1, 2, 3]\nb: {x: 1}") == 10
+    assert limits.yaml_nodes("a: &a [1, 2]\nb: [*a, *a]") == 1 + (1 + 3) + (1 + 1 + 3 + 3)
+
+
+# -- 7. a workload factory that exits, is interrupted or aborts ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("factory", "said"),
+    [
+        ("exits_in_factory", "calling the factory raised SystemExit"),
+        ("interrupted_in_factory", "calling the factory raised KeyboardInterrupt"),
+        ("aborts_in_factory", "the process building the workload was killed by SIGABRT"),
+    ],
+)
+def test_a_factory_that_exits_or_aborts_is_a_workload_error(factory: str, said: str, tmp_path: Path, capsys) -> None:
+    argv = ["search", "--model", f"{TARGETS}:{factory}", "--trials", "1", "--device", "cpu", "--out", str(tmp_path)]
+    assert cli.main(argv) == cli.EXIT_ERROR
+    assert said in capsys.readouterr().err
+    assert not (tmp_path / "study.db").exists(), "nothing is created for a workload that does not build"
+
+
+# -- 8. terminal escape sequences in best.yaml --------------------------------------------------
+
+
+def test_show_escapes_control_characters_read_from_best_yaml(tmp_path: Path, capsys) -> None:
+    tuned = TunedConfig(
+        workload=WorkloadSummary(spec="examples.toy:model", task="infer", model_class="Toy\x1b]0;pwned\x07"),
+        config=CompileConfig(),
+        created="2026-01-01\x1b[2J",
+        metrics={"verdict": "\x1b[31mall good\x1b[0m"},
+        environment=environment.fingerprint("cpu"),
+    )
+    path = tuned.write(tmp_path / "best.yaml")
+    assert cli.main(["show", str(path)]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "2026-01-01\\x1b[2J" in out and "\\x1b[31mall good" in out
+
+
+# -- 9. a replacement killed before its journal existed -----------------------------------------
+
+_KILLED_REPLACE = textwrap.dedent(
+    """
+    import os, signal, sys
+    from autotune.study import publish
+    def die(folder, entry):
+        os.kill(os.getpid(), signal.SIGKILL)
+    publish._write_journal = die
+    publish.replace_together(sys.argv[1], {"apply_compilation.py": "new code", "best.yaml": "new: 1"}, commit="best.yaml")
+    """
+)
+
+
+def test_a_replacement_killed_before_its_journal_leaves_nothing_behind(tmp_path: Path) -> None:
+    (tmp_path / "best.yaml").write_text("old: 1")
+    (tmp_path / "apply_compilation.py").write_text("old code")
+    killed = subprocess.run([sys.executable, "-c", _KILLED_REPLACE, str(tmp_path)], capture_output=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    strays = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("."))
+    assert any(name.endswith(".new") for name in strays) and ".best.yaml.old" in strays
+    assert publish.recover(tmp_path) is False, "no journal: nothing to put back"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["apply_compilation.py", "best.yaml"]
+    assert (tmp_path / "best.yaml").read_text() == "old: 1"
+
+
+def test_a_staged_cache_of_a_live_process_is_left_alone(tmp_path: Path) -> None:
+    live = tmp_path / f".compile_cache.bin.{os.getpid()}.abc123.staged"
+    dead_pid = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead_pid.wait()
+    dead = tmp_path / f".compile_cache.bin.{dead_pid.pid}.abc123.staged"
+    live.write_bytes(b"x")
+    dead.write_bytes(b"x")
+    publish.recover(tmp_path)
+    assert live.exists() and not dead.exists()
