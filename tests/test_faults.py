@@ -27,7 +27,7 @@ from autotune.errors import ConfigError, SpaceError
 from autotune.runtime import compile_cache, environment, limits
 from autotune.runtime.summary import WorkloadSummary
 from autotune.runtime.tuned import read
-from autotune.study import publish
+from autotune.study import publish, trials
 from autotune.study.objective import Objective
 from autotune.study.space import load_space
 from autotune.study.storage import create_study
@@ -222,6 +222,39 @@ def test_a_killed_parent_takes_its_worker_with_it_and_its_folder_is_cleaned_up(t
     assert not leftovers[0].exists()
 
 
+def test_ctrl_c_in_the_parent_kills_the_worker_at_once(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    env = {**os.environ, "AUTOTUNE_TEST_PIDFILE": str(pidfile)}
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT], env=env, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not pidfile.exists() or not pidfile.read_text().strip():
+        assert time.monotonic() < deadline and parent.poll() is None, "the worker never started"
+        time.sleep(0.2)
+    worker, grandchild = map(int, pidfile.read_text().split())
+    interrupted = time.monotonic()
+    parent.send_signal(signal.SIGINT)
+    _, err = parent.communicate(timeout=60)
+    assert time.monotonic() - interrupted < 15, "the parent does not wait for the worker's 600 s timeout"
+    assert b"KeyboardInterrupt" in err
+    assert _gone(worker, within=1) and _gone(grandchild, within=1)
+
+
+def test_ctrl_c_during_a_trial_records_it_as_interrupted(tmp_path: Path, monkeypatch) -> None:
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trials, "run_trial", interrupted)
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'study.db'}", direction="maximize")
+    loop = _loop(study)
+    loop.harness.source = lambda config, created: "# generated"
+    loop.harness.request = lambda config, source: None
+    loop.space = load_space("quick")
+    with pytest.raises(KeyboardInterrupt):
+        loop.one_trial()
+    (trial,) = study.trials
+    assert trial.state == optuna.trial.TrialState.FAIL and trial.user_attrs["reason"] == "interrupted"
+
+
 def test_a_running_folder_of_a_live_parent_is_left_alone(tmp_path: Path) -> None:
     mine = Path(runner.tempfile.mkdtemp(prefix=f"{runner.WORKDIR_PREFIX}{os.getpid()}-"))
     try:
@@ -387,7 +420,7 @@ def test_show_escapes_control_characters_read_from_best_yaml(tmp_path: Path, cap
 _KILLED_REPLACE = textwrap.dedent(
     """
     import os, signal, sys
-    from autotune.study import publish
+    from autotune.study import publish, trials
     def die(folder, entry):
         os.kill(os.getpid(), signal.SIGKILL)
     publish._write_journal = die

@@ -149,6 +149,11 @@ def _run_in(workdir: Path, request: TrialRequest, monitor: Monitor) -> TrialRun:
                         break
                 if stop_reason:
                     break
+    except BaseException:
+        # Ctrl-C or an error here: the worker must not outlive this call, nor be waited for.
+        _kill_group(process)
+        process.wait()
+        raise
     finally:
         if stop_reason:
             _kill_group(process)
