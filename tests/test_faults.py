@@ -121,7 +121,7 @@ def _damaged_study(folder: Path) -> str:
     return url
 
 
-def test_a_truncated_study_is_named_as_damaged_with_exit_code_2(tmp_path: Path, capsys) -> None:
+def test_a_truncated_study_is_named_as_damaged_by_every_command_with_exit_code_2(tmp_path: Path, capsys) -> None:
     url = _damaged_study(tmp_path / "out")
     export = ["export", "--storage", url, "--study-name", "examples.toy-model", "--out", str(tmp_path / "x")]
     search = [
@@ -135,7 +135,15 @@ def test_a_truncated_study_is_named_as_damaged_with_exit_code_2(tmp_path: Path, 
         "--out",
         str(tmp_path / "out"),
     ]
-    for argv in (export, search):
+    TunedConfig(
+        workload=WorkloadSummary(spec="examples.toy:model", task="train"),
+        config=CompileConfig(),
+        created="2026-01-01T00:00:00Z",
+        study={"name": "examples.toy-model", "storage": "study.db"},
+        environment=environment.fingerprint("cpu"),
+    ).write(tmp_path / "out" / "best.yaml")
+    retune = ["retune", str(tmp_path / "out" / "best.yaml"), "--device", "cpu"]
+    for argv in (export, search, retune):
         assert cli.main(argv) == cli.EXIT_ERROR
         err = capsys.readouterr().err
         assert "study.db is damaged" in err and "restore it from a copy" in err
