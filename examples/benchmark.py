@@ -5,7 +5,7 @@ For each workload it runs one study (`--trials` trials), takes the best trial af
 first N trials for several N, and measures eager, plain `torch.compile`, every applicable
 recipe from examples/recipes/ and those trials in one measurement campaign: fresh
 processes, the order rotated every round, ratios as medians of paired rounds with 95%
-bootstrap intervals (the path `autotune search` confirms with). What autotune exports after
+95% intervals (the path `autotune search` confirms with). What autotune exports after
 N trials is decided by the same rule as `autotune search`: the trial only when its interval
 against plain compile lies above 1, else plain compile (or eager when eager beat it). On one workload it also runs a reference search
 (brute force over the `quick` space: every configuration once, up to --reference-trials) and counts how many trials autotune needed to
@@ -317,7 +317,7 @@ def render(results: dict[str, Any]) -> str:
         f"Run {results['date']} on {m['device_name']} ({m['cores']} cores), torch {m['torch']}, Python {m['python']}, "
         f"autotune {m['autotune']}. Space `{results['space']}`, {results['trials']} trials per workload, at least "
         f"{results['rounds']} rotated measurement round(s) per subject. Throughput is samples/s on fresh batches "
-        "(median over rounds); ratios are medians of paired rounds with 95% bootstrap intervals.",
+        "(median over rounds); ratios are medians of paired rounds with 95% t-intervals.",
         "",
     ]
     for name, bench in results["workloads"].items():

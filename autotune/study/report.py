@@ -112,7 +112,7 @@ def confirmation_table(campaign: Campaign, *, markdown: bool = False) -> str:
 def _noise_text(campaign: Campaign) -> str:
     noise = campaign.noise()
     text = (
-        f"{campaign.rounds} rotated round(s); ratios are medians of paired rounds with 95% bootstrap intervals. "
+        f"{campaign.rounds} rotated round(s); ratios are medians of paired rounds with 95% t-intervals of their logarithms. "
         f"Machine load during the runs: {noise.get('load') or 'not reported'}; calibration probe "
         f"{noise.get('probe_ms') or 'not timed'} ms."
     )

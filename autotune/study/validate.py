@@ -61,7 +61,7 @@ class ValidationReport:
             lines.append(
                 f"speedup: {interval(eager.to_dict() if eager else None)} over eager, "
                 f"{interval(compiled.to_dict() if compiled else None)} over plain torch.compile "
-                "(median of paired rounds, 95% bootstrap interval)"
+                "(median of paired rounds, 95% t-interval)"
             )
         noise = self.campaign.noise()
         if noise["noisy_runs"]:
