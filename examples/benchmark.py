@@ -5,7 +5,7 @@ For each workload it runs one study (`--trials` trials), takes the best trial af
 first N trials for several N, and measures eager, plain `torch.compile`, every applicable
 recipe from examples/recipes/ and those trials in one measurement campaign: fresh
 processes, the order rotated every round, ratios as medians of paired rounds with 95%
-95% intervals (the path `autotune search` confirms with). What autotune exports after
+intervals (the path `autotune search` confirms with). What autotune exports after
 N trials is decided by the same rule as `autotune search`: the trial only when its interval
 against plain compile lies above 1, else plain compile (or eager when eager beat it). On one workload it also runs a reference search
 (brute force over the `quick` space: every configuration once, up to --reference-trials) and counts how many trials autotune needed to
@@ -89,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.workloads:
         if name in results["workloads"]:
             print(f"== {name}: already measured in this run's results, kept", file=sys.stderr, flush=True)
+            # The runs are kept; their intervals and the export decisions follow the current statistics.
+            results["workloads"][name] = _reanalysed(results["workloads"][name])
             continue
         print(f"== {name}", file=sys.stderr, flush=True)
         results["workloads"][name] = bench_workload(name, WORKLOADS[name], args, checkpoints, device, runs_dir)
@@ -174,11 +176,7 @@ def bench_workload(
             f"   round {index + 1}: {name}: {_outcome(r)}", file=sys.stderr, flush=True
         ),
     )
-    rows = {name: _figures(campaign, name, described.get(name, name)) for name in campaign.subjects}
-    exported = {}
-    for n, name in winners.items():
-        choice = choose(campaign.only(["eager", "compile", name]))
-        exported[str(n)] = {"subject": choice.subject, "exported": choice.exported, "verdict": choice.verdict}
+    rows, exported = _analyse(campaign, described, {str(n): name for n, name in winners.items()})
     finished = [
         t for t in trials if t.state.name in ("COMPLETE", "PRUNED", "FAIL") and "duplicate_of" not in t.user_attrs
     ]
@@ -269,6 +267,26 @@ def _best_within(trials: list[optuna.trial.FrozenTrial], n: int) -> optuna.trial
     if best is not None and "duplicate_of" in best.user_attrs:
         return trials[best.user_attrs["duplicate_of"]]
     return best
+
+
+def _analyse(
+    campaign: Campaign, described: dict[str, str], winners: dict[str, str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Each subject's figures and intervals, and what `autotune search` would export after N trials."""
+    rows = {name: _figures(campaign, name, described.get(name, name)) for name in campaign.subjects}
+    exported = {}
+    for n, name in winners.items():
+        choice = choose(campaign.only(["eager", "compile", name]))
+        exported[n] = {"subject": choice.subject, "exported": choice.exported, "verdict": choice.verdict}
+    return rows, exported
+
+
+def _reanalysed(bench: dict[str, Any]) -> dict[str, Any]:
+    """A kept workload with its figures recomputed from its recorded runs by the current statistics."""
+    campaign = Campaign.from_dict(bench["campaign"])
+    described = {name: row.get("description", name) for name, row in bench["rows"].items()}
+    rows, exported = _analyse(campaign, described, bench["winner_after"])
+    return {**bench, "rows": rows, "exported_after": exported, "noise": campaign.noise()}
 
 
 def _figures(campaign: Campaign, name: str, description: str) -> dict[str, Any]:

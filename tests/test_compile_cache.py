@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import inspect
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -145,3 +147,30 @@ def test_describe_says_what_was_measured() -> None:
         "compile cache: compile_cache.bin (2 KiB); compile and warm-up took 9.5 s cold and 3.2 s with the cache loaded"
     )
     assert "not saved (the cold run failed)" in compile_cache.describe({"saved": False, "note": "the cold run failed"})
+
+
+def test_generated_code_loads_the_cache_beside_it_by_default(tmp_path: Path) -> None:
+    exported = tmp_path / "outputs"
+    exported.mkdir()
+    (exported / "apply_compilation.py").write_text(codegen.generate(CompileConfig(), SUMMARY, created="c", version="v"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    script = (
+        "import sys, warnings; sys.path.insert(0, sys.argv[1]); from apply_compilation import load_compile_cache\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always'); loaded = load_compile_cache()\n"
+        "print(loaded, [str(w.message) for w in caught])\n"
+    )
+
+    def run() -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", script, str(exported)], cwd=elsewhere, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert "cannot read it" in run() and str(exported / "compile_cache.bin") in run()
+    # A file beside apply_compilation.py (not in the working directory) is the one read: here torch
+    # finds nothing in stand-in artifacts, which it can only say after reading that file.
+    compile_cache.write_cache_file(exported / "compile_cache.bin", PAYLOAD, compile_cache.running_fingerprint("cpu"))
+    assert "torch found nothing it can use" in run()

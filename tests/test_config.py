@@ -299,3 +299,13 @@ def test_free_form_string_options_cannot_point_the_compiler_elsewhere() -> None:
         CompileConfig(mode=None, options={"max_autotune_gemm_backends": "ATEN"}).options["max_autotune_gemm_backends"]
         == "ATEN"
     )
+
+
+def test_describe_shows_each_modules_own_settings() -> None:
+    config = CompileConfig(
+        scope="modular",
+        module_settings={"encoder": {"options": {"max_autotune": True}}, "head": {"mode": "max-autotune"}},
+    )
+    described = config.describe()
+    assert "encoder:max_autotune=True" in described and "encoder:mode=None" not in described
+    assert "head:mode=max-autotune" in described

@@ -15,6 +15,7 @@ from autotune.runtime import codegen
 from autotune.study import campaign as measurement
 from autotune.study.campaign import Harness, Subject
 from autotune.study.objective import Objective
+from autotune.study.validate import validate
 from autotune.trial.request import Protocol, TrialRequest
 from autotune.trial.runner import run_trial
 
@@ -130,3 +131,18 @@ def test_too_many_failures_stop_the_search_but_still_export(tmp_path: Path) -> N
     assert "more than --max-failure-rate 50%" in best.metrics["stopped"]
     # Every compiled configuration is wrong here, plain torch.compile included: nothing is compiled.
     assert best.metrics["exported"] == "no compilation"
+
+
+@pytest.mark.slow
+def test_validating_the_same_configuration_twice_gives_ratios_that_agree_within_their_intervals(tmp_path: Path) -> None:
+    recipe = tmp_path / "whole.yaml"
+    recipe.write_text("description: the whole model, compiled once\nconfig:\n  scope: whole\n")
+    spec = f"{TARGETS}:detour_infer"
+    first, second = (
+        validate(recipe, model=spec, device="cpu", repeats=3, protocol=Protocol(windows=2)) for _ in range(2)
+    )
+    # The ratio to plain compile is what autotune's decisions rest on.
+    a, b = first.speedup("compile"), second.speedup("compile")
+    assert a is not None and b is not None and a.rounds >= 3 and b.rounds >= 3
+    assert a.low <= b.high and b.low <= a.high, (a, b)
+    assert first.campaign.orders[1] == first.campaign.orders[0][1:] + first.campaign.orders[0][:1], "rotated"

@@ -12,7 +12,7 @@ import optuna
 import pytest
 import yaml
 
-from autotune import cli, load
+from autotune import CompileConfig, cli, load
 from autotune.study.export import export_from_storage
 from autotune.study.search import SearchError, SearchOptions, search
 
@@ -82,6 +82,18 @@ def test_search_exports_every_file_with_baselines(searched, capsys) -> None:
     assert tuned.study["trials"]["total"] == 2
     rows = list(csv.DictReader((out / "trials.csv").open()))
     assert [r["number"] for r in rows] == ["0", "1"]
+    # The CSV says what each trial compiled: its effective configuration, column by column.
+    study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
+    for row, trial in zip(rows, study.trials, strict=True):
+        config = CompileConfig.from_dict(trial.user_attrs["config"])
+        assert row["configuration"] == config.describe()
+        assert row["mode"] == str(config.mode) and row["scope"] == config.scope
+        for name, value in config.options.items():
+            assert row[f"options.{name}"] == str(value)
+        assert row["mark_dynamic"] == " ".join(
+            f"{k}:{a}" for k, axes in sorted(config.to_dict()["mark_dynamic"].items()) for a in axes
+        )
+        assert not any(column.startswith("param.") for column in row)
     assert "Verdict" in (out / "report.md").read_text()
 
 

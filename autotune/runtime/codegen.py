@@ -113,8 +113,8 @@ def _header(config: CompileConfig, workload: WorkloadSummary, created: str, vers
         "        batch = prepare_batch(batch)   # after moving the batch to the device",
         "        ...",
         "",
-        "To compile faster, call load_compile_cache('compile_cache.bin') before the first step: it loads",
-        "the compile artifacts autotune saved next to this file, if torch and the device are the same.",
+        "To compile faster, call load_compile_cache() before the first step: it loads the compile",
+        "artifacts autotune saved next to this file (compile_cache.bin), if torch and the device are the same.",
     ]
     if config.uses_cuda_graphs:
         lines += [

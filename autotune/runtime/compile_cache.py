@@ -73,10 +73,11 @@ def running_fingerprint(device: str = "cpu") -> dict:
     return info
 
 
-def load_compile_cache(path: str = "compile_cache.bin", fingerprint: dict | None = None) -> dict:
+def load_compile_cache(path: str | None = None, fingerprint: dict | None = None) -> dict:
     """Warm-start torch.compile with the compile artifacts autotune saved for this configuration.
 
-    Call it once, before the first compiled step. The file records the torch, Triton, CUDA and
+    Call it once, before the first compiled step. `path` defaults to the compile_cache.bin
+    beside the file this function is in (apply_compilation.py, exported with it). The file records the torch, Triton, CUDA and
     Python versions and the device it was made with; when this process differs (or when
     `fingerprint`, e.g. best.yaml's compile_cache.fingerprint, names another), nothing is
     loaded, a warning says why, and torch compiles as usual.
@@ -88,9 +89,15 @@ def load_compile_cache(path: str = "compile_cache.bin", fingerprint: dict | None
     # This function is copied into apply_compilation.py, whose only module-level import is torch.
     import hashlib
     import json
+    import os
     import warnings
 
     keys = ("torch", "triton", "cuda", "python", "device_name")
+    if path is None:
+        here = globals().get("__file__")
+        path = (
+            os.path.join(os.path.dirname(os.path.abspath(here)), "compile_cache.bin") if here else "compile_cache.bin"
+        )
     try:
         with open(path, "rb") as handle:
             header = json.loads(handle.readline().decode("utf-8"))

@@ -320,7 +320,10 @@ class CompileConfig:
             parts.append(f"pad={self.padding_alignment}")
         parts.extend(f"{k}={v}" for k, v in self.options.items())
         for path, s in self.module_settings.items():
-            parts.append(f"{path}:mode={s.mode}")
+            own = ([f"mode={s.mode}"] if s.mode is not None or not s.options else []) + [
+                f"{k}={v}" for k, v in s.options.items()
+            ]
+            parts.append(f"{path}:" + ",".join(own))
         if self.compile_optimizer:
             parts.append("compiled optimizer")
         return " ".join(parts)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ __all__ = [
     "pruning_savings",
     "study_summary",
     "trial_rows",
+    "config_columns",
     "write_trials_csv",
 ]
 
@@ -181,13 +183,36 @@ def trial_rows(trials: list[optuna.trial.FrozenTrial]) -> list[dict[str, Any]]:
             **{k: attrs.get(k) for k in _CSV_COLUMNS if k not in ("number", "state", "reason", "value")},
             "message": attrs.get("message", ""),
         }
-        row.update({f"param.{k}": v for k, v in trial.params.items()})
+        if isinstance(attrs.get("config"), dict):
+            row.update(config_columns(attrs["config"]))
+            row["configuration"] = attrs.get("description", "")
         rows.append(row)
     return rows
 
 
+def config_columns(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The configuration a trial ran, as readable CSV columns: `mode`, `options.max_autotune`, `mark_dynamic`, ...
+
+    Taken from the effective configuration (not from the sampler's parameters), so every
+    column says what was compiled; nested settings get dotted names, marks read "input:axis".
+    """
+    columns: dict[str, Any] = {}
+    for key, value in config.items():
+        if key == "mark_dynamic":
+            columns[key] = " ".join(f"{name}:{axis}" for name, axes in sorted(value.items()) for axis in axes)
+        elif key == "options":
+            columns.update({f"options.{name}": option for name, option in sorted(value.items())})
+        elif key == "module_settings":
+            for path, settings in sorted(value.items()):
+                columns[f"{path}.mode"] = settings.get("mode")
+                columns.update({f"{path}.options.{n}": v for n, v in sorted((settings.get("options") or {}).items())})
+        else:
+            columns[key] = value
+    return columns
+
+
 def write_trials_csv(out_dir: Path, rows: list[dict[str, Any]]) -> Path:
-    """trials.csv: one row per trial (see `trial_rows`), parameters as `param.*` columns."""
+    """trials.csv: one row per trial (see `trial_rows`): figures, then the configuration it ran."""
     path = out_dir / "trials.csv"
     path.write_text(_csv(rows))
     return path
@@ -248,8 +273,11 @@ def _study_summary(study: optuna.Study, trials: list[optuna.trial.FrozenTrial], 
 
 
 def _csv(rows: list[dict[str, Any]]) -> str:
-    params = sorted({k for row in rows for k in row if k.startswith("param.")})
-    columns = [*_CSV_COLUMNS, *params, "message"]
+    known = {*_CSV_COLUMNS, "message", "configuration"}
+    settings: list[str] = []
+    for row in rows:
+        settings += [k for k in row if k not in known and k not in settings]
+    columns = [*_CSV_COLUMNS, "configuration", *settings, "message"]
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore")
     writer.writeheader()
