@@ -302,9 +302,11 @@ def test_free_form_string_options_cannot_point_the_compiler_elsewhere() -> None:
 
 
 def test_describe_shows_each_modules_own_settings() -> None:
-    config = CompileConfig(
-        scope="modular",
-        module_settings={"encoder": {"options": {"max_autotune": True}}, "head": {"mode": "max-autotune"}},
+    config = CompileConfig.from_dict(
+        {
+            "scope": "modular",
+            "module_settings": {"encoder": {"options": {"max_autotune": True}}, "head": {"mode": "max-autotune"}},
+        }
     )
     described = config.describe()
     assert "encoder:max_autotune=True" in described and "encoder:mode=None" not in described
