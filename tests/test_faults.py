@@ -458,3 +458,32 @@ def test_a_staged_cache_of_a_live_process_is_left_alone(tmp_path: Path) -> None:
     dead.write_bytes(b"x")
     publish.recover(tmp_path)
     assert live.exists() and not dead.exists()
+
+
+# -- a search whose start or confirmation fails ------------------------------------------------
+
+
+def test_a_search_whose_baselines_fail_leaves_no_empty_study(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    argv = ["search", "--model", f"{TARGETS}:raises", "--trials", "1", "--device", "cpu", "--out", str(out)]
+    assert cli.main(argv) == cli.EXIT_ERROR
+    assert "the workload does not run eagerly" in capsys.readouterr().err
+    assert not out.exists(), "no study.db, no empty folder"
+
+
+@pytest.mark.slow
+def test_nothing_is_exported_when_every_confirmation_run_failed(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("AUTOTUNE_TEST_COUNTER", str(tmp_path / "runs"))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "best.yaml").write_text("a previous result\n")
+    argv = [
+        "search", "--model", f"{TARGETS}:fails_after_three_runs", "--space", "quick", "--trials", "1",
+        "--confirm", "1", "--rounds", "1", "--max-rounds", "1", "--windows", "2", "--pruner", "none", "--slow-ratio", "0",
+        "--no-compile-cache", "--device", "cpu", "--out", str(out),
+    ]  # fmt: skip
+    assert cli.main(argv) == cli.EXIT_ERROR
+    err = capsys.readouterr().err
+    assert "every confirmation run failed" in err and "nothing was exported" in err
+    assert (out / "best.yaml").read_text() == "a previous result\n"
+    assert not (out / "apply_compilation.py").exists()

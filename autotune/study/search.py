@@ -9,6 +9,7 @@ confirmed trials (`study.choice`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -171,8 +172,19 @@ class _Search:
         self.study = self._open_study()
         self.loop = TrialLoop(self.study, self.harness, options, self.objective, self._report)
 
+    def _forget_new_study(self) -> None:
+        """Remove a study this session created when it failed before its first trial: no empty study is left."""
+        if not self.new_study or self.study.get_trials(deepcopy=False):
+            return
+        optuna.delete_study(study_name=self.study.study_name, storage=self.options.storage_url)
+        if self.options.storage is None and not optuna.get_all_study_summaries(self.options.storage_url):
+            (self.options.out_dir / "study.db").unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                self.options.out_dir.rmdir()  # only when empty
+
     def _open_study(self) -> optuna.Study:
         options = self.options
+        created = not (options.out_dir / "study.db").exists() if options.storage is None else False
         study = create_study(
             options.name,
             options.storage_url,
@@ -181,6 +193,7 @@ class _Search:
             direction=self.objective.direction,
         )
         attrs = study.user_attrs
+        self.new_study = created or not attrs
         for key, wanted, flag in (
             ("objective", str(self.objective), "--objective"),
             ("model", options.model, "--model"),
@@ -205,7 +218,15 @@ class _Search:
 
     def run(self) -> SearchResult:
         self.explore()
-        _confirm(self)
+        campaign = _confirm(self)
+        if campaign is not None and not any(campaign.complete_runs(name) for name in campaign.subjects):
+            failures = "; ".join(
+                f"{name}: {failure.reason}" for name in campaign.subjects if (failure := campaign.failure(name))
+            )
+            raise SearchError(
+                f"every confirmation run failed ({failures}), so nothing was measured to choose from; nothing was "
+                f"exported and the files in {self.options.out_dir} are as they were. The trials are kept in the study."
+            )
         self.study.set_user_attr("search_wall_seconds", round(time.monotonic() - self.started, 1))
         if self.options.compile_cache:
             self._save_compile_cache(campaign_of(self.study)[0])
@@ -217,7 +238,11 @@ class _Search:
         removed = remove_abandoned_workdirs()
         if removed:
             self._note(f"removed {removed} trial folder(s) left behind by a search that was killed")
-        self.loop.baselines = _baselines(self)
+        try:
+            self.loop.baselines = _baselines(self)
+        except SearchError:
+            self._forget_new_study()
+            raise
         graph_breaks = int(self.loop.baselines["compile"].get("graph_breaks", 0) or 0)
         space: SearchSpace = self.base_space.adapt(
             self.summary, str(self.options.device), graph_breaks=graph_breaks, shared_lengths=self.shared_lengths

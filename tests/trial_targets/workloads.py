@@ -276,3 +276,23 @@ def aborts_in_factory() -> Workload:
 
 def interrupted_in_factory() -> Workload:
     raise KeyboardInterrupt
+
+
+class FailsLater(TinyMLP):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.broken:
+            raise RuntimeError("the model broke after the search")
+        return super().forward(x)
+
+
+def fails_after_three_runs() -> Workload:
+    """Runs in the first three worker processes (the two baselines and one trial), fails in every later one."""
+    model = FailsLater()
+    model.broken = False
+    if "AUTOTUNE_EVENT_FD" in os.environ:  # inside a worker, not the search process
+        counter = os.environ["AUTOTUNE_TEST_COUNTER"]
+        with open(counter, "a") as out:
+            out.write("run\n")
+        with open(counter) as runs:
+            model.broken = len(runs.readlines()) > 3
+    return tiny(model=model)
