@@ -228,3 +228,27 @@ def test_bruteforce_stops_when_every_configuration_was_measured(tmp_path) -> Non
 def test_slow_ratio_must_be_a_fraction() -> None:
     with pytest.raises(SearchError, match="--slow-ratio 1.5"):
         SearchOptions(model=SPEC, slow_ratio=1.5)
+
+
+@pytest.mark.parametrize(
+    ("recorded", "named"),
+    [
+        ({"device": "cuda"}, "was started with --device cuda, not cpu"),
+        ({"environment": {"torch": "1.0.0", "python": "3.0"}}, "torch 1.0.0 there"),
+    ],
+)
+def test_a_study_is_never_resumed_on_another_device_or_environment(tmp_path, capsys, recorded, named) -> None:
+    spec = "tests.trial_targets.workloads:tiny_infer"
+    out = tmp_path / "out"
+    out.mkdir()
+    study = optuna.create_study(
+        study_name="tests.trial_targets.workloads-tiny_infer", storage=f"sqlite:///{out / 'study.db'}"
+    )
+    for key, value in {"objective": "throughput", "model": spec, "device": "cpu", **recorded}.items():
+        study.set_user_attr(key, value)
+    study.tell(study.ask(), 1.0)
+    (out / "best.yaml").write_text("kept\n")
+    assert cli.main(["search", "--model", spec, "--trials", "2", "--device", "cpu", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert named in err and "another --study-name" in err
+    assert (out / "best.yaml").read_text() == "kept\n" and len(study.trials) == 1

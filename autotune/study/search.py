@@ -204,6 +204,15 @@ class _Search:
                     f"study {options.name!r} was started with {flag} {attrs[key]}, not {wanted}: its trials would not "
                     "compare with new ones; use another --study-name (or --out), or the same setting."
                 )
+        recorded = attrs.get("environment") or {}
+        changed = environment.differences(recorded, environment.fingerprint("cpu"), ("torch", "cuda", "python"))
+        if changed and not options.reuse_since:
+            what = ", ".join(f"{key} {old} there, {new} here" for key, (old, new) in changed.items())
+            raise SearchError(
+                f"study {options.name!r} was measured in another environment ({what}): its trials would not compare "
+                "with new ones. Use another --study-name (or --out) for a new search, or `autotune retune` on its "
+                "best.yaml to re-measure it here."
+            )
         study.set_user_attr("objective", str(self.objective))
         study.set_user_attr("model", options.model)
         study.set_user_attr("device", options.device)
