@@ -291,40 +291,11 @@ class RetuneDisplay(ProgressDisplay):
 
 
 def print_result(result: Any) -> None:
-    """The verdict first, then the confirmation of the finalists with both baselines, then the search's best trials."""
-    from autotune.study.campaign import Campaign  # lazy: see the module docstring
-    from autotune.study.format import number  # lazy: see the module docstring
-    from autotune.study.report import confirmation_table  # lazy: see the module docstring
+    """The summary report.md opens with and `autotune show` prints: verdict, confirmation, search table."""
+    from autotune.study.verdict import render_summary  # lazy: see the module docstring
 
-    metrics = result.summary.get("metrics") or {}
     print()
-    print(metrics.get("verdict", ""))
-    if metrics.get("stopped"):
-        print(f"The search {metrics['stopped']}.")
-    print()
-    title = "Confirmation" if metrics.get("confirmed") else "Search-time figures (not confirmed: --confirm 0)"
-    print(f"{title}: fresh processes, rotated rounds, medians of paired ratios with 95% intervals:")
-    print(confirmation_table(Campaign.from_dict(result.summary["campaign"])))
-    start = result.summary.get("search_baselines") or {}
-    print()
-    print("During the search (each trial's own run, against the baselines measured when its session started):")
-    print(f"{'':>8} {'samples/s':>11} {'vs eager':>9} {'vs compile':>11} {'compile s':>10}  configuration")
-    for name, label in (("eager", "eager"), ("compile", "plain torch.compile")):
-        base = start.get(name, {})
-        print(
-            f"{name:>8} {number(base.get('samples_per_second')):>11} {'':>9} {'':>11} {number(base.get('compile_seconds')):>10}  {label}"
-        )
-    for row in result.table:
-        print(
-            f"{'#' + str(row['number']):>8} {number(row['samples_per_second']):>11} {number(row['speedup_vs_eager'], 'x'):>9} "
-            f"{number(row['speedup_vs_compile'], 'x'):>11} {number(row['compile_seconds']):>10}  {row['description']}"
-        )
-    trials = result.summary["trials"]
-    print()
-    print(
-        f"{trials['total']} trial(s): {trials['complete']} complete, {trials['pruned']} pruned, {trials['failed']} failed; "
-        f"pruning saved about {result.summary['pruning_saved_seconds']:.0f} s."
-    )
+    print(render_summary(result.summary.get("metrics") or {}, result.summary))
     if result.tuned_path:
         print(
             f"Exported {result.tuned_path} and {result.out_dir / 'apply_compilation.py'} "
@@ -481,13 +452,15 @@ def run_retune(args: argparse.Namespace) -> int:
 def _add_show(show: argparse.ArgumentParser) -> None:
     show.add_argument("path", help="a best.yaml file")
     show.add_argument("--code", action="store_true", help="also print the generated apply_compilation.py")
+    show.add_argument("--raw", action="store_true", help="also print every section of the file, unrounded")
     show.set_defaults(run=run_show)
 
 
 def run_show(args: argparse.Namespace) -> int:
     """`autotune show PATH`; control characters read from the file are shown escaped, never sent to the terminal."""
-    from autotune.runtime import tuned  # lazy: see the module docstring
+    from autotune.runtime import compile_cache, tuned  # lazy: see the module docstring
     from autotune.runtime.limits import printable  # lazy: see the module docstring
+    from autotune.study.verdict import render_summary  # lazy: see the module docstring
 
     def print(*values: Any, end: str = "\n") -> None:  # noqa: A001 - every line read from the file, escaped
         sys.stdout.write(printable(" ".join(map(str, values))) + end)
@@ -497,15 +470,25 @@ def run_show(args: argparse.Namespace) -> int:
         config = tuned.read(args.path)
     print(f"{args.path}  (schema {tuned.SCHEMA_VERSION}, created {config.created}, autotune {config.autotune_version})")
     print(f"workload: {config.workload.spec} ({config.workload.task}, {config.workload.model_class})")
-    print("config:")
-    for key, value in config.config.to_dict().items():
-        print(f"  {key}: {value}")
-    for section in ("metrics", "baselines", "study", "environment"):
-        data = getattr(config, section)
-        if data:
-            print(f"{section}:")
-            for key, value in data.items():
-                print(f"  {key}: {value}")
+    print(f"configuration: {config.config.describe()}")
+    print()
+    print(render_summary(config.metrics, config.study))
+    print()
+    try:
+        print(compile_cache.describe(config.compile_cache) if config.compile_cache else "compile cache: none recorded")
+    except (KeyError, TypeError, ValueError):
+        print("compile cache: recorded, but its section is incomplete (see --raw)")
+    if args.raw:
+        print()
+        print("config:")
+        for key, value in config.config.to_dict().items():
+            print(f"  {key}: {value}")
+        for section in ("metrics", "baselines", "study", "compile_cache", "environment"):
+            data = getattr(config, section)
+            if data:
+                print(f"{section}:")
+                for key, value in data.items():
+                    print(f"  {key}: {value}")
     changed = config.environment_differences()
     if not config.environment:
         print("environment: not recorded; cannot tell whether it matches this machine.")

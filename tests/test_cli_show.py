@@ -62,11 +62,15 @@ def test_show_prints_settings_metrics_and_a_matching_environment(
     out = capsys.readouterr().out
     assert out.startswith(f"{path}  (schema 1, created 2026-01-02T03:04:05Z, autotune ")
     assert "workload: examples.toy:model (train, ToyLM)" in out
-    assert "  scope: regional" in out and "  padding_alignment: 8" in out
-    assert "metrics:\n  throughput: 1234.5" in out
-    assert "baselines:\n  eager: {'throughput': 800.0}" in out
+    assert "configuration: scope=regional mode=default dynamic=None pad=8" in out
+    assert "metrics:" not in out, "the raw sections only with --raw"
     assert "environment: matches this machine." in out
     assert "def apply_compilation" not in out
+    assert main(["show", "--raw", str(path)]) == EXIT_OK
+    raw = capsys.readouterr().out
+    assert "  scope: regional" in raw and "  padding_alignment: 8" in raw
+    assert "metrics:\n  throughput: 1234.5" in raw
+    assert "baselines:\n  eager: {'throughput': 800.0}" in raw
 
 
 def test_show_says_when_the_environment_differs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

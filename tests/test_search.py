@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
+import io
 import subprocess
 import sys
 import textwrap
@@ -15,6 +17,7 @@ import yaml
 from autotune import CompileConfig, cli, load
 from autotune.study.export import export_from_storage
 from autotune.study.search import SearchError, SearchOptions, search
+from autotune.study.verdict import render_summary
 
 SPEC = "tests.trial_targets.workloads:tiny_train"
 STUDY = "tests.trial_targets.workloads-tiny_train"  # derived from SPEC
@@ -23,7 +26,15 @@ STUDY = "tests.trial_targets.workloads-tiny_train"  # derived from SPEC
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory):
     out = tmp_path_factory.mktemp("search") / "tiny"
-    code = cli.main(
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = _search(out)
+    (out.parent / "stdout.txt").write_text(printed.getvalue())
+    return code, out
+
+
+def _search(out):
+    return cli.main(
         [
             "search",
             "--model",
@@ -54,7 +65,6 @@ def searched(tmp_path_factory):
             "0",
         ]
     )
-    return code, out
 
 
 def test_search_exports_every_file_with_baselines(searched, capsys) -> None:
@@ -95,6 +105,20 @@ def test_search_exports_every_file_with_baselines(searched, capsys) -> None:
         )
         assert not any(column.startswith("param.") for column in row)
     assert "Verdict" in (out / "report.md").read_text()
+
+
+def test_the_cli_the_report_and_show_print_the_same_summary(searched, capsys) -> None:
+    _, out = searched
+    tuned = load(out / "best.yaml")
+    summary = render_summary(tuned.metrics, tuned.study)
+    assert summary.startswith(tuned.metrics["verdict"])
+    assert tuned.metrics["confirmation"] and tuned.study["best_trials"], "the figures are recorded in best.yaml"
+    assert summary in (out.parent / "stdout.txt").read_text(), "what the search printed"
+    assert cli.main(["show", str(out / "best.yaml")]) == cli.EXIT_OK
+    assert summary in capsys.readouterr().out, "what show prints"
+    assert render_summary(tuned.metrics, tuned.study, markdown=True) in (out / "report.md").read_text()
+    for row in tuned.metrics["confirmation"]:
+        assert row["subject"] in summary
 
 
 def test_exported_code_is_the_measured_code_and_runs_without_autotune(searched, tmp_path) -> None:

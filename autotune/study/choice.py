@@ -21,6 +21,7 @@ from typing import Any
 from autotune.runtime.config import CompileConfig
 from autotune.study.campaign import BASELINES, Campaign, Interval
 from autotune.study.format import interval as show_interval
+from autotune.study.verdict import confirmation_rows
 
 __all__ = ["BASELINE_FIELDS", "Choice", "baseline_figures", "choose", "metrics"]
 
@@ -135,6 +136,7 @@ def metrics(campaign: Campaign, choice: Choice, *, extra: Mapping[str, Any] | No
         "confirmed": True,
         "rounds": campaign.rounds,
         "noise": campaign.noise(),
+        "confirmation": confirmation_rows(campaign),
     }
     if record is not None:
         data = record.to_dict()

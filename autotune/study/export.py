@@ -26,6 +26,7 @@ from autotune.study.choice import Choice, baseline_figures, choose, metrics
 from autotune.study.format import utc_now
 from autotune.study.objective import Objective
 from autotune.study.storage import load_search_study
+from autotune.study.verdict import best_trials
 from autotune.trial.request import RunRecord
 
 __all__ = [
@@ -269,6 +270,7 @@ def _study_summary(study: optuna.Study, trials: list[optuna.trial.FrozenTrial], 
         "trial_seconds": round(sum(t.user_attrs.get("wall_seconds", 0.0) for t in trials), 1),
         "search_wall_seconds": study.user_attrs.get("search_wall_seconds"),
         "protocol": settings.get("protocol", {}),
+        "best_trials": best_trials(trial_rows(trials), study.direction == optuna.study.StudyDirection.MAXIMIZE),
     }
 
 

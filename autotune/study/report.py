@@ -11,9 +11,10 @@ import optuna
 from autotune.runtime.tuned import TunedConfig
 from autotune.study import history, plots
 from autotune.study.campaign import Campaign
-from autotune.study.format import interval, number
+from autotune.study.format import number
+from autotune.study.verdict import render_summary
 
-__all__ = ["confirmation_table", "write_report"]
+__all__ = ["write_report"]
 
 
 def write_report(
@@ -37,14 +38,11 @@ def write_report(
         "",
         "## Verdict",
         "",
-        str(metrics.get("verdict", "")),
+        render_summary(metrics, summary, markdown=True),
+        "",
+        _noise_text(campaign),
         "",
     ]
-    if metrics.get("stopped"):
-        lines += [f"The search {metrics['stopped']}.", ""]
-    title = "Confirmation" if confirmed else "Search-time figures (not confirmed: the search ran with --confirm 0)"
-    lines += [f"## {title}", "", confirmation_table(campaign, markdown=True), "", _noise_text(campaign), ""]
-    lines += ["## Best trials during the search", "", _trials_table(rows, objective.direction == "maximize"), ""]
     if tuned.compile_cache:
         lines += ["## Compile cache", "", _cache_text(tuned.compile_cache), ""]
     retunes = history.read(out_dir)
@@ -71,44 +69,6 @@ def write_report(
     return path
 
 
-def confirmation_table(campaign: Campaign, *, markdown: bool = False) -> str:
-    """Every subject of a campaign: median throughput, ratios to both baselines with intervals, compile time."""
-    header = ["subject", "samples/s", "vs plain compile", "vs eager", "compile s", "runs", "configuration"]
-    body = []
-    for name, subject in campaign.subjects.items():
-        runs = campaign.complete_runs(name)
-        failure = campaign.failure(name)
-        if not runs:
-            shown = f"failed ({failure.reason})" if failure else "not measured"
-            body.append([name, shown, "", "", "", "0", subject.description])
-            continue
-        median = campaign.median_run(name)
-        ratios = []
-        for reference in ("compile", "eager"):
-            versus = campaign.ratio(name, reference) if name != reference else None
-            ratios.append(interval(versus.to_dict()) if versus else ("1.00x" if name == reference else "–"))
-        rates = sorted(r.samples_per_second or 0.0 for r in runs)
-        body.append(
-            [
-                name,
-                number(rates[(len(rates) - 1) // 2]),
-                *ratios,
-                number(median.compile_seconds if median else None),
-                str(len(runs)) + (f", failed ({failure.reason})" if failure else ""),
-                subject.description,
-            ]
-        )
-    if markdown:
-        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        lines += ["| " + " | ".join(row) + " |" for row in body]
-        return "\n".join(lines)
-    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header) - 1)]
-    lines = []
-    for row in [header, *body]:
-        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1])
-    return "\n".join(lines)
-
-
 def _noise_text(campaign: Campaign) -> str:
     noise = campaign.noise()
     text = (
@@ -119,28 +79,6 @@ def _noise_text(campaign: Campaign) -> str:
     if noise["noisy_runs"]:
         text += f" {noise['noisy_runs']} run(s) were taken while the machine was busy and measured again."
     return text
-
-
-def _trials_table(rows: list[dict[str, Any]], maximize: bool) -> str:
-    complete = sorted(
-        (r for r in rows if r["state"] == "COMPLETE" and r["value"] is not None),
-        key=lambda r: r["value"],
-        reverse=maximize,
-    )
-    lines = [
-        "Figures from each trial's own run, against the baselines measured at the start of its search session; "
-        "the confirmation above is what decides.",
-        "",
-        "| trial | value | samples/s | vs eager | vs plain compile | compile s | new-shape compiles | configuration |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for row in complete[:10]:
-        lines.append(
-            f"| {row['number']} | {number(row['value'])} | {number(row['samples_per_second'])} | {number(row['speedup_vs_eager'], 'x')} "
-            f"| {number(row['speedup_vs_compile'], 'x')} | {number(row['compile_seconds'])} | {number(row.get('fresh_recompiles'))} "
-            f"| {row.get('description') or ''} |"
-        )
-    return "\n".join(lines)
 
 
 def _study_text(summary: Mapping[str, Any]) -> str:

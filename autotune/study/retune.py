@@ -37,9 +37,10 @@ from autotune.study.export import study_summary, trial_rows, write_trials_csv
 from autotune.study.format import utc_now
 from autotune.study.objective import Objective
 from autotune.study.progress import Progress, ProgressCallback, quiet
-from autotune.study.report import confirmation_table, write_report
+from autotune.study.report import write_report
 from autotune.study.space import bundled_spaces, load_space, shared_length_groups
 from autotune.study.storage import load_search_study
+from autotune.study.verdict import confirmation_table
 from autotune.study.warmstart import WarmStart
 from autotune.trial.request import Protocol, check_device
 from autotune.workload import resolve

@@ -205,7 +205,8 @@ class _Search:
                     "compare with new ones; use another --study-name (or --out), or the same setting."
                 )
         recorded = attrs.get("environment") or {}
-        changed = environment.differences(recorded, environment.fingerprint("cpu"), ("torch", "cuda", "python"))
+        compared = [key for key in ("torch", "cuda", "python") if key in recorded]
+        changed = environment.differences(recorded, environment.fingerprint("cpu"), compared)
         if changed and not options.reuse_since:
             what = ", ".join(f"{key} {old} there, {new} here" for key, (old, new) in changed.items())
             raise SearchError(

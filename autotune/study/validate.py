@@ -19,7 +19,7 @@ from autotune.study.campaign import Campaign, Harness, Interval, RunCallback, Su
 from autotune.study.format import interval
 from autotune.study.objective import Objective
 from autotune.study.recipes import read_recipe
-from autotune.study.report import confirmation_table
+from autotune.study.verdict import confirmation_table
 from autotune.trial.request import Protocol, check_device
 from autotune.workload import resolve
 
