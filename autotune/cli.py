@@ -235,59 +235,15 @@ def run_search(args: argparse.Namespace) -> int:
         f"{options.trials} trials, space {options.space!r}, storage {options.storage_url}",
         file=sys.stderr,
     )
-    display = ProgressDisplay(sys.stderr)
-    result = search(options, progress=display)
-    display.close()
+    from autotune.study.display import SearchDisplay  # lazy: see the module docstring
+
+    display = SearchDisplay(sys.stderr)
+    try:
+        result = search(options, progress=display)
+    finally:
+        display.close()
     print_result(result)
     return EXIT_OK
-
-
-class ProgressDisplay:
-    """A live status line on a terminal; one line per change of phase elsewhere (logs, CI)."""
-
-    def __init__(self, stream: Any) -> None:
-        self.stream = stream
-        self.live = stream.isatty()
-        self.last = ""
-
-    def __call__(self, progress: Any) -> None:
-        if progress.message:
-            self._clear()
-            print(f"  {progress.message}", file=self.stream, flush=True)
-            return
-        best = ""
-        if progress.best_value is not None:
-            best = f"  best: {progress.best_value:.4g}"
-            if progress.best_speedup:
-                best += f" ({progress.best_speedup:.2f}x eager)"
-        eta = f"  trials ETA {progress.eta_seconds / 60:.1f} min" if progress.eta_seconds else ""
-        self._show(f"[{progress.done}/{progress.total} trials] {progress.phase:<28}{best}{eta}")
-
-    def _show(self, line: str) -> None:
-        if line == self.last:
-            return
-        self.last = line
-        if self.live:
-            print(f"\r\033[K{line}", end="", file=self.stream, flush=True)
-        else:
-            print(line, file=self.stream, flush=True)
-
-    def _clear(self) -> None:
-        if self.live and self.last:
-            print("\r\033[K", end="", file=self.stream, flush=True)
-
-    def close(self) -> None:
-        self._clear()
-
-
-class RetuneDisplay(ProgressDisplay):
-    """The search's display, with a retune's own steps (which have no trial counter) shown by name."""
-
-    def __call__(self, progress: Any) -> None:
-        if progress.total or progress.message:
-            super().__call__(progress)
-        else:
-            self._show(f"retune: {progress.phase}")
 
 
 def print_result(result: Any) -> None:
@@ -442,9 +398,13 @@ def run_retune(args: argparse.Namespace) -> int:
     from autotune.study.retune import RetuneOptions, retune  # lazy: see the module docstring
 
     options = _options(RetuneOptions, args)
-    display = RetuneDisplay(sys.stderr)
-    result = retune(options, progress=display)
-    display.close()
+    from autotune.study.display import SearchDisplay  # lazy: see the module docstring
+
+    display = SearchDisplay(sys.stderr, retune=True)
+    try:
+        result = retune(options, progress=display)
+    finally:
+        display.close()
     print(result.render())
     return EXIT_REGRESSION if result.regressed else EXIT_OK
 

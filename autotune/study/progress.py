@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["Progress", "ProgressCallback", "quiet"]
+__all__ = ["Plan", "Progress", "ProgressCallback", "quiet"]
 
 
 @dataclass
@@ -23,6 +23,33 @@ class Progress:
 
 
 ProgressCallback = Callable[[Progress], None]
+
+
+@dataclass
+class Plan:
+    """The worker runs a search still has ahead, stage by stage, for an ETA that covers all of them.
+
+    Every run (a baseline, a trial, a confirmation run, a compile-cache run) starts a fresh
+    worker that compiles and measures, so they take about the same time: the ETA is the runs
+    left times the typical run, less what the current run has already taken.
+    """
+
+    baselines: int = 2
+    trials: int = 0
+    confirmation: int = 0
+    cache: int = 0
+    typical_run: float | None = None
+    """Seconds of a typical run: the median trial, or the compile baseline before any trial."""
+    run_started: float | None = None
+    """time.monotonic() when the current run started; None between runs."""
+
+    def eta(self, now: float) -> float | None:
+        """Seconds until the search ends, or None before anything was timed."""
+        if self.typical_run is None:
+            return None
+        runs = self.baselines + self.trials + self.confirmation + self.cache
+        elapsed = now - self.run_started if self.run_started is not None else 0.0
+        return max(runs * self.typical_run - min(elapsed, self.typical_run), 0.0)
 
 
 def quiet(progress: Progress) -> None:

@@ -29,7 +29,7 @@ from autotune.study.campaign import Harness, Subject
 from autotune.study.choice import choose
 from autotune.study.export import SearchResult, campaign_of, export_study
 from autotune.study.objective import Objective
-from autotune.study.progress import Progress, ProgressCallback, quiet
+from autotune.study.progress import Plan, Progress, ProgressCallback, quiet
 from autotune.study.space import SearchSpace, load_space, shared_length_groups
 from autotune.study.storage import create_study
 from autotune.study.trials import TrialLoop
@@ -154,6 +154,10 @@ class _Search:
         self.progress = progress
         self.objective = Objective.parse(options.objective)
         self.started = time.monotonic()
+        self.plan = Plan(
+            confirmation=(options.confirm + 2) * options.rounds if options.confirm else 0,
+            cache=2 if options.compile_cache else 0,
+        )
         workload = resolve(options.model, isolated=True)
         batches = workload.draw_batches(seed=options.seed)
         self.summary = workload.summary(options.model, batches)
@@ -260,8 +264,14 @@ class _Search:
         self.loop.space = space
         dropped = "".join(f"; dropped {d}" for d in space.dropped)
         self._note(f"space '{space.name}': {len(space.dimensions())} dimensions{dropped}")
+        self.plan.trials = max(self.options.trials - self.loop.started(), 0)
         while self._more_trials():
+            self.plan.run_started = time.monotonic()
             self.loop.one_trial()
+            self.plan.run_started = None
+            self.plan.trials = max(self.options.trials - self.loop.started(), 0)
+            self.plan.typical_run = self.loop.typical_seconds() or self.plan.typical_run
+        self.plan.trials = 0
 
     def _more_trials(self) -> bool:
         finished = self.loop.finished()
@@ -290,6 +300,7 @@ class _Search:
         choice = choose(campaign)
         if choice.config.scope == "none":
             return
+        self.plan.run_started = time.monotonic()
         self._report(choice.trial, "compile cache: cold, then warm")
         created = campaign.subjects[choice.subject].created
         section, staged = record_compile_cache(self.harness, choice.config, created, self.options.out_dir)
@@ -304,7 +315,8 @@ class _Search:
         self._report(None, "", message)
 
     def _report(self, trial: int | None, phase: str, message: str = "") -> None:
-        done, eta = self.loop.counts()
+        done = len(self.loop.finished())
+        eta = self.plan.eta(time.monotonic())
         self.progress(Progress(done, self.options.trials, trial, phase, None, None, eta, message))
 
 
@@ -312,8 +324,13 @@ def _baselines(search: _Search) -> dict[str, dict[str, Any]]:
     """Eager and plain torch.compile, measured once per search session for pruning and the trials' speedups."""
     baselines: dict[str, dict[str, Any]] = {}
     for subject in Subject.baselines():
+        search.plan.run_started = time.monotonic()
         search._report(None, f"baseline: {subject.description}")
         run = run_trial(search.harness.request(subject.config))
+        search.plan.baselines -= 1
+        search.plan.run_started = None
+        if subject.name == "compile" and search.plan.typical_run is None:
+            search.plan.typical_run = run.wall_seconds
         record = run.record()
         if not record.complete and subject.name == "eager":
             raise SearchError(
@@ -346,7 +363,12 @@ def _confirm(search: _Search) -> measurement.Campaign | None:
         for t in top
     ]
 
+    search.plan.confirmation = len(subjects) * search.options.rounds
+    search.plan.run_started = time.monotonic()
+
     def shown(name: str, index: int, record: Any) -> None:
+        search.plan.confirmation = max(search.plan.confirmation - 1, 0)
+        search.plan.run_started = time.monotonic()
         outcome = (
             f"{record.samples_per_second:.4g} samples/s" if record.complete else f"{record.state} ({record.reason})"
         )
@@ -361,6 +383,7 @@ def _confirm(search: _Search) -> measurement.Campaign | None:
         max_rounds=search.options.max_rounds,
         on_run=shown,
     )
+    search.plan.confirmation, search.plan.run_started = 0, None
     search.study.set_user_attr("confirmation", campaign.to_dict())
     noise = campaign.noise()
     if noise["noisy_runs"]:

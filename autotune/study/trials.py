@@ -90,13 +90,14 @@ class TrialLoop:
                 self._note(f"trial {frozen.number}: FAIL {message}")
         return reaped
 
-    def counts(self) -> tuple[int, float | None]:
-        """Finished trials, and an estimate of the seconds the remaining ones take."""
-        finished = self.finished()
-        durations = [t.user_attrs.get("wall_seconds", 0.0) for t in finished if "duplicate_of" not in t.user_attrs]
-        remaining = self.options.trials - len(finished)
-        eta = statistics.median(durations) * remaining if durations and remaining > 0 else None
-        return len(finished), eta
+    def typical_seconds(self) -> float | None:
+        """The median wall time of the trials measured so far (reused outcomes excluded), or None."""
+        durations = [
+            t.user_attrs["wall_seconds"]
+            for t in self.finished()
+            if "duplicate_of" not in t.user_attrs and t.user_attrs.get("wall_seconds")
+        ]
+        return statistics.median(durations) if durations else None
 
     def best_distinct(self, count: int) -> list[optuna.trial.FrozenTrial]:
         """The `count` best complete trials, one per configuration."""

@@ -1,0 +1,68 @@
+"""The live display: what a person watching a search sees, on a terminal and in a log."""
+
+from __future__ import annotations
+
+import io
+
+from autotune.study import display as display_module
+from autotune.study.display import SearchDisplay, duration
+from autotune.study.progress import Plan, Progress
+
+
+def test_the_eta_covers_trials_confirmation_and_the_compile_cache() -> None:
+    plan = Plan(baselines=0, trials=3, confirmation=12, cache=2, typical_run=10.0)
+    assert plan.eta(now=100.0) == 170.0
+    plan.run_started = 96.0
+    assert plan.eta(now=100.0) == 166.0, "the current run's elapsed time counts down"
+    plan.run_started = 0.0
+    assert plan.eta(now=100.0) == 160.0, "an overlong run never counts below the runs that follow it"
+    assert Plan(trials=5).eta(now=0.0) is None, "nothing timed yet: no guess"
+
+
+def test_durations_read_like_a_person_would_say_them() -> None:
+    assert [duration(s) for s in (4.4, 65, 3725)] == ["4 s", "1 min 05 s", "1 h 02 min"]
+
+
+def _progress(phase: str, eta: float | None = 300.0, done: int = 1, message: str = "") -> Progress:
+    return Progress(done, 4, 1, phase, None, None, eta, message)
+
+
+def test_a_log_gets_one_plain_line_per_phase_and_every_note() -> None:
+    out = io.StringIO()
+    shown = SearchDisplay(out)
+    for update in (
+        _progress("trial 1: starting"),
+        _progress("trial 1: starting"),
+        _progress("trial 1: compile"),
+        _progress("", message="trial 1: 812 samples/s"),
+    ):
+        shown(update)
+    shown.close()
+    lines = out.getvalue().splitlines()
+    assert lines == [
+        "[1/4 trials]  trial 1: starting (0 s)  ETA 5 min 00 s",
+        "[1/4 trials]  trial 1: compile (0 s)  ETA 5 min 00 s",
+        "  trial 1: 812 samples/s",
+    ]
+    assert "\x1b" not in out.getvalue()
+
+
+def test_on_a_terminal_the_clocks_move_between_events(monkeypatch) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(display_module.time, "monotonic", lambda: clock[0])
+    shown = SearchDisplay(io.StringIO(), live=True)
+    try:
+        shown(_progress("trial 2: compile", eta=120.0))
+        first = shown.status().plain
+        clock[0] += 75
+        later = shown.status().plain
+    finally:
+        shown.close()
+    assert first == "[1/4 trials]  trial 2: compile (0 s)  ETA 2 min 00 s"
+    assert later == "[1/4 trials]  trial 2: compile (1 min 15 s)  ETA 45 s"
+
+
+def test_before_anything_was_timed_the_eta_says_so() -> None:
+    shown = SearchDisplay(io.StringIO())
+    shown(_progress("baseline: eager (no compilation)", eta=None, done=0))
+    assert shown.status().plain.endswith("ETA after the first compile")
