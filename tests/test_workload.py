@@ -53,11 +53,12 @@ def test_module_failing_at_import_shows_its_exception() -> None:
         resolve("tests.targets.raises_on_import:model")
 
 
-def test_missing_package_is_an_import_error() -> None:
+def test_missing_package_is_an_import_error_with_a_hint_about_the_working_directory() -> None:
     with pytest.raises(
         WorkloadError, match="cannot import 'no_such_package_xyz.mod'.*No module named 'no_such_package_xyz'"
-    ):
+    ) as raised:
         resolve("no_such_package_xyz.mod:model")
+    assert "run autotune from the folder that contains it, or add that folder to PYTHONPATH" in str(raised.value)
 
 
 def test_missing_attribute_lists_public_callables() -> None:
@@ -65,11 +66,11 @@ def test_missing_attribute_lists_public_callables() -> None:
         resolve(f"{TARGETS}:modle")
     message = str(raised.value)
     assert f"'{TARGETS}' has no attribute 'modle'" in message
-    listed = message.split("its public callables: ")[1]
-    for name in ("factory", "make_batches", "raises", "TinyLM", "Registry"):
+    listed = message.split("what it defines that could be one: ")[1]
+    for name in ("factory", "make_batches", "raises", "TinyLM", "Registry", "workload"):
         assert f"'{name}'" in listed
     assert "_private_helper" not in listed
-    assert "'workload'" not in listed  # a Workload instance is not callable
+    assert "'Workload'" not in listed and "'nn'" not in listed, "names it imported are not its own"
 
 
 @pytest.mark.parametrize(

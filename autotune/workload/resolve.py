@@ -39,13 +39,19 @@ def resolve(spec: str, *, isolated: bool = False) -> Workload:
         module = importlib.import_module(module_name)
     except (Exception, SystemExit, KeyboardInterrupt) as exc:
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        raise WorkloadError(f"--model {spec!r}: cannot import {module_name!r}: {detail}") from None
+        hint = ""
+        if isinstance(exc, ModuleNotFoundError) and exc.name and module_name.startswith(exc.name):
+            hint = (
+                f" Python looks for {exc.name!r} in the working directory ({os.getcwd()}) and on PYTHONPATH: run "
+                f"autotune from the folder that contains it, or add that folder to PYTHONPATH."
+            )
+        raise WorkloadError(f"--model {spec!r}: cannot import {module_name!r}: {detail}.{hint}") from None
     target: Any = module
     for part in attr.split("."):
         if not hasattr(target, part):
             raise WorkloadError(
                 f"--model {spec!r}: {module_name!r} has no attribute {attr!r}; "
-                f"its public callables: {_public_callables(module)}."
+                f"what it defines that could be one: {_public_callables(module)}."
             )
         target = getattr(target, part)
     return _as_workload(target, spec, called=False)
@@ -101,8 +107,14 @@ def _split_spec(spec: object) -> tuple[str, str]:
 
 
 def _public_callables(module: Any) -> list[str]:
+    """The module's own public callables and Workloads (not names it imported, such as NamedTuple)."""
     return sorted(
-        n for n, v in vars(module).items() if not n.startswith("_") and callable(v) and not inspect.ismodule(v)
+        n
+        for n, v in vars(module).items()
+        if not n.startswith("_")
+        and (
+            isinstance(v, (Workload, nn.Module)) or (callable(v) and getattr(v, "__module__", None) == module.__name__)
+        )
     )
 
 
