@@ -232,7 +232,7 @@ def run_search(args: argparse.Namespace) -> int:
     options = _options(SearchOptions, args, protocol=protocol)
     print(
         f"autotune: searching {options.model} on {options.device}: study {options.name!r}, "
-        f"{options.trials} trials, space {options.space!r}, storage {options.storage_url}",
+        f"up to {options.trials} trial(s) in all, space {options.space!r}, storage {options.storage_url}",
         file=sys.stderr,
     )
     from autotune.study.display import SearchDisplay  # lazy: see the module docstring

@@ -66,3 +66,9 @@ def test_before_anything_was_timed_the_eta_says_so() -> None:
     shown = SearchDisplay(io.StringIO())
     shown(_progress("baseline: eager (no compilation)", eta=None, done=0))
     assert shown.status().plain.endswith("ETA after the first compile")
+
+
+def test_a_resumed_study_with_more_trials_than_asked_never_reads_8_of_1() -> None:
+    shown = SearchDisplay(io.StringIO())
+    shown(Progress(8, 1, None, "confirming", None, None, 60.0))
+    assert shown.status().plain.startswith("[8/8 trials]")

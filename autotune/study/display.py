@@ -65,7 +65,8 @@ class SearchDisplay:
         now = time.monotonic()
         parts: list[Any] = []
         if progress.total:
-            parts.append(f"[{progress.done}/{progress.total} trials]")
+            # A resumed study may already hold more trials than --trials asks for: never "8/1".
+            parts.append(f"[{progress.done}/{max(progress.total, progress.done)} trials]")
         elif self.retune:
             parts.append("retune:")
         parts.append(f"{progress.phase} ({duration(now - self.phase_started)})" if progress.phase else "")
