@@ -276,3 +276,14 @@ def test_a_study_is_never_resumed_on_another_device_or_environment(tmp_path, cap
     err = capsys.readouterr().err
     assert named in err and "another --study-name" in err
     assert (out / "best.yaml").read_text() == "kept\n" and len(study.trials) == 1
+
+
+def test_a_device_this_torch_cannot_use_is_refused_before_anything_starts(tmp_path, capsys, monkeypatch) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the same answer on a GPU machine
+    out = tmp_path / "out"
+    assert cli.main(["search", "--model", SPEC, "--trials", "1", "--device", "cuda", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--device 'cuda': no CUDA device is usable here" in err and "use --device cpu" in err
+    assert not out.exists(), "no study, no folder"
