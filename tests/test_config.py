@@ -311,3 +311,4 @@ def test_describe_shows_each_modules_own_settings() -> None:
     described = config.describe()
     assert "encoder:max_autotune=True" in described and "encoder:mode=None" not in described
     assert "head:mode=max-autotune" in described
+    assert "mode=None" not in CompileConfig(mode=None, options={"max_autotune": True}).describe()

@@ -311,7 +311,9 @@ class CompileConfig:
         """One line for tables and logs."""
         if self.scope == "none":
             return "no compilation (eager)"
-        parts = [f"scope={self.scope}", f"mode={self.mode}", f"dynamic={self.dynamic}"]
+        # mode None means "options instead of a mode": the options follow, so no "mode=None".
+        parts = [f"scope={self.scope}", *([f"mode={self.mode}"] if self.mode is not None else [])]
+        parts.append(f"dynamic={self.dynamic}")
         if self.fullgraph:
             parts.append("fullgraph")
         if self.mark_dynamic:
