@@ -40,8 +40,8 @@ def test_a_log_gets_one_plain_line_per_phase_and_every_note() -> None:
     shown.close()
     lines = out.getvalue().splitlines()
     assert lines == [
-        "[1/4 trials]  trial 1: starting (0 s)  ETA 5 min 00 s",
-        "[1/4 trials]  trial 1: compile (0 s)  ETA 5 min 00 s",
+        "[1/4 trials]  trial 1: starting  ETA 5 min 00 s",
+        "[1/4 trials]  trial 1: compile  ETA 5 min 00 s",
         "  trial 1: 812 samples/s",
     ]
     assert "\x1b" not in out.getvalue()

@@ -341,7 +341,7 @@ def test_retunes_right_after_a_search_in_the_same_environment_raise_no_false_ala
     for attempt in range(3):
         code, out = run_cli(
             "retune", str(best), "--space", WIDE, "--trials", "0", "--top", "0", "--repeats", "2", "--max-rounds", "3",
-            "--no-compile-cache", *RELAXED,
+            "--no-compile-cache",
         )  # fmt: skip
         assert code == cli.EXIT_OK, f"retune {attempt + 1}: {out}"
         assert "REGRESSION" not in out

@@ -55,10 +55,13 @@ class SearchDisplay:
             self.phase_started = now
         self.current, self.received = progress, now
         if not self.live and changed:
-            self.console.print(self.status())
+            self.console.print(self.status(elapsed=False))
 
-    def status(self) -> Text:
-        """The status line as it reads now: counts, phase with its elapsed time, ETA counting down."""
+    def status(self, *, elapsed: bool = True) -> Text:
+        """The status line as it reads now: counts, phase with its elapsed time, ETA counting down.
+
+        A log line is printed as a phase starts, when its elapsed time is always 0: `elapsed=False` leaves it out.
+        """
         progress = self.current
         if progress is None:
             return Text("starting")
@@ -69,7 +72,8 @@ class SearchDisplay:
             parts.append(f"[{progress.done}/{max(progress.total, progress.done)} trials]")
         elif self.retune:
             parts.append("retune:")
-        parts.append(f"{progress.phase} ({duration(now - self.phase_started)})" if progress.phase else "")
+        clock = f" ({duration(now - self.phase_started)})" if elapsed else ""
+        parts.append(f"{progress.phase}{clock}" if progress.phase else "")
         if progress.eta_seconds is not None:
             parts.append(f"ETA {duration(progress.eta_seconds - (now - self.received))}")
         elif progress.total:

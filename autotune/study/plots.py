@@ -100,8 +100,8 @@ def throughput_vs_compile(
     xs = [r["compile_seconds"] or 0.0 for r in complete]
     ys = [r["samples_per_second"] for r in complete]
     ax.scatter(xs, ys, label="trial", color="tab:blue")
-    for row, x, y in zip(complete, xs, ys, strict=True):
-        ax.annotate(f"#{row['number']}", (x, y), xytext=(4, 4), textcoords="offset points", fontsize=8)
+    for (x, y), text in _labels(xs, ys, [f"#{row['number']}" for row in complete]):
+        ax.annotate(text, (x, y), xytext=(4, 4), textcoords="offset points", fontsize=8)
     for name, label, marker in (("eager", "eager", "s"), ("compile", "plain torch.compile", "D")):
         base = baselines.get(name, {})
         if base.get("samples_per_second"):
@@ -186,3 +186,18 @@ def retune_history(out_dir: Path, retunes: list[dict[str, Any]]) -> tuple[str, s
     fig.savefig(out_dir / "retune_history.png", dpi=100)
     plt.close(fig)
     return ("Retune history", "retune_history.png")
+
+
+def _labels(xs: list[float], ys: list[float], texts: list[str]) -> list[tuple[tuple[float, float], str]]:
+    """One label per group of points that would print on top of each other ("#0, #1"), at the group's first point."""
+    x_span = (max(xs) - min(xs)) or 1.0
+    y_span = (max(ys) - min(ys)) or 1.0
+    groups: list[tuple[tuple[float, float], list[str]]] = []
+    for x, y, text in zip(xs, ys, texts, strict=True):
+        for (gx, gy), members in groups:
+            if abs(x - gx) < 0.05 * x_span and abs(y - gy) < 0.05 * y_span:
+                members.append(text)
+                break
+        else:
+            groups.append(((x, y), [text]))
+    return [(point, ", ".join(members)) for point, members in groups]

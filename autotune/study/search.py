@@ -365,10 +365,12 @@ def _confirm(search: _Search) -> measurement.Campaign | None:
 
     search.plan.confirmation = len(subjects) * search.options.rounds
     search.plan.run_started = time.monotonic()
+    search._report(None, "confirmation")
 
     def shown(name: str, index: int, record: Any) -> None:
         search.plan.confirmation = max(search.plan.confirmation - 1, 0)
         search.plan.run_started = time.monotonic()
+        search._report(None, "confirmation")  # the same phase: only the ETA moves
         outcome = (
             f"{record.samples_per_second:.4g} samples/s" if record.complete else f"{record.state} ({record.reason})"
         )
