@@ -24,7 +24,7 @@ def test_durations_read_like_a_person_would_say_them() -> None:
 
 
 def _progress(phase: str, eta: float | None = 300.0, done: int = 1, message: str = "") -> Progress:
-    return Progress(done, 4, 1, phase, None, None, eta, message)
+    return Progress(done, 4, 1, phase, eta, message)
 
 
 def test_a_log_gets_one_plain_line_per_phase_and_every_note() -> None:
@@ -70,5 +70,5 @@ def test_before_anything_was_timed_the_eta_says_so() -> None:
 
 def test_a_resumed_study_with_more_trials_than_asked_never_reads_8_of_1() -> None:
     shown = SearchDisplay(io.StringIO())
-    shown(Progress(8, 1, None, "confirming", None, None, 60.0))
+    shown(Progress(8, 1, None, "confirming", 60.0))
     assert shown.status().plain.startswith("[8/8 trials]")

@@ -1,4 +1,4 @@
-"""What a long-running search or retune tells a display: the phase, counts, best confirmed figure, ETA."""
+"""What a long-running search or retune tells a display: the phase, counts and ETA."""
 
 from __future__ import annotations
 
@@ -16,8 +16,6 @@ class Progress:
     total: int
     trial: int | None
     phase: str
-    best_value: float | None
-    best_speedup: float | None
     eta_seconds: float | None
     message: str = ""
 

@@ -354,7 +354,7 @@ class _Retune:
         return result
 
     def _note(self, message: str) -> None:
-        self.progress(Progress(0, 0, None, "", None, None, None, message))
+        self.progress(Progress(0, 0, None, "", None, message))
 
 
 def _publish(

@@ -317,7 +317,7 @@ class _Search:
     def _report(self, trial: int | None, phase: str, message: str = "") -> None:
         done = len(self.loop.finished())
         eta = self.plan.eta(time.monotonic())
-        self.progress(Progress(done, self.options.trials, trial, phase, None, None, eta, message))
+        self.progress(Progress(done, self.options.trials, trial, phase, eta, message))
 
 
 def _baselines(search: _Search) -> dict[str, dict[str, Any]]:
