@@ -243,7 +243,7 @@ def test_bruteforce_stops_when_every_configuration_was_measured(tmp_path) -> Non
         )
     )
     assert result.summary["trials"]["total"] == 2
-    assert {row["description"] for row in result.table} == {
+    assert {row["configuration"] for row in result.summary["best_trials"]} == {
         "scope=whole mode=default dynamic=None",
         "scope=whole mode=default dynamic=True",
     }

@@ -71,9 +71,9 @@ class SearchResult:
     best_number: int | None
     """The exported trial, or None when a baseline (plain torch.compile, or eager) is exported."""
     tuned_path: Path | None
-    table: list[dict[str, Any]]
     baselines: dict[str, dict[str, Any]]
     summary: dict[str, Any]
+    """best.yaml's `study` section (its `best_trials` are the search table), plus `metrics` and the `campaign`."""
 
 
 def export_from_storage(storage: str, study_name: str, out_dir: str | Path | None = None) -> SearchResult:
@@ -144,24 +144,12 @@ def export_study(study: optuna.Study, out_dir: Path) -> SearchResult:
     from autotune.study.report import write_report  # matplotlib is imported only when a report is drawn
 
     write_report(out_dir, study, rows, campaign, tuned, confirmed=confirmed)
-    objective = campaign.objective
-    table = sorted(
-        (r for r in rows if r["state"] == "COMPLETE" and r["value"] is not None),
-        key=lambda r: r["value"],
-        reverse=objective.direction == "maximize",
-    )
     return SearchResult(
         out_dir=out_dir,
         best_number=choice.trial,
         tuned_path=tuned_path,
-        table=table[:5],
         baselines=baselines,
-        summary={
-            **summary,
-            "metrics": figures,
-            "campaign": campaign.to_dict(),
-            "search_baselines": {n: attrs.get(f"baseline.{n}", {}) for n in ("eager", "compile")},
-        },
+        summary={**summary, "metrics": figures, "campaign": campaign.to_dict()},
     )
 
 
