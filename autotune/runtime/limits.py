@@ -52,16 +52,19 @@ def yaml_nodes(text: str, limit: int = MAX_YAML_NODES) -> int:
     soon as the count passes `limit`.
     """
     anchors: dict[str, int] = {}
-    frames: list[list[int]] = []  # [values so far] of each open sequence or mapping
-    names: list[str | None] = []
+    open_nodes: list[tuple[str | None, int]] = []  # (anchor, values so far) of each open sequence or mapping
     total = 0
 
     def add(size: int) -> None:
         nonlocal total
-        if frames:
-            frames[-1][0] += size
-        total += size if not frames else 0
-        if (frames and frames[-1][0] > limit) or total > limit:
+        if open_nodes:
+            anchor, count = open_nodes[-1]
+            open_nodes[-1] = (anchor, count + size)
+            counted = count + size
+        else:
+            total += size
+            counted = total
+        if counted > limit:
             raise ValueError(f"more than {limit} values once its aliases are expanded")
 
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
@@ -72,10 +75,9 @@ def yaml_nodes(text: str, limit: int = MAX_YAML_NODES) -> int:
                 anchors[event.anchor] = 1
             add(1)
         elif isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
-            frames.append([1])
-            names.append(event.anchor)
+            open_nodes.append((event.anchor, 1))
         elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
-            size, anchor = frames.pop()[0], names.pop()
+            anchor, size = open_nodes.pop()
             if anchor:
                 anchors[anchor] = size
             add(size)
@@ -99,8 +101,11 @@ def read_yaml_file(
         raise ConfigError(f"{path}: cannot read the file: {exc}") from None
     try:
         yaml_nodes(text, max_nodes)
-        return yaml.safe_load(text)
     except ValueError as exc:
         raise ConfigError(f"{path}: refused as {what}: {exc}.") from None
-    except (yaml.YAMLError, RecursionError) as exc:
+    except yaml.YAMLError:
+        pass  # not YAML at all: safe_load below says where
+    try:
+        return yaml.safe_load(text)
+    except (yaml.YAMLError, RecursionError, ValueError) as exc:
         raise ConfigError(f"{path}: not a valid plain YAML file: {quote(str(exc), 400)}") from None
