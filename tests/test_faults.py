@@ -211,15 +211,21 @@ _PARENT = textwrap.dedent(
 )
 
 
-def test_a_killed_parent_takes_its_worker_with_it_and_its_folder_is_cleaned_up(tmp_path: Path) -> None:
-    pidfile = tmp_path / "pids"
-    env = {**os.environ, "AUTOTUNE_TEST_PIDFILE": str(pidfile)}
-    parent = subprocess.Popen([sys.executable, "-c", _PARENT], env=env)
+def _worker_pids(parent: subprocess.Popen, pidfile: Path) -> tuple[int, int]:
+    """The hanging worker's pid and its child's, once the worker has written them."""
     deadline = time.monotonic() + 120
     while not pidfile.exists() or not pidfile.read_text().strip():
         assert time.monotonic() < deadline and parent.poll() is None, "the worker never started"
         time.sleep(0.2)
     worker, grandchild = map(int, pidfile.read_text().split())
+    return worker, grandchild
+
+
+def test_a_killed_parent_takes_its_worker_with_it_and_its_folder_is_cleaned_up(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    env = {**os.environ, "AUTOTUNE_TEST_PIDFILE": str(pidfile)}
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT], env=env)
+    worker, grandchild = _worker_pids(parent, pidfile)
     leftovers = list(Path(runner.tempfile.gettempdir()).glob(f"{runner.WORKDIR_PREFIX}{parent.pid}-*"))
     assert len(leftovers) == 1
     parent.kill()
@@ -234,11 +240,7 @@ def test_ctrl_c_in_the_parent_kills_the_worker_at_once(tmp_path: Path) -> None:
     pidfile = tmp_path / "pids"
     env = {**os.environ, "AUTOTUNE_TEST_PIDFILE": str(pidfile)}
     parent = subprocess.Popen([sys.executable, "-c", _PARENT], env=env, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    while not pidfile.exists() or not pidfile.read_text().strip():
-        assert time.monotonic() < deadline and parent.poll() is None, "the worker never started"
-        time.sleep(0.2)
-    worker, grandchild = map(int, pidfile.read_text().split())
+    worker, grandchild = _worker_pids(parent, pidfile)
     interrupted = time.monotonic()
     parent.send_signal(signal.SIGINT)
     _, err = parent.communicate(timeout=60)
