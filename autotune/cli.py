@@ -14,11 +14,13 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from autotune.errors import AutotuneError
+from autotune.errors import AutotuneError, ConfigError
 
-__all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "main"]
+__all__ = ["EXIT_ERROR", "EXIT_FINDINGS", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "main"]
 
 EXIT_OK = 0
+EXIT_FINDINGS = 1
+"""`autotune doctor`: the model has graph breaks or recompiles (the report says which and how to fix them)."""
 EXIT_ERROR = 2
 EXIT_REGRESSION = 3
 """`autotune retune`: the tuned configuration fails or got slower here (see its report)."""
@@ -464,6 +466,72 @@ def run_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+_DOCTOR_EPILOG = f"""\
+The model is compiled with dynamo's `eager` backend: graph breaks and recompiles are decided by
+dynamo before any backend runs, so they are the ones plain torch.compile(model) has, found in
+seconds. It runs two passes over the workload's fixed batches, then --fresh-batches new ones.
+
+exit codes:
+  {EXIT_OK}  clean: no graph breaks, no recompiles
+  {EXIT_FINDINGS}  graph breaks or recompiles were found (each with where, why and a fix where one is known)
+  {EXIT_ERROR}  error: the workload cannot be built or does not run
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
+
+examples:
+  autotune doctor --model examples.captioning:captioning_dynamic
+  autotune doctor --model mypkg.tune:model --format json > doctor.json
+"""
+
+
+def _add_doctor(p: argparse.ArgumentParser) -> None:
+    from autotune.trial.request import Protocol  # lazy: see the module docstring
+
+    p.add_argument("--model", required=True, metavar="PKG.MOD:ATTR", help="the workload, as for `autotune search`")
+    p.add_argument("--device", metavar="cpu|cuda|cuda:N", help="default: cuda when available, else cpu")
+    p.add_argument("--seed", type=int, default=0, help="seeds the batches drawn (default: 0)")
+    p.add_argument(
+        "--fresh-batches",
+        type=int,
+        default=Protocol().fresh_batches,
+        help="new batches to run after the fixed ones, where new lengths show their recompiles (default: %(default)s)",
+    )
+    p.add_argument(
+        "--format", choices=("text", "json"), default="text", help="text for people (default), json for tools"
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=900.0,
+        metavar="SECONDS",
+        help="kill the analysis after this long (default: 900)",
+    )
+    p.set_defaults(run=run_doctor)
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    """`autotune doctor`."""
+    import json  # lazy: see the module docstring
+
+    from autotune.study.doctor import diagnose  # lazy: see the module docstring
+    from autotune.trial.request import Protocol, check_device  # lazy: see the module docstring
+
+    if args.fresh_batches < 0:
+        raise ConfigError(f"--fresh-batches {args.fresh_batches}: must be >= 0.")
+    if args.timeout <= 0:
+        raise ConfigError(f"--timeout {args.timeout}: must be a positive number of seconds.")
+    device = check_device(args.device)
+    if args.format == "text":
+        print(f"autotune: doctor: running {args.model} on {device} under dynamo ...", file=sys.stderr)
+    diagnosis = diagnose(
+        args.model, device, seed=args.seed, protocol=Protocol(fresh_batches=args.fresh_batches), timeout=args.timeout
+    )
+    if args.format == "json":
+        print(json.dumps(diagnosis.to_dict(), indent=2))
+    else:
+        print(diagnosis.render())
+    return EXIT_OK if diagnosis.clean else EXIT_FINDINGS
+
+
 _COMMANDS: dict[str, tuple[str, str, str | None, Callable[[argparse.ArgumentParser], None]]] = {
     "search": (
         "search the compile-configuration space for a workload and export the winner",
@@ -474,6 +542,16 @@ _COMMANDS: dict[str, tuple[str, str, str | None, Callable[[argparse.ArgumentPars
         ),
         _SEARCH_EPILOG,
         _add_search,
+    ),
+    "doctor": (
+        "find the model's graph breaks and recompiles, and say how to fix each",
+        (
+            "Run the workload under dynamo in a fresh process and report every graph break (where dynamo broke, "
+            "the model code that led there, how often, why, and a fix where one is known) and every recompile "
+            "(which input's size or which guard changed, and the setting that avoids it), verdict first."
+        ),
+        _DOCTOR_EPILOG,
+        _add_doctor,
     ),
     "spaces": (
         "list the bundled search spaces",

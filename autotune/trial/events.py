@@ -7,10 +7,13 @@ phase, window and result as it happens and can stop the trial between any two of
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
 import time
 from typing import Any, TextIO
 
-__all__ = ["EVENT_FD_VARIABLE", "PARENT_PID_VARIABLE", "Events", "parse_event"]
+__all__ = ["EVENT_FD_VARIABLE", "PARENT_PID_VARIABLE", "Events", "die_with_parent", "parse_event"]
 
 EVENT_FD_VARIABLE = "AUTOTUNE_EVENT_FD"
 """The environment variable that names the worker's event file descriptor."""
@@ -37,3 +40,21 @@ def parse_event(line: bytes) -> dict[str, Any] | None:
     except ValueError:
         return None
     return event if isinstance(event, dict) and "event" in event else None
+
+
+def die_with_parent() -> None:
+    """Kill this worker's process group once the parent that started it is gone.
+
+    A trial process runs in a session of its own (so that killing its group reaches Inductor's
+    compile workers), which also means nothing ends it when the parent is killed.
+    """
+    parent = int(os.environ.get(PARENT_PID_VARIABLE) or 0)
+    if not parent:
+        return
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="autotune-parent-watch", daemon=True).start()

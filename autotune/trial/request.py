@@ -81,6 +81,8 @@ class TrialRequest:
     """Save the compile artifacts of this run to this file (see `autotune.runtime.compile_cache`)."""
     load_cache_path: str | None = None
     """Load compile artifacts from this file before compiling, as `load_compile_cache` in the generated code does."""
+    program: str = "autotune.trial.worker"
+    """The module the process runs: the measuring worker, or `autotune.trial.doctor` for the compile doctor."""
 
 
 @dataclass(kw_only=True)

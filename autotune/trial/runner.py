@@ -35,7 +35,7 @@ Monitor = Callable[[dict[str, Any] | None], str | None]
 
 
 def run_trial(request: TrialRequest, monitor: Monitor | None = None) -> TrialRun:
-    """Run `request` in a fresh `python -m autotune.trial.worker` process and collect what it reports."""
+    """Run `request` in a fresh `python -m <request.program>` process (the worker) and collect what it reports."""
     workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-"))
     try:
         return _run_in(workdir, request, monitor or (lambda event: None))
@@ -102,7 +102,7 @@ def _run_in(workdir: Path, request: TrialRequest, monitor: Monitor) -> TrialRun:
     started = time.monotonic()
     with open(stderr_path, "wb") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "autotune.trial.worker", str(workdir / "request.json")],
+            [sys.executable, "-m", request.program, str(workdir / "request.json")],
             env=_environment(workdir, request, write_fd),
             stdin=subprocess.DEVNULL,
             stdout=stderr,

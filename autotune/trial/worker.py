@@ -21,10 +21,8 @@ import contextlib
 import json
 import math
 import os
-import signal
 import statistics
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -36,7 +34,7 @@ import torch
 from torch import nn
 
 from autotune.runtime import codegen, compile_cache, environment
-from autotune.trial.events import EVENT_FD_VARIABLE, PARENT_PID_VARIABLE, Events
+from autotune.trial.events import EVENT_FD_VARIABLE, Events, die_with_parent
 from autotune.trial.measure import (
     Stopwatch,
     calibration_probe,
@@ -57,7 +55,7 @@ from autotune.trial.measure import (
 from autotune.trial.request import Protocol
 from autotune.workload import Workload, resolve, samples_in
 
-__all__ = ["StepRunner", "TrialFailure", "classify", "main"]
+__all__ = ["StepRunner", "TrialFailure", "classify", "main", "to_device"]
 
 MIN_WINDOW_SECONDS = 0.5
 MAX_PASSES_PER_WINDOW = 64
@@ -79,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the trial described by the request file; returns 0 when it completed, 1 when it failed."""
     args = sys.argv[1:] if argv is None else argv
     request = json.loads(Path(args[0]).read_text())
-    _die_with_parent()
+    die_with_parent()
     fd = os.environ.get(EVENT_FD_VARIABLE)
     events = Events(os.fdopen(int(fd), "w", buffering=1) if fd else sys.stdout)
     trial = Trial(request, events)
@@ -93,24 +91,6 @@ def main(argv: list[str] | None = None) -> int:
         events.emit("failed", reason=classify(exc, trial.phase), message=_one_line(exc), phase=trial.phase)
         return 1
     return 0
-
-
-def _die_with_parent() -> None:
-    """Kill this worker's process group once the parent that started it is gone.
-
-    The worker runs in a session of its own (so that killing its group reaches Inductor's
-    compile workers), which also means nothing ends it when the parent is killed.
-    """
-    parent = int(os.environ.get(PARENT_PID_VARIABLE) or 0)
-    if not parent:
-        return
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os.killpg(os.getpgrp(), signal.SIGKILL)
-
-    threading.Thread(target=watch, name="autotune-parent-watch", daemon=True).start()
 
 
 @dataclass
@@ -171,9 +151,9 @@ class Trial:
         self._set_phase("build")
         self.workload = resolve(self.request["spec"])
         seed = int(self.request.get("seed", 0))
-        self.batches = [_to_device(b, self.device) for b in self.workload.draw_batches(seed=seed)]
+        self.batches = [to_device(b, self.device) for b in self.workload.draw_batches(seed=seed)]
         drawn = self.workload.fresh_batches(seed=seed, count=self.protocol.fresh_batches)
-        self.fresh = [_to_device(b, self.device) for b in drawn]
+        self.fresh = [to_device(b, self.device) for b in drawn]
         self.model = self.workload.model.to(self.device)
         self.events.emit("environment", environment=environment.fingerprint(str(self.device)))
         source = self.request.get("source")
@@ -445,13 +425,14 @@ def _has_dropout(model: nn.Module) -> bool:
     return any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules())
 
 
-def _to_device(batch: Any, device: torch.device) -> Any:
+def to_device(batch: Any, device: torch.device) -> Any:
+    """The batch with every tensor in it moved to `device` (dicts, tuples and lists kept)."""
     if isinstance(batch, torch.Tensor):
         return batch.to(device)
     if isinstance(batch, dict):
-        return {k: _to_device(v, device) for k, v in batch.items()}
+        return {k: to_device(v, device) for k, v in batch.items()}
     if isinstance(batch, (tuple, list)):
-        return type(batch)(_to_device(v, device) for v in batch)
+        return type(batch)(to_device(v, device) for v in batch)
     return batch
 
 

@@ -1,0 +1,189 @@
+"""The compile doctor's process: `python -m autotune.trial.doctor REQUEST.json`.
+
+It builds the workload, compiles the model the way a user's plain `torch.compile(model)`
+would, but with dynamo's `eager` backend (graph breaks and recompiles are decided by
+dynamo before any backend runs, so they are the same as with Inductor, found in seconds
+instead of minutes), then runs the workload's steps: two passes over the fixed batches,
+then each fresh batch once. It reports what dynamo said while doing so:
+
+- every graph break, from torch's `graph_breaks` log records (where dynamo broke, the
+  user stack, torch's reason, explanation and hints), one entry per break dynamo logged;
+- every recompile, from dynamo's compilation metrics (`recompile_reason`: the guard that
+  failed), with the phase it happened in.
+
+Turning these into a verdict with fixes is the parent's job (`autotune.study.doctor`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch._dynamo
+from torch._dynamo.utils import counters
+
+from autotune.trial.events import EVENT_FD_VARIABLE, Events, die_with_parent
+from autotune.trial.request import Protocol
+from autotune.trial.worker import StepRunner, classify, to_device
+from autotune.workload import input_keys, resolve
+
+__all__ = ["BreakLog", "main", "parse_break", "recompiles_since"]
+
+GRAPH_BREAK_LOGGERS = "__graph_breaks"
+"""Torch's graph-break artifact loggers end with this name (one per dynamo module that logs breaks)."""
+_LOCATION = re.compile(r"in user code at (?P<file>.+):(?P<line>\d+)\s*$", re.MULTILINE)
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)', re.MULTILINE)
+
+
+def parse_break(message: str) -> dict[str, Any]:
+    """One graph-break log record as data: location, torch's reason (summary, explanation, hints) and stack.
+
+    Torch writes a first record with the user stack for each break, and shorter ones
+    ("user stack suppressed due to duplicate graph break") when the same break is hit again.
+    """
+    located = _LOCATION.search(message.splitlines()[0] if message else "")
+    reason_text = message.partition("Graph Break Reason:")[2]
+    reason_text, _, traceback_text = reason_text.partition("User code traceback:")
+    if "Graph break encountered:" in reason_text:
+        reason_text = reason_text.partition("Graph break encountered:")[2]
+    elif reason_text.strip().startswith("Encountered graph break when attempting"):
+        reason_text = reason_text.strip().partition("\n")[2]
+    lines = [line.strip() for line in reason_text.strip().splitlines() if line.strip()]
+    summary = lines[0] if lines else "(torch gave no reason)"
+    explanation = next(
+        (line.removeprefix("Explanation:").strip() for line in lines if line.startswith("Explanation:")), ""
+    )
+    context = next(
+        (line.partition(":")[2].strip() for line in lines if line.startswith("Developer debug context:")), ""
+    )
+    stack = [
+        {"file": m["file"], "line": int(m["line"]), "function": m["function"]} for m in _FRAME.finditer(traceback_text)
+    ]
+    return {
+        "file": located["file"] if located else (stack[-1]["file"] if stack else ""),
+        "line": int(located["line"]) if located else (stack[-1]["line"] if stack else 0),
+        "summary": summary,
+        "explanation": explanation,
+        "torch_hints": [line.removeprefix("Hint:").strip() for line in lines if line.startswith("Hint:")],
+        "context": context[:500],
+        "stack": stack,
+    }
+
+
+class BreakLog(logging.Handler):
+    """Collects torch's graph-break log records while installed (`with BreakLog() as log:`)."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.breaks: list[dict[str, Any]] = []
+        self._loggers: list[logging.Logger] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.breaks.append(parse_break(record.getMessage()))
+        except Exception:  # a record in a format this version does not know is still a break
+            self.breaks.append(parse_break(""))
+
+    def __enter__(self) -> BreakLog:
+        torch._logging.set_logs(graph_breaks=True)
+        names = [name for name in logging.root.manager.loggerDict if name.endswith(GRAPH_BREAK_LOGGERS)]
+        for name in names:
+            logger = logging.getLogger(name)
+            logger.addHandler(self)
+            # Kept here rather than printed: the records carry whole stacks, and the doctor reports them.
+            logger.propagate = False
+            self._loggers.append(logger)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for logger in self._loggers:
+            logger.removeHandler(self)
+            logger.propagate = True
+        torch._logging.set_logs()
+
+
+def recompiles_since(seen: set[str], phase: str) -> list[dict[str, Any]]:
+    """Recompiles dynamo recorded that are not in `seen` (compile ids), tagged with `phase`; adds them to `seen`."""
+    found = []
+    for metrics in torch._dynamo.utils.get_compilation_metrics():
+        compile_id = str(metrics.compile_id)
+        if compile_id in seen:
+            continue
+        seen.add(compile_id)
+        if compile_id.endswith("/0"):
+            continue
+        found.append(
+            {
+                "compile_id": compile_id,
+                "function": metrics.co_name or "?",
+                "file": metrics.co_filename or "",
+                "line": metrics.co_firstlineno or 0,
+                # Older releases do not record why; the recompile still counts.
+                "reason": str(getattr(metrics, "recompile_reason", None) or ""),
+                "phase": phase,
+            }
+        )
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Diagnose the workload of the request file; returns 0 when the analysis ran, 1 when it could not."""
+    args = sys.argv[1:] if argv is None else argv
+    request = json.loads(Path(args[0]).read_text())
+    die_with_parent()
+    fd = os.environ.get(EVENT_FD_VARIABLE)
+    events = Events(os.fdopen(int(fd), "w", buffering=1) if fd else sys.stdout)
+    phase = "build"
+    try:
+        events.emit("phase", phase=phase)
+        device = torch.device(request["device"])
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        protocol = Protocol.from_dict(request.get("protocol", {}))
+        workload = resolve(request["spec"])
+        seed = int(request.get("seed", 0))
+        fixed = [to_device(b, device) for b in workload.draw_batches(seed=seed)]
+        fresh = [to_device(b, device) for b in workload.fresh_batches(seed=seed, count=protocol.fresh_batches)]
+        model = workload.model.to(device)
+        model.train(workload.task == "train")
+        optimizer = workload.optimizer(model.parameters()) if workload.task == "train" and workload.optimizer else None
+        step = StepRunner(workload, device, cuda_graphs=False)
+        compiled = torch.compile(model, backend="eager")
+        seen: set[str] = set()
+        recompiles: list[dict[str, Any]] = []
+        with BreakLog() as log:
+            for phase, batches in (("fixed", fixed), ("repeat", fixed), ("fresh", fresh)):
+                events.emit("phase", phase=phase)
+                for batch in batches:
+                    step(compiled, optimizer, batch)
+                recompiles += recompiles_since(seen, phase)
+        events.emit(
+            "result",
+            breaks=log.breaks,
+            recompiles=recompiles,
+            graphs=int(counters["stats"]["unique_graphs"]),
+            frames=int(counters["frames"]["ok"]),
+            fixed_batches=len(fixed),
+            fresh_batches=len(fresh),
+            recompile_limit=int(getattr(torch._dynamo.config, "recompile_limit", 8)),
+            task=workload.task,
+            dynamic_dims={str(k): list(v) for k, v in workload.dynamic_dims.items()},
+            inputs=[str(k) for k in input_keys(fixed[0])] if fixed else [],
+            torch=torch.__version__,
+        )
+    except Exception as exc:
+        traceback.print_exc()
+        events.emit("failed", reason=classify(exc, "build" if phase == "build" else "run"), message=f"{exc}"[:2000])
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,157 @@
+"""`autotune doctor`: graph breaks and recompiles found in real dynamo runs, with their place, cause and fix."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotune.cli import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, main
+from autotune.errors import WorkloadError
+from autotune.study.doctor import Diagnosis, diagnose
+from autotune.study.hints import break_cause, guard_hint, guard_text, size_change, value_guard
+from autotune.trial.doctor import parse_break
+from autotune.trial.request import Protocol
+
+TARGETS = Path(__file__).parent / "targets" / "doctor.py"
+FEW_FRESH = Protocol(fresh_batches=4)
+
+
+def line_of(marker: str) -> int:
+    """The line of tests/targets/doctor.py that carries `# doctor: <marker>`."""
+    lines = TARGETS.read_text().splitlines()
+    return next(number for number, text in enumerate(lines, 1) if text.endswith(f"# doctor: {marker}"))
+
+
+@pytest.fixture(scope="module")
+def breaks_json() -> tuple[int, dict]:
+    """`autotune doctor --format json` on the workload with three deliberate graph breaks, as a tool would run it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune", "doctor", "--model", "tests.targets.doctor:breaks_graph", "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_graph_breaks_are_found_where_the_model_breaks_with_their_fix(breaks_json: tuple[int, dict]) -> None:
+    code, data = breaks_json
+    assert code == EXIT_FINDINGS
+    assert data["clean"] is False
+    found = {b["kind"]: b for b in data["breaks"]}
+    assert set(found) == {"tensor value read in Python", "print or logging in forward", "Python-side randomness"}
+    assert found["tensor value read in Python"]["location"] == f"tests/targets/doctor.py:{line_of('item')}"
+    assert "capture_scalar_outputs" in found["tensor value read in Python"]["hint"]
+    assert "item()" in found["tensor value read in Python"]["summary"]
+    assert found["print or logging in forward"]["location"] == f"tests/targets/doctor.py:{line_of('print')}"
+    assert found["Python-side randomness"]["location"] == f"tests/targets/doctor.py:{line_of('random')}"
+    assert "torch.rand" in found["Python-side randomness"]["hint"]
+    assert all(b["function"] == "forward" and b["hits"] >= 1 for b in data["breaks"])
+    assert data["verdict"].startswith("3 graph breaks, all fixable: ")
+
+
+def test_the_json_report_loads_back_and_renders_the_same_text(breaks_json: tuple[int, dict]) -> None:
+    _, data = breaks_json
+    diagnosis = Diagnosis.from_dict(data)
+    assert diagnosis.to_dict() == data
+    text = diagnosis.render()
+    assert text.splitlines()[0] == data["verdict"]
+    assert f"tests/targets/doctor.py:{line_of('item')} in forward" in text
+    assert "fix: `.item()`" in text
+
+
+def test_recompiles_on_a_varying_length_name_the_input_axis_and_how_to_avoid_them() -> None:
+    diagnosis = diagnose("tests.targets.doctor:varying_length", protocol=FEW_FRESH)
+    assert not diagnosis.breaks
+    assert [r.what for r in diagnosis.recompiles] == ["tokens:1"]
+    recompile = diagnosis.recompiles[0]
+    assert recompile.kind == "size" and recompile.count >= 1
+    assert recompile.changes[0] == "5 → 9"  # the first two batches' lengths
+    assert "mark_dynamic(batch['tokens'], 1)" in recompile.hint
+    assert "dynamic_dims={'tokens': [1]}" in recompile.hint  # not declared: say how to declare it
+    assert "tokens:1: mark it dynamic or pad to a multiple of 8" in diagnosis.verdict()
+
+    declared = diagnose("tests.targets.doctor:varying_length_declared", protocol=FEW_FRESH)
+    assert "the Workload declares it dynamic" in declared.recompiles[0].hint
+
+
+def test_transformers_loss_selection_is_found_with_its_fix_and_gone_once_fixed() -> None:
+    unfixed = diagnose("tests.targets.doctor:gpt2_default_loss", protocol=FEW_FRESH)
+    assert [b.kind for b in unfixed.breaks] == ["transformers loss selection"]
+    found = unfixed.breaks[0]
+    assert found.location.startswith("transformers/modeling_utils.py:")
+    assert found.function == "loss_function"
+    assert any("modeling_gpt2.py" in frame and "in forward" in frame for frame in found.stack)
+    assert "model.loss_type" in found.hint
+    assert unfixed.verdict().startswith("1 graph break, fixable: transformers loss selection at transformers/")
+
+    fixed = diagnose("examples.hf:gpt2", protocol=FEW_FRESH)
+    assert not fixed.breaks
+
+
+def test_a_clean_model_exits_zero_with_a_clean_verdict(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["doctor", "--model", "tests.targets.doctor:clean", "--fresh-batches", "2"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert out.startswith("Clean: no graph breaks and no recompiles over 4 fixed and 2 fresh batches")
+
+
+def test_bad_input_exits_with_the_error_code(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["doctor", "--model", "tests.targets.doctor:clean", "--fresh-batches", "-1"]) == EXIT_ERROR
+    assert "--fresh-batches -1: must be >= 0" in capsys.readouterr().err
+    with pytest.raises(WorkloadError, match="no attribute 'missing'"):
+        diagnose("tests.targets.doctor:missing")
+
+
+def test_data_dependent_shapes_and_untraceable_calls_get_their_hints() -> None:
+    diagnosis = diagnose("tests.targets.doctor:data_dependent", protocol=Protocol(fresh_batches=0))
+    kinds = {b.kind: b for b in diagnosis.breaks}
+    assert kinds["data-dependent shape"].location == f"tests/targets/doctor.py:{line_of('mask')}"
+    assert "capture_dynamic_output_shape_ops" in kinds["data-dependent shape"].hint
+    assert kinds["call dynamo cannot trace"].location == f"tests/targets/doctor.py:{line_of('extension')}"
+    assert "torch.compiler.disable" in kinds["call dynamo cannot trace"].hint
+    # The mask's size changes with the data: a recompile on a tensor the model computes, not on an input.
+    assert any(r.kind == "inner" and r.what == "picked:0" for r in diagnosis.recompiles)
+
+
+def test_log_records_in_both_of_torchs_formats_are_parsed() -> None:
+    first = parse_break(
+        "Graph break in user code at /m/model.py:12\n"
+        "Graph Break Reason: Encountered graph break when attempting to trace CALL: a call\n\n"
+        "Unsupported Tensor.item() call with capture_scalar_outputs=False\n"
+        "  Explanation: Dynamo does not support tracing `Tensor.item()`.\n"
+        "  Hint: Set `torch._dynamo.config.capture_scalar_outputs = True`.\n\n"
+        "  Developer debug context: call_method TensorVariable() item () {}\n\n"
+        "User code traceback:\n"
+        '  File "/m/train.py", line 3, in step\n    model(x)\n'
+        '  File "/m/model.py", line 12, in forward\n    y.item()\n'
+    )
+    assert (first["file"], first["line"]) == ("/m/model.py", 12)
+    assert first["summary"] == "Unsupported Tensor.item() call with capture_scalar_outputs=False"
+    assert first["torch_hints"] == ["Set `torch._dynamo.config.capture_scalar_outputs = True`."]
+    assert [(f["file"], f["line"], f["function"]) for f in first["stack"]] == [
+        ("/m/train.py", 3, "step"),
+        ("/m/model.py", 12, "forward"),
+    ]
+    again = parse_break(
+        "Graph break (user stack suppressed due to duplicate graph break) in user code at /m/model.py:12\n"
+        "Graph Break Reason: Encountered graph break that we cannot resume from. Graph break encountered:\n\n"
+        "Unsupported Tensor.item() call with capture_scalar_outputs=False\n"
+    )
+    assert (again["file"], again["line"], again["summary"]) == ("/m/model.py", 12, first["summary"])
+    assert again["stack"] == []
+
+
+def test_guards_are_read_into_what_changed() -> None:
+    reason = "1/0: tensor 'kwargs['input_ids']' size mismatch at index 1. expected 128, actual 119"
+    change = size_change(reason)
+    assert change is not None and (change.name, change.axis, change.expected, change.actual) == ("input_ids", 1, 128, 119)
+    assert guard_text("3/0: scale == 1.75                 # return y / scale  # model.py:9 in forward") == "scale == 1.75"
+    assert value_guard("scale == 1.75") == ("scale", True)
+    assert value_guard("name == 'abc'") == ("name", False)
+    assert "problem_type" in guard_hint("0/0: self.config.problem_type is None")
+    assert break_cause("Failed to trace builtin operator `print`", []) is not None
+    assert break_cause("some new reason torch invents", ["forward"]) is None
