@@ -11,7 +11,7 @@ import dataclasses
 import sys
 import traceback
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from autotune.errors import AutotuneError, ConfigError
@@ -45,6 +45,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("autotune: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`autotune show ... | head`): nothing left to say, and no one to say it to.
+        sys.stderr.close()
+        return EXIT_OK
     except Exception as exc:
         # Not one of ours: still one of the documented exit codes, so a scheduler can tell it apart
         # from a regression; the traceback goes first, since this is a bug to report or a storage failing.
@@ -111,6 +115,7 @@ def _no_compile_cache(p: argparse.ArgumentParser, consequence: str) -> None:
 
 
 def _add_search(p: argparse.ArgumentParser) -> None:
+    from autotune.study.pareto import DEFAULT_PICK  # lazy: see the module docstring
     from autotune.trial.request import Protocol  # lazy: see the module docstring
 
     p.add_argument(
@@ -163,9 +168,12 @@ def _add_search(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--objective",
         default="throughput",
-        metavar="throughput|time-to:N",
-        help="maximise steady-state samples/s (default), or minimise compile time plus N steps",
+        metavar="OBJECTIVE[,TRADE-OFF...]",
+        help="throughput (maximise samples/s, the default) or time-to:N (minimise compile time plus N steps); "
+        "add compile-time and/or peak-memory (e.g. throughput,compile-time) for a multi-objective search that "
+        "exports a Pareto front (pareto.yaml, pareto/<point>/)",
     )
+    _pick(p, DEFAULT_PICK)
     p.add_argument(
         "--max-compile-seconds",
         type=float,
@@ -215,6 +223,12 @@ def _add_search(p: argparse.ArgumentParser) -> None:
         default=Protocol().windows,
         help="steady-state measurement windows per trial (default: 5)",
     )
+    p.add_argument(
+        "--no-doctor",
+        dest="doctor",
+        action="store_false",
+        help="skip the first phase, which finds the workload's graph breaks and recompiles (see `autotune doctor`)",
+    )
     _no_compile_cache(p, "saving them costs two more runs of the winner")
     p.set_defaults(run=run_search)
 
@@ -253,7 +267,19 @@ def print_result(result: Any) -> None:
     from autotune.study.verdict import render_summary  # lazy: see the module docstring
 
     print()
-    print(render_summary(result.summary.get("metrics") or {}, result.summary))
+    metrics = result.summary.get("metrics") or {}
+    print(render_summary(metrics, result.summary))
+    if metrics.get("pareto"):
+        print()
+        print(f"Pareto front ({metrics.get('objectives')}; best.yaml is --pick {metrics.get('pick')}):")
+        for point in metrics["pareto"]:
+            figures = point["figures"]
+            speed = next(iter(figures.items()))
+            memory = figures.get("peak_memory_mb")
+            print(
+                f"  {point['subject']:<10} {speed[0]} {speed[1]:.4g}  compile {figures['compile_seconds']:.3g} s"
+                f"{f'  peak {memory:.4g} MiB' if memory is not None else ''}  -> {result.out_dir / point['best']}"
+            )
     if result.tuned_path:
         print(
             f"Exported {result.tuned_path} and {result.out_dir / 'apply_compilation.py'} "
@@ -276,12 +302,25 @@ def run_spaces(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _pick(p: argparse.ArgumentParser, default: str | None) -> None:
+    said = f"default: {default}" if default else "default: the rule the search was given"
+    p.add_argument(
+        "--pick",
+        default=default,
+        metavar="RULE",
+        help="multi-objective only: which Pareto point best.yaml gets: fastest (what a throughput search would "
+        "export), fastest:Kx or fastest:Ss (the same among points compiling within K times plain torch.compile's "
+        f"compile time, or S seconds), least-compile, least-memory, eager, compile or trial:N ({said})",
+    )
+
+
 def _add_export(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--storage", required=True, metavar="URL", help="Optuna storage URL, e.g. sqlite:///outputs/NAME/study.db"
     )
     p.add_argument("--study-name", required=True, help="the study's name")
     p.add_argument("--out", metavar="DIR", help="output folder (default: outputs/<study-name>)")
+    _pick(p, None)
     p.set_defaults(run=run_export)
 
 
@@ -289,7 +328,7 @@ def run_export(args: argparse.Namespace) -> int:
     """`autotune export`."""
     from autotune.study.export import export_from_storage  # lazy: see the module docstring
 
-    result = export_from_storage(args.storage, args.study_name, args.out)
+    result = export_from_storage(args.storage, args.study_name, args.out, pick=args.pick)
     print_result(result)
     return EXIT_OK
 
@@ -433,6 +472,9 @@ def run_show(args: argparse.Namespace) -> int:
     print(f"{args.path}  (schema {tuned.SCHEMA_VERSION}, created {config.created}, autotune {config.autotune_version})")
     print(f"workload: {config.workload.spec} ({config.workload.task}, {config.workload.model_class})")
     print(f"configuration: {config.config.describe()}")
+    doctor = config.study.get("doctor")
+    if isinstance(doctor, Mapping) and doctor.get("verdict"):
+        print(f"doctor: {doctor['verdict']}")
     print()
     print(render_summary(config.metrics, config.study))
     print()

@@ -12,6 +12,7 @@ import textwrap
 
 import optuna
 import pytest
+import torch
 import yaml
 
 from autotune import CompileConfig, cli, load
@@ -74,6 +75,10 @@ def test_search_exports_every_file_with_baselines(searched, capsys) -> None:
         assert (out / name).is_file(), name
     tuned = load(out / "best.yaml")
     assert tuned.workload.spec == SPEC
+    # The doctor ran first: the tiny model has no graph breaks and, at one length, no recompiles.
+    assert tuned.study["doctor"]["clean"] is True
+    assert tuned.study["doctor"]["verdict"].startswith("Clean: no graph breaks and no recompiles")
+    assert "## Graph breaks and recompiles\n\n```\nClean: no graph breaks" in (out / "report.md").read_text()
     for name in ("eager", "compile"):
         assert tuned.baselines[name]["samples_per_second"] > 0
         assert len(tuned.baselines[name]["runs"]) == tuned.metrics["rounds"] >= 2
@@ -162,6 +167,7 @@ def test_exported_code_is_the_measured_code_and_runs_without_autotune(searched, 
 def test_rerunning_resumes_the_study_and_export_rebuilds_the_files(searched, tmp_path) -> None:
     _, out = searched
     before = yaml.safe_load((out / "best.yaml").read_text())
+    phases = []
     result = search(
         SearchOptions(
             model=SPEC,
@@ -174,10 +180,13 @@ def test_rerunning_resumes_the_study_and_export_rebuilds_the_files(searched, tmp
             compile_cache=False,
             pruner="none",
             slow_ratio=0.0,
-        )
+        ),
+        progress=lambda progress: phases.append(progress.phase),
     )
     study = optuna.load_study(study_name=STUDY, storage=f"sqlite:///{out / 'study.db'}")
     assert len(study.trials) == 3, "two trials were resumed, one was added"
+    assert not [phase for phase in phases if phase.startswith("doctor")], "the study kept the doctor's findings"
+    assert "doctor" in study.user_attrs
     assert result.summary["trials"]["total"] == 3
     again = export_from_storage(f"sqlite:///{out / 'study.db'}", STUDY, tmp_path / "again")
     assert (tmp_path / "again" / "best.yaml").is_file()
@@ -287,3 +296,38 @@ def test_a_device_this_torch_cannot_use_is_refused_before_anything_starts(tmp_pa
     err = capsys.readouterr().err
     assert "--device 'cuda': no CUDA device is usable here" in err and "use --device cpu" in err
     assert not out.exists(), "no study, no folder"
+
+
+def test_a_multi_objective_search_exports_its_pareto_front_and_export_can_pick_another_point(tmp_path) -> None:
+    out = tmp_path / "front"
+    argv = [
+        "search", "--model", SPEC, "--space", "quick", "--trials", "1", "--confirm", "1", "--rounds", "1",
+        "--max-rounds", "1", "--windows", "2", "--fresh-batches", "4", "--device", "cpu", "--out", str(out),
+        "--objective", "throughput,compile-time", "--no-compile-cache", "--no-doctor", "--slow-ratio", "0",
+    ]  # fmt: skip
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        assert cli.main(argv) == 0
+    document = yaml.safe_load((out / "pareto.yaml").read_text())
+    assert document["objectives"] == ["throughput", "compile-time"]
+    points = document["points"]
+    subjects = [p["subject"] for p in points]
+    assert "eager" in subjects, "no compile at all is the shortest compile: always a point of this front"
+    throughputs = [p["figures"]["throughput"] for p in points]
+    assert throughputs == sorted(throughputs, reverse=True), "fastest first"
+    for point in points:  # each point is a configuration a user can load and apply
+        tuned = load(out / point["best"])
+        assert tuned.config.to_dict() == point["config"]
+        assert (out / point["code"]).read_text() == tuned.source
+        model, _ = tuned.apply(torch.nn.Linear(16, 4))
+        assert model(torch.randn(2, 16)).shape == (2, 4)
+    picked = next(p for p in points if p["picked"])
+    assert load(out / "best.yaml").config.to_dict() == picked["config"] and picked["subject"] == document["picked"]
+    assert "Pareto front (throughput,compile-time; best.yaml is --pick fastest:2x)" in printed.getvalue()
+    report = (out / "report.md").read_text()
+    assert "## Pareto front" in report and (out / "pareto.png").is_file()
+
+    storage = f"sqlite:///{out / 'study.db'}"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert cli.main(["export", "--storage", storage, "--study-name", STUDY, "--out", str(out), "--pick", "least-compile"]) == 0
+    assert load(out / "best.yaml").config.scope == "none"
+    assert load(out / "best.yaml").metrics["pick"] == "least-compile"

@@ -8,15 +8,17 @@ plain torch.compile or eager.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import statistics
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import optuna
+import yaml
 
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.summary import WorkloadSummary
@@ -24,7 +26,8 @@ from autotune.runtime.tuned import TunedConfig, write_atomic
 from autotune.study.campaign import Campaign, Subject
 from autotune.study.choice import Choice, baseline_figures, choose, metrics
 from autotune.study.format import utc_now
-from autotune.study.objective import Objective
+from autotune.study.objective import Objectives, trial_value
+from autotune.study.pareto import DEFAULT_PICK, Pick, choose_point, parse_pick, point_figures
 from autotune.study.storage import load_search_study
 from autotune.study.verdict import best_trials
 from autotune.trial.request import RunRecord
@@ -34,6 +37,7 @@ __all__ = [
     "campaign_of",
     "export_from_storage",
     "export_study",
+    "exported_choice",
     "pruning_savings",
     "study_summary",
     "trial_rows",
@@ -76,10 +80,12 @@ class SearchResult:
     """best.yaml's `study` section (its `best_trials` are the search table), plus `metrics` and the `campaign`."""
 
 
-def export_from_storage(storage: str, study_name: str, out_dir: str | Path | None = None) -> SearchResult:
-    """Re-export a study from any Optuna storage (default folder: outputs/<study-name>)."""
+def export_from_storage(
+    storage: str, study_name: str, out_dir: str | Path | None = None, *, pick: str | None = None
+) -> SearchResult:
+    """Re-export a study from any Optuna storage (default folder: outputs/<study-name>); `pick` as in export_study."""
     study = load_search_study(storage, study_name)
-    return export_study(study, Path(out_dir) if out_dir else Path("outputs") / study_name)
+    return export_study(study, Path(out_dir) if out_dir else Path("outputs") / study_name, pick=pick)
 
 
 def campaign_of(study: optuna.Study) -> tuple[Campaign, bool]:
@@ -87,7 +93,7 @@ def campaign_of(study: optuna.Study) -> tuple[Campaign, bool]:
     attrs = study.user_attrs
     if attrs.get("confirmation", {}).get("subjects"):
         return Campaign.from_dict(attrs["confirmation"]), True
-    objective = Objective.parse(attrs["objective"])
+    objective = Objectives.parse(attrs["objective"]).primary
     campaign = Campaign(objective=objective, orders=[["eager", "compile"]])
     for subject in Subject.baselines():
         campaign.subjects[subject.name] = subject
@@ -95,10 +101,12 @@ def campaign_of(study: optuna.Study) -> tuple[Campaign, bool]:
     complete = [
         t
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-        if t.value is not None and "config" in t.user_attrs
+        if trial_value(t) is not None and "config" in t.user_attrs
     ]
     if complete:
-        best = max(complete, key=lambda t: t.value if objective.direction == "maximize" else -(t.value or 0.0))
+        best = max(
+            complete, key=lambda t: trial_value(t) if objective.direction == "maximize" else -(trial_value(t) or 0.0)
+        )
         name = f"trial {best.number}"
         config = CompileConfig.from_dict(best.user_attrs["config"])
         campaign.subjects[name] = Subject(
@@ -109,17 +117,34 @@ def campaign_of(study: optuna.Study) -> tuple[Campaign, bool]:
     return campaign, False
 
 
-def export_study(study: optuna.Study, out_dir: Path) -> SearchResult:
-    """Write the study's files into `out_dir` and return what was chosen."""
+def exported_choice(study: optuna.Study, campaign: Campaign, pick: str | None = None) -> Choice:
+    """What best.yaml ships: the never-worse choice, or for a multi-objective study the picked Pareto point."""
+    objectives = Objectives.parse(study.user_attrs.get("objective", "throughput"))
+    if not objectives.multi:
+        return choose(campaign)
+    rule = parse_pick(pick or study.user_attrs.get("pick") or DEFAULT_PICK)
+    return choose_point(campaign, objectives, rule)[0]
+
+
+def export_study(study: optuna.Study, out_dir: Path, *, pick: str | None = None) -> SearchResult:
+    """Write the study's files into `out_dir` and return what was chosen.
+
+    `pick` chooses the Pareto point of a multi-objective study (default: the one the search was given).
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     attrs = study.user_attrs
     campaign, confirmed = campaign_of(study)
-    choice = choose(campaign)
+    objectives = Objectives.parse(attrs.get("objective", "throughput"))
+    choice = exported_choice(study, campaign, pick)
     trials = study.get_trials(deepcopy=False)
     rows = trial_rows(trials)
     write_trials_csv(out_dir, rows)
     summary = study_summary(study)
-    figures = metrics(campaign, choice, extra={"confirmed": confirmed})
+    extra: dict[str, Any] = {"confirmed": confirmed}
+    if objectives.multi:
+        extra["objectives"] = str(objectives)
+        extra["pick"] = str(parse_pick(pick or attrs.get("pick") or DEFAULT_PICK))
+    figures = metrics(campaign, choice, extra=extra)
     if attrs.get("stopped"):
         figures["stopped"] = attrs["stopped"]
     baselines = {name: baseline_figures(campaign, name) for name in ("eager", "compile")}
@@ -129,21 +154,30 @@ def export_study(study: optuna.Study, out_dir: Path) -> SearchResult:
     recorded = dict(attrs.get("environment", {}))
     if "model_fingerprint" in attrs:
         recorded["model"] = attrs["model_fingerprint"]
-    tuned = TunedConfig(
-        workload=WorkloadSummary.from_dict(attrs["workload"]),
-        config=choice.config,
-        created=campaign.subjects[choice.subject].created or _created(study, choice),
-        metrics=figures,
-        baselines=baselines,
-        environment=recorded,
-        study=summary,
-        compile_cache=cache,
-    )
+    workload = WorkloadSummary.from_dict(attrs["workload"])
+
+    def tuned_for(chosen: Choice, figures: dict[str, Any], cache: dict[str, Any]) -> TunedConfig:
+        return TunedConfig(
+            workload=workload,
+            config=chosen.config,
+            created=campaign.subjects[chosen.subject].created or _created(study, chosen),
+            metrics=figures,
+            baselines=baselines,
+            environment=recorded,
+            study=summary,
+            compile_cache=cache,
+        )
+
+    front: list[dict[str, Any]] = []
+    if objectives.multi and confirmed:
+        front = _write_front(out_dir, campaign, objectives, choice, lambda c, f: tuned_for(c, f, {}))
+        figures["pareto"] = [{k: p[k] for k in ("subject", "figures", "best")} for p in front]
+    tuned = tuned_for(choice, figures, cache)
     tuned_path = tuned.write(out_dir / "best.yaml")
     write_atomic(out_dir / "apply_compilation.py", tuned.source)
     from autotune.study.report import write_report  # matplotlib is imported only when a report is drawn
 
-    write_report(out_dir, study, rows, campaign, tuned, confirmed=confirmed)
+    write_report(out_dir, study, rows, campaign, tuned, confirmed=confirmed, front=front)
     return SearchResult(
         out_dir=out_dir,
         best_number=choice.trial,
@@ -151,6 +185,55 @@ def export_study(study: optuna.Study, out_dir: Path) -> SearchResult:
         baselines=baselines,
         summary={**summary, "metrics": figures, "campaign": campaign.to_dict()},
     )
+
+
+PARETO_FOLDER = "pareto"
+
+
+def _write_front(
+    out_dir: Path,
+    campaign: Campaign,
+    objectives: Objectives,
+    chosen: Choice,
+    tuned_for: Callable[[Choice, dict[str, Any]], TunedConfig],
+) -> list[dict[str, Any]]:
+    """pareto.yaml and one folder per Pareto point (its best.yaml and apply_compilation.py); returns the points."""
+    _, on_front = choose_point(campaign, objectives, parse_pick("fastest"))
+    folder = out_dir / PARETO_FOLDER
+    written = []
+    for point in on_front:
+        choice = choose_point(campaign, objectives, Pick("subject", subject=point.subject))[0]
+        slug = point.subject.replace(" ", "-")
+        tuned = tuned_for(choice, metrics(campaign, choice, extra={"confirmed": True, "objectives": str(objectives)}))
+        tuned.write(folder / slug / "best.yaml")
+        write_atomic(folder / slug / "apply_compilation.py", tuned.source)
+        written.append(
+            {
+                "subject": point.subject,
+                "trial": choice.trial,
+                "exported": choice.exported,
+                "picked": point.subject == chosen.subject,
+                "config": choice.config.to_dict(),
+                "figures": point_figures(campaign, objectives, point),
+                "best": f"{PARETO_FOLDER}/{slug}/best.yaml",
+                "code": f"{PARETO_FOLDER}/{slug}/apply_compilation.py",
+            }
+        )
+    keep = {Path(p["best"]).parent.name for p in written}
+    for stale in folder.iterdir() if folder.is_dir() else []:
+        if stale.is_dir() and stale.name not in keep:  # a point of an earlier export that is no longer on the front
+            for name in ("best.yaml", "apply_compilation.py"):
+                (stale / name).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                stale.rmdir()
+    document = {
+        "objectives": [str(o) for o in objectives],
+        "picked": chosen.subject,
+        "verdict": chosen.verdict,
+        "points": written,
+    }
+    write_atomic(out_dir / "pareto.yaml", yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
+    return written
 
 
 def _created(study: optuna.Study, choice: Choice) -> str:
@@ -168,7 +251,7 @@ def trial_rows(trials: list[optuna.trial.FrozenTrial]) -> list[dict[str, Any]]:
             "number": trial.number,
             "state": trial.state.name,
             "reason": attrs.get("reason", ""),
-            "value": trial.value,
+            "value": trial_value(trial),
             **{k: attrs.get(k) for k in _CSV_COLUMNS if k not in ("number", "state", "reason", "value")},
             "message": attrs.get("message", ""),
         }
@@ -258,7 +341,8 @@ def _study_summary(study: optuna.Study, trials: list[optuna.trial.FrozenTrial], 
         "trial_seconds": round(sum(t.user_attrs.get("wall_seconds", 0.0) for t in trials), 1),
         "search_wall_seconds": study.user_attrs.get("search_wall_seconds"),
         "protocol": settings.get("protocol", {}),
-        "best_trials": best_trials(trial_rows(trials), study.direction == optuna.study.StudyDirection.MAXIMIZE),
+        **({"doctor": study.user_attrs["doctor"]} if study.user_attrs.get("doctor") else {}),
+        "best_trials": best_trials(trial_rows(trials), study.directions[0] == optuna.study.StudyDirection.MAXIMIZE),
     }
 
 

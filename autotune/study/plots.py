@@ -16,7 +16,7 @@ import optuna
 
 from autotune.study.objective import Objective
 
-__all__ = ["Plot", "history", "importances", "retune_history", "throughput_vs_compile"]
+__all__ = ["Plot", "history", "importances", "pareto", "retune_history", "throughput_vs_compile"]
 
 Plot = tuple[str, str]
 """(title, file name beside report.md), or (title, sentence) when it could not be drawn."""
@@ -33,6 +33,8 @@ def _pyplot() -> Any:
 
 
 def _optuna_axes(plot: Any, study: optuna.Study, **kwargs: Any) -> Any:
+    if len(study.directions) > 1:
+        kwargs["target"] = lambda trial: trial.values[0]  # the speed objective, which comes first
     with warnings.catch_warnings():
         # Optuna marks its matplotlib plots experimental, and few trials per choice is the usual case here.
         warnings.simplefilter("ignore")
@@ -124,6 +126,41 @@ def throughput_vs_compile(
     fig.savefig(out_dir / "throughput_vs_compile.png", dpi=100)
     plt.close(fig)
     return title, "throughput_vs_compile.png"
+
+
+def pareto(out_dir: Path, front: list[dict[str, Any]]) -> Plot:
+    """The Pareto points: speed against compile time, the exported point ringed, in the order along the front."""
+    title = "Pareto front: speed against compile time"
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    speed_name = next(iter(front[0]["figures"]))
+    xs = [p["figures"]["compile_seconds"] for p in front]
+    ys = [p["figures"][speed_name] for p in front]
+    order = sorted(range(len(front)), key=lambda i: xs[i])
+    ax.plot([xs[i] for i in order], [ys[i] for i in order], color="tab:blue", alpha=0.4, drawstyle="steps-post")
+    ax.scatter(xs, ys, color="tab:blue", zorder=3, label="Pareto point (confirmed)")
+    for (x, y), text in _labels(xs, ys, [p["subject"] for p in front]):
+        ax.annotate(text, (x, y), xytext=(4, 4), textcoords="offset points", fontsize=8)
+    picked = next((p for p in front if p.get("picked")), None)
+    if picked is not None:
+        ax.scatter(
+            [picked["figures"]["compile_seconds"]],
+            [picked["figures"][speed_name]],
+            s=160,
+            facecolors="none",
+            edgecolors="black",
+            linewidths=2,
+            label=f"best.yaml: {picked['subject']}",
+            zorder=4,
+        )
+    ax.set_xlabel("compile and warm-up seconds (median of the confirmation rounds)")
+    ax.set_ylabel(speed_name + (" (samples/s)" if speed_name == "throughput" else " (s)"))
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    fig.savefig(out_dir / "pareto.png", dpi=100)
+    plt.close(fig)
+    return title, "pareto.png"
 
 
 def importances(out_dir: Path, study: optuna.Study) -> Plot:

@@ -11,6 +11,8 @@ import optuna
 from autotune.runtime.tuned import TunedConfig
 from autotune.study import history, plots
 from autotune.study.campaign import Campaign
+from autotune.study.doctor import Diagnosis
+from autotune.study.format import interval as show_interval
 from autotune.study.format import number
 from autotune.study.verdict import render_summary
 
@@ -25,6 +27,7 @@ def write_report(
     tuned: TunedConfig,
     *,
     confirmed: bool = True,
+    front: list[dict[str, Any]] | None = None,
 ) -> Path:
     """Write report.md (and PNG plots beside it); returns its path."""
     metrics = dict(tuned.metrics)
@@ -43,6 +46,25 @@ def write_report(
         _noise_text(campaign),
         "",
     ]
+    if front:
+        title_, name = plots.pareto(out_dir, front)
+        lines += ["## Pareto front", "", _front_table(front), "", f"![{title_}]({name})", ""]
+    elif metrics.get("objectives"):
+        lines += [
+            "## Pareto front",
+            "",
+            "Not drawn: the front is placed by confirmed figures, and nothing was confirmed.",
+            "",
+        ]
+    if summary.get("doctor"):
+        lines += [
+            "## Graph breaks and recompiles",
+            "",
+            "```",
+            Diagnosis.from_dict(summary["doctor"]).render(),
+            "```",
+            "",
+        ]
     if tuned.compile_cache:
         lines += ["## Compile cache", "", _cache_text(tuned.compile_cache), ""]
     retunes = history.read(out_dir)
@@ -67,6 +89,27 @@ def write_report(
     path = out_dir / "report.md"
     path.write_text("\n".join(lines))
     return path
+
+
+def _front_table(front: list[dict[str, Any]]) -> str:
+    """The Pareto points with their confirmed figures; the one best.yaml ships is marked."""
+    lines = [
+        f"{len(front)} point(s) no other beats on every objective, by their confirmed figures (speed against a "
+        "baseline counts only where the paired interval excludes 1). Each has its own `best.yaml` and "
+        "`apply_compilation.py`; `autotune export --pick ...` changes which one `best.yaml` is.",
+        "",
+        "| point | samples/s or objective | vs plain compile | compile s | peak MiB | files |",
+        "|---|---|---|---|---|---|",
+    ]
+    for point in front:
+        figures = point["figures"]
+        speed = next(iter(figures.values()))
+        name = f"**{point['subject']}** (best.yaml)" if point.get("picked") else point["subject"]
+        lines.append(
+            f"| {name} | {number(speed)} | {show_interval(figures.get('vs_compile')) if figures.get('vs_compile') else '1.00x'} "
+            f"| {number(figures.get('compile_seconds'))} | {number(figures.get('peak_memory_mb'))} | `{point['best']}` |"
+        )
+    return "\n".join(lines)
 
 
 def _noise_text(campaign: Campaign) -> str:

@@ -35,7 +35,7 @@ from autotune.study.choice import Choice, baseline_figures, metrics
 from autotune.study.decision import DECISIONS, Decision, decide, recorded_ratios
 from autotune.study.export import study_summary, trial_rows, write_trials_csv
 from autotune.study.format import utc_now
-from autotune.study.objective import Objective
+from autotune.study.objective import Objective, Objectives
 from autotune.study.progress import Progress, ProgressCallback, quiet
 from autotune.study.report import write_report
 from autotune.study.space import bundled_spaces, load_space, shared_length_groups
@@ -226,7 +226,7 @@ class _Retune:
         self.tuned = tuned.read(self.path)
         self.study, self.storage, self.storage_url = _open_study(self.path, self.tuned, options.storage)
         attrs = self.study.user_attrs
-        self.objective = Objective.parse(str(attrs.get("objective", "throughput")))
+        self.objective = Objectives.parse(str(attrs.get("objective", "throughput"))).primary
         self.settings = attrs.get("settings") or {}
         device = check_device(options.device or self.tuned.study.get("device") or attrs.get("device") or None)
         self.spec = options.model or self.tuned.workload.spec

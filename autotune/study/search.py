@@ -20,15 +20,16 @@ from typing import Any
 
 import optuna
 
-from autotune.errors import SearchError
+from autotune.errors import AutotuneError, SearchError
 from autotune.runtime import compile_cache, environment
 from autotune.runtime.config import CompileConfig
 from autotune.study import campaign as measurement
 from autotune.study.cache import record_compile_cache
 from autotune.study.campaign import Harness, Subject
-from autotune.study.choice import choose
-from autotune.study.export import SearchResult, campaign_of, export_study
-from autotune.study.objective import Objective
+from autotune.study.doctor import diagnose
+from autotune.study.export import SearchResult, campaign_of, export_study, exported_choice
+from autotune.study.objective import Objectives
+from autotune.study.pareto import DEFAULT_PICK, parse_pick
 from autotune.study.progress import Plan, Progress, ProgressCallback, quiet
 from autotune.study.space import SearchSpace, load_space, shared_length_groups
 from autotune.study.storage import create_study
@@ -72,7 +73,9 @@ class SearchOptions:
     seed: int = 0
     """Seeds the sampler and the batches drawn."""
     objective: str = "throughput"
-    """'throughput' or 'time-to:N'."""
+    """'throughput', 'time-to:N', or a list with trade-offs: 'throughput,compile-time,peak-memory'."""
+    pick: str = DEFAULT_PICK
+    """Which point of a multi-objective study's Pareto front best.yaml gets (see `autotune.study.pareto`)."""
     max_compile_seconds: float | None = None
     """Prune a trial whose compile and warm-up take longer."""
     max_failure_rate: float = 0.8
@@ -87,6 +90,8 @@ class SearchOptions:
     """Rounds of the confirmation campaign at most, while the leader's interval does not decide."""
     protocol: Protocol = field(default_factory=Protocol)
     """How every run is measured."""
+    doctor: bool = True
+    """First find the workload's graph breaks and recompiles (`autotune doctor`); kept in best.yaml and the report."""
     compile_cache: bool = True
     """Save the winner's compile artifacts to compile_cache.bin and measure its cold and cached compile time."""
     reuse_since: int = 0
@@ -113,7 +118,8 @@ class SearchOptions:
                 f"--rounds {self.rounds} and --max-rounds {self.max_rounds}: 1 <= rounds <= max-rounds must hold."
             )
         self.device = check_device(self.device)
-        Objective.parse(self.objective)
+        Objectives.parse(self.objective)
+        parse_pick(self.pick)
 
     @property
     def name(self) -> str:
@@ -152,7 +158,8 @@ class _Search:
     def __init__(self, options: SearchOptions, progress: ProgressCallback) -> None:
         self.options = options
         self.progress = progress
-        self.objective = Objective.parse(options.objective)
+        self.objectives = Objectives.parse(options.objective)
+        self.objective = self.objectives.primary
         self.started = time.monotonic()
         self.plan = Plan(
             confirmation=(options.confirm + 2) * options.rounds if options.confirm else 0,
@@ -174,7 +181,9 @@ class _Search:
         )
         options.out_dir.mkdir(parents=True, exist_ok=True)
         self.study = self._open_study()
-        self.loop = TrialLoop(self.study, self.harness, options, self.objective, self._report)
+        self.loop = TrialLoop(
+            self.study, self.harness, options, self.objective, self._report, objectives=self.objectives
+        )
 
     def _forget_new_study(self) -> None:
         """Remove a study this session created when it failed before its first trial: no empty study is left."""
@@ -189,17 +198,17 @@ class _Search:
     def _open_study(self) -> optuna.Study:
         options = self.options
         created = not (options.out_dir / "study.db").exists() if options.storage is None else False
-        study = create_study(
-            options.name,
-            options.storage_url,
-            sampler=_sampler(options),
-            pruner=_pruner(options),
-            direction=self.objective.direction,
-        )
+        if self.objectives.multi:
+            # Optuna's pruners judge one objective: a multi-objective study prunes for slowness only.
+            directions: dict[str, Any] = {"directions": self.objectives.directions}
+            pruner: optuna.pruners.BasePruner = optuna.pruners.NopPruner()
+        else:
+            directions, pruner = {"direction": self.objective.direction}, _pruner(options)
+        study = create_study(options.name, options.storage_url, sampler=_sampler(options), pruner=pruner, **directions)
         attrs = study.user_attrs
         self.new_study = created or not attrs
         for key, wanted, flag in (
-            ("objective", str(self.objective), "--objective"),
+            ("objective", str(self.objectives), "--objective"),
             ("model", options.model, "--model"),
             ("device", options.device, "--device"),
         ):
@@ -218,7 +227,8 @@ class _Search:
                 "with new ones. Use another --study-name (or --out) for a new search, or `autotune retune` on its "
                 "best.yaml to re-measure it here."
             )
-        study.set_user_attr("objective", str(self.objective))
+        study.set_user_attr("objective", str(self.objectives))
+        study.set_user_attr("pick", str(parse_pick(options.pick)))
         study.set_user_attr("model", options.model)
         study.set_user_attr("device", options.device)
         study.set_user_attr("workload", self.summary.to_dict())
@@ -231,6 +241,8 @@ class _Search:
         return study
 
     def run(self) -> SearchResult:
+        if self.options.doctor and "doctor" not in self.study.user_attrs:
+            self._diagnose()
         self.explore()
         campaign = _confirm(self)
         if campaign is not None and not any(campaign.complete_runs(name) for name in campaign.subjects):
@@ -245,6 +257,25 @@ class _Search:
         if self.options.compile_cache:
             self._save_compile_cache(campaign_of(self.study)[0])
         return export_study(self.study, self.options.out_dir)
+
+    def _diagnose(self) -> None:
+        """The doctor's findings, as the search's first phase: a break or recompile no setting can fix is worth knowing
+        before spending an hour on trials."""
+        options = self.options
+        self._report(None, "doctor: graph breaks and recompiles")
+        try:
+            found = diagnose(
+                options.model,
+                str(options.device),
+                seed=options.seed,
+                protocol=options.protocol,
+                timeout=options.trial_timeout,
+            )
+        except AutotuneError as exc:
+            self._note(f"doctor: could not analyse the workload ({exc}); searching anyway")
+            return
+        self.study.set_user_attr("doctor", found.to_dict())
+        self._note(f"doctor: {found.verdict()}{'' if found.clean else ' (`autotune doctor` for details)'}")
 
     def explore(self) -> None:
         """Baselines, then trials until --trials, --timeout, too many failures or an exhausted space."""
@@ -297,7 +328,7 @@ class _Search:
 
     def _save_compile_cache(self, campaign: measurement.Campaign) -> None:
         """Save the exported configuration's compile artifacts beside best.yaml, and time compiling with them."""
-        choice = choose(campaign)
+        choice = exported_choice(self.study, campaign)
         if choice.config.scope == "none":
             return
         self.plan.run_started = time.monotonic()
@@ -346,11 +377,13 @@ def _baselines(search: _Search) -> dict[str, dict[str, Any]]:
 
 def _confirm(search: _Search) -> measurement.Campaign | None:
     """Re-measure the best trials with both baselines in rotated rounds; store the campaign in the study."""
-    top = search.loop.best_distinct(search.options.confirm)
+    count = search.options.confirm
+    top = search.loop.front_distinct(count) if search.objectives.multi else search.loop.best_distinct(count)
     if not top:
         return None
+    which = "Pareto-front" if search.objectives.multi else "best"
     search._note(
-        f"confirming the best {len(top)} trial(s) against eager and plain torch.compile: "
+        f"confirming the {which} {len(top)} trial(s) against eager and plain torch.compile: "
         f"{search.options.rounds} to {search.options.max_rounds} rotated rounds"
     )
     subjects = Subject.baselines() + [

@@ -23,7 +23,8 @@ import optuna
 from autotune.errors import ConfigError, SpaceError
 from autotune.study.campaign import Harness
 from autotune.study.format import utc_now
-from autotune.study.objective import Objective
+from autotune.study.objective import Objective, Objectives, trial_value
+from autotune.study.pareto import subjects_to_confirm
 from autotune.study.space import SearchSpace
 from autotune.trial.runner import process_alive, run_trial
 
@@ -52,12 +53,21 @@ class TrialLoop:
     """Runs the trials of one search session against its study."""
 
     def __init__(
-        self, study: optuna.Study, harness: Harness, options: LoopOptions, objective: Objective, report: Report
+        self,
+        study: optuna.Study,
+        harness: Harness,
+        options: LoopOptions,
+        objective: Objective,
+        report: Report,
+        *,
+        objectives: Objectives | None = None,
     ) -> None:
         self.study = study
         self.harness = harness
         self.options = options
         self.objective = objective
+        self.objectives = objectives or Objectives((objective,))
+        """Every objective of the study; `objective` is the first, the speed objective."""
         self.report = report
         self.space: SearchSpace | None = None
         self.baselines: dict[str, dict[str, Any]] = {}
@@ -104,9 +114,9 @@ class TrialLoop:
         complete = [
             t
             for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-            if "duplicate_of" not in t.user_attrs and t.value is not None
+            if "duplicate_of" not in t.user_attrs and trial_value(t) is not None
         ]
-        complete.sort(key=lambda t: t.value or 0.0, reverse=self.objective.direction == "maximize")
+        complete.sort(key=lambda t: trial_value(t) or 0.0, reverse=self.objective.direction == "maximize")
         chosen: list[optuna.trial.FrozenTrial] = []
         for trial in complete:
             if len(chosen) >= count:
@@ -114,6 +124,18 @@ class TrialLoop:
             if all(other.user_attrs.get("config") != trial.user_attrs.get("config") for other in chosen):
                 chosen.append(trial)
         return chosen
+
+    def front_distinct(self, count: int) -> list[optuna.trial.FrozenTrial]:
+        """Up to `count` trials of a multi-objective study's Pareto front, one per configuration, spread along it."""
+        chosen: list[optuna.trial.FrozenTrial] = []
+        for trial in self.study.best_trials:
+            if "duplicate_of" in trial.user_attrs or trial_value(trial) is None:
+                continue
+            if all(other.user_attrs.get("config") != trial.user_attrs.get("config") for other in chosen):
+                chosen.append(trial)
+        chosen.sort(key=lambda t: trial_value(t) or 0.0, reverse=self.objective.direction == "maximize")
+        keep = subjects_to_confirm([(t.number, trial_value(t) or 0.0) for t in chosen], count)
+        return [t for t in chosen if t.number in keep]
 
     def one_trial(self) -> None:
         assert self.space is not None
@@ -161,9 +183,10 @@ class TrialLoop:
             if record.complete and base:
                 trial.set_user_attr(f"speedup_vs_{name}", round((record.samples_per_second or 0.0) / base, 4))
         if record.complete:
-            value = self.objective.of(record)
-            self._tell(trial, value)
-            self._note(f"trial {trial.number}: {value:.4g} {self.objective.unit}  {config.describe()}")
+            values = self.objectives.values(record)
+            self._tell(trial, values)
+            shown = ", ".join(f"{v:.4g} {o.unit}" for v, o in zip(values, self.objectives, strict=True))
+            self._note(f"trial {trial.number}: {shown}  {config.describe()}")
         elif record.state == "pruned":
             self._tell(trial, state=optuna.trial.TrialState.PRUNED)
             self._note(f"trial {trial.number}: pruned ({record.message})  {config.describe()}")
@@ -208,7 +231,7 @@ class TrialLoop:
                 trial.set_user_attr(key, value)
         trial.set_user_attr("duplicate_of", twin.number)
         if twin.state == optuna.trial.TrialState.COMPLETE:
-            self._tell(trial, twin.value)
+            self._tell(trial, twin.values)
         else:
             self._tell(trial, state=twin.state)
         self._note(f"trial {trial.number}: same configuration as trial {twin.number}; its outcome is reused")
@@ -257,9 +280,11 @@ class Monitor:
         objective = self.loop.objective
         value = objective.value(event["samples_per_second"], event["batches_per_second"], self.compile_seconds)
         step = int(event["index"])
-        self.trial.report(value, step)
         self.windows.append(event["samples_per_second"])
-        if self.trial.should_prune():
+        # Optuna's pruners judge one objective; a multi-objective study is pruned for slowness only.
+        if not self.loop.objectives.multi:
+            self.trial.report(value, step)
+        if not self.loop.objectives.multi and self.trial.should_prune():
             return f"the {self.loop.options.pruner} pruner stopped it at window {step} ({value:.4g} {objective.unit})"
         eager = self.loop.baselines.get("eager", {}).get("steady_samples_per_second")
         ratio = self.loop.options.slow_ratio

@@ -18,7 +18,7 @@ from autotune.errors import SearchError
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.tuned import TunedConfig
 from autotune.study.campaign import Harness, Subject
-from autotune.study.objective import Objective
+from autotune.study.objective import Objective, trial_value
 from autotune.study.progress import ProgressCallback
 from autotune.study.search import SearchOptions, explore
 from autotune.study.space import SearchSpace, params_for
@@ -70,7 +70,10 @@ class WarmStart:
         ]
         if not candidates:
             return self.study, None
-        best = max(candidates, key=lambda t: t.value if self.objective.direction == "maximize" else -(t.value or 0.0))
+        best = max(
+            candidates,
+            key=lambda t: trial_value(t) if self.objective.direction == "maximize" else -(trial_value(t) or 0.0),
+        )
         config = CompileConfig.from_dict(best.user_attrs["config"])
         return self.study, Subject(
             name="challenger", config=config, created=best.user_attrs.get("created"), trial=best.number
@@ -80,7 +83,7 @@ class WarmStart:
         return [
             t
             for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-            if "duplicate_of" not in t.user_attrs and "config" in t.user_attrs and t.value is not None
+            if "duplicate_of" not in t.user_attrs and "config" in t.user_attrs and trial_value(t) is not None
         ]
 
     def _options(self, trials: int, first: int) -> SearchOptions:
@@ -111,7 +114,7 @@ class WarmStart:
             # A baseline incumbent is measured by the campaign anyway; a configuration is searched again.
             wanted.append((self.tuned.config, {"retune_role": "incumbent"}))
         complete = sorted(
-            self._complete(), key=lambda t: t.value or 0.0, reverse=self.objective.direction == "maximize"
+            self._complete(), key=lambda t: trial_value(t) or 0.0, reverse=self.objective.direction == "maximize"
         )
         seen = [self.tuned.config.to_dict()]
         for trial in complete:

@@ -1,0 +1,126 @@
+"""Multi-objective studies: parsing objectives, the Pareto front of a confirmation campaign, and the pick rules.
+
+Campaigns here are built from made-up figures (no worker runs); test_search.py runs a real
+multi-objective search end to end.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from autotune import CompileConfig
+from autotune.errors import SearchError
+from autotune.study.campaign import Campaign, Subject, rotation
+from autotune.study.objective import Objective, Objectives
+from autotune.study.pareto import choose_point, front, parse_pick, subjects_to_confirm
+from autotune.trial.request import RunRecord
+
+SPEED_AND_COMPILE = Objectives.parse("throughput,compile-time")
+
+
+def campaign(**subjects: tuple[list[float], float, float]) -> Campaign:
+    """Subject name -> (samples/s per round, compile seconds, peak MiB); rounds with a little spread."""
+    result = Campaign(objective=Objective())
+    for name, (rates, compile_seconds, memory) in subjects.items():
+        config = None if name == "eager" else (CompileConfig() if name == "compile" else CompileConfig(mode="max-autotune-no-cudagraphs"))
+        number = int(name.split()[1]) if name.startswith("trial") else None
+        result.subjects[name] = Subject(name=name, config=config, trial=number)
+        result.runs[name] = [
+            RunRecord(
+                state="complete",
+                samples_per_second=rate,
+                batches_per_second=rate,
+                compile_seconds=0.0 if name == "eager" else compile_seconds,
+                peak_memory_mb=memory,
+            )
+            for rate in rates
+        ]
+    result.orders = [rotation(list(subjects), index) for index in range(len(next(iter(subjects.values()))[0]))]
+    return result
+
+
+def steady(value: float) -> list[float]:
+    """Six rounds within 1% of `value`: tight enough that a 10% difference is confirmed."""
+    return [value * f for f in (1.0, 1.004, 0.996, 1.002, 0.998, 1.001)]
+
+
+def test_objective_lists_start_with_one_speed_objective() -> None:
+    assert Objectives.parse("throughput").multi is False
+    parsed = Objectives.parse("throughput,compile-time,peak-memory")
+    assert parsed.directions == ["maximize", "minimize", "minimize"]
+    assert str(Objectives.parse("time-to:50,peak-memory")) == "time-to:50,peak-memory"
+    record = RunRecord(state="complete", samples_per_second=10.0, batches_per_second=5.0, compile_seconds=3.0, peak_memory_mb=70.0)
+    assert parsed.values(record) == [10.0, 3.0, 70.0]
+    for bad, message in (
+        ("compile-time", "alone would make eager"),
+        ("compile-time,throughput", "starts with one speed objective"),
+        ("throughput,time-to:5", "starts with one speed objective"),
+        ("throughput,compile-time,compile-time", "names an objective twice"),
+        ("throughput,latency", "is not allowed"),
+    ):
+        with pytest.raises(SearchError, match=message):
+            Objectives.parse(bad)
+
+
+def test_the_front_keeps_every_trade_off_and_drops_what_is_beaten_on_both() -> None:
+    measured = campaign(
+        eager=(steady(100.0), 0.0, 300.0),
+        compile=(steady(150.0), 10.0, 320.0),
+        **{
+            "trial 1": (steady(200.0), 40.0, 330.0),  # fastest, compiles longest
+            "trial 2": (steady(170.0), 12.0, 320.0),  # between plain compile and trial 1
+            "trial 3": (steady(140.0), 30.0, 340.0),  # slower than plain compile and compiles longer: beaten
+        },
+    )
+    names = [p.subject for p in front(measured, SPEED_AND_COMPILE)]
+    assert names == ["trial 1", "trial 2", "compile", "eager"]  # fastest first; eager compiles in 0 s
+
+
+def test_within_the_noise_of_plain_compile_a_slower_compiling_trial_is_not_on_the_front() -> None:
+    noisy = [150.0 * f for f in (0.8, 1.3, 0.9, 1.25, 0.85, 1.2)]
+    measured = campaign(
+        eager=(steady(100.0), 0.0, 300.0),
+        compile=(steady(150.0), 10.0, 320.0),
+        **{"trial 1": (noisy, 20.0, 320.0)},  # median above plain compile's, interval includes 1
+    )
+    assert [p.subject for p in front(measured, SPEED_AND_COMPILE)] == ["compile", "eager"]
+
+
+def test_pick_rules_choose_among_the_front() -> None:
+    measured = campaign(
+        eager=(steady(100.0), 0.0, 300.0),
+        compile=(steady(150.0), 10.0, 320.0),
+        **{"trial 1": (steady(200.0), 40.0, 330.0), "trial 2": (steady(170.0), 12.0, 310.0)},
+    )
+    objectives = Objectives.parse("throughput,compile-time,peak-memory")
+
+    def picked(rule: str) -> str:
+        return choose_point(measured, objectives, parse_pick(rule))[0].subject
+
+    assert picked("fastest") == "trial 1"
+    assert picked("fastest:2x") == "trial 2"  # trial 1 compiles 4x as long as plain compile
+    assert picked("fastest:45s") == "trial 1"
+    assert picked("fastest:1x") == "compile"
+    assert picked("least-compile") == "eager"
+    assert picked("least-memory") == "eager"
+    assert picked("trial:2") == "trial 2"
+    chosen = choose_point(measured, objectives, parse_pick("fastest:2x"))[0]
+    assert chosen.config == CompileConfig(mode="max-autotune-no-cudagraphs") and chosen.trial == 2
+    assert "compile at most 20 s" in chosen.verdict
+    with pytest.raises(SearchError, match="trial 9 is not on the Pareto front; its points: trial 1, trial 2"):
+        picked("trial:9")
+
+
+def test_pick_rules_are_checked() -> None:
+    assert str(parse_pick("fastest:1.5x")) == "fastest:1.5x"
+    assert str(parse_pick("trial:12")) == "trial:12"
+    for bad in ("slowest", "fastest:0x", "fastest:2", "trial:x"):
+        with pytest.raises(SearchError, match="is not allowed; use fastest"):
+            parse_pick(bad)
+
+
+def test_confirmation_spreads_its_budget_along_a_long_front() -> None:
+    front_trials = [(n, 100.0 - n) for n in range(7)]
+    assert subjects_to_confirm(front_trials, 3) == [0, 3, 6]
+    assert subjects_to_confirm(front_trials[:2], 3) == [0, 1]
+    assert subjects_to_confirm(front_trials, 1) == [0]
