@@ -123,6 +123,7 @@ def bench_workload(
             slow_ratio=args.slow_ratio,
             confirm=0,
             compile_cache=False,
+            doctor=False,  # the benchmark compares speed; `autotune doctor` explains a workload
             seed=args.seed,
             trial_timeout=args.trial_timeout,
         ),
@@ -232,6 +233,7 @@ def reference(
             pruner="none",
             confirm=0,
             compile_cache=False,
+            doctor=False,  # the benchmark compares speed; `autotune doctor` explains a workload
             seed=args.seed,
             trial_timeout=args.trial_timeout,
         ),

@@ -125,7 +125,7 @@ def test_a_truncated_study_is_named_as_damaged_by_every_command_with_exit_code_2
     url = _damaged_study(tmp_path / "out")
     export = ["export", "--storage", url, "--study-name", "examples.toy-model", "--out", str(tmp_path / "x")]
     search = [
-        "search",
+        "search", "--no-doctor",
         "--model",
         "examples.toy:model",
         "--trials",
@@ -290,7 +290,7 @@ def test_a_trial_left_running_by_a_killed_search_is_failed_with_a_reason(tmp_pat
 def test_a_search_killed_during_a_trial_resumes_and_reports_the_abandoned_trial(tmp_path: Path) -> None:
     out = tmp_path / "out"
     argv = [
-        sys.executable, "-m", "autotune", "search", "--model", f"{TARGETS}:tiny_infer", "--space", "quick",
+        sys.executable, "-m", "autotune", "search", "--no-doctor", "--model", f"{TARGETS}:tiny_infer", "--space", "quick",
         "--trials", "2", "--confirm", "0", "--windows", "2", "--no-compile-cache", "--device", "cpu",
         "--out", str(out),
     ]  # fmt: skip
@@ -467,7 +467,7 @@ def test_a_staged_cache_of_a_live_process_is_left_alone(tmp_path: Path) -> None:
 
 def test_a_search_whose_baselines_fail_leaves_no_empty_study(tmp_path: Path, capsys) -> None:
     out = tmp_path / "out"
-    argv = ["search", "--model", f"{TARGETS}:raises", "--trials", "1", "--device", "cpu", "--out", str(out)]
+    argv = ["search", "--no-doctor", "--model", f"{TARGETS}:raises", "--trials", "1", "--device", "cpu", "--out", str(out)]
     assert cli.main(argv) == cli.EXIT_ERROR
     assert "the workload does not run eagerly" in capsys.readouterr().err
     assert not out.exists(), "no study.db, no empty folder"
@@ -480,7 +480,7 @@ def test_nothing_is_exported_when_every_confirmation_run_failed(tmp_path: Path, 
     out.mkdir()
     (out / "best.yaml").write_text("a previous result\n")
     argv = [
-        "search", "--model", f"{TARGETS}:fails_after_three_runs", "--space", "quick", "--trials", "1",
+        "search", "--no-doctor", "--model", f"{TARGETS}:fails_after_three_runs", "--space", "quick", "--trials", "1",
         "--confirm", "1", "--rounds", "1", "--max-rounds", "1", "--windows", "2", "--pruner", "none", "--slow-ratio", "0",
         "--no-compile-cache", "--device", "cpu", "--out", str(out),
     ]  # fmt: skip

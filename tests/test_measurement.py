@@ -98,7 +98,7 @@ def test_when_compiling_never_pays_off_nothing_is_compiled(tmp_path: Path) -> No
     out = tmp_path / "slow"
     code = cli.main(
         [
-            "search", "--model", f"{TARGETS}:slow_when_compiled", "--space", "quick", "--trials", "1", "--confirm", "1",
+            "search", "--no-doctor", "--model", f"{TARGETS}:slow_when_compiled", "--space", "quick", "--trials", "1", "--confirm", "1",
             "--rounds", "2", "--max-rounds", "2", "--windows", "2", "--pruner", "none", "--slow-ratio", "0",
             "--no-compile-cache", "--device", "cpu", "--out", str(out),
         ]
@@ -119,7 +119,7 @@ def test_too_many_failures_stop_the_search_but_still_export(tmp_path: Path) -> N
     out = tmp_path / "wrong"
     code = cli.main(
         [
-            "search", "--model", f"{TARGETS}:wrong_when_compiled", "--space", "quick", "--trials", "8",
+            "search", "--no-doctor", "--model", f"{TARGETS}:wrong_when_compiled", "--space", "quick", "--trials", "8",
             "--max-failure-rate", "0.5", "--confirm", "1", "--rounds", "1", "--max-rounds", "1", "--windows", "2",
             "--no-compile-cache", "--device", "cpu", "--out", str(out),
         ]

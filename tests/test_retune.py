@@ -58,7 +58,7 @@ def copy_of(folder: Path, where: Path) -> Path:
 def searched(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("search") / "detour"
     code, _ = run_cli(
-        "search", "--model", SPEC, "--space", NARROW, "--trials", "1", "--confirm", "1", "--rounds", "2",
+        "search", "--no-doctor", "--model", SPEC, "--space", NARROW, "--trials", "1", "--confirm", "1", "--rounds", "2",
         "--max-rounds", "2", "--sampler", "random", "--seed", "2", "--windows", "2", "--device", "cpu", "--out", str(out),
     )  # fmt: skip
     assert code == cli.EXIT_OK
@@ -324,7 +324,7 @@ def test_load_and_show_recommend_a_retune_in_another_environment(searched: Path,
 def tuned_wide(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wide") / "detour"
     code, _ = run_cli(
-        "search", "--model", SPEC, "--space", WIDE, "--trials", "2", "--confirm", "1", "--rounds", "2",
+        "search", "--no-doctor", "--model", SPEC, "--space", WIDE, "--trials", "2", "--confirm", "1", "--rounds", "2",
         "--max-rounds", "2", "--sampler", "random", "--seed", "1", "--windows", "2", "--device", "cpu",
         "--no-compile-cache", "--out", str(out),
     )  # fmt: skip

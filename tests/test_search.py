@@ -247,6 +247,7 @@ def test_bruteforce_stops_when_every_configuration_was_measured(tmp_path) -> Non
             device="cpu",
             out=str(tmp_path / "out"),
             compile_cache=False,
+            doctor=False,
             pruner="none",
             slow_ratio=0.0,
         )

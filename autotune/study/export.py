@@ -219,7 +219,7 @@ def _write_front(
                 "code": f"{PARETO_FOLDER}/{slug}/apply_compilation.py",
             }
         )
-    keep = {Path(p["best"]).parent.name for p in written}
+    keep = {Path(str(p["best"])).parent.name for p in written}
     for stale in folder.iterdir() if folder.is_dir() else []:
         if stale.is_dir() and stale.name not in keep:  # a point of an earlier export that is no longer on the front
             for name in ("best.yaml", "apply_compilation.py"):

@@ -12,6 +12,11 @@ then each fresh batch once. It reports what dynamo said while doing so:
   failed), with the phase it happened in.
 
 Turning these into a verdict with fixes is the parent's job (`autotune.study.doctor`).
+
+`torch._dynamo.explain` is not used: in torch 2.13 its `break_reasons` come back empty for
+breaks that the graph-break counters and log records do report (a `print`, a skipped
+builtin, a data-dependent shape), and it runs the model outside the workload's step. The
+log records carry the place and the stack; the counters carry only the reason.
 """
 
 from __future__ import annotations
@@ -23,10 +28,11 @@ import re
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch._dynamo
+from torch import nn
 from torch._dynamo.utils import counters
 
 from autotune.trial.events import EVENT_FD_VARIABLE, Events, die_with_parent
@@ -155,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         model.train(workload.task == "train")
         optimizer = workload.optimizer(model.parameters()) if workload.task == "train" and workload.optimizer else None
         step = StepRunner(workload, device, cuda_graphs=False)
-        compiled = torch.compile(model, backend="eager")
+        compiled = cast(nn.Module, torch.compile(model, backend="eager"))
         seen: set[str] = set()
         recompiles: list[dict[str, Any]] = []
         with BreakLog() as log:
