@@ -224,6 +224,14 @@ def _add_search(p: argparse.ArgumentParser) -> None:
         help="steady-state measurement windows per trial (default: 5)",
     )
     p.add_argument(
+        "--no-recipes",
+        dest="recipes",
+        action="store_false",
+        help="do not start a new study with plain torch.compile and the generic expert recipes (mark_dynamic on "
+        "declared dynamic inputs, regional, max-autotune-no-cudagraphs, padding to 8, compiled optimizer); they "
+        "take at most half of --trials",
+    )
+    p.add_argument(
         "--no-doctor",
         dest="doctor",
         action="store_false",

@@ -16,12 +16,11 @@ Two targets, one per padding strategy a data pipeline might use:
 Both are tiny (a 32x32 image, 2 layers, 64 wide, batches of 4, lengths scaled down by 4)
 unless `AUTOTUNE_EXAMPLE_SIZE=full` is set: ViT-Base/16 at 224x224 and a 12-layer GPT-2.
 
-The loss: GPT-2's head looks its loss function up by class name at call time, finds none
-for `GPT2LMHeadModel`, and logs a warning from inside `forward`, a graph break that the
-graph-break report points at. This example pins the decoder's loss type to causal-LM
-cross-entropy, as a user would after reading that report; `VisionEncoderDecoderModel`
-itself computes the same cross-entropy from the decoder's logits (its decoder inputs are
-the labels shifted right), so a labelled forward pass is one graph.
+The loss: `VisionEncoderDecoderModel` computes the decoder's cross-entropy itself (its
+decoder inputs are the labels shifted right) and never asks the GPT-2 decoder for its own
+loss, so transformers' loss lookup, which breaks the graph when a bare GPT-2 is given
+labels without a `loss_type` (see `examples.hf:gpt2` and `autotune doctor`), is not on
+this model's path: a labelled forward pass is one graph.
 """
 
 from __future__ import annotations
@@ -82,7 +81,7 @@ SIZES = {
 
 
 def build_model(dims: CaptioningSize) -> VisionEncoderDecoderModel:
-    """The captioning model with seeded random weights; its decoder's loss is pinned to causal-LM cross-entropy."""
+    """The captioning model with seeded random weights."""
     encoder = ViTConfig(
         image_size=dims.image_size,
         patch_size=dims.patch_size,
@@ -108,9 +107,6 @@ def build_model(dims: CaptioningSize) -> VisionEncoderDecoderModel:
     config.decoder_start_token_id = START
     with seeded(0):
         model = VisionEncoderDecoderModel(config=config)
-    # GPT2LMHeadModel's loss type is not found by name, so the lookup warns inside forward
-    # (a graph break whenever the decoder is given labels). Name the causal-LM loss instead.
-    model.decoder.loss_type = "ForCausalLM"
     return model
 
 

@@ -186,6 +186,8 @@ def test_rerunning_resumes_the_study_and_export_rebuilds_the_files(searched, tmp
     study = optuna.load_study(study_name=STUDY, storage=f"sqlite:///{out / 'study.db'}")
     assert len(study.trials) == 3, "two trials were resumed, one was added"
     assert not [phase for phase in phases if phase.startswith("doctor")], "the study kept the doctor's findings"
+    # The study began with plain torch.compile as a recipe (half of 2 trials); resuming seeds nothing again.
+    assert [t.user_attrs.get("recipe") for t in study.trials] == ["plain", None, None]
     assert "doctor" in study.user_attrs
     assert result.summary["trials"]["total"] == 3
     again = export_from_storage(f"sqlite:///{out / 'study.db'}", STUDY, tmp_path / "again")

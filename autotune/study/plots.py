@@ -153,6 +153,7 @@ def pareto(out_dir: Path, front: list[dict[str, Any]]) -> Plot:
             label=f"best.yaml: {picked['subject']}",
             zorder=4,
         )
+    ax.margins(x=0.12, y=0.12)  # room for the labels of the points at the edges
     ax.set_xlabel("compile and warm-up seconds (median of the confirmation rounds)")
     ax.set_ylabel(speed_name + (" (samples/s)" if speed_name == "throughput" else " (s)"))
     ax.set_title(title)

@@ -35,9 +35,13 @@ def write_report(
     summary = dict(tuned.study)
     winner = metrics.get("trial")
     lines = [f"# autotune report: {study.study_name}", ""]
+    if metrics.get("objectives"):
+        aim = f"objectives {metrics['objectives']} (the first, in {objective.unit}, decides the confirmation)."
+    else:
+        aim = f"objective {objective} ({objective.unit})."
     lines += [
         f"Workload `{study.user_attrs.get('model')}`, space `{summary.get('space')}`, device `{summary.get('device')}`, "
-        f"objective {objective} ({objective.unit}).",
+        + aim,
         "",
         "## Verdict",
         "",
@@ -94,8 +98,8 @@ def write_report(
 def _front_table(front: list[dict[str, Any]]) -> str:
     """The Pareto points with their confirmed figures; the one best.yaml ships is marked."""
     lines = [
-        f"{len(front)} point(s) no other beats on every objective, by their confirmed figures (speed against a "
-        "baseline counts only where the paired interval excludes 1). Each has its own `best.yaml` and "
+        f"{len(front)} point(s) no other beats on every objective, by their confirmed figures (speed against plain "
+        "torch.compile counts only where the paired interval excludes 1). Each has its own `best.yaml` and "
         "`apply_compilation.py`; `autotune export --pick ...` changes which one `best.yaml` is.",
         "",
         "| point | samples/s or objective | vs plain compile | compile s | peak MiB | files |",

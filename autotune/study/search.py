@@ -31,6 +31,7 @@ from autotune.study.export import SearchResult, campaign_of, export_study, expor
 from autotune.study.objective import Objectives
 from autotune.study.pareto import DEFAULT_PICK, parse_pick
 from autotune.study.progress import Plan, Progress, ProgressCallback, quiet
+from autotune.study.seeds import expert_recipes, seed_study
 from autotune.study.space import SearchSpace, load_space, shared_length_groups
 from autotune.study.storage import create_study
 from autotune.study.trials import TrialLoop
@@ -90,6 +91,8 @@ class SearchOptions:
     """Rounds of the confirmation campaign at most, while the leader's interval does not decide."""
     protocol: Protocol = field(default_factory=Protocol)
     """How every run is measured."""
+    recipes: bool = True
+    """Start a new study with plain torch.compile and the generic expert recipes (`autotune.study.seeds`)."""
     doctor: bool = True
     """First find the workload's graph breaks and recompiles (`autotune doctor`); kept in best.yaml and the report."""
     compile_cache: bool = True
@@ -295,6 +298,11 @@ class _Search:
         self.loop.space = space
         dropped = "".join(f"; dropped {d}" for d in space.dropped)
         self._note(f"space '{space.name}': {len(space.dimensions())} dimensions{dropped}")
+        if self.options.recipes and self.options.sampler != "bruteforce" and not self.study.get_trials(deepcopy=False):
+            # A new study only: on resume the seeds are trials already, run or waiting in the queue.
+            seeds = expert_recipes(self.summary)
+            for note in seed_study(self.study, space, seeds, limit=max(1, self.options.trials // 2)):
+                self._note(note)
         self.plan.trials = max(self.options.trials - self.loop.started(), 0)
         while self._more_trials():
             self.plan.run_started = time.monotonic()

@@ -173,7 +173,8 @@ class TrialLoop:
             return
         trial.set_user_attr("created", created)
         trial.set_user_attr("source_sha256", hashlib.sha256(source.encode()).hexdigest())
-        self.report(trial.number, f"trial {trial.number}: starting")
+        recipe = trial.user_attrs.get("recipe")
+        self.report(trial.number, f"trial {trial.number}: starting" + (f" (recipe {recipe})" if recipe else ""))
         run = run_trial(self.harness.request(config, source=source), Monitor(self, trial, f"trial {trial.number}"))
         record = run.record()
         for key, value in record.to_dict().items():

@@ -1,0 +1,62 @@
+"""A new study starts from plain torch.compile and the generic expert recipes, as its first trials."""
+
+from __future__ import annotations
+
+import optuna
+
+from autotune.runtime.config import inductor_option_defaults
+from autotune.runtime.summary import WorkloadSummary
+from autotune.study.seeds import Seed, expert_recipes, seed_params, seed_study
+from autotune.study.space import load_space
+
+
+def adapted(summary: WorkloadSummary, name: str = "default"):
+    return load_space(name).adapt(summary, "cpu")
+
+
+def test_recipes_follow_the_workload(toy_summary: WorkloadSummary) -> None:
+    names = [seed.name for seed in expert_recipes(toy_summary)]
+    assert names[0] == "plain"
+    assert toy_summary.task == "train" and toy_summary.dynamic_dims
+    assert {"mark_dynamic", "pad8", "compiled-optimizer", "max-autotune"} <= set(names)
+    inference = WorkloadSummary.from_dict({**toy_summary.to_dict(), "task": "infer", "dynamic_dims": {}})
+    assert [seed.name for seed in expert_recipes(inference)] == ["plain", "regional", "max-autotune"]
+
+
+def test_a_recipe_sets_only_what_it_names_and_leaves_inductor_options_at_their_defaults(toy_summary) -> None:
+    space = adapted(toy_summary)
+    params, plain = seed_params(space, Seed("plain", "plain"))
+    defaults = inductor_option_defaults()
+    for name in space.options:  # the space asks for every option; a recipe answers Inductor's own default
+        assert params[f"options.{name}"] == defaults[name]
+    assert (plain.scope, plain.dynamic, plain.mark_dynamic, plain.padding_alignment) == ("whole", None, (), None)
+    assert plain.compile_optimizer is False and plain.fullgraph is False
+
+    _, padded = seed_params(space, Seed("pad8", "pad", {"padding_alignment": 8}))
+    assert padded.padding_alignment == 8 and padded.scope == "whole"
+    _, marked = seed_params(space, Seed("mark", "mark", {"mark_dynamic": True}))
+    assert set(marked.mark_dynamic) == {(key, axis) for key, axes in toy_summary.dynamic_dims.items() for axis in axes}
+    _, optimizer = seed_params(space, Seed("opt", "opt", {"compile_optimizer": True}))
+    assert optimizer.compile_optimizer is True
+
+
+def test_a_recipe_the_space_cannot_ask_is_skipped_with_the_reason(toy_summary) -> None:
+    quick = adapted(toy_summary, "quick")
+    assert "compile_optimizer" not in quick.dimensions()
+    reason = seed_params(quick, Seed("compiled-optimizer", "opt", {"compile_optimizer": True}))
+    assert reason == "the space 'quick' does not offer compile_optimizer=True"
+
+
+def test_seeds_are_the_first_trials_of_the_study_within_the_limit(toy_summary) -> None:
+    space = adapted(toy_summary)
+    study = optuna.create_study(direction="maximize")
+    notes = seed_study(study, space, expert_recipes(toy_summary), limit=3)
+    seeded = [n for n in notes if " seeded: " in n]
+    assert len(seeded) == 3 and seeded[0].startswith("recipe plain seeded")
+    assert any("--trials leaves room for 3 recipe(s)" in n for n in notes)
+    asked = [study.ask() for _ in range(4)]
+    assert [t.user_attrs.get("recipe") for t in asked[:3]] == [n.split()[1] for n in seeded]
+    for trial in asked[:3]:
+        config = space.suggest(trial)  # the enqueued answers give the recipe's configuration
+        assert config.describe()
+    assert asked[3].user_attrs.get("recipe") is None, "after the seeds, the sampler proposes"
