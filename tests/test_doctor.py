@@ -30,7 +30,16 @@ def line_of(marker: str) -> int:
 def breaks_json() -> tuple[int, dict]:
     """`autotune doctor --format json` on the workload with three deliberate graph breaks, as a tool would run it."""
     done = subprocess.run(
-        [sys.executable, "-m", "autotune", "doctor", "--model", "tests.targets.doctor:breaks_graph", "--format", "json"],
+        [
+            sys.executable,
+            "-m",
+            "autotune",
+            "doctor",
+            "--model",
+            "tests.targets.doctor:breaks_graph",
+            "--format",
+            "json",
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -148,8 +157,15 @@ def test_log_records_in_both_of_torchs_formats_are_parsed() -> None:
 def test_guards_are_read_into_what_changed() -> None:
     reason = "1/0: tensor 'kwargs['input_ids']' size mismatch at index 1. expected 128, actual 119"
     change = size_change(reason)
-    assert change is not None and (change.name, change.axis, change.expected, change.actual) == ("input_ids", 1, 128, 119)
-    assert guard_text("3/0: scale == 1.75                 # return y / scale  # model.py:9 in forward") == "scale == 1.75"
+    assert change is not None and (change.name, change.axis, change.expected, change.actual) == (
+        "input_ids",
+        1,
+        128,
+        119,
+    )
+    assert (
+        guard_text("3/0: scale == 1.75                 # return y / scale  # model.py:9 in forward") == "scale == 1.75"
+    )
     assert value_guard("scale == 1.75") == ("scale", True)
     assert value_guard("name == 'abc'") == ("name", False)
     assert "problem_type" in guard_hint("0/0: self.config.problem_type is None")

@@ -146,17 +146,12 @@ def test_captioning_modules_and_blocks() -> None:
     assert workload.block_paths() == ("encoder.layers", "decoder.transformer.h")
 
 
-def test_captioning_loss_leaves_no_graph_break() -> None:
+def test_a_labelled_captioning_forward_is_one_graph() -> None:
+    # VisionEncoderDecoderModel computes the loss itself: the decoder's loss lookup, which breaks the
+    # graph of a bare GPT-2 given labels (tests/test_doctor.py), is not on this model's path.
     model = captioning.build_model(captioning.SIZES["tiny"])
     batch = captioning.make_batches(captioning.SIZES["tiny"], count=1, pad_to_max=False)[0]
     explained = torch._dynamo.explain(model)(**batch)
-    assert explained.graph_break_count == 0, explained.break_reasons
-    # The decoder given labels itself goes through its loss lookup: pinned, it stays one graph too.
-    torch._dynamo.reset()
-    encoded = torch.randn(4, 17, 64)
-    explained = torch._dynamo.explain(model.decoder)(
-        input_ids=batch["labels"].clamp(min=0), labels=batch["labels"], encoder_hidden_states=encoded
-    )
     assert explained.graph_break_count == 0, explained.break_reasons
 
 

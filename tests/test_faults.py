@@ -125,7 +125,8 @@ def test_a_truncated_study_is_named_as_damaged_by_every_command_with_exit_code_2
     url = _damaged_study(tmp_path / "out")
     export = ["export", "--storage", url, "--study-name", "examples.toy-model", "--out", str(tmp_path / "x")]
     search = [
-        "search", "--no-doctor",
+        "search",
+        "--no-doctor",
         "--model",
         "examples.toy:model",
         "--trials",
@@ -467,7 +468,18 @@ def test_a_staged_cache_of_a_live_process_is_left_alone(tmp_path: Path) -> None:
 
 def test_a_search_whose_baselines_fail_leaves_no_empty_study(tmp_path: Path, capsys) -> None:
     out = tmp_path / "out"
-    argv = ["search", "--no-doctor", "--model", f"{TARGETS}:raises", "--trials", "1", "--device", "cpu", "--out", str(out)]
+    argv = [
+        "search",
+        "--no-doctor",
+        "--model",
+        f"{TARGETS}:raises",
+        "--trials",
+        "1",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+    ]
     assert cli.main(argv) == cli.EXIT_ERROR
     assert "the workload does not run eagerly" in capsys.readouterr().err
     assert not out.exists(), "no study.db, no empty folder"

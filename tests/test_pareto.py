@@ -22,7 +22,11 @@ def campaign(**subjects: tuple[list[float], float, float]) -> Campaign:
     """Subject name -> (samples/s per round, compile seconds, peak MiB); rounds with a little spread."""
     result = Campaign(objective=Objective())
     for name, (rates, compile_seconds, memory) in subjects.items():
-        config = None if name == "eager" else (CompileConfig() if name == "compile" else CompileConfig(mode="max-autotune-no-cudagraphs"))
+        config = (
+            None
+            if name == "eager"
+            else (CompileConfig() if name == "compile" else CompileConfig(mode="max-autotune-no-cudagraphs"))
+        )
         number = int(name.split()[1]) if name.startswith("trial") else None
         result.subjects[name] = Subject(name=name, config=config, trial=number)
         result.runs[name] = [
@@ -49,7 +53,9 @@ def test_objective_lists_start_with_one_speed_objective() -> None:
     parsed = Objectives.parse("throughput,compile-time,peak-memory")
     assert parsed.directions == ["maximize", "minimize", "minimize"]
     assert str(Objectives.parse("time-to:50,peak-memory")) == "time-to:50,peak-memory"
-    record = RunRecord(state="complete", samples_per_second=10.0, batches_per_second=5.0, compile_seconds=3.0, peak_memory_mb=70.0)
+    record = RunRecord(
+        state="complete", samples_per_second=10.0, batches_per_second=5.0, compile_seconds=3.0, peak_memory_mb=70.0
+    )
     assert parsed.values(record) == [10.0, 3.0, 70.0]
     for bad, message in (
         ("compile-time", "alone would make eager"),

@@ -331,6 +331,11 @@ def test_a_multi_objective_search_exports_its_pareto_front_and_export_can_pick_a
 
     storage = f"sqlite:///{out / 'study.db'}"
     with contextlib.redirect_stdout(io.StringIO()):
-        assert cli.main(["export", "--storage", storage, "--study-name", STUDY, "--out", str(out), "--pick", "least-compile"]) == 0
+        assert (
+            cli.main(
+                ["export", "--storage", storage, "--study-name", STUDY, "--out", str(out), "--pick", "least-compile"]
+            )
+            == 0
+        )
     assert load(out / "best.yaml").config.scope == "none"
     assert load(out / "best.yaml").metrics["pick"] == "least-compile"

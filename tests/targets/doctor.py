@@ -61,7 +61,9 @@ def varying_length_declared() -> Workload:
 
 
 def clean() -> Workload:
-    return Workload(model=Tagger(), batches=lambda count=4: [{"tokens": torch.randn(2, 8, 16)} for _ in range(count)], task="infer")
+    return Workload(
+        model=Tagger(), batches=lambda count=4: [{"tokens": torch.randn(2, 8, 16)} for _ in range(count)], task="infer"
+    )
 
 
 def gpt2_default_loss() -> nn.Module:
