@@ -41,11 +41,18 @@ def _optuna_axes(plot: Any, study: optuna.Study, **kwargs: Any) -> Any:
         return plot(study, **kwargs)
 
 
-def _ring(ax: Any, x: float, y: float, trial: int) -> None:
-    """Circle the exported trial's point."""
-    ax.scatter(
-        [x], [y], s=160, facecolors="none", edgecolors="black", linewidths=2, label=f"exported: trial {trial}", zorder=4
-    )
+def _ring(ax: Any, x: float, y: float, label: str) -> None:
+    """Circle the exported point."""
+    ax.scatter([x], [y], s=160, facecolors="none", edgecolors="black", linewidths=2, label=label, zorder=4)
+
+
+def _save(plt: Any, ax: Any, out_dir: Path, name: str) -> str:
+    """The legend beside the axes, then the figure written to `out_dir/name` and closed; returns `name`."""
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.figure.tight_layout()
+    ax.figure.savefig(out_dir / name, dpi=100)
+    plt.close(ax.figure)
+    return name
 
 
 def history(
@@ -79,14 +86,10 @@ def history(
     if winner is not None:
         row = next((r for r in rows if r["number"] == winner), None)
         if row and row["value"] is not None:
-            _ring(ax, winner, row["value"], winner)
+            _ring(ax, winner, row["value"], f"exported: trial {winner}")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("trial")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
-    fig.savefig(out_dir / "history.png", dpi=100)
-    plt.close(fig)
-    return title, "history.png"
+    return title, _save(plt, ax, out_dir, "history.png")
 
 
 def throughput_vs_compile(
@@ -117,15 +120,11 @@ def throughput_vs_compile(
             )
     chosen = next((r for r in complete if r["number"] == winner), None)
     if chosen is not None:
-        _ring(ax, chosen["compile_seconds"] or 0.0, chosen["samples_per_second"], winner)
+        _ring(ax, chosen["compile_seconds"] or 0.0, chosen["samples_per_second"], f"exported: trial {winner}")
     ax.set_xlabel("compile and warm-up seconds")
     ax.set_ylabel("samples/s (search-time run)")
     ax.set_title(title)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
-    fig.savefig(out_dir / "throughput_vs_compile.png", dpi=100)
-    plt.close(fig)
-    return title, "throughput_vs_compile.png"
+    return title, _save(plt, ax, out_dir, "throughput_vs_compile.png")
 
 
 def pareto(out_dir: Path, front: list[dict[str, Any]]) -> Plot:
@@ -143,25 +142,13 @@ def pareto(out_dir: Path, front: list[dict[str, Any]]) -> Plot:
         ax.annotate(text, (x, y), xytext=(4, 4), textcoords="offset points", fontsize=8)
     picked = next((p for p in front if p.get("picked")), None)
     if picked is not None:
-        ax.scatter(
-            [picked["figures"]["compile_seconds"]],
-            [picked["figures"][speed_name]],
-            s=160,
-            facecolors="none",
-            edgecolors="black",
-            linewidths=2,
-            label=f"best.yaml: {picked['subject']}",
-            zorder=4,
-        )
+        figures = picked["figures"]
+        _ring(ax, figures["compile_seconds"], figures[speed_name], f"best.yaml: {picked['subject']}")
     ax.margins(x=0.12, y=0.12)  # room for the labels of the points at the edges
     ax.set_xlabel("compile and warm-up seconds (median of the confirmation rounds)")
     ax.set_ylabel(speed_name + (" (samples/s)" if speed_name == "throughput" else " (s)"))
     ax.set_title(title)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
-    fig.savefig(out_dir / "pareto.png", dpi=100)
-    plt.close(fig)
-    return title, "pareto.png"
+    return title, _save(plt, ax, out_dir, "pareto.png")
 
 
 def importances(out_dir: Path, study: optuna.Study) -> Plot:

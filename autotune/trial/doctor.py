@@ -21,13 +21,10 @@ log records carry the place and the stack; the counters carry only the reason.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import re
 import sys
 import traceback
-from pathlib import Path
 from typing import Any, cast
 
 import torch
@@ -35,7 +32,7 @@ import torch._dynamo
 from torch import nn
 from torch._dynamo.utils import counters
 
-from autotune.trial.events import EVENT_FD_VARIABLE, Events, die_with_parent
+from autotune.trial.events import open_request
 from autotune.trial.request import Protocol
 from autotune.trial.worker import StepRunner, classify, to_device
 from autotune.workload import input_keys, resolve
@@ -141,11 +138,7 @@ def recompiles_since(seen: set[str], phase: str) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Diagnose the workload of the request file; returns 0 when the analysis ran, 1 when it could not."""
-    args = sys.argv[1:] if argv is None else argv
-    request = json.loads(Path(args[0]).read_text())
-    die_with_parent()
-    fd = os.environ.get(EVENT_FD_VARIABLE)
-    events = Events(os.fdopen(int(fd), "w", buffering=1) if fd else sys.stdout)
+    request, events = open_request(argv)
     phase = "build"
     try:
         events.emit("phase", phase=phase)

@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any, TextIO
 
-__all__ = ["EVENT_FD_VARIABLE", "PARENT_PID_VARIABLE", "Events", "die_with_parent", "parse_event"]
+__all__ = ["EVENT_FD_VARIABLE", "PARENT_PID_VARIABLE", "Events", "die_with_parent", "open_request", "parse_event"]
 
 EVENT_FD_VARIABLE = "AUTOTUNE_EVENT_FD"
 """The environment variable that names the worker's event file descriptor."""
@@ -58,3 +60,15 @@ def die_with_parent() -> None:
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
     threading.Thread(target=watch, name="autotune-parent-watch", daemon=True).start()
+
+
+def open_request(argv: list[str] | None) -> tuple[dict[str, Any], Events]:
+    """A trial process's start: its request (the JSON file named first in `argv`), and the channel to its parent.
+
+    From here on the process also ends when its parent is gone (`die_with_parent`).
+    """
+    args = sys.argv[1:] if argv is None else argv
+    request = json.loads(Path(args[0]).read_text())
+    die_with_parent()
+    fd = os.environ.get(EVENT_FD_VARIABLE)
+    return request, Events(os.fdopen(int(fd), "w", buffering=1) if fd else sys.stdout)

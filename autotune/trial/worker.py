@@ -18,23 +18,20 @@ AUTOTUNE_EVENT_FD, exits when its parent dies, and never imports Optuna.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
-import os
 import statistics
 import sys
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
 from autotune.runtime import codegen, compile_cache, environment
-from autotune.trial.events import EVENT_FD_VARIABLE, Events, die_with_parent
+from autotune.trial.events import Events, open_request
 from autotune.trial.measure import (
     Stopwatch,
     calibration_probe,
@@ -75,11 +72,7 @@ class TrialFailure(Exception):
 
 def main(argv: list[str] | None = None) -> int:
     """Run the trial described by the request file; returns 0 when it completed, 1 when it failed."""
-    args = sys.argv[1:] if argv is None else argv
-    request = json.loads(Path(args[0]).read_text())
-    die_with_parent()
-    fd = os.environ.get(EVENT_FD_VARIABLE)
-    events = Events(os.fdopen(int(fd), "w", buffering=1) if fd else sys.stdout)
+    request, events = open_request(argv)
     trial = Trial(request, events)
     try:
         trial.run()
