@@ -178,7 +178,16 @@ def _add_search(p: argparse.ArgumentParser) -> None:
         "--max-compile-seconds",
         type=float,
         metavar="SECONDS",
-        help="prune trials whose compile and warm-up take longer (default: no limit)",
+        help="stop trials whose compile and warm-up take longer; replaces --compile-budget (default: none)",
+    )
+    p.add_argument(
+        "--compile-budget",
+        type=float,
+        default=4.0,
+        metavar="K",
+        help="stop a trial as soon as its compile and warm-up run longer than K times plain torch.compile's "
+        "(measured when the session starts); with --objective time-to:N also once it has run longer than the best "
+        "complete trial's whole time (default: 4; 0: no budget)",
     )
     p.add_argument(
         "--max-failure-rate",

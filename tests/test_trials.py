@@ -1,16 +1,19 @@
-"""Which earlier outcome a trial may reuse instead of measuring the same configuration again."""
+"""The trial loop: which earlier outcome a trial may reuse, and when a compiling trial is stopped."""
 
 from __future__ import annotations
+
+import time
 
 import optuna
 import pytest
 
 from autotune import CompileConfig
+from autotune.errors import SearchError
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.campaign import Harness
 from autotune.study.objective import Objective
 from autotune.study.search import SearchOptions
-from autotune.study.trials import TrialLoop
+from autotune.study.trials import Monitor, TrialLoop, compile_limit
 
 CONFIG = CompileConfig(scope="regional").to_dict()
 
@@ -49,3 +52,38 @@ def test_outcomes_that_measuring_again_would_repeat_are_reused(state, reason) ->
 )
 def test_outcomes_that_noise_may_have_caused_are_measured_again(state, reason) -> None:
     assert loop_with(state, reason)._reusable_twin(CONFIG, number=1) is None
+
+
+def test_a_trial_compiling_past_its_budget_is_stopped_and_an_explicit_limit_replaces_the_budget() -> None:
+    loop = loop_with(optuna.trial.TrialState.COMPLETE)
+    loop.baselines = {"compile": {"compile_seconds": 10.0}}
+    assert compile_limit(loop) == (40.0, "4x plain torch.compile's 10.0 s (--compile-budget)")
+    monitor = Monitor(loop, loop.study.ask(), "trial 1")
+    monitor({"event": "phase", "phase": "compile"})
+    monitor.phase_started = time.monotonic() - 39
+    assert monitor(None) is None
+    monitor.phase_started = time.monotonic() - 41
+    assert monitor(None) == "compile ran past 40 s: 4x plain torch.compile's 10.0 s (--compile-budget)"
+    assert monitor({"event": "compiled", "compile_seconds": 45.0}).startswith("compile took 45 s, more than 40 s")
+
+    loop.options.max_compile_seconds = 25.0
+    assert compile_limit(loop) == (25.0, "--max-compile-seconds 25")
+    loop.options.max_compile_seconds = None
+    loop.options.compile_budget = 0.0
+    assert compile_limit(loop) == (None, "")
+    with pytest.raises(SearchError, match="--compile-budget 0.5: must be 0"):
+        SearchOptions(model="m:w", compile_budget=0.5)
+
+
+def test_under_time_to_a_trial_still_compiling_past_the_best_whole_time_cannot_win() -> None:
+    study = optuna.create_study(direction="minimize")
+    study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.COMPLETE, value=30.0))
+    harness = Harness(spec="m:w", summary=WorkloadSummary(spec="m:w", task="infer"))
+    options = SearchOptions(model="m:w", device="cpu", objective="time-to:100")
+    loop = TrialLoop(study, harness, options, Objective.parse("time-to:100"), lambda *args: None)
+    loop.baselines = {"compile": {"compile_seconds": 10.0}}
+    limit, why = compile_limit(loop)
+    assert limit == 30.0
+    assert why == "the best complete trial's whole time-to:100 took 30.0 s, so it cannot win"
+    loop.baselines = {"compile": {"compile_seconds": 5.0}}  # a budget of 20 s is the tighter one now
+    assert compile_limit(loop)[0] == 20.0

@@ -78,7 +78,9 @@ class SearchOptions:
     pick: str = DEFAULT_PICK
     """Which point of a multi-objective study's Pareto front best.yaml gets (see `autotune.study.pareto`)."""
     max_compile_seconds: float | None = None
-    """Prune a trial whose compile and warm-up take longer."""
+    """Stop a trial whose compile and warm-up take longer (replaces the compile budget)."""
+    compile_budget: float = 4.0
+    """Stop a trial whose compile and warm-up take longer than this many times plain torch.compile's; 0: no budget."""
     max_failure_rate: float = 0.8
     """Stop searching (and confirm what completed) when more than this share of at least 5 trials failed."""
     slow_ratio: float = 0.5
@@ -112,6 +114,11 @@ class SearchOptions:
             raise SearchError(f"--max-failure-rate {self.max_failure_rate}: must be in (0, 1].")
         if self.trial_timeout <= 0 or (self.timeout is not None and self.timeout <= 0):
             raise SearchError("--trial-timeout and --timeout must be positive numbers of seconds.")
+        if self.compile_budget < 0 or (self.compile_budget and self.compile_budget < 1):
+            raise SearchError(
+                f"--compile-budget {self.compile_budget}: must be 0 (no budget) or >= 1 (times plain torch.compile's "
+                "compile time)."
+            )
         if not 0 <= self.slow_ratio < 1:
             raise SearchError(f"--slow-ratio {self.slow_ratio}: must be in [0, 1); 0 never prunes for slowness.")
         if self.confirm < 0:

@@ -28,7 +28,7 @@ from autotune.study.pareto import subjects_to_confirm
 from autotune.study.space import SearchSpace
 from autotune.trial.runner import process_alive, run_trial
 
-__all__ = ["DETERMINISTIC_FAILURES", "LoopOptions", "Monitor", "TrialLoop"]
+__all__ = ["DETERMINISTIC_FAILURES", "LoopOptions", "Monitor", "TrialLoop", "compile_limit"]
 
 DETERMINISTIC_FAILURES = ("invalid_config", "accuracy", "graph_break", "compile_error", "recompile_limit", "unsettled")
 """Failure reasons that measuring again would repeat, so a twin may reuse them."""
@@ -40,6 +40,7 @@ class LoopOptions(Protocol):
     trials: int
     reuse_since: int
     max_compile_seconds: float | None
+    compile_budget: float
     pruner: str
     slow_ratio: float
 
@@ -136,6 +137,17 @@ class TrialLoop:
         chosen.sort(key=lambda t: trial_value(t) or 0.0, reverse=self.objective.direction == "maximize")
         keep = subjects_to_confirm([(t.number, trial_value(t) or 0.0) for t in chosen], count)
         return [t for t in chosen if t.number in keep]
+
+    def best_total_seconds(self) -> float | None:
+        """For a time-to:N study, the best complete trial's compile time plus N steps (seconds), else None."""
+        if self.objective.kind != "time-to":
+            return None
+        values = [
+            value
+            for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+            if (value := trial_value(t)) is not None
+        ]
+        return min(values, default=None)
 
     def one_trial(self) -> None:
         assert self.space is not None
@@ -247,6 +259,31 @@ def _still_running(trial: optuna.trial.FrozenTrial, timeout: float) -> bool:
     return start is not None and (datetime.datetime.now() - start).total_seconds() < timeout + 60
 
 
+def compile_limit(loop: TrialLoop) -> tuple[float | None, str]:
+    """How long a trial may compile before it is stopped, and why; (None, "") when there is no limit.
+
+    `--max-compile-seconds` when given; otherwise the smaller of the compile budget (a multiple
+    of plain torch.compile's compile time, as this session measured it) and, for time-to:N,
+    the best complete trial's whole time: a trial still compiling past that cannot win.
+    """
+    options = loop.options
+    if options.max_compile_seconds:
+        return options.max_compile_seconds, f"--max-compile-seconds {options.max_compile_seconds:g}"
+    limits: list[tuple[float, str]] = []
+    plain = loop.baselines.get("compile", {}).get("compile_seconds")
+    if options.compile_budget and plain:
+        limits.append(
+            (
+                options.compile_budget * plain,
+                f"{options.compile_budget:g}x plain torch.compile's {plain:.1f} s (--compile-budget)",
+            )
+        )
+    best = loop.best_total_seconds()
+    if best is not None:
+        limits.append((best, f"the best complete trial's whole {loop.objective} took {best:.1f} s, so it cannot win"))
+    return min(limits) if limits else (None, "")
+
+
 class Monitor:
     """Watches one worker's events: phase changes for the display, windows for the pruner, the compile budget."""
 
@@ -258,12 +295,13 @@ class Monitor:
         self.phase_started = time.monotonic()
         self.compile_seconds = 0.0
         self.windows: list[float] = []
+        self.limit, self.why = compile_limit(loop)
 
     def __call__(self, event: dict[str, Any] | None) -> str | None:
-        limit = self.loop.options.max_compile_seconds
+        limit = self.limit
         if event is None:
             if self.phase == "compile" and limit and time.monotonic() - self.phase_started > limit:
-                return f"compile ran past --max-compile-seconds {limit:.0f}"
+                return f"compile ran past {limit:.0f} s: {self.why}"
             return None
         kind = event["event"]
         if kind == "phase":
@@ -272,7 +310,7 @@ class Monitor:
         elif kind == "compiled":
             self.compile_seconds = float(event["compile_seconds"])
             if limit and self.compile_seconds > limit:
-                return f"compile took {self.compile_seconds:.0f} s > --max-compile-seconds {limit:.0f}"
+                return f"compile took {self.compile_seconds:.0f} s, more than {limit:.0f} s: {self.why}"
         elif kind == "window":
             return self._window(event)
         return None
