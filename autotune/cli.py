@@ -186,7 +186,7 @@ def _add_search(p: argparse.ArgumentParser) -> None:
         default=4.0,
         metavar="K",
         help="stop a trial as soon as its compile and warm-up run longer than K times plain torch.compile's "
-        "(measured when the session starts); with --objective time-to:N also once it has run longer than the best "
+        "(measured when the session starts; never less than 60 s); with --objective time-to:N also once it has run longer than the best "
         "complete trial's whole time (default: 4; 0: no budget)",
     )
     p.add_argument(

@@ -56,15 +56,17 @@ def test_outcomes_that_noise_may_have_caused_are_measured_again(state, reason) -
 
 def test_a_trial_compiling_past_its_budget_is_stopped_and_an_explicit_limit_replaces_the_budget() -> None:
     loop = loop_with(optuna.trial.TrialState.COMPLETE)
-    loop.baselines = {"compile": {"compile_seconds": 10.0}}
-    assert compile_limit(loop) == (40.0, "4x plain torch.compile's 10.0 s (--compile-budget)")
+    loop.baselines = {"compile": {"compile_seconds": 20.0}}
+    assert compile_limit(loop) == (80.0, "4x plain torch.compile's 20.0 s (--compile-budget)")
     monitor = Monitor(loop, loop.study.ask(), "trial 1")
     monitor({"event": "phase", "phase": "compile"})
-    monitor.phase_started = time.monotonic() - 39
+    monitor.phase_started = time.monotonic() - 79
     assert monitor(None) is None
-    monitor.phase_started = time.monotonic() - 41
-    assert monitor(None) == "compile ran past 40 s: 4x plain torch.compile's 10.0 s (--compile-budget)"
-    assert monitor({"event": "compiled", "compile_seconds": 45.0}).startswith("compile took 45 s, more than 40 s")
+    monitor.phase_started = time.monotonic() - 81
+    assert monitor(None) == "compile ran past 80 s: 4x plain torch.compile's 20.0 s (--compile-budget)"
+    assert monitor({"event": "compiled", "compile_seconds": 85.0}).startswith("compile took 85 s, more than 80 s")
+    loop.baselines = {"compile": {"compile_seconds": 5.0}}  # 4x would be 20 s: a busy moment could reach that
+    assert compile_limit(loop) == (60.0, "4x plain torch.compile's 5.0 s (--compile-budget), but never less than 60 s")
 
     loop.options.max_compile_seconds = 25.0
     assert compile_limit(loop) == (25.0, "--max-compile-seconds 25")
@@ -81,9 +83,11 @@ def test_under_time_to_a_trial_still_compiling_past_the_best_whole_time_cannot_w
     harness = Harness(spec="m:w", summary=WorkloadSummary(spec="m:w", task="infer"))
     options = SearchOptions(model="m:w", device="cpu", objective="time-to:100")
     loop = TrialLoop(study, harness, options, Objective.parse("time-to:100"), lambda *args: None)
-    loop.baselines = {"compile": {"compile_seconds": 10.0}}
+    loop.baselines = {"compile": {"compile_seconds": 20.0}}
     limit, why = compile_limit(loop)
     assert limit == 30.0
     assert why == "the best complete trial's whole time-to:100 took 30.0 s, so it cannot win"
-    loop.baselines = {"compile": {"compile_seconds": 5.0}}  # a budget of 20 s is the tighter one now
-    assert compile_limit(loop)[0] == 20.0
+    study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.COMPLETE, value=500.0))
+    assert compile_limit(loop)[0] == 30.0, "the best trial's time bounds, not the latest"
+    loop.options.compile_budget = 1.0  # a budget of 1 x 20 s, floored at 60 s, is looser than 30 s
+    assert compile_limit(loop)[0] == 30.0

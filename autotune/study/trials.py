@@ -30,6 +30,8 @@ from autotune.trial.runner import process_alive, run_trial
 
 __all__ = ["DETERMINISTIC_FAILURES", "LoopOptions", "Monitor", "TrialLoop", "compile_limit"]
 
+MIN_COMPILE_BUDGET = 60.0
+"""Seconds the compile budget never goes below: a model that compiles in seconds is not stopped by a busy moment."""
 DETERMINISTIC_FAILURES = ("invalid_config", "accuracy", "graph_break", "compile_error", "recompile_limit", "unsettled")
 """Failure reasons that measuring again would repeat, so a twin may reuse them."""
 
@@ -263,7 +265,8 @@ def compile_limit(loop: TrialLoop) -> tuple[float | None, str]:
     """How long a trial may compile before it is stopped, and why; (None, "") when there is no limit.
 
     `--max-compile-seconds` when given; otherwise the smaller of the compile budget (a multiple
-    of plain torch.compile's compile time, as this session measured it) and, for time-to:N,
+    of plain torch.compile's compile time, as this session measured it, and at least
+    MIN_COMPILE_BUDGET) and, for time-to:N,
     the best complete trial's whole time: a trial still compiling past that cannot win.
     """
     options = loop.options
@@ -272,12 +275,11 @@ def compile_limit(loop: TrialLoop) -> tuple[float | None, str]:
     limits: list[tuple[float, str]] = []
     plain = loop.baselines.get("compile", {}).get("compile_seconds")
     if options.compile_budget and plain:
-        limits.append(
-            (
-                options.compile_budget * plain,
-                f"{options.compile_budget:g}x plain torch.compile's {plain:.1f} s (--compile-budget)",
-            )
-        )
+        budget = options.compile_budget * plain
+        why = f"{options.compile_budget:g}x plain torch.compile's {plain:.1f} s (--compile-budget)"
+        if budget < MIN_COMPILE_BUDGET:
+            budget, why = MIN_COMPILE_BUDGET, f"{why}, but never less than {MIN_COMPILE_BUDGET:.0f} s"
+        limits.append((budget, why))
     best = loop.best_total_seconds()
     if best is not None:
         limits.append((best, f"the best complete trial's whole {loop.objective} took {best:.1f} s, so it cannot win"))
