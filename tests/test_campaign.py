@@ -294,3 +294,16 @@ def test_a_machine_that_got_slower_as_a_whole_is_no_regression() -> None:
 def test_a_drop_whose_interval_overlaps_the_recorded_one_is_not_called_a_regression() -> None:
     noisy = retune_campaign([100, 150, 100])
     assert verdict(noisy, compile=Interval(1.3, 1.0, 1.6, 3)).decision == "unchanged"
+
+
+def test_a_configuration_confirmed_faster_than_plain_compile_but_slower_than_eager_is_not_exported() -> None:
+    # Compiling costs a fixed pause per step: every compiled subject runs at ~1% of eager. The configuration
+    # (plain compile's twin) edges plain compile out by 0.2% in every round, an interval wholly above 1.
+    measured = campaign(
+        eager=[170_000.0, 205_000.0], compile=[1389.0, 1376.0], **{"trial 7": [1392.0 * 1.0001, 1379.0 * 1.0002]}
+    )
+    assert measured.ratio("trial 7", "compile").low > 1.0
+    choice = choose(measured)
+    assert choice.subject == "eager" and choice.config.scope == "none"
+    assert choice.verdict.startswith("No compilation is exported: eager ran ")
+    assert "no configuration beat eager (the best, trial 7, ran 0.0" in choice.verdict

@@ -306,7 +306,8 @@ def test_a_multi_objective_search_exports_its_pareto_front_and_export_can_pick_a
     argv = [
         "search", "--model", SPEC, "--space", "quick", "--trials", "1", "--confirm", "1", "--rounds", "1",
         "--max-rounds", "1", "--windows", "2", "--fresh-batches", "4", "--device", "cpu", "--out", str(out),
-        "--objective", "throughput,compile-time", "--no-compile-cache", "--no-doctor", "--slow-ratio", "0",
+        "--objective", "throughput,compile-time", "--no-compile-cache", "--no-doctor", "--no-recipes",
+        "--slow-ratio", "0",
     ]  # fmt: skip
     with contextlib.redirect_stdout(io.StringIO()) as printed:
         assert cli.main(argv) == 0

@@ -59,12 +59,17 @@ class Choice:
 
 def choose(campaign: Campaign, *, min_gain: float = 0.0) -> Choice:
     """The subject to export from a campaign that measured both baselines and the candidates."""
+    eager_vs_compile = campaign.ratio("eager", "compile")
+    eager_leads = campaign.failure("compile") is not None or (
+        eager_vs_compile is not None and eager_vs_compile.low > 1.0
+    )
     candidates = []
     for name, subject in campaign.subjects.items():
         if name in BASELINES or subject.config is None or campaign.failure(name) is not None:
             continue
         versus = campaign.ratio(name, "compile")
-        if versus is not None:
+        # Where eager is confirmed faster than plain compile, a configuration must beat eager too.
+        if versus is not None and (not eager_leads or _beats(campaign.ratio(name, "eager"), min_gain)):
             candidates.append((versus, name))
     best = max(candidates, key=lambda c: c[0].median, default=None)
     if best is not None and best[0].low > 1.0 + min_gain:
@@ -76,9 +81,8 @@ def choose(campaign: Campaign, *, min_gain: float = 0.0) -> Choice:
         if eager is not None:
             text += f" and {show_interval(eager.to_dict())} eager"
         return Choice(subject=name, exported=name, config=subject.config, trial=subject.trial, verdict=text + ".")
-    why = _why_no_trial(best, campaign)
-    eager_vs_compile = campaign.ratio("eager", "compile")
-    if campaign.failure("compile") is not None or (eager_vs_compile is not None and eager_vs_compile.low > 1.0):
+    why = _why_no_trial(best, campaign) if best is not None or not eager_leads else _why_not_eager(campaign)
+    if eager_leads:
         reason = (
             "plain torch.compile failed"
             if campaign.failure("compile") is not None
@@ -98,6 +102,22 @@ def choose(campaign: Campaign, *, min_gain: float = 0.0) -> Choice:
         trial=None,
         verdict=f"Plain torch.compile is exported: {why}.",
     )
+
+
+def _beats(versus: Interval | None, min_gain: float) -> bool:
+    return versus is not None and versus.low > 1.0 + min_gain
+
+
+def _why_not_eager(campaign: Campaign) -> str:
+    """Why no configuration is exported when eager leads plain compile: none is confirmed faster than eager."""
+    measured = [n for n in campaign.subjects if n not in BASELINES and campaign.failure(n) is None]
+    if not measured:
+        return _why_no_trial(None, campaign)
+    ratios = [(campaign.ratio(n, "eager"), n) for n in measured]
+    versus, name = max(
+        ((r, n) for r, n in ratios if r is not None), key=lambda c: c[0].median, default=(None, measured[0])
+    )
+    return f"no configuration beat eager (the best, {name}, ran {show_interval(versus.to_dict() if versus else None)} eager)"
 
 
 def _why_no_trial(best: tuple[Interval, str] | None, campaign: Campaign) -> str:

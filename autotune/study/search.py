@@ -394,13 +394,16 @@ def _confirm(search: _Search) -> measurement.Campaign | None:
     """Re-measure the best trials with both baselines in rotated rounds; store the campaign in the study."""
     count = search.options.confirm
     top = search.loop.front_distinct(count) if search.objectives.multi else search.loop.best_distinct(count)
-    if not top:
+    complete = [t for t in search.loop.finished() if t.state == optuna.trial.TrialState.COMPLETE]
+    if not top and (not count or not complete):
         return None
     which = "Pareto-front" if search.objectives.multi else "best"
-    search._note(
-        f"confirming the {which} {len(top)} trial(s) against eager and plain torch.compile: "
-        f"{search.options.rounds} to {search.options.max_rounds} rotated rounds"
+    what = (
+        f"the {which} {len(top)} trial(s) against eager and plain torch.compile"
+        if top
+        else "eager against plain torch.compile (every complete trial compiled plain torch.compile itself)"
     )
+    search._note(f"confirming {what}: {search.options.rounds} to {search.options.max_rounds} rotated rounds")
     subjects = Subject.baselines() + [
         Subject(
             name=f"trial {t.number}",

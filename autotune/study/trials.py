@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import optuna
 
 from autotune.errors import ConfigError, SpaceError
+from autotune.runtime.config import CompileConfig
 from autotune.study.campaign import Harness
 from autotune.study.format import utc_now
 from autotune.study.objective import Objective, Objectives, trial_value
@@ -113,11 +114,11 @@ class TrialLoop:
         return statistics.median(durations) if durations else None
 
     def best_distinct(self, count: int) -> list[optuna.trial.FrozenTrial]:
-        """The `count` best complete trials, one per configuration."""
+        """The `count` best complete trials, one per configuration, plain torch.compile (a baseline) left out."""
         complete = [
             t
             for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-            if "duplicate_of" not in t.user_attrs and trial_value(t) is not None
+            if "duplicate_of" not in t.user_attrs and trial_value(t) is not None and not _plain(t)
         ]
         complete.sort(key=lambda t: trial_value(t) or 0.0, reverse=self.objective.direction == "maximize")
         chosen: list[optuna.trial.FrozenTrial] = []
@@ -132,7 +133,7 @@ class TrialLoop:
         """Up to `count` trials of a multi-objective study's Pareto front, one per configuration, spread along it."""
         chosen: list[optuna.trial.FrozenTrial] = []
         for trial in self.study.best_trials:
-            if "duplicate_of" in trial.user_attrs or trial_value(trial) is None:
+            if "duplicate_of" in trial.user_attrs or trial_value(trial) is None or _plain(trial):
                 continue
             if all(other.user_attrs.get("config") != trial.user_attrs.get("config") for other in chosen):
                 chosen.append(trial)
@@ -250,6 +251,11 @@ class TrialLoop:
         else:
             self._tell(trial, state=twin.state)
         self._note(f"trial {trial.number}: same configuration as trial {twin.number}; its outcome is reused")
+
+
+def _plain(trial: optuna.trial.FrozenTrial) -> bool:
+    """Whether a trial compiled plain torch.compile (the plain recipe): the baseline measures that in every round."""
+    return trial.user_attrs.get("config") == CompileConfig().to_dict()
 
 
 def _still_running(trial: optuna.trial.FrozenTrial, timeout: float) -> bool:
