@@ -80,6 +80,7 @@ def test_recompiles_on_a_varying_length_name_the_input_axis_and_how_to_avoid_the
     recompile = diagnosis.recompiles[0]
     assert recompile.kind == "size" and recompile.count >= 1
     assert recompile.changes[0] == "5 → 9"  # the first two batches' lengths
+    assert recompile.functions == (f"forward (doctor.py:{line_of('tagger')})",)  # where the recompiled code starts
     assert "mark_dynamic(batch['tokens'], 1)" in recompile.hint
     assert "dynamic_dims={'tokens': [1]}" in recompile.hint  # not declared: say how to declare it
     assert "tokens:1: mark it dynamic or pad to a multiple of 8" in diagnosis.verdict()

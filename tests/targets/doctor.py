@@ -42,7 +42,7 @@ class Tagger(nn.Module):
         super().__init__()
         self.body = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4))
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:  # doctor: tagger
         return self.body(tokens).softmax(-1)
 
 
