@@ -246,7 +246,7 @@ def _group_breaks(records: Sequence[Mapping[str, Any]]) -> list[GraphBreak]:
         detailed = next((r for r in group if r.get("stack")), group[0])
         stack = [f for f in detailed.get("stack", []) if _model_frame(f["file"])]
         functions = [f["function"] for f in detailed.get("stack", [])]
-        text = " ".join(str(r.get(k, "")) for r in group[:1] for k in ("summary", "explanation", "context"))
+        text = " ".join(str(detailed.get(k, "")) for k in ("summary", "explanation", "context"))
         cause = break_cause(text, functions)
         torch_hints = list(detailed.get("torch_hints", []))
         breaks.append(
