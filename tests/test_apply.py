@@ -55,7 +55,12 @@ class Run:
     graphs: int
 
 
-def train(toy: Workload, apply: Callable | None = None, prepare: Callable = lambda b: b) -> Run:
+def train(
+    toy: Workload,
+    apply: Callable | None = None,
+    prepare: Callable = lambda b: b,
+    backward: Callable = torch.Tensor.backward,
+) -> Run:
     """Two training steps from the toy's initial weights, optionally compiled by generated code."""
     model = copy.deepcopy(toy.model)
     optimizer = toy.optimizer(model.parameters())  # type: ignore[misc]
@@ -67,7 +72,7 @@ def train(toy: Workload, apply: Callable | None = None, prepare: Callable = lamb
         batch = prepare(batch)
         output = toy.run_forward(model, batch)
         loss = toy.compute_loss(output, batch)
-        loss.backward()
+        backward(loss)
         optimizer.step()
         optimizer.zero_grad()
         losses.append(loss.detach())
@@ -208,3 +213,62 @@ def test_modular_inference_with_per_module_settings(
     assert run.graphs >= 3  # one per compiled module
     longest = toy_summary.max_lengths["input_ids"][1]
     assert all(tensor.shape[1] == longest for batch in run.prepared for tensor in batch.values())
+
+
+@pytest.fixture
+def global_settings() -> Any:
+    """The stance and matmul precision are process-wide: put them back for the tests after this one."""
+    precision = torch.get_float32_matmul_precision()
+    yield
+    torch.compiler.set_stance("default")
+    torch.set_float32_matmul_precision(precision)
+
+
+def test_training_with_lite_mode_compiled_autograd_and_eager_rare_shapes(
+    toy: Workload, toy_summary: WorkloadSummary, eager_train: Run, global_settings: None
+) -> None:
+    config = CompileConfig(
+        mode="lite",
+        mark_dynamic=MARKS,
+        recompile_limit=2,
+        stance_after_warmup="eager_on_recompile",
+        compiled_autograd=True,
+        compile_optimizer=True,
+        optimizer_mode="max-autotune-no-cudagraphs",
+    )
+    module = generated(config, toy_summary)
+    captures = counters["compiled_autograd"]["captures"]
+
+    run = train(toy, module.apply_compilation, module.prepare_batch, module.backward)
+
+    assert_matches_eager(run, eager_train)
+    assert counters["compiled_autograd"]["captures"] > captures, "the backward pass was captured and compiled"
+    assert module.COMPILE_KWARGS["recompile_limit"] == 2
+    assert module.OPTIMIZER_COMPILE_KWARGS == {"fullgraph": False, "mode": "max-autotune-no-cudagraphs"}
+    # After warm-up, a batch of another size would need a compile: it runs eagerly instead.
+    module.finish_warmup()
+    graphs = counters["stats"]["unique_graphs"]
+    odd = module.prepare_batch(toy_batch([30, 5], seed=3))
+    loss = toy.compute_loss(toy.run_forward(run.model, odd), odd)
+    assert torch.isfinite(loss)
+    assert counters["stats"]["unique_graphs"] == graphs, "nothing compiled after finish_warmup()"
+
+
+def test_inference_with_unbacked_marks_freezing_and_high_matmul_precision(
+    toy: Workload, toy_summary: WorkloadSummary, eager_infer: Run, global_settings: None
+) -> None:
+    config = CompileConfig(
+        mode=None,
+        options={"freezing": True, "cpp.weight_prepack": True},
+        mark_dynamic=MARKS,
+        mark_as="unbacked",
+        float32_matmul_precision="high",
+    )
+    module = generated(config, replace(toy_summary, task="infer"))
+
+    run = infer(toy, module.apply_compilation, module.prepare_batch)
+
+    assert torch.get_float32_matmul_precision() == "high"
+    assert_matches_eager(run, eager_infer)
+    for batch in run.prepared:
+        assert all(1 in getattr(tensor, "_dynamo_unbacked_indices", ()) for tensor in batch.values()), batch

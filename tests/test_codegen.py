@@ -359,3 +359,65 @@ def test_torch_modules_are_really_compiled(scope: str) -> None:
     assert counters["frames"]["ok"] - frames == {"whole": 1, "modular": 2, "regional": 2}[scope]
     assert list(model.state_dict()) == keys
     torch.testing.assert_close(model(torch.ones(2, 4)), expected)
+
+
+NEWER = [
+    (CompileConfig(mode="lite"), ["COMPILE_KWARGS = {", "'mode': 'lite'"]),
+    (
+        CompileConfig(mark_dynamic=MARKS, mark_as="unbacked"),
+        ["# 'dynamic': torch._dynamo.mark_dynamic; 'unbacked': mark_unbacked", "MARK_AS = 'unbacked'"],
+    ),
+    (CompileConfig(recompile_limit=2), ["'recompile_limit': 2"]),
+    (
+        CompileConfig(stance_after_warmup="eager_on_recompile"),
+        ["def finish_warmup():", "# Shapes compiled so far keep", "torch.compiler.set_stance('eager_on_recompile')"],
+    ),
+    (
+        CompileConfig(compiled_autograd=True),
+        ["def backward(loss):", "# Compiled autograd:", "BACKWARD_COMPILE_KWARGS = {", "compiled_autograd._enable("],
+    ),
+    (
+        CompileConfig(compile_optimizer=True, optimizer_mode="max-autotune-no-cudagraphs"),
+        ["OPTIMIZER_COMPILE_KWARGS = {'fullgraph': False, 'mode': 'max-autotune-no-cudagraphs'}"],
+    ),
+    (
+        CompileConfig(float32_matmul_precision="high"),
+        [
+            "# Changes numerics (searched only with --allow-precision-changes)",
+            "torch.set_float32_matmul_precision('high')",
+        ],
+    ),
+    (CompileConfig(mode=None, options={"cpp_wrapper": True, "cpp.dynamic_threads": True}), ["'cpp_wrapper': True"]),
+]
+
+
+def test_each_newer_dimension_is_readable_code_that_runs_without_autotune(
+    toy_summary: WorkloadSummary, tmp_path: Path
+) -> None:
+    files = []
+    for index, (config, lines) in enumerate(NEWER):
+        source = generate(config, toy_summary)
+        ast.parse(source)
+        assert_torch_and_stdlib_only(source)
+        for line in lines:
+            assert line in source, (config.describe(), line)
+        path = tmp_path / f"apply_{index}.py"
+        path.write_text(source)
+        files.append(str(path))
+        module = codegen.load_module(source)
+        assert callable(module.finish_warmup) and callable(module.backward)
+    assert "set_stance" not in generate(CompileConfig(), toy_summary), "the default stance needs no code"
+    child = subprocess.run(
+        [sys.executable, "-I", "-c", CHILD, *files], capture_output=True, text=True, cwd=tmp_path, timeout=300
+    )
+    assert child.returncode == 0, child.stderr[-3000:]
+    report = json.loads(child.stdout.splitlines()[-1])["results"]
+    assert report[files[5]]["optimizer_compiled"] is True
+    assert all(result["state_dict_unchanged"] for result in report.values())
+
+
+def test_a_precision_change_is_said_in_the_header(toy_summary: WorkloadSummary) -> None:
+    source = generate(CompileConfig(float32_matmul_precision="medium"), toy_summary)
+    header = ast.get_docstring(ast.parse(source)) or ""
+    assert "changes numerics" in header and "looser accuracy tolerance" in header
+    assert "changes numerics" not in (ast.get_docstring(ast.parse(generate(CompileConfig(), toy_summary))) or "")

@@ -78,6 +78,16 @@ def test_every_installed_mode_is_accepted() -> None:
         ({"module_settings": {"head": ModuleSettings()}}, "only the modular scope"),
         ({"scope": "modular", "module_settings": {"head": {"mode": "default"}}}, "expected ModuleSettings"),
         ({"scope": "modular", "module_settings": ["head"]}, "module_settings: expected a mapping"),
+        ({"mark_as": "unbacked"}, "mark_as: 'unbacked' says how marked axes are marked, but none are marked"),
+        ({"mark_as": "static", "mark_dynamic": MARKS}, "mark_as: 'static' is not allowed"),
+        ({"recompile_limit": 0}, "recompile_limit: 0 must be an integer >= 1"),
+        ({"recompile_limit": True}, "recompile_limit: True"),
+        ({"stance_after_warmup": "force_eager"}, "stance_after_warmup: 'force_eager' is not allowed"),
+        ({"compiled_autograd": "yes"}, "compiled_autograd: 'yes' must be true or false"),
+        ({"float32_matmul_precision": "highest"}, "float32_matmul_precision: 'highest' is not allowed"),
+        ({"optimizer_mode": "max-autotune-no-cudagraphs"}, "but compile_optimizer is false"),
+        ({"optimizer_fullgraph": True}, "but compile_optimizer is false"),
+        ({"compile_optimizer": True, "optimizer_mode": "fastest"}, "optimizer_mode: 'fastest'"),
     ],
 )
 def test_invalid_field_is_named_with_its_value(fields: dict, named: str) -> None:
@@ -194,6 +204,18 @@ ROUND_TRIPS = [
             "encoder": ModuleSettings(mode="max-autotune-no-cudagraphs"),
             "head": ModuleSettings(mode=None, options={"coordinate_descent_tuning": True}),
         },
+    ),
+    CompileConfig(
+        mode="lite",
+        mark_dynamic=MARKS,
+        mark_as="unbacked",
+        recompile_limit=2,
+        stance_after_warmup="eager_on_recompile",
+        compiled_autograd=True,
+        compile_optimizer=True,
+        optimizer_mode="max-autotune-no-cudagraphs",
+        optimizer_fullgraph=True,
+        float32_matmul_precision="high",
     ),
 ]
 
@@ -312,3 +334,26 @@ def test_describe_shows_each_modules_own_settings() -> None:
     assert "encoder:max_autotune=True" in described and "encoder:mode=None" not in described
     assert "head:mode=max-autotune" in described
     assert "mode=None" not in CompileConfig(mode=None, options={"max_autotune": True}).describe()
+
+
+def test_the_newer_settings_are_described_and_passed_to_torch_compile() -> None:
+    config = CompileConfig(
+        mark_dynamic=MARKS,
+        mark_as="unbacked",
+        recompile_limit=2,
+        stance_after_warmup="eager_on_recompile",
+        compiled_autograd=True,
+        compile_optimizer=True,
+        optimizer_mode="max-autotune-no-cudagraphs",
+        float32_matmul_precision="high",
+    )
+    text = config.describe()
+    for part in ("mark_as=unbacked", "recompile_limit=2", "then eager_on_recompile", "compiled autograd"):
+        assert part in text
+    assert "compiled optimizer(mode=max-autotune-no-cudagraphs)" in text and "float32 matmul high" in text
+    assert config.compile_kwargs()["recompile_limit"] == 2
+    assert config.optimizer_kwargs() == {"fullgraph": False, "mode": "max-autotune-no-cudagraphs"}
+    assert config.changes_precision and config.falls_back_to_eager
+    assert not CompileConfig().changes_precision and not CompileConfig().falls_back_to_eager
+    unsafe = CompileConfig(mode=None, options={"cpp.enable_unsafe_math_opt_flag": True})
+    assert unsafe.changes_precision

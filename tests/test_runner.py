@@ -5,9 +5,13 @@ from __future__ import annotations
 import os
 import signal
 import time
+from dataclasses import replace
 
 from autotune import CompileConfig, resolve
 from autotune.runtime import codegen
+from autotune.study.campaign import Harness
+from autotune.trial.measure import PRECISION_TOLERANCE
+from autotune.trial.request import Protocol
 from autotune.trial.runner import TrialRequest, run_trial
 
 
@@ -105,3 +109,25 @@ def test_recompile_limit_fallback_to_eager_is_detected() -> None:
     spec = "tests.trial_targets.workloads:recompiles"
     run = run_trial(TrialRequest(spec=spec, source=_source(spec, CompileConfig(dynamic=False)), timeout=300))
     assert run.state == "failed" and run.reason == "recompile_limit", run.message + run.stderr_tail
+
+
+def test_a_configured_recompile_limit_runs_rare_shapes_eagerly_instead_of_failing() -> None:
+    """The same workload as above; a configuration that sets the limit itself means the eager fallback."""
+    spec = "tests.trial_targets.workloads:recompiles"
+    workload = resolve(spec)
+    harness = Harness(spec=spec, summary=workload.summary(spec, workload.draw_batches()), protocol=Protocol(windows=2))
+    request = harness.request(CompileConfig(dynamic=False, recompile_limit=2))
+    assert request.falls_back_to_eager and not request.changes_precision
+    run = run_trial(replace(request, timeout=300))
+    assert run.state == "complete", run.reason + run.message + run.stderr_tail
+
+
+def test_a_precision_change_is_checked_at_the_looser_tolerance_it_says() -> None:
+    spec = "tests.trial_targets.workloads:wrong_when_compiled"
+    workload = resolve(spec)
+    harness = Harness(spec=spec, summary=workload.summary(spec, workload.draw_batches()), protocol=Protocol(windows=2))
+    request = harness.request(CompileConfig(float32_matmul_precision="high"))
+    assert request.changes_precision
+    run = run_trial(replace(request, timeout=300))
+    assert run.state == "failed" and run.reason == "accuracy", run.message + run.stderr_tail
+    assert f"a precision-changing configuration: tolerance {PRECISION_TOLERANCE:g}" in run.message

@@ -30,10 +30,10 @@ def pad_axis(tensor, axis, length, value):
     return torch.cat([tensor, filler], dim=axis)
 
 
-def prepare_inputs(batch, dynamic_dims, pad_values, alignment, max_lengths, mark_dynamic):
-    """Pad each declared dynamic axis, then mark the chosen (input, axis) pairs dynamic."""
+def prepare_inputs(batch, dynamic_dims, pad_values, alignment, max_lengths, mark_dynamic, mark_as="dynamic"):
+    """Pad each declared dynamic axis, then mark the chosen (input, axis) pairs dynamic (or unbacked)."""
     if isinstance(batch, torch.Tensor):
-        return prepare_inputs((batch,), dynamic_dims, pad_values, alignment, max_lengths, mark_dynamic)[0]
+        return prepare_inputs((batch,), dynamic_dims, pad_values, alignment, max_lengths, mark_dynamic, mark_as)[0]
     is_mapping = hasattr(batch, "keys")
     inputs = dict(batch) if is_mapping else dict(enumerate(batch))
     for key, axes in dynamic_dims.items():
@@ -44,8 +44,10 @@ def prepare_inputs(batch, dynamic_dims, pad_values, alignment, max_lengths, mark
             length = padded_length(tensor.shape[axis], alignment, longest)
             tensor = pad_axis(tensor, axis, length, pad_values.get(key, default))
         inputs[key] = tensor
+    # mark_unbacked also drops dynamo's specialization of sizes 0 and 1.
+    mark = torch._dynamo.decorators.mark_unbacked if mark_as == "unbacked" else torch._dynamo.mark_dynamic
     for key, axis in mark_dynamic:
-        torch._dynamo.mark_dynamic(inputs[key], axis)
+        mark(inputs[key], axis)
     if is_mapping:
         return inputs
     values = [inputs[i] for i in range(len(batch))]

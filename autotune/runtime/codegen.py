@@ -49,6 +49,8 @@ def generate(config: CompileConfig, workload: WorkloadSummary, *, created: str, 
         _apply_function(config),
         _COMPILE_IN_PLACE,
         _prepare_function(),
+        _finish_warmup_function(config),
+        _backward_function(config),
         "# Batch preparation, shared with autotune's own measurements.\n\n\n" + inspect.getsource(_HELPERS[0]),
         *(inspect.getsource(helper) for helper in _HELPERS[1:]),
         "# Optional: start compiling warm from the artifacts autotune saved (compile_cache.bin).\n\n\n"
@@ -84,8 +86,9 @@ def _check_fits(config: CompileConfig, workload: WorkloadSummary) -> None:
     unknown = sorted(set(config.module_settings) - set(workload.modules))
     if unknown:
         raise ConfigError(f"module_settings: {unknown} are not among the workload's modules {list(workload.modules)}.")
-    if config.compile_optimizer and workload.task != "train":
-        raise ConfigError(f"compile_optimizer: true needs a train workload, but the task is {workload.task!r}.")
+    for name in ("compile_optimizer", "compiled_autograd"):
+        if getattr(config, name) and workload.task != "train":
+            raise ConfigError(f"{name}: true needs a train workload, but the task is {workload.task!r}.")
     for key, axis in config.mark_dynamic:
         if axis not in workload.dynamic_dims.get(key, ()):
             declared = {k: list(v) for k, v in workload.dynamic_dims.items()}
@@ -123,6 +126,23 @@ def _header(config: CompileConfig, workload: WorkloadSummary, created: str, vers
             "at the start of every step, and read (or clone) what a step returns before the next",
             "step runs, since the next replay overwrites it.",
         ]
+    if config.stance_after_warmup != "default":
+        lines += [
+            "",
+            "Call finish_warmup() once the usual input shapes have run: from then on, a shape with no",
+            "compiled code runs eagerly instead of compiling.",
+        ]
+    if config.compiled_autograd:
+        lines += [
+            "",
+            "The backward pass is compiled too (compiled autograd): call backward(loss) instead of loss.backward().",
+        ]
+    if config.changes_precision:
+        lines += [
+            "",
+            "This configuration changes numerics (float32 matmul precision or unsafe math): results may",
+            "differ from eager by more than rounding. It was accepted within a looser accuracy tolerance.",
+        ]
     if config.compile_optimizer:
         lines += [
             "",
@@ -158,8 +178,13 @@ def _settings(config: CompileConfig, workload: WorkloadSummary) -> str:
         blocks.append(_assign("# torch.compile arguments for each block.", "COMPILE_KWARGS", config.compile_kwargs()))
     if config.compile_optimizer:
         blocks.append(
-            _assign("# torch.compile arguments for optimizer.step.", "OPTIMIZER_COMPILE_KWARGS", {"fullgraph": False})
+            _assign(
+                "# torch.compile arguments for optimizer.step.", "OPTIMIZER_COMPILE_KWARGS", config.optimizer_kwargs()
+            )
         )
+    if config.compiled_autograd:
+        kwargs = {k: v for k, v in config.compile_kwargs().items() if k not in ("fullgraph", "recompile_limit")}
+        blocks.append(_assign("# torch.compile arguments for the backward graph.", "BACKWARD_COMPILE_KWARGS", kwargs))
     dims = {validate_input_key(k, "dynamic_dims"): tuple(v) for k, v in workload.dynamic_dims.items()}
     needed_lengths = config.padding_alignment == "max"
     blocks += [
@@ -180,6 +205,11 @@ def _settings(config: CompileConfig, workload: WorkloadSummary) -> str:
         _assign(
             "# (input, axis) pairs passed to torch._dynamo.mark_dynamic.", "MARK_DYNAMIC", tuple(config.mark_dynamic)
         ),
+        _assign(
+            "# 'dynamic': torch._dynamo.mark_dynamic; 'unbacked': mark_unbacked (no 0/1 specialization).",
+            "MARK_AS",
+            config.mark_as,
+        ),
     ]
     return "\n\n".join(blocks)
 
@@ -198,6 +228,13 @@ def _apply_function(config: CompileConfig) -> str:
             "        compile_in_place(block, COMPILE_KWARGS)",
         ],
     }[config.scope]
+    if config.float32_matmul_precision is not None:
+        body = [
+            "# Changes numerics (searched only with --allow-precision-changes): float32 matmuls may",
+            "# use faster, less exact passes (TF32 or bfloat16 where the hardware has them).",
+            f"torch.set_float32_matmul_precision({_literal(config.float32_matmul_precision)})",
+            *body,
+        ]
     if config.compile_optimizer:
         body += [
             "if optimizer is not None:",
@@ -217,9 +254,45 @@ def _prepare_function() -> str:
         [
             "def prepare_batch(batch):",
             '    """Pad the dynamic inputs as configured and mark the chosen axes dynamic; returns the batch."""',
-            "    return prepare_inputs(batch, DYNAMIC_DIMS, PAD_VALUES, PADDING_ALIGNMENT, MAX_LENGTHS, MARK_DYNAMIC)",
+            "    return prepare_inputs(",
+            "        batch, DYNAMIC_DIMS, PAD_VALUES, PADDING_ALIGNMENT, MAX_LENGTHS, MARK_DYNAMIC, MARK_AS",
+            "    )",
         ]
     )
+
+
+def _finish_warmup_function(config: CompileConfig) -> str:
+    if config.stance_after_warmup == "default":
+        body = ["# Nothing to do: this configuration compiles every new input shape it meets."]
+    else:
+        body = [
+            "# Shapes compiled so far keep their compiled code; a shape that would need a new",
+            "# compile runs eagerly instead (rare lengths cost no compile time).",
+            f"torch.compiler.set_stance({_literal(config.stance_after_warmup)})",
+        ]
+    lines = [
+        "def finish_warmup():",
+        '    """Call once the usual input shapes have each run a step (autotune measured it that way)."""',
+        *("    " + line for line in body),
+    ]
+    return "\n".join(lines)
+
+
+def _backward_function(config: CompileConfig) -> str:
+    if config.compiled_autograd:
+        body = [
+            "# Compiled autograd: the backward pass is captured as a graph and compiled as well.",
+            "with torch._dynamo.compiled_autograd._enable(torch.compile(**BACKWARD_COMPILE_KWARGS)):",
+            "    loss.backward()",
+        ]
+    else:
+        body = ["loss.backward()"]
+    lines = [
+        "def backward(loss):",
+        '    """Run the backward pass of `loss` the way autotune measured it."""',
+        *("    " + line for line in body),
+    ]
+    return "\n".join(lines)
 
 
 def _assign(comment: str, name: str, value: Any) -> str:

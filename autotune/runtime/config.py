@@ -18,9 +18,13 @@ from autotune.errors import AutotuneError, ConfigError
 from autotune.runtime.limits import quote
 
 __all__ = [
+    "MATMUL_PRECISIONS",
+    "PRECISION_OPTIONS",
     "SCOPES",
     "SEARCHED_SCOPES",
+    "STANCES",
     "CompileConfig",
+    "MARK_AS",
     "InputKey",
     "ModuleSettings",
     "Padding",
@@ -54,6 +58,15 @@ STRING_OPTIONS = frozenset(
     }
 )
 """Inductor options with string values that are tuning choices (backend lists, search-space sizes)."""
+
+PRECISION_OPTIONS = frozenset({"cpp.enable_unsafe_math_opt_flag"})
+"""Inductor options that change numerics (results may differ from eager beyond rounding)."""
+MATMUL_PRECISIONS = ("high", "medium")
+"""`torch.set_float32_matmul_precision` values below the default 'highest': faster, less exact float32 matmuls."""
+STANCES = ("default", "eager_on_recompile")
+"""The compiler stance after warm-up: keep compiling new shapes, or run shapes not compiled yet eagerly."""
+MARK_AS = ("dynamic", "unbacked")
+"""How chosen axes are marked: `torch._dynamo.mark_dynamic`, or `mark_unbacked` (no 0/1 specialization)."""
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Segments may start with a digit: the children of nn.Sequential and nn.ModuleList are named "0", "1", ...
@@ -226,13 +239,28 @@ class CompileConfig:
     """Modular scope only: per-module mode/options overriding the config's own."""
     compile_optimizer: bool = False
     """Compile `optimizer.step` (training only)."""
+    optimizer_mode: str | None = "default"
+    """The compiled `optimizer.step`'s own mode (needs compile_optimizer)."""
+    optimizer_fullgraph: bool = False
+    """Compile `optimizer.step` as one graph (needs compile_optimizer)."""
+    mark_as: Literal["dynamic", "unbacked"] = "dynamic"
+    """How `mark_dynamic` pairs are marked: `mark_dynamic`, or `mark_unbacked` (no 0/1 specialization)."""
+    recompile_limit: int | None = None
+    """`torch.compile(recompile_limit=N)`: after N compiles of a region, new shapes run it eagerly."""
+    stance_after_warmup: Literal["default", "eager_on_recompile"] = "default"
+    """'eager_on_recompile': once warmed up, shapes without compiled code run eagerly instead of compiling."""
+    compiled_autograd: bool = False
+    """Training: capture and compile the backward pass as a graph too (compiled autograd)."""
+    float32_matmul_precision: Literal["high", "medium"] | None = None
+    """`torch.set_float32_matmul_precision`; None keeps torch's default. Changes numerics."""
 
     def __post_init__(self) -> None:
         _check_mode(self.mode, "mode")
+        _check_mode(self.optimizer_mode, "optimizer_mode")
         # Not `in (None, True, False)`: that lets 1 and 0.0 in.
         if self.dynamic is not None and not isinstance(self.dynamic, bool):
             raise ConfigError(f"dynamic: {quote(self.dynamic)} is not allowed; use None, True or False.")
-        for name in ("fullgraph", "compile_optimizer"):
+        for name in ("fullgraph", "compile_optimizer", "optimizer_fullgraph", "compiled_autograd"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}: {quote(getattr(self, name))} must be true or false.")
         if self.backend not in _backends():
@@ -246,11 +274,47 @@ class CompileConfig:
         if self.scope not in SCOPES:
             raise ConfigError(f"scope: {quote(self.scope)} is not allowed; use one of {SCOPES}.")
         object.__setattr__(self, "module_settings", _check_module_settings(self.module_settings, self.scope))
+        _check_choice(self.mark_as, MARK_AS, "mark_as")
+        if self.mark_as != "dynamic" and not self.mark_dynamic:
+            raise ConfigError(f"mark_as: {quote(self.mark_as)} says how marked axes are marked, but none are marked.")
+        _check_choice(self.stance_after_warmup, STANCES, "stance_after_warmup")
+        if self.float32_matmul_precision is not None:
+            _check_choice(self.float32_matmul_precision, MATMUL_PRECISIONS, "float32_matmul_precision", "or None")
+        limit = self.recompile_limit
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ConfigError(f"recompile_limit: {quote(limit)} must be an integer >= 1, or None (torch's default).")
+        if not self.compile_optimizer and (self.optimizer_mode != "default" or self.optimizer_fullgraph):
+            raise ConfigError(
+                f"optimizer_mode={quote(self.optimizer_mode)}, optimizer_fullgraph={self.optimizer_fullgraph}: "
+                "these set how optimizer.step is compiled, but compile_optimizer is false."
+            )
+        if self.optimizer_mode is None:
+            raise ConfigError("optimizer_mode: None is not allowed; use a mode such as 'default'.")
         if self.dynamic is False and self.mark_dynamic:
             raise ConfigError(
                 f"mark_dynamic: {quote(list(self.mark_dynamic))} conflicts with dynamic=False, which keeps "
                 "every shape static; use dynamic=None to mark chosen axes dynamic."
             )
+
+    @property
+    def changes_precision(self) -> bool:
+        """Whether results may differ from eager beyond rounding (needs --allow-precision-changes to be searched)."""
+        options = [self.options, *(s.options for s in self.module_settings.values())]
+        return self.float32_matmul_precision is not None or any(
+            bool(o.get(name)) for o in options for name in PRECISION_OPTIONS
+        )
+
+    @property
+    def falls_back_to_eager(self) -> bool:
+        """Whether some shapes are meant to run eagerly after warm-up (a recompile limit or the eager stance)."""
+        return self.recompile_limit is not None or self.stance_after_warmup != "default"
+
+    def optimizer_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for `torch.compile(optimizer.step, ...)`."""
+        kwargs: dict[str, Any] = {"fullgraph": self.optimizer_fullgraph}
+        if self.optimizer_mode not in (None, "default"):
+            kwargs["mode"] = self.optimizer_mode
+        return kwargs
 
     @property
     def uses_cuda_graphs(self) -> bool:
@@ -263,6 +327,8 @@ class CompileConfig:
         settings = self.module_settings.get(module_path) if module_path else None
         mode, options = (settings.mode, settings.options) if settings else (self.mode, self.options)
         kwargs: dict[str, Any] = {"backend": self.backend, "fullgraph": self.fullgraph, "dynamic": self.dynamic}
+        if self.recompile_limit is not None:
+            kwargs["recompile_limit"] = self.recompile_limit
         if options:
             kwargs["options"] = dict(options)
         elif mode not in (None, "default"):
@@ -285,6 +351,13 @@ class CompileConfig:
             "scope": self.scope,
             "module_settings": {path: s.to_dict() for path, s in self.module_settings.items()},
             "compile_optimizer": self.compile_optimizer,
+            "optimizer_mode": self.optimizer_mode,
+            "optimizer_fullgraph": self.optimizer_fullgraph,
+            "mark_as": self.mark_as,
+            "recompile_limit": self.recompile_limit,
+            "stance_after_warmup": self.stance_after_warmup,
+            "compiled_autograd": self.compiled_autograd,
+            "float32_matmul_precision": self.float32_matmul_precision,
         }
 
     @classmethod
@@ -326,8 +399,20 @@ class CompileConfig:
                 f"{k}={v}" for k, v in s.options.items()
             ]
             parts.append(f"{path}:" + ",".join(own))
+        if self.mark_as != "dynamic":
+            parts.append(f"mark_as={self.mark_as}")
+        if self.recompile_limit is not None:
+            parts.append(f"recompile_limit={self.recompile_limit}")
+        if self.stance_after_warmup != "default":
+            parts.append(f"then {self.stance_after_warmup}")
+        if self.compiled_autograd:
+            parts.append("compiled autograd")
         if self.compile_optimizer:
-            parts.append("compiled optimizer")
+            own = [f"mode={self.optimizer_mode}"] if self.optimizer_mode != "default" else []
+            own += ["fullgraph"] if self.optimizer_fullgraph else []
+            parts.append("compiled optimizer" + (f"({','.join(own)})" if own else ""))
+        if self.float32_matmul_precision is not None:
+            parts.append(f"float32 matmul {self.float32_matmul_precision}")
         return " ".join(parts)
 
 
@@ -356,6 +441,11 @@ def _check_mark_dynamic(marks: object) -> tuple[tuple[InputKey, int], ...]:
             raise ConfigError(f"mark_dynamic.{key}: axis {quote(axis)} must be an integer >= 0.")
         pairs.add((key, axis))
     return tuple(sorted(pairs, key=lambda p: (str(type(p[0])), str(p[0]), p[1])))
+
+
+def _check_choice(value: object, allowed: tuple[str, ...], what: str, extra: str = "") -> None:
+    if not isinstance(value, str) or value not in allowed:
+        raise ConfigError(f"{what}: {quote(value)} is not allowed; use one of {allowed}{' ' + extra if extra else ''}.")
 
 
 def _check_padding(padding: object) -> None:

@@ -79,6 +79,8 @@ class Harness:
             seed=self.seed,
             protocol=self.protocol.to_dict(),
             uses_cuda_graphs=bool(config and config.uses_cuda_graphs),
+            falls_back_to_eager=bool(config and config.falls_back_to_eager),
+            changes_precision=bool(config and config.changes_precision),
             timeout=self.timeout,
         )
 

@@ -21,6 +21,7 @@ import torch
 from torch._dynamo.utils import counters
 
 __all__ = [
+    "PRECISION_TOLERANCE",
     "Stopwatch",
     "calibration_probe",
     "cpu_times",
@@ -169,6 +170,10 @@ def working_dtype(autocast: torch.dtype | None, model: torch.nn.Module) -> torch
         if low in dtypes:
             return low
     return None
+
+
+PRECISION_TOLERANCE = 5e-2
+"""Relative-error tolerance for a configuration that changes numerics (TF32/bf16 matmuls, unsafe math)."""
 
 
 def tolerance_for(dtype: torch.dtype | None) -> float:

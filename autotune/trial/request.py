@@ -75,6 +75,10 @@ class TrialRequest:
     seed: int = 0
     protocol: dict[str, Any] = field(default_factory=dict)
     uses_cuda_graphs: bool = False
+    falls_back_to_eager: bool = False
+    """The configuration runs some shapes eagerly on purpose (a recompile limit): hitting the limit is no failure."""
+    changes_precision: bool = False
+    """The configuration changes numerics: its accuracy is checked against `PRECISION_TOLERANCE`."""
     timeout: float = 900.0
     """Hard wall-clock limit for the whole worker, in seconds."""
     save_cache_path: str | None = None

@@ -89,6 +89,8 @@ def _run_in(workdir: Path, request: TrialRequest, monitor: Monitor) -> TrialRun:
         "seed": request.seed,
         "protocol": request.protocol,
         "uses_cuda_graphs": request.uses_cuda_graphs,
+        "falls_back_to_eager": request.falls_back_to_eager,
+        "changes_precision": request.changes_precision,
         "source": request.source,
         "source_path": str(source_path),
         "save_cache_path": request.save_cache_path,
