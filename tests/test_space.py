@@ -7,7 +7,8 @@ import pytest
 
 from autotune.errors import SpaceError
 from autotune.runtime.summary import WorkloadSummary
-from autotune.study.space import bundled_spaces, load_space
+from autotune.study import space as space_module
+from autotune.study.space import bundled_spaces, load_space, params_for
 
 TOY_LIKE = WorkloadSummary(
     spec="examples.toy:model",
@@ -130,3 +131,98 @@ def test_max_padding_is_offered_only_for_declared_longest_lengths() -> None:
         **{**TOY_LIKE.to_dict(), "max_lengths": lengths, "modules": TOY_LIKE.modules, "blocks": TOY_LIKE.blocks}
     )
     assert "max" in load_space("default").adapt(declared, "cpu", shared_lengths=SHARED).padding_alignment
+
+
+# -- the newer dimensions ------------------------------------------------------------------------
+
+NEWER = ("mark_as", "recompile_limit", "stance_after_warmup", "compiled_autograd")
+
+
+def test_the_installed_torch_has_every_newer_dimension_and_the_thorough_space_keeps_them() -> None:
+    assert all(space_module.has_feature(name) for name in space_module.FEATURES)
+    space = load_space("thorough").adapt(TOY_LIKE, "cpu", shared_lengths=SHARED, allow_precision_changes=True)
+    dims = space.dimensions()
+    assert "lite" in dims["mode"]
+    assert dims["mark_as"] == ("dynamic", "unbacked") and dims["recompile_limit"] == (None, 2)
+    assert dims["stance_after_warmup"] == ("default", "eager_on_recompile") and dims["compiled_autograd"] == (
+        False,
+        True,
+    )
+    assert dims["float32_matmul_precision"] == (None, "high", "medium")
+    for option in ("cpp_wrapper", "aggressive_fusion", "cpp.dynamic_threads", "cpp.enable_unsafe_math_opt_flag"):
+        assert f"options.{option}" in dims
+
+
+def test_what_the_installed_torch_lacks_is_dropped_with_a_note_and_never_sampled(monkeypatch) -> None:
+    """Probe names this torch does not have, as an older release would answer."""
+    modes = tuple(m for m in space_module.available_modes() if m != "lite")
+    monkeypatch.setattr(space_module, "available_modes", lambda: modes)
+    defaults = {k: v for k, v in space_module.inductor_option_defaults().items() if k != "cpp_wrapper"}
+    monkeypatch.setattr(space_module, "inductor_option_defaults", lambda: defaults)
+    monkeypatch.setitem(space_module.FEATURES, "mark_as", ("torch._dynamo.decorators", "mark_no_such_thing"))
+    monkeypatch.setitem(space_module.FEATURES, "recompile_limit", ("torch", "compile:no_such_keyword"))
+    monkeypatch.setitem(space_module.FEATURES, "stance_after_warmup", ("torch.compiler", "set_stance:no_such_stance"))
+    monkeypatch.setitem(space_module.FEATURES, "compiled_autograd", ("torch._dynamo.no_such_module", "_enable"))
+
+    space = load_space("thorough").adapt(TOY_LIKE, "cpu", shared_lengths=SHARED)
+
+    missing = [note for note in space.dropped if "not in the installed torch" in note]
+    for what in ("mode ['lite']", "option cpp_wrapper", "mark_as ['unbacked']", "recompile_limit [2]"):
+        assert any(note.startswith(what) for note in missing), (what, space.dropped)
+    assert any(note.startswith("stance_after_warmup ['eager_on_recompile']") for note in missing)
+    assert any(note.startswith("compiled_autograd [True]") for note in missing)
+    for config in _sample(space, 80):
+        assert config.mode != "lite" and "cpp_wrapper" not in config.options
+        assert config.mark_as == "dynamic" and config.recompile_limit is None
+        assert config.stance_after_warmup == "default" and not config.compiled_autograd
+
+
+def test_a_mistyped_option_is_still_an_error_not_a_note(tmp_path) -> None:
+    path = tmp_path / "typo.yaml"
+    path.write_text("description: a typo\noptions:\n  cpp_wraper: [false, true]\n")
+    with pytest.raises(SpaceError, match="cpp_wraper"):
+        load_space(str(path))
+
+
+def test_settings_that_change_numerics_need_allow_precision_changes() -> None:
+    plain = load_space("thorough").adapt(TOY_LIKE, "cpu", shared_lengths=SHARED)
+    notes = [note for note in plain.dropped if "--allow-precision-changes" in note]
+    assert any(n.startswith("float32_matmul_precision") for n in notes)
+    assert any(n.startswith("option cpp.enable_unsafe_math_opt_flag") for n in notes)
+    assert not any(config.changes_precision for config in _sample(plain, 80))
+    allowed = load_space("thorough").adapt(TOY_LIKE, "cpu", shared_lengths=SHARED, allow_precision_changes=True)
+    assert any(config.changes_precision for config in _sample(allowed, 80))
+
+
+def test_a_question_is_asked_only_where_its_answer_changes_something() -> None:
+    space = load_space("default").adapt(TOY_LIKE, "cuda", shared_lengths=SHARED)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
+    seen = set()
+    for _ in range(120):
+        trial = study.ask()
+        config = space.suggest(trial)
+        study.tell(trial, 0.0)
+        asked = set(trial.params)
+        autotuned = config.mode is None and config.options.get("max_autotune")
+        assert ("options.max_autotune_gemm_backends" in asked) == bool(autotuned)
+        graphs = config.mode is None and config.options.get("triton.cudagraphs")
+        assert ("options.triton.cudagraph_skip_dynamic_graphs" in asked) == bool(graphs)
+        assert ("mark_as" in asked) == bool(config.mark_dynamic)
+        assert ("optimizer_mode" in asked) == config.compile_optimizer
+        seen.update(asked)
+    assert {"mark_as", "optimizer_mode", "options.max_autotune_gemm_backends", "stance_after_warmup"} <= seen
+
+
+def test_inference_and_static_workloads_are_not_asked_training_or_shape_questions() -> None:
+    space = load_space("thorough").adapt(STATIC_INFER, "cpu")
+    dims = space.dimensions()
+    for name in (*NEWER, "optimizer_mode", "compile_optimizer"):
+        assert name not in dims
+    assert "options.freezing" in dims and "options.cpp.weight_prepack" in dims
+
+
+def test_params_for_finds_the_newer_dimensions_again() -> None:
+    space = load_space("thorough").adapt(TOY_LIKE, "cpu", shared_lengths=SHARED, allow_precision_changes=True)
+    for config in _sample(space, 25):
+        params = params_for(space, config)
+        assert params is not None and space.suggest(optuna.trial.FixedTrial(params)) == config

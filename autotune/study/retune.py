@@ -248,7 +248,11 @@ class _Retune:
 
     def run(self) -> RetuneResult:
         space = load_space(self.space_name).adapt(
-            self.harness.summary, self.harness.device, graph_breaks=0, shared_lengths=self.shared_lengths
+            self.harness.summary,
+            self.harness.device,
+            graph_breaks=0,
+            shared_lengths=self.shared_lengths,
+            allow_precision_changes=bool(self.settings.get("allow_precision_changes")),
         )
         warm = WarmStart(
             study=self.study,

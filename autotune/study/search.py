@@ -93,6 +93,8 @@ class SearchOptions:
     """Rounds of the confirmation campaign at most, while the leader's interval does not decide."""
     protocol: Protocol = field(default_factory=Protocol)
     """How every run is measured."""
+    allow_precision_changes: bool = False
+    """Also search settings that change numerics (float32 matmul precision, unsafe math), judged at a looser tolerance."""
     recipes: bool = True
     """Start a new study with plain torch.compile and the generic expert recipes (`autotune.study.seeds`)."""
     doctor: bool = True
@@ -245,6 +247,7 @@ class _Search:
         study.set_user_attr("model_fingerprint", self.model_fingerprint)
         settings = {"sampler": options.sampler, "pruner": options.pruner, "seed": options.seed}
         settings["protocol"] = options.protocol.to_dict()
+        settings["allow_precision_changes"] = options.allow_precision_changes
         settings["storage"] = options.storage_url if options.storage else "study.db"
         study.set_user_attr("settings", settings)
         study.set_user_attr("space", self.base_space.name)
@@ -300,7 +303,11 @@ class _Search:
             raise
         graph_breaks = int(self.loop.baselines["compile"].get("graph_breaks", 0) or 0)
         space: SearchSpace = self.base_space.adapt(
-            self.summary, str(self.options.device), graph_breaks=graph_breaks, shared_lengths=self.shared_lengths
+            self.summary,
+            str(self.options.device),
+            graph_breaks=graph_breaks,
+            shared_lengths=self.shared_lengths,
+            allow_precision_changes=self.options.allow_precision_changes,
         )
         self.loop.space = space
         dropped = "".join(f"; dropped {d}" for d in space.dropped)

@@ -91,7 +91,16 @@ class _Answers:
         elif name == "mode" or name.startswith("module_mode."):
             wanted = self.answers.get("mode", "default")
         else:
-            wanted = {"dynamic": None, "scope": "whole", "padding_alignment": None}.get(name, False)
+            wanted = {
+                "dynamic": None,
+                "scope": "whole",
+                "padding_alignment": None,
+                "optimizer_mode": "default",
+                "mark_as": "dynamic",
+                "recompile_limit": None,
+                "stance_after_warmup": "default",
+                "float32_matmul_precision": None,
+            }.get(name, False)
         return next((c for c in choices if _same(c, wanted)), choices[0])
 
 

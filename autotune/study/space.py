@@ -9,6 +9,8 @@ configuration that could only fail by construction.
 from __future__ import annotations
 
 import functools
+import importlib
+import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,13 +19,18 @@ from typing import Any, Protocol
 from autotune.errors import AutotuneError, ConfigError, SpaceError
 from autotune.runtime.config import (
     CUDA_GRAPH_OPTIONS,
+    MARK_AS,
+    MATMUL_PRECISIONS,
     PADDING_WORDS,
+    PRECISION_OPTIONS,
     SEARCHED_SCOPES,
+    STANCES,
     CompileConfig,
     InputKey,
     ModuleSettings,
     available_modes,
     checked_mapping,
+    inductor_option_defaults,
     mode_options,
 )
 from autotune.runtime.limits import printable, quote, read_yaml_file
@@ -32,11 +39,16 @@ from autotune.workload import input_of
 
 __all__ = [
     "BUNDLED_DIR",
+    "FEATURES",
     "INFERENCE_ONLY_OPTIONS",
+    "KNOWN_MODES",
+    "KNOWN_OPTIONS",
+    "KnownOption",
     "MAX_CHOICES",
     "SearchSpace",
     "adapt",
     "bundled_spaces",
+    "has_feature",
     "load_space",
     "params_for",
     "resolve_space_path",
@@ -52,7 +64,67 @@ MAX_CHOICES = 64
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "search_spaces"
 INFERENCE_ONLY_OPTIONS = ("freezing",)
 """Inductor options that only make sense without autograd (freezing folds weights into constants)."""
-_DIMENSIONS = ("mode", "dynamic", "fullgraph", "scope", "mark_dynamic", "padding_alignment", "compile_optimizer")
+KNOWN_MODES = ("default", "lite", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+"""Modes a space may list; one the installed torch lacks (lite in older releases) is dropped with a note."""
+
+
+@dataclass(frozen=True)
+class KnownOption:
+    """An Inductor option autotune knows how to search: where it applies and what it needs."""
+
+    device: str = "any"
+    """'any', 'cpu' (the C++ backend's cpp.* options) or 'cuda' (Triton, GEMM backends, CUDA graphs)."""
+    needs: str | None = None
+    """An option that must be on for this one to change anything (e.g. max_autotune), or None."""
+    task: str | None = None
+    """'infer' for options that only make sense without autograd."""
+
+
+KNOWN_OPTIONS: Mapping[str, KnownOption] = {
+    "shape_padding": KnownOption(),
+    "coordinate_descent_tuning": KnownOption(),
+    "epilogue_fusion": KnownOption(),
+    "aggressive_fusion": KnownOption(),
+    "cpp_wrapper": KnownOption(),
+    "combo_kernels": KnownOption(device="cuda"),
+    "max_autotune_gemm_backends": KnownOption(device="cuda", needs="max_autotune"),
+    "triton.cudagraph_trees": KnownOption(device="cuda", needs="triton.cudagraphs"),
+    "triton.cudagraph_skip_dynamic_graphs": KnownOption(device="cuda", needs="triton.cudagraphs"),
+    "freezing": KnownOption(task="infer"),
+    "cpp.weight_prepack": KnownOption(device="cpu", needs="freezing", task="infer"),
+    "cpp.dynamic_threads": KnownOption(device="cpu"),
+    "cpp.min_chunk_size": KnownOption(device="cpu"),
+    "cpp.enable_unsafe_math_opt_flag": KnownOption(device="cpu"),
+}
+"""Options a space may list even when the installed torch lacks them: those are dropped with a note."""
+
+FEATURES: dict[str, tuple[str, str]] = {
+    "mark_as": ("torch._dynamo.decorators", "mark_unbacked"),
+    "recompile_limit": ("torch", "compile:recompile_limit"),
+    "stance_after_warmup": ("torch.compiler", "set_stance:eager_on_recompile"),
+    "compiled_autograd": ("torch._dynamo.compiled_autograd", "_enable"),
+    "float32_matmul_precision": ("torch", "set_float32_matmul_precision"),
+}
+"""Dimension -> (module, name) the installed torch must have for its non-neutral choices: a function, a
+function's keyword (`compile:recompile_limit`) or a stance `set_stance` documents (`set_stance:eager_on_recompile`)."""
+
+_DIMENSIONS = (
+    "mode",
+    "dynamic",
+    "fullgraph",
+    "scope",
+    "mark_dynamic",
+    "padding_alignment",
+    "compile_optimizer",
+    "optimizer_mode",
+    "optimizer_fullgraph",
+    "mark_as",
+    "recompile_limit",
+    "stance_after_warmup",
+    "compiled_autograd",
+    "float32_matmul_precision",
+)
+_NEWER = _DIMENSIONS[7:]
 _KEYS = ("description", "options", "module_modes", "group_mark_dynamic", *_DIMENSIONS)
 
 
@@ -80,6 +152,16 @@ class SearchSpace:
     """Ask once for inputs whose lengths always agree (input_ids/labels/attention_mask) instead of per axis."""
     padding_alignment: tuple[Any, ...] = (None,)
     compile_optimizer: tuple[bool, ...] = (False,)
+    optimizer_mode: tuple[str, ...] = ("default",)
+    """The compiled optimizer step's own mode (asked only when it is compiled)."""
+    optimizer_fullgraph: tuple[bool, ...] = (False,)
+    mark_as: tuple[str, ...] = ("dynamic",)
+    """How marked axes are marked (asked only when some are)."""
+    recompile_limit: tuple[int | None, ...] = (None,)
+    stance_after_warmup: tuple[str, ...] = ("default",)
+    compiled_autograd: tuple[bool, ...] = (False,)
+    float32_matmul_precision: tuple[str | None, ...] = (None,)
+    """Changes numerics: searched only with --allow-precision-changes."""
     options: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     mark_groups: tuple[tuple[tuple[InputKey, int], ...], ...] = ()
     """Filled by `adapt`: the (input, axis) groups marked together."""
@@ -95,13 +177,22 @@ class SearchSpace:
         *,
         graph_breaks: int = 0,
         shared_lengths: Sequence[Sequence[tuple[InputKey, int]]] | None = None,
+        allow_precision_changes: bool = False,
     ) -> SearchSpace:
         """The space without choices that cannot apply to `workload` on `device`.
 
         `graph_breaks` is what plain torch.compile saw (fullgraph=True would then only
-        fail); `shared_lengths` groups (input, axis) pairs whose lengths always agree.
+        fail); `shared_lengths` groups (input, axis) pairs whose lengths always agree;
+        settings that change numerics stay only with `allow_precision_changes`.
         """
-        return adapt(self, workload, device, graph_breaks=graph_breaks, shared_lengths=shared_lengths)
+        return adapt(
+            self,
+            workload,
+            device,
+            graph_breaks=graph_breaks,
+            shared_lengths=shared_lengths,
+            allow_precision_changes=allow_precision_changes,
+        )
 
     def suggest(self, trial: Trial) -> CompileConfig:
         """Ask the trial for every dimension that applies, given the answers so far."""
@@ -117,13 +208,19 @@ class SearchSpace:
                     marks.extend(group)
         # Every sampled option stays, even one equal to Inductor's default: under a mode that sets
         # it otherwise (max-autotune's coordinate_descent_tuning), dropping it would flip it.
-        options = {name: _ask(trial, f"options.{name}", values) for name, values in self.options.items()}
+        # An option that needs another (GEMM backends need max_autotune) is asked only when that one is on.
+        options: dict[str, Any] = {}
+        for name, values in sorted(self.options.items(), key=lambda item: _needs(item[0]) is not None):
+            need = _needs(name)
+            if need is None or {**mode_options(mode), **options}.get(need):
+                options[name] = _ask(trial, f"options.{name}", values)
         settings: dict[str, ModuleSettings] = {}
         if scope == "modular" and self.module_modes:
             for path in self.module_paths:
                 module_mode = _ask(trial, f"module_mode.{path}", self.mode)
                 settings[path] = _settings(module_mode, options)
         base = _settings(mode, options)
+        compile_optimizer = _ask(trial, "compile_optimizer", self.compile_optimizer)
         try:
             return CompileConfig(
                 mode=base.mode,
@@ -134,7 +231,14 @@ class SearchSpace:
                 module_settings=settings,
                 mark_dynamic=tuple(marks),
                 padding_alignment=padding,
-                compile_optimizer=_ask(trial, "compile_optimizer", self.compile_optimizer),
+                compile_optimizer=compile_optimizer,
+                optimizer_mode=_ask(trial, "optimizer_mode", self.optimizer_mode) if compile_optimizer else "default",
+                optimizer_fullgraph=compile_optimizer and _ask(trial, "optimizer_fullgraph", self.optimizer_fullgraph),
+                mark_as=_ask(trial, "mark_as", self.mark_as) if marks else "dynamic",
+                recompile_limit=_ask(trial, "recompile_limit", self.recompile_limit),
+                stance_after_warmup=_ask(trial, "stance_after_warmup", self.stance_after_warmup),
+                compiled_autograd=_ask(trial, "compiled_autograd", self.compiled_autograd),
+                float32_matmul_precision=_ask(trial, "float32_matmul_precision", self.float32_matmul_precision),
             )
         except ConfigError as exc:
             raise SpaceError(f"{self.name}: the sampled configuration is invalid: {exc}") from exc
@@ -148,6 +252,7 @@ class SearchSpace:
             "scope": self.scope,
             "padding_alignment": self.padding_alignment,
             "compile_optimizer": self.compile_optimizer,
+            **{name: getattr(self, name) for name in _NEWER},
             **{f"options.{k}": v for k, v in self.options.items()},
         }
         for index, group in enumerate(self.mark_groups):
@@ -162,6 +267,7 @@ def adapt(
     *,
     graph_breaks: int = 0,
     shared_lengths: Sequence[Sequence[tuple[InputKey, int]]] | None = None,
+    allow_precision_changes: bool = False,
 ) -> SearchSpace:
     """`space` without the choices that cannot apply to `workload` on `device` (see `SearchSpace.adapt`)."""
     dropped: list[str] = []
@@ -173,16 +279,16 @@ def adapt(
         return kept
 
     on_gpu = device.startswith("cuda")
-    modes = keep(
-        "mode", space.mode, lambda m: on_gpu or not _uses_cuda_graphs(mode_options(m)), "CUDA graphs need a GPU"
-    )
+    missing = f"not in the installed torch {_torch_version()}"
+    cuda_graphs = "CUDA graphs need a GPU"
+    precision = "changes numerics; search it with --allow-precision-changes"
+    modes = keep("mode", space.mode, lambda m: m in available_modes(), missing)
+    modes = keep("mode", modes, lambda m: on_gpu or not _uses_cuda_graphs(mode_options(m)), cuda_graphs)
     options = dict(space.options)
     for name in list(options):
-        if name in CUDA_GRAPH_OPTIONS and not on_gpu:
-            dropped.append(f"option {name}: CUDA graphs need a GPU")
-            del options[name]
-        elif name in INFERENCE_ONLY_OPTIONS and workload.task != "infer":
-            dropped.append(f"option {name}: inference only")
+        why = _option_dropped(name, workload.task, on_gpu, allow_precision_changes)
+        if why:
+            dropped.append(f"option {name}: {why.replace('missing', missing)}")
             del options[name]
     fullgraph = keep(
         "fullgraph",
@@ -193,12 +299,8 @@ def adapt(
     scopes = keep("scope", space.scope, lambda s: s != "regional" or bool(workload.blocks), "no repeated blocks")
     scopes = keep("scope", scopes, lambda s: s != "modular" or len(workload.modules) >= 2, "fewer than two modules")
     static = not workload.dynamic_dims
-    padding = keep(
-        "padding_alignment",
-        space.padding_alignment,
-        lambda p: not static or p is None,
-        "the workload declares no dynamic inputs",
-    )
+    no_dynamic = "the workload declares no dynamic inputs"
+    padding = keep("padding_alignment", space.padding_alignment, lambda p: not static or p is None, no_dynamic)
     declared = all(
         axis in workload.max_lengths.get(k, {}) for k, axes in workload.dynamic_dims.items() for axis in axes
     )
@@ -208,15 +310,32 @@ def adapt(
         lambda p: p != "max" or declared,
         "the workload declares no max_lengths to pad to",
     )
-    marks = keep(
-        "mark_dynamic", space.mark_dynamic, lambda m: not static or not m, "the workload declares no dynamic inputs"
-    )
+    marks = keep("mark_dynamic", space.mark_dynamic, lambda m: not static or not m, no_dynamic)
+    training = workload.task == "train"
     optimizer = keep(
-        "compile_optimizer",
-        space.compile_optimizer,
-        lambda c: workload.task == "train" or not c,
-        "inference has no optimizer",
+        "compile_optimizer", space.compile_optimizer, lambda c: training or not c, "inference has no optimizer"
     )
+    optimizer_modes = keep("optimizer_mode", space.optimizer_mode, lambda m: m in available_modes(), missing)
+    optimizer_modes = keep(
+        "optimizer_mode", optimizer_modes, lambda m: on_gpu or not _uses_cuda_graphs(mode_options(m)), cuda_graphs
+    )
+    # The newer dimensions keep their neutral choice, and lose the others where they cannot apply.
+    extra: dict[str, tuple[Any, ...]] = {"optimizer_mode": optimizer_modes}
+    applies = {
+        "optimizer_mode": (training, "inference has no optimizer"),
+        "optimizer_fullgraph": (training, "inference has no optimizer"),
+        "mark_as": (not static, no_dynamic),
+        "recompile_limit": (not static, no_dynamic),
+        "stance_after_warmup": (not static, no_dynamic),
+        "compiled_autograd": (training, "inference has no backward pass"),
+        "float32_matmul_precision": (allow_precision_changes, precision),
+    }
+    for name, (ok, why) in applies.items():
+        neutral = _neutral(name)
+        values = keep(name, extra.get(name, getattr(space, name)), lambda v, n=neutral, o=ok: v in n or o, why)
+        if name in FEATURES:
+            values = keep(name, values, lambda v, n=neutral, d=name: v in n or has_feature(d), missing)
+        extra[name] = values or neutral
     for name, values in (("mode", modes), ("scope", scopes), ("fullgraph", fullgraph)):
         if not values:
             raise SpaceError(
@@ -232,10 +351,73 @@ def adapt(
         padding_alignment=padding or (None,),
         mark_dynamic=marks or (False,),
         compile_optimizer=optimizer or (False,),
+        **extra,
         mark_groups=groups,
         module_paths=tuple(workload.modules),
         dropped=tuple(dropped),
     )
+
+
+def _option_dropped(name: str, task: str, on_gpu: bool, allow_precision_changes: bool) -> str | None:
+    """Why a space's Inductor option cannot apply here ('missing' for one the installed torch lacks), or None."""
+    known = KNOWN_OPTIONS.get(name, KnownOption())
+    if name not in inductor_option_defaults():
+        return "missing"
+    if name in CUDA_GRAPH_OPTIONS and not on_gpu:
+        return "CUDA graphs need a GPU"
+    if known.device == "cuda" and not on_gpu:
+        return "applies to GPU (Triton) code only"
+    if known.device == "cpu" and on_gpu:
+        return "applies to CPU (C++) code only"
+    if (name in INFERENCE_ONLY_OPTIONS or known.task == "infer") and task != "infer":
+        return "inference only"
+    if name in PRECISION_OPTIONS and not allow_precision_changes:
+        return "changes numerics; search it with --allow-precision-changes"
+    return None
+
+
+def _neutral(dimension: str) -> tuple[Any, ...]:
+    """A dimension's choice that changes nothing (the field's default in `SearchSpace`)."""
+    return SearchSpace.__dataclass_fields__[dimension].default  # type: ignore[no-any-return]
+
+
+def has_feature(dimension: str) -> bool:
+    """Whether the installed torch has what `dimension`'s non-neutral choices need (see `FEATURES`)."""
+    module_name, name = FEATURES[dimension]
+    return _probe(module_name, name)
+
+
+@functools.cache
+def _probe(module_name: str, name: str) -> bool:
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        return False
+    name, _, detail = name.partition(":")
+    function = getattr(module, name, None)
+    if function is None:
+        return False
+    if not detail:
+        return True
+    if name == "set_stance":
+        # set_stance accepts any name and fails only on the next compiled call; the stances it
+        # supports are the ones its documentation lists, each quoted.
+        return f'"{detail}"' in (inspect.getdoc(function) or "")
+    try:
+        return detail in inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _torch_version() -> str:
+    import torch  # loaded already by anything that adapts a space; not on `import autotune`
+
+    return str(torch.__version__)
+
+
+def _needs(option: str) -> str | None:
+    known = KNOWN_OPTIONS.get(option)
+    return known.needs if known else None
 
 
 def _ask(trial: Trial, name: str, choices: tuple[Any, ...]) -> Any:
@@ -307,23 +489,38 @@ def load_space(name_or_path: str) -> SearchSpace:
     if not isinstance(data.get("description"), str) or not data["description"].strip():
         raise SpaceError(f"{origin}: 'description' must say what the space is for.")
     values: dict[str, Any] = {"name": path.stem, "description": data["description"].strip()}
+    modes = (*KNOWN_MODES, *(m for m in available_modes() if m not in KNOWN_MODES))
     checks = {
-        "mode": lambda v: v in available_modes(),
+        "mode": lambda v: v in modes,
         "dynamic": lambda v: v is None or isinstance(v, bool),
         "fullgraph": lambda v: isinstance(v, bool),
         "scope": lambda v: v in SEARCHED_SCOPES,
         "mark_dynamic": lambda v: isinstance(v, bool),
         "padding_alignment": lambda v: v is None or v in PADDING_WORDS or (type(v) is int and v >= 2),
         "compile_optimizer": lambda v: isinstance(v, bool),
+        "optimizer_mode": lambda v: v in modes,
+        "optimizer_fullgraph": lambda v: isinstance(v, bool),
+        "mark_as": lambda v: v in MARK_AS,
+        "recompile_limit": lambda v: v is None or (type(v) is int and v >= 1),
+        "stance_after_warmup": lambda v: v in STANCES,
+        "compiled_autograd": lambda v: isinstance(v, bool),
+        "float32_matmul_precision": lambda v: v is None or v in MATMUL_PRECISIONS,
     }
     allowed = {
-        "mode": f"one of {available_modes()}",
+        "mode": f"one of {modes}",
         "dynamic": "null, false or true",
         "fullgraph": "false or true",
         "scope": f"one of {SEARCHED_SCOPES}",
         "mark_dynamic": "false or true",
         "padding_alignment": f"null, an integer >= 2 or one of {PADDING_WORDS}",
         "compile_optimizer": "false or true",
+        "optimizer_mode": f"one of {modes}",
+        "optimizer_fullgraph": "false or true",
+        "mark_as": f"one of {MARK_AS}",
+        "recompile_limit": "null (torch's default) or an integer >= 1",
+        "stance_after_warmup": f"one of {STANCES}",
+        "compiled_autograd": "false or true",
+        "float32_matmul_precision": f"null (torch's default) or one of {MATMUL_PRECISIONS}",
     }
     for name, check in checks.items():
         if name in data:
@@ -365,6 +562,10 @@ def _option_choices(origin: str, raw: object) -> dict[str, tuple[Any, ...]]:
         if not isinstance(choices, list) or not choices:
             raise SpaceError(f"{origin}: options.{name}: expected a non-empty list of choices, got {quote(choices)}.")
         _few_enough(origin, f"options.{name}", choices)
+        if name in KNOWN_OPTIONS and name not in inductor_option_defaults():
+            # Known to autotune but not to this torch: `adapt` drops it with a note.
+            result[str(name)] = tuple(choices)
+            continue
         for value in choices:
             try:
                 CompileConfig(mode=None, options={name: value})
@@ -388,6 +589,13 @@ def params_for(space: SearchSpace, config: CompileConfig) -> dict[str, Any] | No
         "padding_alignment": config.padding_alignment,
         "fullgraph": config.fullgraph,
         "compile_optimizer": config.compile_optimizer,
+        **{name: getattr(config, name) for name in _NEWER},
+        # A sampled option is kept as sampled (see `suggest`), and a group is marked whole or not at all.
+        **{f"options.{name}": value for name, value in config.options.items() if name in space.options},
+        **{
+            f"mark_dynamic.{_group_name(group, index)}": group[0] in config.mark_dynamic
+            for index, group in enumerate(space.mark_groups)
+        },
     }
     stack: list[dict[str, Any]] = [{}]
     probes = 0
