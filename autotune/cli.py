@@ -115,7 +115,9 @@ def _no_compile_cache(p: argparse.ArgumentParser, consequence: str) -> None:
 
 
 def _add_search(p: argparse.ArgumentParser) -> None:
+    from autotune.study.effort import EFFORTS  # lazy: see the module docstring
     from autotune.study.pareto import DEFAULT_PICK  # lazy: see the module docstring
+    from autotune.trial.measure import PRECISION_TOLERANCE  # lazy: see the module docstring
     from autotune.trial.request import Protocol  # lazy: see the module docstring
 
     p.add_argument(
@@ -124,13 +126,20 @@ def _add_search(p: argparse.ArgumentParser) -> None:
         metavar="PKG.MOD:ATTR",
         help="the workload: a Workload, an nn.Module (transformers models get synthesised batches) or a zero-argument factory of either",
     )
+    levels = "; ".join(f"{name}: {level.describe()}" for name, level in EFFORTS.items())
+    p.add_argument(
+        "--effort",
+        choices=list(EFFORTS),
+        default="default",
+        help=f"how much to try, setting --space, --trials, --confirm, --rounds and --max-rounds together "
+        f"(each flag given explicitly wins) ({levels}; default: default)",
+    )
     p.add_argument(
         "--space",
-        default="default",
         metavar="NAME|PATH",
-        help="a bundled search space (see `autotune spaces`) or a YAML file (default: default)",
+        help="a bundled search space (see `autotune spaces`) or a YAML file (default: from --effort)",
     )
-    p.add_argument("--trials", type=int, default=20, help="trials in the study, resumed ones included (default: 20)")
+    p.add_argument("--trials", type=int, help="trials in the study, resumed ones included (default: from --effort)")
     p.add_argument(
         "--timeout",
         type=float,
@@ -204,20 +213,26 @@ def _add_search(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--confirm",
         type=int,
-        default=3,
-        help="re-measure the best N trials with both baselines in rotated rounds before choosing (default: 3; 0 to skip)",
+        help="re-measure the best N trials with both baselines in rotated rounds before choosing "
+        "(default: from --effort; 0 to skip)",
     )
     p.add_argument(
         "--rounds",
         type=int,
-        default=3,
-        help="rotated confirmation rounds before the confirmation may stop (default: 3)",
+        help="rotated confirmation rounds before the confirmation may stop (default: from --effort)",
     )
     p.add_argument(
         "--max-rounds",
         type=int,
-        default=6,
-        help="confirmation rounds at most, added while the leader's interval against plain compile does not decide (default: 6)",
+        help="confirmation rounds at most, added while the leader's interval against plain compile does not decide "
+        "(default: from --effort)",
+    )
+    p.add_argument(
+        "--allow-precision-changes",
+        action="store_true",
+        help="also search settings that change numerics (float32 matmul precision 'high'/'medium', unsafe math); "
+        f"such a trial passes the accuracy check within a relative error of {PRECISION_TOLERANCE:g} instead of "
+        "the dtype's own tolerance, and the generated code says so",
     )
     p.add_argument(
         "--fresh-batches",
@@ -258,14 +273,25 @@ def _options(cls: Any, args: argparse.Namespace, **given: Any) -> Any:
 
 def run_search(args: argparse.Namespace) -> int:
     """`autotune search`."""
+    from autotune.study.effort import effort  # lazy: see the module docstring
     from autotune.study.search import SearchOptions, search  # lazy: see the module docstring
     from autotune.trial.request import Protocol  # lazy: see the module docstring
 
+    level = effort(args.effort)
+    for name in ("space", "trials", "confirm"):
+        if getattr(args, name) is None:
+            setattr(args, name, getattr(level, name))
+    if args.rounds is None:
+        args.rounds = level.rounds if args.max_rounds is None else min(level.rounds, args.max_rounds)
+    if args.max_rounds is None:
+        # More --rounds than the level's most: those rounds are what was asked for.
+        args.max_rounds = max(level.max_rounds, args.rounds)
     protocol = Protocol(windows=args.windows, fresh_batches=args.fresh_batches)
     options = _options(SearchOptions, args, protocol=protocol)
     print(
         f"autotune: searching {options.model} on {options.device}: study {options.name!r}, "
-        f"up to {options.trials} trial(s) in all, space {options.space!r}, storage {options.storage_url}",
+        f"up to {options.trials} trial(s) in all, space {options.space!r} (effort {args.effort}), "
+        f"storage {options.storage_url}",
         file=sys.stderr,
     )
     from autotune.study.display import SearchDisplay  # lazy: see the module docstring

@@ -340,3 +340,41 @@ def test_a_multi_objective_search_exports_its_pareto_front_and_export_can_pick_a
         )
     assert load(out / "best.yaml").config.scope == "none"
     assert load(out / "best.yaml").metrics["pick"] == "least-compile"
+
+
+@pytest.mark.parametrize(
+    ("flags", "wanted"),
+    [
+        ([], {"space": "default", "trials": 20, "confirm": 3, "rounds": 3, "max_rounds": 6}),
+        (["--effort", "quick"], {"space": "quick", "trials": 8, "confirm": 2, "rounds": 2, "max_rounds": 4}),
+        (["--effort", "thorough"], {"space": "thorough", "trials": 60, "confirm": 5, "rounds": 4, "max_rounds": 8}),
+        (["--effort", "thorough", "--trials", "3", "--space", "quick"], {"space": "quick", "trials": 3}),
+        (["--effort", "quick", "--rounds", "6"], {"rounds": 6, "max_rounds": 6}),
+        (["--max-rounds", "2"], {"rounds": 2, "max_rounds": 2}),
+        (["--allow-precision-changes"], {"allow_precision_changes": True}),
+    ],
+)
+def test_effort_sets_space_trials_and_confirmation_unless_a_flag_says_otherwise(
+    flags: list[str], wanted: dict, monkeypatch, capsys
+) -> None:
+    import autotune.study.search as search_module
+
+    seen: list[SearchOptions] = []
+
+    def fake_search(options: SearchOptions, progress: object = None) -> None:
+        seen.append(options)
+        raise SearchError("stopped before searching")
+
+    monkeypatch.setattr(search_module, "search", fake_search)
+    assert cli.main(["search", "--model", SPEC, "--device", "cpu", *flags]) == 2
+    assert {name: getattr(seen[0], name) for name in wanted} == wanted
+    assert f"space {seen[0].space!r} (effort " in capsys.readouterr().err
+    if "--allow-precision-changes" not in flags:
+        assert seen[0].allow_precision_changes is False
+
+
+def test_an_unknown_effort_level_is_refused_with_the_levels(capsys) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["search", "--model", SPEC, "--effort", "maximum"])
+    err = capsys.readouterr().err
+    assert "--effort: invalid choice: 'maximum'" in err and all(level in err for level in ("quick", "thorough"))

@@ -1,0 +1,47 @@
+"""Effort levels: how much a search tries, as one choice instead of five flags.
+
+`--effort quick|default|thorough` sets the search space, the trial budget and the
+confirmation budget together; any of those flags given explicitly overrides its level's
+value. The README gives the time each level took on the example workloads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autotune.errors import SearchError
+
+__all__ = ["EFFORTS", "Effort", "effort"]
+
+
+@dataclass(frozen=True)
+class Effort:
+    """How much a search tries: its space, trial budget and confirmation budget, chosen together."""
+
+    space: str
+    trials: int
+    confirm: int
+    rounds: int
+    max_rounds: int
+
+    def describe(self) -> str:
+        """One line for --help and the README."""
+        return (
+            f"space {self.space}, {self.trials} trials, the best {self.confirm} confirmed in "
+            f"{self.rounds}-{self.max_rounds} rounds"
+        )
+
+
+EFFORTS: dict[str, Effort] = {
+    "quick": Effort(space="quick", trials=8, confirm=2, rounds=2, max_rounds=4),
+    "default": Effort(space="default", trials=20, confirm=3, rounds=3, max_rounds=6),
+    "thorough": Effort(space="thorough", trials=60, confirm=5, rounds=4, max_rounds=8),
+}
+"""`--effort` levels; a flag given explicitly (--space, --trials, ...) overrides its level's value."""
+
+
+def effort(name: str) -> Effort:
+    """The effort level `name`, or an error listing the levels."""
+    if name not in EFFORTS:
+        raise SearchError(f"--effort {name!r} is not a level; use one of {list(EFFORTS)}.")
+    return EFFORTS[name]
