@@ -156,13 +156,25 @@ def bench_workload(
             continue  # the recipe names inputs, modules or blocks this workload does not have
         subjects.append(Subject(name=f"recipe {recipe.name}", config=config))
         described[f"recipe {recipe.name}"] = config.describe() + note
+    # The study's seeded recipes (autotune.study.seeds): the best one is measured beside the winners,
+    # so the table shows what the search added over where it started. Plain compile is the baseline.
+    seeded = [
+        t
+        for t in trials
+        if t.user_attrs.get("recipe") not in (None, "plain") and t.state.name == "COMPLETE" and t.value is not None
+    ]
+    best_seed = max(seeded, key=lambda t: t.value, default=None)
+    names: dict[int, str] = {}
+    if best_seed is not None:
+        names[best_seed.number] = f"recipe {best_seed.user_attrs['recipe']} (seeded, trial {best_seed.number})"
     winners: dict[int, str] = {}
     for n in checkpoints:
         best = _best_within(trials, n)
         if best is not None:
-            winners[n] = f"trial {best.number}"
-    for name in sorted(set(winners.values()), key=lambda s: int(s.split()[1])):
-        trial = trials[int(name.split()[1])]
+            plain = best.user_attrs.get("recipe") == "plain"
+            winners[n] = "compile" if plain else names.setdefault(best.number, f"trial {best.number}")
+    for number, name in sorted(names.items()):
+        trial = trials[number]
         config = CompileConfig.from_dict(trial.user_attrs["config"])
         subjects.append(Subject(name=name, config=config, created=trial.user_attrs.get("created"), trial=trial.number))
         described[name] = config.describe()
@@ -212,6 +224,12 @@ def bench_workload(
             for t in trials
         ],
         "search_best_trial": result.best_number,
+        "seeded": [
+            {"number": t.number, "recipe": t.user_attrs["recipe"], "state": t.state.name, "value": t.value}
+            for t in trials
+            if "recipe" in t.user_attrs
+        ],
+        "best_seeded_recipe": names.get(best_seed.number) if best_seed is not None else None,
     }
 
 
@@ -278,7 +296,7 @@ def _analyse(
     rows = {name: _figures(campaign, name, described.get(name, name)) for name in campaign.subjects}
     exported = {}
     for n, name in winners.items():
-        choice = choose(campaign.only(["eager", "compile", name]))
+        choice = choose(campaign.only(list(dict.fromkeys(["eager", "compile", name]))))
         exported[n] = {"subject": choice.subject, "exported": choice.exported, "verdict": choice.verdict}
     return rows, exported
 
@@ -397,8 +415,39 @@ def _workload_table(bench: dict[str, Any]) -> list[str]:
         + ", ".join(f"{p} {overhead.get(p, 0):.1f} s" for p in PHASES)
         + " (start = process start and imports; build = workload and batches; compile = compile, accuracy check and warm-up).",
     ]
+    seeds = bench.get("seeded") or []
+    if seeds:
+        lines.append(
+            "Seeded recipes (the study's first trials): "
+            + ", ".join(f"{s['recipe']} (trial {s['number']}, {s['state'].lower()})" for s in seeds)
+            + f"; the best measured here: {bench.get('best_seeded_recipe') or 'plain compile'}."
+        )
+    lines += _versus_seeded(bench)
     slower = _slower_than_recipe(bench)
     return lines + (["", slower] if slower else [])
+
+
+def _versus_seeded(bench: dict[str, Any]) -> list[str]:
+    """The winner after each checkpoint against the best seeded recipe, paired in the same rounds."""
+    seed = bench.get("best_seeded_recipe")
+    rows = bench["rows"]
+    if not seed or seed not in rows or "samples_per_second" not in rows[seed]:
+        return []
+    lines = ["", "| after N trials | winner | vs best seeded recipe | vs plain compile |", "|---|---|---|---|"]
+    for n, name in bench["winner_after"].items():
+        row = rows.get(name, {})
+        if name == seed:
+            versus = "1.00x (the recipe itself)"
+        elif name == "compile" and "vs_compile" in rows.get(seed, {}) and rows[seed]["vs_compile"]:
+            ratio = rows[seed]["vs_compile"]
+            versus = interval({k: (1 / ratio[h] if k != "rounds" else ratio[k]) for k, h in _INVERSE.items()})
+        else:
+            versus = interval(row.get("vs_best_recipe")) if row.get("vs_best_recipe") else "–"
+        lines.append(f"| {n} | {name} | {versus} | {interval(row.get('vs_compile')) if row else '–'} |")
+    return lines
+
+
+_INVERSE = {"median": "median", "low": "high", "high": "low", "rounds": "rounds"}
 
 
 def _slower_than_recipe(bench: dict[str, Any]) -> str:
@@ -482,7 +531,11 @@ def _parser() -> argparse.ArgumentParser:
         "--reference-trials", type=int, default=40, help="trial budget of the reference search (default: 40)"
     )
     p.add_argument(
-        "--recipes", nargs="+", help="only these recipes from examples/recipes/ (default: every one that applies)"
+        "--recipes",
+        nargs="*",
+        default=[],
+        help="hand-written recipes from examples/recipes/ to measure too (default: none; the study's seeded "
+        "recipes are measured anyway)",
     )
     p.add_argument(
         "--rounds", type=int, default=3, help="rotated measurement rounds per subject, at least (default: 3)"
