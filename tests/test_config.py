@@ -192,6 +192,18 @@ def test_uses_cuda_graphs() -> None:
     assert modular.uses_cuda_graphs
 
 
+NEWER = {
+    "mark_dynamic": MARKS,
+    "mark_as": "unbacked",
+    "recompile_limit": 2,
+    "stance_after_warmup": "eager_on_recompile",
+    "compiled_autograd": True,
+    "compile_optimizer": True,
+    "optimizer_mode": "max-autotune-no-cudagraphs",
+    "float32_matmul_precision": "high",
+}
+"""Every setting added after the first release, each away from its default."""
+
 ROUND_TRIPS = [
     CompileConfig(),
     CompileConfig(mode="max-autotune-no-cudagraphs", dynamic=False, fullgraph=True, padding_alignment="max"),
@@ -205,18 +217,7 @@ ROUND_TRIPS = [
             "head": ModuleSettings(mode=None, options={"coordinate_descent_tuning": True}),
         },
     ),
-    CompileConfig(
-        mode="lite",
-        mark_dynamic=MARKS,
-        mark_as="unbacked",
-        recompile_limit=2,
-        stance_after_warmup="eager_on_recompile",
-        compiled_autograd=True,
-        compile_optimizer=True,
-        optimizer_mode="max-autotune-no-cudagraphs",
-        optimizer_fullgraph=True,
-        float32_matmul_precision="high",
-    ),
+    CompileConfig(mode="lite", optimizer_fullgraph=True, **NEWER),
 ]
 
 
@@ -337,16 +338,7 @@ def test_describe_shows_each_modules_own_settings() -> None:
 
 
 def test_the_newer_settings_are_described_and_passed_to_torch_compile() -> None:
-    config = CompileConfig(
-        mark_dynamic=MARKS,
-        mark_as="unbacked",
-        recompile_limit=2,
-        stance_after_warmup="eager_on_recompile",
-        compiled_autograd=True,
-        compile_optimizer=True,
-        optimizer_mode="max-autotune-no-cudagraphs",
-        float32_matmul_precision="high",
-    )
+    config = CompileConfig(**NEWER)
     text = config.describe()
     for part in ("mark_as=unbacked", "recompile_limit=2", "then eager_on_recompile", "compiled autograd"):
         assert part in text
