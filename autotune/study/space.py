@@ -320,7 +320,7 @@ def adapt(
         "optimizer_mode", optimizer_modes, lambda m: on_gpu or not _uses_cuda_graphs(mode_options(m)), cuda_graphs
     )
     # The newer dimensions keep their neutral choice, and lose the others where they cannot apply.
-    extra: dict[str, tuple[Any, ...]] = {"optimizer_mode": optimizer_modes}
+    extra: dict[str, Any] = {"optimizer_mode": optimizer_modes}
     applies = {
         "optimizer_mode": (training, "inference has no optimizer"),
         "optimizer_fullgraph": (training, "inference has no optimizer"),
@@ -378,7 +378,8 @@ def _option_dropped(name: str, task: str, on_gpu: bool, allow_precision_changes:
 
 def _neutral(dimension: str) -> tuple[Any, ...]:
     """A dimension's choice that changes nothing (the field's default in `SearchSpace`)."""
-    return SearchSpace.__dataclass_fields__[dimension].default  # type: ignore[no-any-return]
+    default: tuple[Any, ...] = SearchSpace.__dataclass_fields__[dimension].default  # type: ignore[assignment]
+    return default
 
 
 def has_feature(dimension: str) -> bool:
