@@ -259,13 +259,14 @@ def _options(cls: Any, args: argparse.Namespace, **given: Any) -> Any:
 def run_search(args: argparse.Namespace) -> int:
     """`autotune search`."""
     from autotune.study.search import SearchOptions, search  # lazy: see the module docstring
+    from autotune.study.storage import shown  # lazy: see the module docstring
     from autotune.trial.request import Protocol  # lazy: see the module docstring
 
     protocol = Protocol(windows=args.windows, fresh_batches=args.fresh_batches)
     options = _options(SearchOptions, args, protocol=protocol)
     print(
         f"autotune: searching {options.model} on {options.device}: study {options.name!r}, "
-        f"up to {options.trials} trial(s) in all, space {options.space!r}, storage {options.storage_url}",
+        f"up to {options.trials} trial(s) in all, space {options.space!r}, storage {shown(options.storage_url)}",
         file=sys.stderr,
     )
     from autotune.study.display import SearchDisplay  # lazy: see the module docstring

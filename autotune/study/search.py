@@ -33,7 +33,7 @@ from autotune.study.pareto import DEFAULT_PICK, parse_pick
 from autotune.study.progress import Plan, Progress, ProgressCallback, quiet
 from autotune.study.seeds import expert_recipes, seed_study
 from autotune.study.space import SearchSpace, load_space, shared_length_groups
-from autotune.study.storage import create_study
+from autotune.study.storage import create_study, open_storage
 from autotune.study.trials import TrialLoop
 from autotune.trial.request import Protocol, check_device
 from autotune.trial.runner import remove_abandoned_workdirs, run_trial
@@ -199,8 +199,9 @@ class _Search:
         """Remove a study this session created when it failed before its first trial: no empty study is left."""
         if not self.new_study or self.study.get_trials(deepcopy=False):
             return
-        optuna.delete_study(study_name=self.study.study_name, storage=self.options.storage_url)
-        if self.options.storage is None and not optuna.get_all_study_summaries(self.options.storage_url):
+        storage = open_storage(self.options.storage_url)
+        optuna.delete_study(study_name=self.study.study_name, storage=storage)
+        if self.options.storage is None and not optuna.get_all_study_summaries(storage):
             (self.options.out_dir / "study.db").unlink(missing_ok=True)
             with contextlib.suppress(OSError):
                 self.options.out_dir.rmdir()  # only when empty
