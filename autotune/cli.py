@@ -90,6 +90,8 @@ outputs (in --out, default outputs/<study-name>/):
   study.db              the Optuna study (SQLite), unless --storage names another
 
 Re-running the same command resumes the study: finished trials count towards --trials.
+With --storage postgresql://... several hosts run the same command on one study: --trials is
+the study's total, and the host that finishes its last trial confirms and exports.
 
 examples:
   autotune search --model examples.toy:model --trials 8
@@ -151,6 +153,21 @@ def _add_search(p: argparse.ArgumentParser) -> None:
     p.add_argument("--study-name", help="the study's name (default: derived from --model, e.g. examples.toy-model)")
     p.add_argument(
         "--storage", metavar="URL", help="an Optuna storage URL shared by several hosts (default: sqlite in --out)"
+    )
+    p.add_argument(
+        "--heartbeat-interval",
+        type=int,
+        default=10,
+        metavar="SECONDS",
+        help="with a shared --storage (not SQLite): a running trial records a heartbeat this often (default: 10)",
+    )
+    p.add_argument(
+        "--grace-period",
+        type=int,
+        default=60,
+        metavar="SECONDS",
+        help="with a shared --storage: a trial without a heartbeat for this long is failed as abandoned by any host "
+        "and its configuration queued again, once (default: 60)",
     )
     p.add_argument(
         "--sampler",
@@ -276,7 +293,8 @@ def run_search(args: argparse.Namespace) -> int:
         result = search(options, progress=display)
     finally:
         display.close()
-    print_result(result)
+    if result is not None:  # None: another host's search confirms and exports the shared study
+        print_result(result)
     return EXIT_OK
 
 

@@ -11,6 +11,7 @@ whichever SQLAlchemy is installed: SQLAlchemy 2.0 would otherwise look for psyco
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any
 
 import optuna
@@ -34,7 +35,10 @@ def open_storage(url: str, **heartbeat: Any) -> optuna.storages.RDBStorage:
     """
     engine_kwargs = {} if url.startswith("sqlite") else {"pool_pre_ping": True}
     try:
-        return optuna.storages.RDBStorage(_with_driver(url), engine_kwargs=engine_kwargs, **heartbeat)
+        with warnings.catch_warnings():
+            # Optuna calls its heartbeat experimental; the warning says nothing a user can act on.
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.storages.RDBStorage(_with_driver(url), engine_kwargs=engine_kwargs, **heartbeat)
     except ImportError as exc:
         if not url.startswith(_POSTGRES):
             raise
