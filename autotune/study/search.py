@@ -15,6 +15,7 @@ leave that to it (`autotune export` writes the same files anywhere afterwards).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import socket
@@ -367,7 +368,6 @@ class _Search:
                 )
                 waiting = True
             time.sleep(self.options.heartbeat_interval)
-            self.loop.reap_abandoned()  # a dead host's trial: failed, and its retry run by the loop above
         self.plan.trials = 0
 
     def _others_finish_the_budget(self) -> bool:
@@ -389,10 +389,8 @@ class _Search:
             return False
         done = [t for t in self.loop.finished() if t.datetime_complete and t.user_attrs.get("reason") != "abandoned"]
         last = max(done, key=lambda t: (t.datetime_complete, t.number), default=None)
-        if last is None or (last.user_attrs.get("host"), last.user_attrs.get("pid")) == (
-            socket.gethostname(),
-            os.getpid(),
-        ):
+        mine = (socket.gethostname(), os.getpid())
+        if last is None or (last.user_attrs.get("host"), last.user_attrs.get("pid")) == mine:
             return True
         self._note(
             f"the study's trials are done; the search that finished the last one (trial {last.number}: pid "
@@ -402,6 +400,8 @@ class _Search:
         return False
 
     def _more_trials(self) -> bool:
+        # A dead search's trials first: each frees its place in the budget, or queues its retry.
+        self.loop.reap_abandoned()
         finished = self.loop.finished()
         if self.loop.started() >= self.options.trials:
             return False
@@ -530,14 +530,27 @@ def _confirm(search: _Search) -> measurement.Campaign | None:
 
 
 def _sampler(options: SearchOptions) -> optuna.samplers.BaseSampler:
+    seed = _sampler_seed(options)
     if options.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=options.seed)
+        return optuna.samplers.RandomSampler(seed=seed)
     if options.sampler == "bruteforce":
         # Optuna marks the brute-force sampler experimental; the warning says nothing a user can act on.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.samplers.BruteForceSampler(seed=options.seed)
-    return optuna.samplers.TPESampler(seed=options.seed, n_startup_trials=min(10, max(3, options.trials // 3)))
+            return optuna.samplers.BruteForceSampler(seed=seed)
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(10, max(3, options.trials // 3)))
+
+
+def _sampler_seed(options: SearchOptions) -> int:
+    """--seed; in a shared study mixed with the host and process, or every host would propose the same trials.
+
+    Samplers draw from their own seeded generator, so two hosts with one seed ask for the same
+    configurations in the same order: half the budget would go to twins.
+    """
+    if not options.shared:
+        return options.seed
+    mixed = hashlib.sha256(f"{options.seed}:{socket.gethostname()}:{os.getpid()}".encode()).digest()
+    return int.from_bytes(mixed[:4], "little")
 
 
 def _pruner(options: SearchOptions) -> optuna.pruners.BasePruner:

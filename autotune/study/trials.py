@@ -290,7 +290,7 @@ class TrialLoop:
 
     def _copy_outcome(self, trial: optuna.Trial, twin: optuna.trial.FrozenTrial) -> None:
         for key, value in twin.user_attrs.items():
-            if key not in ("host", "pid"):
+            if key not in ("host", "pid", "retry_of"):  # who ran it, and which trial it ran again, are its own
                 trial.set_user_attr(key, value)
         trial.set_user_attr("duplicate_of", twin.number)
         if twin.state == optuna.trial.TrialState.COMPLETE:
