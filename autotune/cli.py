@@ -152,7 +152,10 @@ def _add_search(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="DIR", help="output folder (default: outputs/<study-name>)")
     p.add_argument("--study-name", help="the study's name (default: derived from --model, e.g. examples.toy-model)")
     p.add_argument(
-        "--storage", metavar="URL", help="an Optuna storage URL shared by several hosts (default: sqlite in --out)"
+        "--storage",
+        metavar="URL",
+        help="an Optuna storage URL (default: sqlite in --out); postgresql://USER@HOST/DB lets several hosts share "
+        "the study (pip install autotune[postgres])",
     )
     p.add_argument(
         "--heartbeat-interval",
@@ -352,7 +355,10 @@ def _pick(p: argparse.ArgumentParser, default: str | None) -> None:
 
 def _add_export(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--storage", required=True, metavar="URL", help="Optuna storage URL, e.g. sqlite:///outputs/NAME/study.db"
+        "--storage",
+        required=True,
+        metavar="URL",
+        help="Optuna storage URL, e.g. sqlite:///outputs/NAME/study.db or a shared postgresql://USER@HOST/DB",
     )
     p.add_argument("--study-name", required=True, help="the study's name")
     p.add_argument("--out", metavar="DIR", help="output folder (default: outputs/<study-name>)")

@@ -6,6 +6,7 @@ the end-to-end tests with two `autotune search` processes are in test_shared_sea
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import os
 import socket
@@ -19,6 +20,7 @@ import pytest
 from autotune.errors import SearchError
 from autotune.study.heartbeat import Heartbeat, Liveness
 from autotune.study.objective import Objective
+from autotune.study.search import SearchOptions
 from autotune.study.storage import create_study, load_search_study
 from autotune.study.trials import TrialLoop
 
@@ -102,6 +104,20 @@ def test_a_live_trial_keeps_beating_and_fails_others_stale_trials_meanwhile(post
         assert other.reap_abandoned() == 0, "a beating trial is never stale"
     assert study.trials[mine.number].state == optuna.trial.TrialState.RUNNING
     assert [t.number for t in heartbeat.failed] == [silent.number], "the heartbeat's thread failed the silent one"
+    assert heartbeat.failed[0].user_attrs["reason"] == "abandoned", "what the search notes about it"
+
+
+def test_a_trial_whose_search_died_before_its_first_beat_is_not_waited_for_past_the_trial_timeout(
+    postgres_url: str,
+) -> None:
+    study = _study(postgres_url)
+    orphan = optuna.trial.create_trial(state=optuna.trial.TrialState.RUNNING)
+    orphan.datetime_start = datetime.datetime.now() - datetime.timedelta(seconds=900 + FAST.grace + 1)
+    study.add_trial(orphan)
+    young = study.ask()
+    loop = _loop(study)
+    assert loop.running() == 1 and loop.started() == 1, "only the trial that may still finish counts"
+    assert study.trials[young.number].state == optuna.trial.TrialState.RUNNING
 
 
 def test_a_search_whose_trial_was_failed_by_another_host_drops_its_outcome_and_goes_on(
@@ -137,3 +153,8 @@ def test_a_postgresql_url_without_its_driver_says_which_extra_installs_it(monkey
     with pytest.raises(SearchError, match=r"pip install autotune\[postgres\]") as raised:
         create_study("any", "postgresql://tuner:secret@127.0.0.1:9/db", direction="maximize")
     assert "secret" not in str(raised.value), "a password in the URL is not printed"
+
+
+def test_a_grace_period_no_longer_than_the_heartbeat_interval_is_refused() -> None:
+    with pytest.raises(SearchError, match="--heartbeat-interval 60 and --grace-period 60"):
+        SearchOptions(model="tests.trial_targets.workloads:tiny_infer", heartbeat_interval=60, grace_period=60)

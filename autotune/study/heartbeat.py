@@ -16,6 +16,7 @@ where the search's process id says more, sooner: `TrialLoop.reap_abandoned` uses
 from __future__ import annotations
 
 import contextlib
+import copy
 import threading
 import warnings
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from typing import Any
 
 import optuna
 
-__all__ = ["MAX_RETRIES", "Heartbeat", "Liveness", "beats", "fail_stale", "retried_numbers"]
+__all__ = ["MAX_RETRIES", "Heartbeat", "Liveness", "beats", "fail_stale", "grace_period", "retried_numbers"]
 
 MAX_RETRIES = 1
 """How many times an abandoned trial's configuration is queued again."""
@@ -54,10 +55,9 @@ def fail_stale(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     written first, so the report and `autotune show` explain the failure like any other.
     """
     storage = study._storage
-    interval = _interval(storage)
-    if interval is None:
+    grace = grace_period(study)
+    if grace is None:
         return []
-    grace = getattr(getattr(storage, "_backend", storage), "grace_period", None) or 2 * interval
     failed = []
     for trial_id in storage._get_stale_trial_ids(study._study_id):  # type: ignore[attr-defined]
         frozen = storage.get_trial(trial_id)
@@ -86,6 +86,7 @@ def retried_numbers(trials: list[optuna.trial.FrozenTrial]) -> set[int]:
 
 
 def _queue_again(study: optuna.Study, frozen: optuna.trial.FrozenTrial) -> None:
+    frozen = copy.deepcopy(frozen)  # the caller's copy keeps what this trial found
     kept = {key: frozen.user_attrs[key] for key in _KEPT if key in frozen.user_attrs}
     frozen.user_attrs = {**kept, "retry_of": frozen.number}
     # Optuna's own retry callback: the same parameters as a waiting trial, which the next `ask` of any host takes.
@@ -95,6 +96,14 @@ def _queue_again(study: optuna.Study, frozen: optuna.trial.FrozenTrial) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         retry(max_retry=MAX_RETRIES)(study, frozen)
+
+
+def grace_period(study: optuna.Study) -> int | None:
+    """Seconds without a beat after which the study's trials are stale; None when its storage keeps no heartbeats."""
+    interval = _interval(study._storage)
+    if interval is None:
+        return None
+    return getattr(getattr(study._storage, "_backend", study._storage), "grace_period", None) or 2 * interval
 
 
 def beats(study: optuna.Study) -> bool:

@@ -29,7 +29,7 @@ from autotune.errors import ConfigError, SpaceError
 from autotune.runtime.config import CompileConfig
 from autotune.study.campaign import Harness
 from autotune.study.format import utc_now
-from autotune.study.heartbeat import Heartbeat, beats, fail_stale, retried_numbers
+from autotune.study.heartbeat import Heartbeat, beats, fail_stale, grace_period, retried_numbers
 from autotune.study.objective import Objective, Objectives, trial_value
 from autotune.study.pareto import subjects_to_confirm
 from autotune.study.space import SearchSpace
@@ -97,17 +97,25 @@ class TrialLoop:
         if self.shared:
             trials = self.study.get_trials(deepcopy=False)
             retried = retried_numbers(trials)
-            return sum(
-                1
-                for t in trials
-                if t.state == optuna.trial.TrialState.RUNNING or (t.state in _STATES and t.number not in retried)
-            )
+            return self.running() + sum(1 for t in trials if t.state in _STATES and t.number not in retried)
         running = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
         return len(self.finished()) + sum(1 for t in running if _still_running(t, self.harness.timeout))
 
     def running(self) -> int:
-        """Trials running now, in any search of the study."""
-        return len(self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)))
+        """Trials running now that may still finish, in any search of the study."""
+        running = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+        if not self.shared:
+            return len(running)
+        # A search killed between asking for a trial and its first beat (after which it records
+        # its host) leaves one that is never stale; past the hard trial timeout it cannot be
+        # running, so no host waits for it.
+        limit = self.harness.timeout + (grace_period(self.study) or 0)
+        now = datetime.datetime.now()
+        return sum(
+            1
+            for t in running
+            if "host" in t.user_attrs or t.datetime_start is None or (now - t.datetime_start).total_seconds() < limit
+        )
 
     def reap_abandoned(self) -> int:
         """Fail the trials that a killed search left RUNNING, saying so; returns how many.
@@ -191,11 +199,11 @@ class TrialLoop:
             # Optuna expects heartbeats only inside `study.optimize`; `Heartbeat` records them with ask/tell.
             warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
             trial = self.study.ask()
-        trial.set_user_attr("host", socket.gethostname())
-        trial.set_user_attr("pid", os.getpid())
         heartbeat = Heartbeat(self.study, trial._trial_id)
         try:
-            with heartbeat:
+            with heartbeat:  # at once: a trial that never beat is never failed as stale
+                trial.set_user_attr("host", socket.gethostname())
+                trial.set_user_attr("pid", os.getpid())
                 self._run(trial)
         except optuna.exceptions.UpdateFinishedTrialError:
             # Its beats did not reach the study for the grace period (a server or network outage),
