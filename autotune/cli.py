@@ -90,6 +90,8 @@ outputs (in --out, default outputs/<study-name>/):
   study.db              the Optuna study (SQLite), unless --storage names another
 
 Re-running the same command resumes the study: finished trials count towards --trials.
+With --storage postgresql://... several hosts run the same command on one study: --trials is
+the study's total, and the host that finishes its last trial confirms and exports.
 
 examples:
   autotune search --model examples.toy:model --trials 8
@@ -159,7 +161,25 @@ def _add_search(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="DIR", help="output folder (default: outputs/<study-name>)")
     p.add_argument("--study-name", help="the study's name (default: derived from --model, e.g. examples.toy-model)")
     p.add_argument(
-        "--storage", metavar="URL", help="an Optuna storage URL shared by several hosts (default: sqlite in --out)"
+        "--storage",
+        metavar="URL",
+        help="an Optuna storage URL (default: sqlite in --out); postgresql://USER@HOST/DB lets several hosts share "
+        "the study (pip install autotune[postgres])",
+    )
+    p.add_argument(
+        "--heartbeat-interval",
+        type=int,
+        default=10,
+        metavar="SECONDS",
+        help="with a shared --storage (not SQLite): a running trial records a heartbeat this often (default: 10)",
+    )
+    p.add_argument(
+        "--grace-period",
+        type=int,
+        default=60,
+        metavar="SECONDS",
+        help="with a shared --storage: a trial without a heartbeat for this long is failed as abandoned by any host "
+        "and its configuration queued again, once (default: 60)",
     )
     p.add_argument(
         "--sampler",
@@ -275,6 +295,7 @@ def run_search(args: argparse.Namespace) -> int:
     """`autotune search`."""
     from autotune.study.effort import effort  # lazy: see the module docstring
     from autotune.study.search import SearchOptions, search  # lazy: see the module docstring
+    from autotune.study.storage import shown  # lazy: see the module docstring
     from autotune.trial.request import Protocol  # lazy: see the module docstring
 
     level = effort(args.effort)
@@ -291,7 +312,7 @@ def run_search(args: argparse.Namespace) -> int:
     print(
         f"autotune: searching {options.model} on {options.device}: study {options.name!r}, "
         f"up to {options.trials} trial(s) in all, space {options.space!r} (effort {args.effort}), "
-        f"storage {options.storage_url}",
+        f"storage {shown(options.storage_url)}",
         file=sys.stderr,
     )
     from autotune.study.display import SearchDisplay  # lazy: see the module docstring
@@ -301,7 +322,8 @@ def run_search(args: argparse.Namespace) -> int:
         result = search(options, progress=display)
     finally:
         display.close()
-    print_result(result)
+    if result is not None:  # None: another host's search confirms and exports the shared study
+        print_result(result)
     return EXIT_OK
 
 
@@ -359,7 +381,10 @@ def _pick(p: argparse.ArgumentParser, default: str | None) -> None:
 
 def _add_export(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--storage", required=True, metavar="URL", help="Optuna storage URL, e.g. sqlite:///outputs/NAME/study.db"
+        "--storage",
+        required=True,
+        metavar="URL",
+        help="Optuna storage URL, e.g. sqlite:///outputs/NAME/study.db or a shared postgresql://USER@HOST/DB",
     )
     p.add_argument("--study-name", required=True, help="the study's name")
     p.add_argument("--out", metavar="DIR", help="output folder (default: outputs/<study-name>)")

@@ -129,6 +129,7 @@ def bench_workload(
         ),
         progress=_progress,
     )
+    assert result is not None, "a SQLite study's search always confirms and exports"
     search_seconds = time.monotonic() - started
     study = optuna.load_study(
         study_name=f"bench-{name}", storage=f"sqlite:///{(runs_dir / name / 'study.db').resolve()}"

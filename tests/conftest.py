@@ -1,12 +1,16 @@
-"""Fixtures shared by the test modules: the bundled toy workload and its summary."""
+"""Fixtures shared by the test modules: the bundled toy workload and its summary, a PostgreSQL server."""
 
 from __future__ import annotations
+
+import os
+from collections.abc import Iterator
 
 import pytest
 
 from autotune import resolve
 from autotune.runtime.summary import WorkloadSummary
 from autotune.workload import Workload
+from tests.postgres import PostgresMissing, running_server
 
 TOY = "examples.toy:model"
 
@@ -20,3 +24,19 @@ def toy() -> Workload:
 @pytest.fixture(scope="session")
 def toy_summary(toy: Workload) -> WorkloadSummary:
     return toy.summary(TOY, toy.draw_batches())
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A PostgreSQL server on 127.0.0.1 for the session's shared-study tests, stopped at the end.
+
+    In CI a server that cannot start fails those tests, naming what is missing: they test
+    what several hosts rely on, so they must not pass by being skipped.
+    """
+    try:
+        with running_server() as url:
+            yield url
+    except PostgresMissing as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL is needed in CI: {exc}")
+        pytest.skip(f"no PostgreSQL server here: {exc}")

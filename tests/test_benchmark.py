@@ -24,7 +24,9 @@ def test_smoke_run_writes_the_table_and_the_raw_figures(tmp_path) -> None:
     rows = bench["rows"]
     assert {"eager", "compile", "recipe regional"} <= set(rows)
     # The smoke study's one trial is its first seed, plain torch.compile: the compile baseline itself.
-    assert bench["seeded"] == [{"number": 0, "recipe": "plain", "state": "COMPLETE", "value": bench["seeded"][0]["value"]}]
+    assert bench["seeded"] == [
+        {"number": 0, "recipe": "plain", "state": "COMPLETE", "value": bench["seeded"][0]["value"]}
+    ]
     assert bench["winner_after"] == {"1": "compile"} and bench["best_seeded_recipe"] is None
     assert rows["eager"]["samples_per_second"] > 0 and rows["eager"]["vs_eager"]["median"] == 1.0
     assert rows["compile"]["vs_eager"]["rounds"] == bench["rounds"] == 1

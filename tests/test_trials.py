@@ -54,6 +54,19 @@ def test_outcomes_that_noise_may_have_caused_are_measured_again(state, reason) -
     assert loop_with(state, reason)._reusable_twin(CONFIG, number=1) is None
 
 
+def test_a_reused_outcome_keeps_who_ran_it_and_what_it_retried_apart() -> None:
+    loop = loop_with(optuna.trial.TrialState.COMPLETE)
+    attrs = {"config": CONFIG, "retry_of": 7, "host": "elsewhere"}
+    loop.study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.COMPLETE, value=1.0, user_attrs=attrs))
+    twin = loop.study.trials[1]
+    trial = loop.study.ask()
+    trial.set_user_attr("retry_of", 3)
+    loop._copy_outcome(trial, twin)
+    copied = loop.study.trials[trial.number]
+    assert copied.user_attrs["duplicate_of"] == twin.number and copied.user_attrs["retry_of"] == 3
+    assert "host" not in copied.user_attrs
+
+
 def test_a_trial_compiling_past_its_budget_is_stopped_and_an_explicit_limit_replaces_the_budget() -> None:
     loop = loop_with(optuna.trial.TrialState.COMPLETE)
     loop.baselines = {"compile": {"compile_seconds": 20.0}}

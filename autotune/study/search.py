@@ -5,13 +5,20 @@ every outcome, failures included, is recorded in the study (`study.trials`). The
 trials are then confirmed in one measurement campaign with both baselines
 (`study.campaign`), and the export ships the best of eager, plain torch.compile and the
 confirmed trials (`study.choice`).
+
+Several hosts may share one study in a database server (`--storage postgresql://...`):
+`--trials` is the study's total, a host whose trials end waits for those the others still
+run, and the search that finished the study's last trial confirms and exports; the others
+leave that to it (`autotune export` writes the same files anywhere afterwards).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
+import socket
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -28,12 +35,13 @@ from autotune.study.cache import record_compile_cache
 from autotune.study.campaign import Harness, Subject
 from autotune.study.doctor import diagnose
 from autotune.study.export import SearchResult, campaign_of, export_study, exported_choice
+from autotune.study.heartbeat import Liveness
 from autotune.study.objective import Objectives
 from autotune.study.pareto import DEFAULT_PICK, parse_pick
 from autotune.study.progress import Plan, Progress, ProgressCallback, quiet
 from autotune.study.seeds import expert_recipes, seed_study
 from autotune.study.space import SearchSpace, load_space, shared_length_groups
-from autotune.study.storage import create_study
+from autotune.study.storage import create_study, open_storage, shown
 from autotune.study.trials import TrialLoop
 from autotune.trial.request import Protocol, check_device
 from autotune.trial.runner import remove_abandoned_workdirs, run_trial
@@ -66,7 +74,11 @@ class SearchOptions:
     study_name: str | None = None
     """The study's name (default: derived from `model`)."""
     storage: str | None = None
-    """An Optuna storage URL (default: SQLite in the output folder)."""
+    """An Optuna storage URL (default: SQLite in the output folder); a database server lets several hosts share it."""
+    heartbeat_interval: int = 10
+    """A shared storage's trials beat every this many seconds."""
+    grace_period: int = 60
+    """A shared storage's trial without a beat for this many seconds is failed as abandoned and queued again."""
     sampler: str = "tpe"
     """tpe, random or bruteforce."""
     pruner: str = "median"
@@ -125,6 +137,11 @@ class SearchOptions:
             raise SearchError(f"--slow-ratio {self.slow_ratio}: must be in [0, 1); 0 never prunes for slowness.")
         if self.confirm < 0:
             raise SearchError(f"--confirm {self.confirm}: must be >= 0.")
+        if not 1 <= self.heartbeat_interval < self.grace_period:
+            raise SearchError(
+                f"--heartbeat-interval {self.heartbeat_interval} and --grace-period {self.grace_period}: "
+                "1 <= heartbeat-interval < grace-period must hold."
+            )
         if not 1 <= self.rounds <= self.max_rounds:
             raise SearchError(
                 f"--rounds {self.rounds} and --max-rounds {self.max_rounds}: 1 <= rounds <= max-rounds must hold."
@@ -145,14 +162,26 @@ class SearchOptions:
     def storage_url(self) -> str:
         return self.storage or f"sqlite:///{(self.out_dir / 'study.db').resolve()}"
 
+    @property
+    def shared(self) -> bool:
+        """Whether the study is in a database server that several hosts may share: any storage but SQLite."""
+        return not self.storage_url.startswith("sqlite")
+
+    @property
+    def liveness(self) -> Liveness:
+        return Liveness(interval=self.heartbeat_interval, grace=self.grace_period)
+
 
 def default_study_name(model: str) -> str:
     """A file-system friendly name from a model target: 'examples.toy:model' -> 'examples.toy-model'."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-") or "study"
 
 
-def search(options: SearchOptions, progress: ProgressCallback | None = None) -> SearchResult:
-    """Run (or resume) the study described by `options`, confirm its best trials and export the winner."""
+def search(options: SearchOptions, progress: ProgressCallback | None = None) -> SearchResult | None:
+    """Run (or resume) the study described by `options`, confirm its best trials and export the winner.
+
+    None when the study is shared and another host's search confirms and exports it.
+    """
     return _Search(options, progress or quiet).run()
 
 
@@ -201,8 +230,9 @@ class _Search:
         """Remove a study this session created when it failed before its first trial: no empty study is left."""
         if not self.new_study or self.study.get_trials(deepcopy=False):
             return
-        optuna.delete_study(study_name=self.study.study_name, storage=self.options.storage_url)
-        if self.options.storage is None and not optuna.get_all_study_summaries(self.options.storage_url):
+        storage = open_storage(self.options.storage_url)
+        optuna.delete_study(study_name=self.study.study_name, storage=storage)
+        if self.options.storage is None and not optuna.get_all_study_summaries(storage):
             (self.options.out_dir / "study.db").unlink(missing_ok=True)
             with contextlib.suppress(OSError):
                 self.options.out_dir.rmdir()  # only when empty
@@ -216,7 +246,15 @@ class _Search:
             pruner: optuna.pruners.BasePruner = optuna.pruners.NopPruner()
         else:
             directions, pruner = {"direction": self.objective.direction}, _pruner(options)
-        study = create_study(options.name, options.storage_url, sampler=_sampler(options), pruner=pruner, **directions)
+        heartbeat = options.liveness.storage_kwargs() if options.shared else None
+        study = create_study(
+            options.name,
+            options.storage_url,
+            heartbeat=heartbeat,
+            sampler=_sampler(options),
+            pruner=pruner,
+            **directions,
+        )
         attrs = study.user_attrs
         self.new_study = created or not attrs
         for key, wanted, flag in (
@@ -253,10 +291,12 @@ class _Search:
         study.set_user_attr("space", self.base_space.name)
         return study
 
-    def run(self) -> SearchResult:
+    def run(self) -> SearchResult | None:
         if self.options.doctor and "doctor" not in self.study.user_attrs:
             self._diagnose()
         self.explore()
+        if self.loop.shared and not self._confirms():
+            return None
         campaign = _confirm(self)
         if campaign is not None and not any(campaign.complete_runs(name) for name in campaign.subjects):
             failures = "; ".join(
@@ -293,6 +333,7 @@ class _Search:
     def explore(self) -> None:
         """Baselines, then trials until --trials, --timeout, too many failures or an exhausted space."""
         self.loop.reap_abandoned()
+        self.completed_before = self.loop.started() >= self.options.trials and not self.loop.running()
         removed = remove_abandoned_workdirs()
         if removed:
             self._note(f"removed {removed} trial folder(s) left behind by a search that was killed")
@@ -318,15 +359,56 @@ class _Search:
             for note in seed_study(self.study, space, seeds, limit=max(1, self.options.trials // 2)):
                 self._note(note)
         self.plan.trials = max(self.options.trials - self.loop.started(), 0)
-        while self._more_trials():
-            self.plan.run_started = time.monotonic()
-            self.loop.one_trial()
-            self.plan.run_started = None
-            self.plan.trials = max(self.options.trials - self.loop.started(), 0)
-            self.plan.typical_run = self.loop.typical_seconds() or self.plan.typical_run
+        waiting = False
+        while True:
+            while self._more_trials():
+                self.plan.run_started = time.monotonic()
+                self.loop.one_trial()
+                self.plan.run_started = None
+                self.plan.trials = max(self.options.trials - self.loop.started(), 0)
+                self.plan.typical_run = self.loop.typical_seconds() or self.plan.typical_run
+            if not self._others_finish_the_budget():
+                break
+            if not waiting:
+                self._note(
+                    f"all {self.options.trials} trials of the study have started: waiting for other searches' last"
+                )
+                waiting = True
+            time.sleep(self.options.heartbeat_interval)
         self.plan.trials = 0
 
+    def _others_finish_the_budget(self) -> bool:
+        """Whether other searches of a shared study run the trials that complete its budget: the confirmation waits."""
+        return self.loop.shared and self.loop.started() >= self.options.trials and self.loop.running() > 0
+
+    def _confirms(self) -> bool:
+        """Whether this search confirms and exports the shared study it searched; says why not.
+
+        The search that finished the study's last trial does, so that one host confirms,
+        after every trial; so does a search started once the budget was complete (how a
+        confirmation lost with its host is done again).
+        """
+        if self.completed_before:
+            return True
+        export = f"`autotune export --storage {shown(self.options.storage_url)} --study-name {self.options.name}`"
+        if self.loop.running():
+            self._note(f"other searches still run trials of the study: the last to finish confirms; then {export}")
+            return False
+        done = [t for t in self.loop.finished() if t.datetime_complete and t.user_attrs.get("reason") != "abandoned"]
+        last = max(done, key=lambda t: (t.datetime_complete, t.number), default=None)
+        mine = (socket.gethostname(), os.getpid())
+        if last is None or (last.user_attrs.get("host"), last.user_attrs.get("pid")) == mine:
+            return True
+        self._note(
+            f"the study's trials are done; the search that finished the last one (trial {last.number}: pid "
+            f"{last.user_attrs.get('pid')} on {last.user_attrs.get('host')}) confirms and exports; then {export} "
+            "writes the files here"
+        )
+        return False
+
     def _more_trials(self) -> bool:
+        # A dead search's trials first: each frees its place in the budget, or queues its retry.
+        self.loop.reap_abandoned()
         finished = self.loop.finished()
         if self.loop.started() >= self.options.trials:
             return False
@@ -455,14 +537,27 @@ def _confirm(search: _Search) -> measurement.Campaign | None:
 
 
 def _sampler(options: SearchOptions) -> optuna.samplers.BaseSampler:
+    seed = _sampler_seed(options)
     if options.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=options.seed)
+        return optuna.samplers.RandomSampler(seed=seed)
     if options.sampler == "bruteforce":
         # Optuna marks the brute-force sampler experimental; the warning says nothing a user can act on.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.samplers.BruteForceSampler(seed=options.seed)
-    return optuna.samplers.TPESampler(seed=options.seed, n_startup_trials=min(10, max(3, options.trials // 3)))
+            return optuna.samplers.BruteForceSampler(seed=seed)
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(10, max(3, options.trials // 3)))
+
+
+def _sampler_seed(options: SearchOptions) -> int:
+    """--seed; in a shared study mixed with the host and process, or every host would propose the same trials.
+
+    Samplers draw from their own seeded generator, so two hosts with one seed ask for the same
+    configurations in the same order: half the budget would go to twins.
+    """
+    if not options.shared:
+        return options.seed
+    mixed = hashlib.sha256(f"{options.seed}:{socket.gethostname()}:{os.getpid()}".encode()).digest()
+    return int.from_bytes(mixed[:4], "little")
 
 
 def _pruner(options: SearchOptions) -> optuna.pruners.BasePruner:

@@ -2,56 +2,105 @@
 
 Errors a user can act on: a storage that cannot be opened or is damaged is named, with
 what to do; a study made by something else, or for another workload or objective, is
-refused instead of mixed in.
+refused instead of mixed in; a PostgreSQL URL without its driver says which extra to install.
+
+A plain `postgresql://` URL is opened with psycopg 3 (the `autotune[postgres]` extra),
+whichever SQLAlchemy is installed: SQLAlchemy 2.0 would otherwise look for psycopg2.
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any
 
 import optuna
+import sqlalchemy.engine
 import sqlalchemy.exc
 
 from autotune.errors import SearchError
 
-__all__ = ["create_study", "load_search_study"]
+__all__ = ["create_study", "load_search_study", "open_storage", "shown"]
 
 _ATTEMPTS = 6
+_POSTGRES = ("postgresql", "postgres")
+"""URL schemes that name PostgreSQL without a driver; psycopg 3 is the one the extra installs."""
 
 
-def create_study(name: str, storage: str, **kwargs: Any) -> optuna.Study:
+def open_storage(url: str, **heartbeat: Any) -> optuna.storages.RDBStorage:
+    """An Optuna RDB storage for `url`; `heartbeat` are RDBStorage's heartbeat arguments, for a shared study.
+
+    Connections are checked before use, since a database server may have closed an idle one
+    during a long trial; a missing PostgreSQL driver is named with the extra that installs it.
+    """
+    engine_kwargs = {} if url.startswith("sqlite") else {"pool_pre_ping": True}
+    try:
+        with warnings.catch_warnings():
+            # Optuna calls its heartbeat experimental; the warning says nothing a user can act on.
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.storages.RDBStorage(_with_driver(url), engine_kwargs=engine_kwargs, **heartbeat)
+    except ImportError as exc:
+        if not url.startswith(_POSTGRES):
+            raise
+        raise SearchError(
+            f"{shown(url)} needs a PostgreSQL driver, which is not installed ({exc}); "
+            "install it with `pip install autotune[postgres]`."
+        ) from None
+
+
+def shown(url: str) -> str:
+    """The URL with its password hidden, for messages and logs."""
+    try:
+        return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
+    except sqlalchemy.exc.ArgumentError:
+        return url
+
+
+def _with_driver(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    return f"postgresql+psycopg://{rest}" if sep and scheme in _POSTGRES else url
+
+
+def create_study(name: str, storage: str, *, heartbeat: dict[str, Any] | None = None, **kwargs: Any) -> optuna.Study:
     """`optuna.create_study(load_if_exists=True)`, retried when two processes create the same new study at once.
+
+    `heartbeat`: RDBStorage's heartbeat arguments (see `autotune.study.heartbeat`), or None.
 
     Two processes opening a new SQLite file race on creating its tables (one sees "table
     already exists" or a duplicate version row); the loser simply opens what the winner made.
     """
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    heartbeat = heartbeat or {}
     last: Exception | None = None
     for attempt in range(_ATTEMPTS):
         try:
-            return optuna.create_study(study_name=name, storage=storage, load_if_exists=True, **kwargs)
+            return optuna.create_study(
+                study_name=name, storage=open_storage(storage, **heartbeat), load_if_exists=True, **kwargs
+            )
         except sqlalchemy.exc.SQLAlchemyError as exc:
             _refuse_damaged(storage, exc)
             last = exc
             time.sleep(0.1 * (attempt + 1))
-    raise SearchError(f"cannot open study {name!r} in {storage}: {_first_line(last)}; is another process holding it?")
+    raise SearchError(
+        f"cannot open study {name!r} in {shown(storage)}: {_first_line(last)}; is another process holding it?"
+    )
 
 
 def load_search_study(storage: str, study_name: str) -> optuna.Study:
     """A study made by `autotune search`, from any Optuna storage; errors list the studies that are there."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
-        study = optuna.load_study(study_name=study_name, storage=storage)
+        rdb = open_storage(storage)
+        study = optuna.load_study(study_name=study_name, storage=rdb)
     except KeyError:
-        names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
-        raise SearchError(f"study {study_name!r} is not in {storage}; studies there: {names}.") from None
+        names = [s.study_name for s in optuna.get_all_study_summaries(rdb)]
+        raise SearchError(f"study {study_name!r} is not in {shown(storage)}; studies there: {names}.") from None
     except sqlalchemy.exc.SQLAlchemyError as exc:
         _refuse_damaged(storage, exc)
-        raise SearchError(f"cannot read study {study_name!r} from {storage}: {_first_line(exc)}") from None
+        raise SearchError(f"cannot read study {study_name!r} from {shown(storage)}: {_first_line(exc)}") from None
     if "workload" not in study.user_attrs:
         raise SearchError(
-            f"study {study_name!r} in {storage} was not made by `autotune search`: it records no workload."
+            f"study {study_name!r} in {shown(storage)} was not made by `autotune search`: it records no workload."
         )
     return study
 
@@ -60,7 +109,7 @@ def _refuse_damaged(storage: str, exc: Exception) -> None:
     text = str(exc).lower()
     if "malformed" in text or "not a database" in text or "file is encrypted" in text:
         raise SearchError(
-            f"{storage} is damaged ({_first_line(exc)}): restore it from a copy, or start a new study "
+            f"{shown(storage)} is damaged ({_first_line(exc)}): restore it from a copy, or start a new study "
             "with --study-name (or another --out)."
         ) from None
 

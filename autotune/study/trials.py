@@ -4,6 +4,10 @@ A configuration the study already measured is not measured again when its outcom
 not depend on the machine's mood (complete, or failed for a reason such as an accuracy
 mismatch or a graph break); a pruned, timed-out or crashed twin is measured again, since
 noise may have caused that outcome.
+
+In a study several hosts share (a database server), each running trial beats
+(`autotune.study.heartbeat`) and a silent one is failed by whichever search notices; in a
+SQLite study, on one host, a trial whose search's process is gone is failed instead.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import os
 import socket
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -24,6 +29,7 @@ from autotune.errors import ConfigError, SpaceError
 from autotune.runtime.config import CompileConfig
 from autotune.study.campaign import Harness
 from autotune.study.format import utc_now
+from autotune.study.heartbeat import Heartbeat, beats, fail_stale, grace_period, retried_numbers
 from autotune.study.objective import Objective, Objectives, trial_value
 from autotune.study.pareto import subjects_to_confirm
 from autotune.study.space import SearchSpace
@@ -76,17 +82,52 @@ class TrialLoop:
         self.space: SearchSpace | None = None
         self.baselines: dict[str, dict[str, Any]] = {}
         self.exhausted = False
+        self.shared = beats(study)
+        """Whether the study's trials beat (a database server several hosts share), rather than a SQLite file."""
 
     def finished(self) -> list[optuna.trial.FrozenTrial]:
         return self.study.get_trials(deepcopy=False, states=_STATES)
 
     def started(self) -> int:
-        """Trials that count towards --trials: finished ones, and those other live searches are running now."""
+        """Trials that count towards --trials: finished ones, and those live searches (this one included) run now.
+
+        In a shared study an abandoned trial whose configuration was queued again does not
+        count: its retry does, once a search runs it.
+        """
+        if self.shared:
+            trials = self.study.get_trials(deepcopy=False)
+            retried = retried_numbers(trials)
+            return self.running() + sum(1 for t in trials if t.state in _STATES and t.number not in retried)
         running = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
         return len(self.finished()) + sum(1 for t in running if _still_running(t, self.harness.timeout))
 
+    def running(self) -> int:
+        """Trials running now that may still finish, in any search of the study."""
+        running = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+        if not self.shared:
+            return len(running)
+        # A search killed between asking for a trial and its first beat (after which it records
+        # its host) leaves one that is never stale; past the hard trial timeout it cannot be
+        # running, so no host waits for it.
+        limit = self.harness.timeout + (grace_period(self.study) or 0)
+        now = datetime.datetime.now()
+        return sum(
+            1
+            for t in running
+            if "host" in t.user_attrs or t.datetime_start is None or (now - t.datetime_start).total_seconds() < limit
+        )
+
     def reap_abandoned(self) -> int:
-        """Fail the trials that a killed search left RUNNING on this host, saying so; returns how many."""
+        """Fail the trials that a killed search left RUNNING, saying so; returns how many.
+
+        A shared study: those of any host whose heartbeat stopped for the grace period (each
+        queued again once). A SQLite study: those of this host whose search's process is gone.
+        """
+        if self.shared:
+            failed = fail_stale(self.study)
+            for frozen in failed:
+                self._note(f"trial {frozen.number}: FAIL {frozen.user_attrs.get('message')}")
+            return len(failed)
         host = socket.gethostname()
         reaped = 0
         for frozen in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
@@ -154,11 +195,22 @@ class TrialLoop:
 
     def one_trial(self) -> None:
         assert self.space is not None
-        trial = self.study.ask()
-        trial.set_user_attr("host", socket.gethostname())
-        trial.set_user_attr("pid", os.getpid())
+        with warnings.catch_warnings():
+            # Optuna expects heartbeats only inside `study.optimize`; `Heartbeat` records them with ask/tell.
+            warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+            trial = self.study.ask()
+        heartbeat = Heartbeat(self.study, trial._trial_id)
         try:
-            self._run(trial)
+            with heartbeat:  # at once: a trial that never beat is never failed as stale
+                trial.set_user_attr("host", socket.gethostname())
+                trial.set_user_attr("pid", os.getpid())
+                self._run(trial)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            # Its beats did not reach the study for the grace period (a server or network outage),
+            # so another search failed it as abandoned, and may be running its retry now.
+            self._note(
+                f"trial {trial.number}: another search failed it as abandoned while it ran; its outcome is dropped"
+            )
         except BaseException as exc:
             # Ctrl-C, or an error of ours: the trial must not stay RUNNING in the study for ever.
             if self.study.get_trials(deepcopy=False)[trial.number].state == optuna.trial.TrialState.RUNNING:
@@ -166,6 +218,9 @@ class TrialLoop:
                 with contextlib.suppress(Exception):
                     self._tell_failed(trial, reason, f"the search stopped during this trial: {type(exc).__name__}")
             raise
+        finally:
+            for frozen in heartbeat.failed:
+                self._note(f"trial {frozen.number}: FAIL {frozen.user_attrs.get('message')}")
 
     def _run(self, trial: optuna.Trial) -> None:
         assert self.space is not None
@@ -243,7 +298,7 @@ class TrialLoop:
 
     def _copy_outcome(self, trial: optuna.Trial, twin: optuna.trial.FrozenTrial) -> None:
         for key, value in twin.user_attrs.items():
-            if key not in ("host", "pid"):
+            if key not in ("host", "pid", "retry_of"):  # who ran it, and which trial it ran again, are its own
                 trial.set_user_attr(key, value)
         trial.set_user_attr("duplicate_of", twin.number)
         if twin.state == optuna.trial.TrialState.COMPLETE:

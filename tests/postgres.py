@@ -1,0 +1,136 @@
+"""A throw-away PostgreSQL server for the tests: its own data folder, 127.0.0.1 on a free port, stopped afterwards.
+
+The server's programs come from the system's packages (`.ci/test` installs them when they
+are missing). Debian keeps them in /usr/lib/postgresql/VERSION/bin, off PATH, so that is
+searched too. `initdb` and `postgres` refuse to run as root; as root they run as the
+`postgres` user (or `nobody`), which owns the data folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["PostgresMissing", "find_binaries", "running_server"]
+
+USER = "autotune"
+"""The database role the tests connect as (trusted: the server listens on the loopback only)."""
+
+
+class PostgresMissing(RuntimeError):
+    """PostgreSQL's server programs, or a user to run them as, cannot be found."""
+
+
+def find_binaries() -> Path:
+    """The folder holding initdb and postgres: PATH first, then the newest /usr/lib/postgresql/*/bin."""
+    found = shutil.which("initdb")
+    if found and shutil.which("postgres", path=str(Path(found).parent)):
+        return Path(found).parent
+    folders = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda f: int(Path(f).parent.name.split(".")[0]))
+    for folder in reversed(folders):
+        if (Path(folder) / "initdb").exists() and (Path(folder) / "postgres").exists():
+            return Path(folder)
+    raise PostgresMissing(
+        "PostgreSQL's initdb and postgres were found neither on PATH nor in /usr/lib/postgresql/*/bin; "
+        "install the server (`apt-get install postgresql`, which `.ci/test` does when run as root)."
+    )
+
+
+def _run_as() -> list[str]:
+    """The command prefix that runs a program as an unprivileged user when this process is root."""
+    if os.geteuid() != 0:
+        return []
+    runuser = shutil.which("runuser")
+    if runuser is None:
+        raise PostgresMissing(
+            "running as root, and `runuser` (util-linux) is missing to start PostgreSQL as another user"
+        )
+    for name in ("postgres", "nobody"):
+        with contextlib.suppress(KeyError):
+            pwd.getpwnam(name)
+            return [runuser, "-u", name, "--"]
+    raise PostgresMissing("running as root, and neither a `postgres` nor a `nobody` user exists to start PostgreSQL")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_server(timeout: float = 60.0) -> Iterator[str]:
+    """Start a server in a new temporary folder and yield its URL (`postgresql://autotune@127.0.0.1:PORT/postgres`)."""
+    binaries = find_binaries()
+    prefix = _run_as()
+    # Not pytest's tmp_path: its parent folders are private to root, where the server's user cannot reach.
+    folder = Path(tempfile.mkdtemp(prefix="autotune-postgres-"))
+    data = folder / "data"
+    data.mkdir()
+    if prefix:
+        user = pwd.getpwnam(prefix[2])
+        for path in (folder, data):
+            os.chown(path, user.pw_uid, user.pw_gid)
+    log = folder / "server.log"
+    server = None
+    try:
+        subprocess.run(
+            [*prefix, str(binaries / "initdb"), "-D", str(data), "-U", USER, "--auth=trust", "--no-sync", "-E", "UTF8"],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        port = _free_port()
+        options = {
+            "listen_addresses": "127.0.0.1",
+            "port": str(port),
+            "unix_socket_directories": str(folder),
+            "fsync": "off",  # a test's database need not survive a power cut
+            "max_connections": "100",
+        }
+        argv = [*prefix, str(binaries / "postgres"), "-D", str(data)]
+        for key, value in options.items():
+            argv += ["-c", f"{key}={value}"]
+        with open(log, "w") as out:
+            if prefix:
+                os.chown(log, user.pw_uid, user.pw_gid)
+            server = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        _wait_until_ready(port, server, log, timeout)
+        yield f"postgresql://{USER}@127.0.0.1:{port}/postgres"
+    except subprocess.CalledProcessError as exc:
+        raise PostgresMissing(f"initdb failed ({exc.returncode}): {exc.stderr.strip()[-2000:]}") from None
+    finally:
+        if server is not None:
+            # A fast shutdown: clients still connected (a killed search's) are disconnected.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.pid, signal.SIGINT)
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _wait_until_ready(port: int, server: subprocess.Popen, log: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise PostgresMissing(f"the PostgreSQL server exited ({server.returncode}): {log.read_text()[-2000:]}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            if "ready to accept connections" in log.read_text():
+                return
+        time.sleep(0.2)
+    raise PostgresMissing(
+        f"the PostgreSQL server did not accept connections within {timeout:.0f} s: {log.read_text()[-2000:]}"
+    )

@@ -1,0 +1,160 @@
+"""A study shared in PostgreSQL: heartbeats, abandoned trials failed and queued again, the study's total budget.
+
+These run against a real PostgreSQL server on the loopback (the `postgres_url` fixture);
+the end-to-end tests with two `autotune search` processes are in test_shared_search.py.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import os
+import socket
+import sys
+import time
+from types import SimpleNamespace
+
+import optuna
+import pytest
+
+from autotune.errors import SearchError
+from autotune.study.heartbeat import Heartbeat, Liveness
+from autotune.study.objective import Objective
+from autotune.study.search import SearchOptions
+from autotune.study.storage import create_study, load_search_study
+from autotune.study.trials import TrialLoop
+
+pytestmark = pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
+
+FAST = Liveness(interval=1, grace=2)
+_names = itertools.count()
+
+
+def _study(url: str) -> optuna.Study:
+    return create_study(
+        f"shared-{os.getpid()}-{next(_names)}", url, heartbeat=FAST.storage_kwargs(), direction="maximize"
+    )
+
+
+def _loop(study: optuna.Study, trials: int = 3) -> TrialLoop:
+    options = SimpleNamespace(
+        trials=trials, reuse_since=0, max_compile_seconds=None, compile_budget=4.0, pruner="median", slow_ratio=0.5
+    )
+    harness = SimpleNamespace(timeout=900.0)
+    return TrialLoop(study, harness, options, Objective.parse("throughput"), lambda *args, **kwargs: None)  # type: ignore[arg-type]
+
+
+def _silent_trial(study: optuna.Study, pid: int = 999_999, host: str = "host-b") -> optuna.Trial:
+    """A trial of another host's search that beat once, then died."""
+    trial = study.ask()
+    trial.suggest_categorical("mode", ["default", "max-autotune"])
+    trial.set_user_attr("host", host)
+    trial.set_user_attr("pid", pid)
+    trial.set_user_attr("recipe", "regional")
+    study._storage.record_heartbeat(trial._trial_id)
+    return trial
+
+
+def test_a_trial_whose_search_stopped_beating_is_failed_with_its_reason_and_queued_again(postgres_url: str) -> None:
+    study = _study(postgres_url)
+    silent = _silent_trial(study)
+    loop = _loop(study)
+    assert loop.shared and loop.started() == 1, "a running trial counts towards --trials"
+    assert loop.reap_abandoned() == 0, "within the grace period a trial is left alone"
+    time.sleep(FAST.grace + 1.5)
+    assert loop.reap_abandoned() == 1
+    failed = study.trials[silent.number]
+    assert failed.state == optuna.trial.TrialState.FAIL
+    assert failed.user_attrs["state"] == "failed" and failed.user_attrs["reason"] == "abandoned"
+    assert (
+        "pid 999999 on host-b" in failed.user_attrs["message"]
+        and "no heartbeat for 2 s" in failed.user_attrs["message"]
+    )
+    (retry,) = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert retry.params == failed.params
+    assert retry.user_attrs == {"recipe": "regional", "retry_of": silent.number}, "what measuring found is not copied"
+    assert loop.started() == 0, "the abandoned trial's retry counts instead, once it runs"
+
+    again = study.ask()
+    assert again.number == retry.number and again.params == failed.params, "the next ask of any host takes the retry"
+
+
+def test_a_retry_whose_search_died_too_is_not_queued_a_third_time(postgres_url: str) -> None:
+    study = _study(postgres_url)
+    _silent_trial(study)
+    loop = _loop(study)
+    time.sleep(FAST.grace + 1.5)
+    loop.reap_abandoned()
+    retry = study.ask()  # taken by a search that dies as well
+    study._storage.record_heartbeat(retry._trial_id)
+    time.sleep(FAST.grace + 1.5)
+    assert loop.reap_abandoned() == 1
+    assert "not queued again" in study.trials[retry.number].user_attrs["message"]
+    assert not study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert loop.started() == 1, "the last retry counts: it is the configuration's one place in the budget"
+
+
+def test_a_live_trial_keeps_beating_and_fails_others_stale_trials_meanwhile(postgres_url: str) -> None:
+    study = _study(postgres_url)
+    silent = _silent_trial(study)
+    mine = study.ask()
+    with Heartbeat(study, mine._trial_id) as heartbeat:
+        time.sleep(FAST.grace + 3)
+        other = _loop(optuna.load_study(study_name=study.study_name, storage=study._storage))
+        assert other.reap_abandoned() == 0, "a beating trial is never stale"
+    assert study.trials[mine.number].state == optuna.trial.TrialState.RUNNING
+    assert [t.number for t in heartbeat.failed] == [silent.number], "the heartbeat's thread failed the silent one"
+    assert heartbeat.failed[0].user_attrs["reason"] == "abandoned", "what the search notes about it"
+
+
+def test_a_trial_whose_search_died_before_its_first_beat_is_not_waited_for_past_the_trial_timeout(
+    postgres_url: str,
+) -> None:
+    study = _study(postgres_url)
+    orphan = optuna.trial.create_trial(state=optuna.trial.TrialState.RUNNING)
+    orphan.datetime_start = datetime.datetime.now() - datetime.timedelta(seconds=900 + FAST.grace + 1)
+    study.add_trial(orphan)
+    young = study.ask()
+    loop = _loop(study)
+    assert loop.running() == 1 and loop.started() == 1, "only the trial that may still finish counts"
+    assert study.trials[young.number].state == optuna.trial.TrialState.RUNNING
+
+
+def test_a_search_whose_trial_was_failed_by_another_host_drops_its_outcome_and_goes_on(
+    postgres_url: str, monkeypatch
+) -> None:
+    study = _study(postgres_url)
+    loop = _loop(study)
+    notes: list[str] = []
+    loop.report = lambda number, phase, message="": notes.append(message)
+
+    def outage(trial: optuna.Trial) -> None:
+        study._storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)  # another host's doing
+        trial.set_user_attr("samples_per_second", 1.0)
+
+    monkeypatch.setattr(loop, "_run", outage)
+    loop.space = SimpleNamespace()  # type: ignore[assignment]
+    loop.one_trial()
+    assert any("another search failed it as abandoned" in note for note in notes)
+
+
+def test_any_host_can_read_a_shared_study_and_its_trials_own_host_and_pid(postgres_url: str) -> None:
+    study = _study(postgres_url)
+    study.set_user_attr("workload", {"target": "tests"})
+    trial = study.ask()
+    trial.set_user_attr("host", socket.gethostname())
+    study.tell(trial, 1.0)
+    loaded = load_search_study(postgres_url, study.study_name)
+    assert [t.value for t in loaded.trials] == [1.0]
+
+
+def test_a_postgresql_url_without_its_driver_says_which_extra_installs_it(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    with pytest.raises(SearchError, match=r"pip install autotune\[postgres\]") as raised:
+        create_study("any", "postgresql://tuner:secret@127.0.0.1:9/db", direction="maximize")
+    assert "secret" not in str(raised.value), "a password in the URL is not printed"
+
+
+def test_a_grace_period_no_longer_than_the_heartbeat_interval_is_refused() -> None:
+    with pytest.raises(SearchError, match="--heartbeat-interval 60 and --grace-period 60"):
+        SearchOptions(model="tests.trial_targets.workloads:tiny_infer", heartbeat_interval=60, grace_period=60)

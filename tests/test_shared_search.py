@@ -1,0 +1,145 @@
+"""Two `autotune search` processes on one study in a real PostgreSQL server, as two hosts would run it.
+
+Every trial is run by exactly one search and none is lost; `--trials` is the study's total;
+one search confirms and exports, and `autotune export` gives any other host the same files;
+a search killed in the middle of a trial has it failed within the grace period by the other
+search, which runs it again.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+from autotune import cli
+from autotune.study.storage import open_storage
+
+TARGET = "tests.trial_targets.workloads:tiny_infer"
+INTERVAL, GRACE = 1, 5
+# Default mode only: the cheapest compiles, still eight configurations to choose from.
+SPACE = """\
+description: Cheap configurations for the shared-study tests.
+dynamic: [null, true]
+padding_alignment: [null, 8]
+scope: [whole, regional]
+"""
+
+pytestmark = pytest.mark.slow
+
+
+def _argv(url: str, study: str, out: Path, trials: int, *extra: str) -> list[str]:
+    space = out.parent / "space.yaml"
+    space.write_text(SPACE)
+    return [
+        sys.executable, "-m", "autotune", "search", "--model", TARGET, "--space", str(space),
+        "--trials", str(trials), "--storage", url, "--study-name", study, "--out", str(out),
+        "--heartbeat-interval", str(INTERVAL), "--grace-period", str(GRACE),
+        "--no-doctor", "--no-recipes", "--no-compile-cache", "--device", "cpu", "--sampler", "random",
+        "--windows", "2", "--fresh-batches", "2", "--pruner", "none", "--slow-ratio", "0", *extra,
+    ]  # fmt: skip
+
+
+def _trials(url: str, study: str) -> list[optuna.trial.FrozenTrial]:
+    return optuna.load_study(study_name=study, storage=open_storage(url)).trials
+
+
+def _started(stderr: str) -> set[int]:
+    return {int(n) for n in re.findall(r"trial (\d+): starting", stderr)}
+
+
+def _succeeded(search: subprocess.Popen, stderr: str) -> None:
+    assert search.returncode == cli.EXIT_OK, stderr[-3000:]
+    assert "Traceback" not in stderr and not re.search(r"(?<![bc])lock", stderr, re.IGNORECASE), stderr[-3000:]
+
+
+def test_two_searches_share_one_study_and_one_of_them_confirms(postgres_url: str, tmp_path: Path) -> None:
+    study, trials = "two-hosts", 4
+    outs = [tmp_path / "host-a", tmp_path / "host-b"]
+    argv = [
+        _argv(postgres_url, study, out, trials, "--confirm", "1", "--rounds", "1", "--max-rounds", "1") for out in outs
+    ]
+    searches = [subprocess.Popen(a, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for a in argv]
+    printed = [search.communicate(timeout=1200) for search in searches]
+    for search, (_, stderr) in zip(searches, printed, strict=True):
+        _succeeded(search, stderr)
+
+    done = _trials(postgres_url, study)
+    assert [t.number for t in done] == list(range(len(done)))
+    assert all(t.state.is_finished() for t in done), "no trial is left running or waiting"
+    assert trials <= len(done) <= trials + 1, "the study's total, overshot at most by the other search's running trial"
+    runs = [_started(stderr) for _, stderr in printed]
+    assert not runs[0] & runs[1], "no trial is run by both searches"
+    measured = {t.number for t in done if "duplicate_of" not in t.user_attrs}
+    assert measured <= runs[0] | runs[1]
+    pids = {search.pid for search in searches}
+    assert {t.user_attrs["pid"] for t in done} <= pids
+
+    exported = [(out / "best.yaml").exists() for out in outs]
+    assert sorted(exported) == [False, True], "exactly one search confirms and exports"
+    confirmer, other = (0, 1) if exported[0] else (1, 0)
+    assert "autotune export" in printed[other][1]
+    assert cli.main(["export", "--storage", postgres_url, "--study-name", study, "--out", str(outs[other])]) == 0
+    ours, theirs = (yaml.safe_load((out / "best.yaml").read_text()) for out in (outs[other], outs[confirmer]))
+    assert ours["config"] == theirs["config"] and ours["metrics"] == theirs["metrics"]
+
+
+def test_a_search_killed_mid_trial_has_it_failed_within_the_grace_period_and_run_again(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    study, trials = "one-host-dies", 4
+    survivor = subprocess.Popen(
+        _argv(postgres_url, study, tmp_path / "survivor", trials, "--confirm", "0"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    doomed = subprocess.Popen(
+        _argv(postgres_url, study, tmp_path / "doomed", trials, "--confirm", "0"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 600
+    running: list[optuna.trial.FrozenTrial] = []
+    survivor_searching = False
+    while not (running and survivor_searching):
+        assert time.monotonic() < deadline and doomed.poll() is None, "the search to kill never ran a trial"
+        time.sleep(0.3)
+        try:
+            trials_now = _trials(postgres_url, study)
+        except KeyError:  # the study is not created yet
+            continue
+        live = optuna.trial.TrialState.RUNNING
+        running = [t for t in trials_now if t.state == live and t.user_attrs.get("pid") == doomed.pid]
+        survivor_searching = any(t.user_attrs.get("pid") == survivor.pid for t in trials_now)
+    doomed.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    doomed.wait()
+    number = running[0].number
+
+    while (trial := _trials(postgres_url, study)[number]).state == optuna.trial.TrialState.RUNNING:
+        assert survivor.poll() is None, "the other search ended and left the killed trial running"
+        time.sleep(0.3)
+    failed_after = time.monotonic() - killed
+    assert trial.state == optuna.trial.TrialState.FAIL and trial.user_attrs["reason"] == "abandoned"
+    assert f"pid {doomed.pid}" in trial.user_attrs["message"]
+    # The grace period runs from the last beat, at most one interval before the kill; the
+    # survivor, in its trials by now, checks at each of its own beats and between trials.
+    assert failed_after < GRACE + INTERVAL + 10, f"failed {failed_after:.0f} s after the kill"
+
+    _, stderr = survivor.communicate(timeout=1200)
+    _succeeded(survivor, stderr)
+    done = _trials(postgres_url, study)
+    assert all(t.state.is_finished() for t in done), "no trial is left running or waiting"
+    (retry,) = [t for t in done if t.user_attrs.get("retry_of") == number]
+    assert retry.params == trial.params and retry.user_attrs.get("reason") != "abandoned"
+    counted = [t for t in done if t.number != number]
+    assert trials <= len(counted) <= trials + 1, "the abandoned trial's retry took its place in the budget"
+    assert (tmp_path / "survivor" / "best.yaml").exists(), "the survivor finished the last trial, so it exports"
