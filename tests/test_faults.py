@@ -207,6 +207,10 @@ def test_the_kernel_oom_counter_is_read() -> None:
 
 _PARENT = textwrap.dedent(
     """
+    import signal
+    # A process started from a background job inherits SIGINT ignored, and Python then leaves it
+    # so; a search run from a terminal gets Ctrl-C. Restore that, whatever started the tests.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from autotune.trial.request import TrialRequest
     from autotune.trial.runner import run_trial
     run_trial(TrialRequest(spec="tests.trial_targets.workloads:hangs", source=None, timeout=600))
