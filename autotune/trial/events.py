@@ -15,10 +15,21 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-__all__ = ["EVENT_FD_VARIABLE", "PARENT_PID_VARIABLE", "Events", "die_with_parent", "open_request", "parse_event"]
+__all__ = [
+    "EVENT_FD_VARIABLE",
+    "GATE_FD_VARIABLE",
+    "PARENT_PID_VARIABLE",
+    "Events",
+    "die_with_parent",
+    "open_request",
+    "parse_event",
+    "wait_for_turn",
+]
 
 EVENT_FD_VARIABLE = "AUTOTUNE_EVENT_FD"
 """The environment variable that names the worker's event file descriptor."""
+GATE_FD_VARIABLE = "AUTOTUNE_GATE_FD"
+"""Names the descriptor a worker that shares its device reads its turn to measure from (`autotune.trial.gate`)."""
 PARENT_PID_VARIABLE = "AUTOTUNE_PARENT_PID"
 """The worker exits when the process that started it is gone (it runs in a session of its own)."""
 
@@ -72,3 +83,19 @@ def open_request(argv: list[str] | None) -> tuple[dict[str, Any], Events]:
     die_with_parent()
     fd = os.environ.get(EVENT_FD_VARIABLE)
     return request, Events(os.fdopen(int(fd), "w", buffering=1) if fd else sys.stdout)
+
+
+def wait_for_turn(events: Events) -> bool:
+    """Ask the parent for the turn to measure and block until it is given; False when nobody gates this worker.
+
+    A worker alone on its device measures at once. One that shares it emits a "gate" event
+    and reads one byte from its gate descriptor, which the parent writes once every other
+    worker of the device is stopped; an end of file means the parent is gone, and so is the trial.
+    """
+    fd = os.environ.get(GATE_FD_VARIABLE)
+    if not fd:
+        return False
+    events.emit("gate")
+    if not os.read(int(fd), 1):
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+    return True

@@ -107,6 +107,8 @@ class TrialRun:
     """What the worker said about a compile cache it loaded or saved."""
     paused_seconds: float = 0.0
     """Wall time the worker spent stopped by its parent (not part of any figure)."""
+    measured_between: list[float] = field(default_factory=list)
+    """A worker that shared its device: when (seconds since the epoch) it held the turn to measure."""
 
     def record(self) -> RunRecord:
         """The plain figures of this run."""
@@ -118,6 +120,8 @@ class TrialRun:
             "phase_seconds": {k: round(v, 3) for k, v in self.phase_seconds.items()},
             "windows": [round(w["samples_per_second"], 4) for w in self.windows],
         }
+        if self.paused_seconds:
+            values["paused_seconds"] = round(self.paused_seconds, 3)
         values.update({k: v for k, v in self.compiled.items() if k in _FIGURES})
         values.update({k: v for k, v in self.result.items() if k in _FIGURES})
         if self.state == "failed":
@@ -148,7 +152,14 @@ class RunRecord:
     windows: list[float] = field(default_factory=list)
     """Every steady-state window's samples/s, in order."""
     compile_seconds: float | None = None
-    """Compile and warm-up on the fixed batches, without the accuracy check's eager reference."""
+    """Compile and warm-up on the fixed batches, without the accuracy check's eager reference (nor time stopped while
+    another worker measured)."""
+    compile_paused_seconds: float | None = None
+    """Seconds the compile stood stopped while another worker of the device measured (left out of compile_seconds)."""
+    compile_concurrent_seconds: float | None = None
+    """Seconds of the compile during which another worker of the device ran too: such a compile is slower than alone."""
+    paused_seconds: float | None = None
+    """Seconds the whole run stood stopped while other workers of its device measured."""
     warmup_passes: int | None = None
     """Passes over the fixed batches until one compiled nothing."""
     fresh_batches: int | None = None
@@ -204,7 +215,14 @@ class RunRecord:
         return cls(**values)
 
 
-_FIGURES = {f.name for f in fields(RunRecord)} - {"state", "reason", "message", "wall_seconds", "phase_seconds"}
+_FIGURES = {f.name for f in fields(RunRecord)} - {
+    "state",
+    "reason",
+    "message",
+    "wall_seconds",
+    "phase_seconds",
+    "paused_seconds",
+}
 
 
 def _finite(value: Any) -> Any:

@@ -21,7 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from autotune.trial.events import EVENT_FD_VARIABLE, PARENT_PID_VARIABLE, parse_event
+from autotune.trial.events import EVENT_FD_VARIABLE, GATE_FD_VARIABLE, PARENT_PID_VARIABLE, parse_event
+from autotune.trial.gate import MeasurementGate, Member, overlap_seconds
 from autotune.trial.request import Protocol, TrialRequest, TrialRun
 
 __all__ = ["WORKDIR_PREFIX", "Monitor", "oom_kills", "process_alive", "remove_abandoned_workdirs", "run_trial"]
@@ -34,11 +35,16 @@ Monitor = Callable[[dict[str, Any] | None], str | None]
 """Called with each event (and with None about once a second); a returned string stops the trial as PRUNED."""
 
 
-def run_trial(request: TrialRequest, monitor: Monitor | None = None) -> TrialRun:
-    """Run `request` in a fresh `python -m <request.program>` process (the worker) and collect what it reports."""
+def run_trial(request: TrialRequest, monitor: Monitor | None = None, gate: MeasurementGate | None = None) -> TrialRun:
+    """Run `request` in a fresh `python -m <request.program>` process (the worker) and collect what it reports.
+
+    With a `gate`, the worker shares its device with others: it measures only in its turn,
+    may be stopped during another's, and its compile time and time limit leave those stops out
+    (the monitor gets a "paused" event with the seconds each time they grow).
+    """
     workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-"))
     try:
-        return _run_in(workdir, request, monitor or (lambda event: None))
+        return _run_in(workdir, request, monitor or (lambda event: None), gate)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -81,7 +87,7 @@ def process_alive(pid: int) -> bool:
     return True
 
 
-def _run_in(workdir: Path, request: TrialRequest, monitor: Monitor) -> TrialRun:
+def _run_in(workdir: Path, request: TrialRequest, monitor: Monitor, gate: MeasurementGate | None) -> TrialRun:
     source_path = workdir / "apply_compilation.py"
     payload = {
         "spec": request.spec,
@@ -100,29 +106,47 @@ def _run_in(workdir: Path, request: TrialRequest, monitor: Monitor) -> TrialRun:
         source_path.write_text(request.source)
     (workdir / "request.json").write_text(json.dumps(payload))
     read_fd, write_fd = os.pipe()
+    turn_read, turn_write = os.pipe() if gate is not None else (-1, -1)
+    env = _environment(workdir, request, write_fd)
+    if gate is not None:
+        env[GATE_FD_VARIABLE] = str(turn_read)
     stderr_path = workdir / "stderr.log"
     started = time.monotonic()
     with open(stderr_path, "wb") as stderr:
         process = subprocess.Popen(
             [sys.executable, "-m", request.program, str(workdir / "request.json")],
-            env=_environment(workdir, request, write_fd),
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=stderr,
             stderr=stderr,
-            pass_fds=(write_fd,),
+            pass_fds=(write_fd,) if gate is None else (write_fd, turn_read),
             start_new_session=True,  # its own process group, so compile workers die with it
             cwd=os.getcwd(),
         )
     os.close(write_fd)
+    member = gate.join(process.pid, request.device) if gate is not None else None
+    if gate is not None:
+        os.close(turn_read)
     oom_kills_before = oom_kills()
     run = TrialRun(state="failed")
     phase, phase_started = "start", started
     stop_reason: str | None = None
     buffer = b""
+    held = 0.0  # seconds stopped by the gate or waiting for a turn, as last told to the monitor
+
+    def standing() -> float:
+        return member.paused_seconds() + member.waited if member is not None else 0.0
+
     try:
         with os.fdopen(read_fd, "rb", buffering=0) as pipe:
             while True:
-                remaining = request.timeout - (time.monotonic() - started)
+                # Time stopped or waiting for the device is not the trial's: it moves the limit.
+                if standing() > held:
+                    stop_reason = monitor({"event": "paused", "seconds": standing() - held})
+                    held = standing()
+                    if stop_reason:
+                        break
+                remaining = request.timeout - (time.monotonic() - started - held)
                 if remaining <= 0:
                     stop_reason = "timeout"
                     break
@@ -145,6 +169,8 @@ def _run_in(workdir: Path, request: TrialRequest, monitor: Monitor) -> TrialRun:
                         now = time.monotonic()
                         run.phase_seconds[phase] = run.phase_seconds.get(phase, 0.0) + now - phase_started
                         phase, phase_started = event["phase"], now
+                    if gate is not None and member is not None:
+                        _gated(gate, member, event, run, turn_write)
                     _absorb(run, event)
                     stop_reason = monitor(event)
                     if stop_reason:
@@ -159,8 +185,15 @@ def _run_in(workdir: Path, request: TrialRequest, monitor: Monitor) -> TrialRun:
     finally:
         if stop_reason:
             _kill_group(process)
-        returncode = _wait(process, request.timeout - (time.monotonic() - started))
+        if gate is not None and member is not None:
+            gate.release(member)
+        returncode = _wait(process, request.timeout - (time.monotonic() - started - held))
         _kill_group(process)  # anything the worker left behind
+        if gate is not None and member is not None:
+            gate.leave(member)
+            os.close(turn_write)
+            run.paused_seconds = member.paused_seconds()
+            run.measured_between = [member.measured[-1][0], member.measured[-1][1]] if member.measured else []
     run.phase_seconds[phase] = run.phase_seconds.get(phase, 0.0) + time.monotonic() - phase_started
     run.wall_seconds = time.monotonic() - started
     run.stderr_tail = _tail(stderr_path)
@@ -188,6 +221,30 @@ def _run_in(workdir: Path, request: TrialRequest, monitor: Monitor) -> TrialRun:
             run.reason = "crash"
             run.message = f"the worker exited with code {returncode} in phase '{phase}' without a result"
     return run
+
+
+def _gated(gate: MeasurementGate, member: Member, event: dict[str, Any], run: TrialRun, turn: int) -> None:
+    """A gated worker's event: its turn to measure, its turn's end, or its compile time without the stops."""
+    kind = event["event"]
+    if kind == "gate":
+        gate.acquire(member)  # blocks while another worker of the device measures
+        os.write(turn, b"g")
+    elif kind in ("result", "failed"):
+        gate.release(member)
+    elif kind == "compiled" and isinstance(event.get("compile_span"), list):
+        start, end = (float(t) for t in event["compile_span"])
+        stopped = overlap_seconds(member.paused, (start, end))
+        if isinstance(event.get("check_span"), list):
+            check_start, check_end = (float(t) for t in event["check_span"])
+            stopped -= overlap_seconds(member.paused, (check_start, check_end))
+        event["compile_seconds"] = max(float(event.get("compile_seconds", 0.0)) - stopped, 0.0)
+        event["compile_paused_seconds"] = round(stopped, 3)
+        event["compile_concurrent_seconds"] = round(gate.beside(member, (start, end)), 3)
+    if kind == "result" and run.compiled:
+        # The worker's own figure includes the stops; the corrected one from its "compiled" event counts.
+        for key in ("compile_seconds", "compile_paused_seconds", "compile_concurrent_seconds"):
+            if key in run.compiled:
+                event[key] = run.compiled[key]
 
 
 def _absorb(run: TrialRun, event: dict[str, Any]) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import statistics
 import sys
 import time
@@ -31,7 +32,7 @@ import torch
 from torch import nn
 
 from autotune.runtime import codegen, compile_cache, environment
-from autotune.trial.events import Events, open_request
+from autotune.trial.events import GATE_FD_VARIABLE, Events, open_request, wait_for_turn
 from autotune.trial.measure import (
     PRECISION_TOLERANCE,
     Stopwatch,
@@ -100,9 +101,14 @@ class Trial:
         """Build, check, compile, measure and report."""
         self._build()
         self._compile()
+        if os.environ.get(GATE_FD_VARIABLE):
+            # Other workers share the device: measure only once they are stopped.
+            self._set_phase("wait")
+            wait_for_turn(self.events)
         self._set_phase("measure")
         load_before, cpu_before = load_average(), cpu_times()
         probe_before = calibration_probe(self.device)
+        self.events.emit("probe", seconds=probe_before)  # the parent's pruner trusts no window of a busy machine
         windows = steady_windows(self)
         fresh = fresh_stream(self)
         probe_after = calibration_probe(self.device)
@@ -178,14 +184,16 @@ class Trial:
         if not self.request.get("falls_back_to_eager"):
             fail_on_recompile_limit()
         self._set_phase("compile")
-        started = time.perf_counter()
+        started, started_epoch = time.perf_counter(), time.time()
         if self.generated is not None and self.request.get("load_cache_path"):
             # Loading the artifacts is part of what a warm start costs, so it is inside the compile clock.
             loaded = self.generated.load_compile_cache(self.request["load_cache_path"])
             self.events.emit("cache", loaded=dict(loaded), load_seconds=time.perf_counter() - started)
         if self.generated is not None:
             self.model, self.optimizer = self.generated.apply_compilation(self.model, self.optimizer)
+        check_started = time.time()
         excluded = reference.check(self.model, self.prepare) if reference is not None else 0.0
+        check_span = [check_started, check_started + excluded]
         del reference
         self.model.train(self.workload.task == "train")
         # Peak memory from here on: the compiled steps, not the accuracy check's tensors.
@@ -196,7 +204,9 @@ class Trial:
             self.generated.finish_warmup()
         compile_seconds = max(settled_at - started - excluded, 0.0) if self.generated is not None else 0.0
         self.figures = {"compile_seconds": compile_seconds, "warmup_passes": passes}
-        self.events.emit("compiled", **self.figures, **dynamo_counts())
+        # Wall-clock spans, so that a parent that stopped this process for a while can leave that out.
+        spans = {"compile_span": [started_epoch, started_epoch + settled_at - started], "check_span": check_span}
+        self.events.emit("compiled", **self.figures, **spans, **dynamo_counts())
 
     def _warm_up(self) -> tuple[float, int]:
         """Passes over the fixed batches until one compiles nothing; (clock when the last compiling pass ended, passes)."""

@@ -1,0 +1,213 @@
+"""Exclusive measurement for trial processes that share a device: one measures, the others stand still.
+
+Workers on one device compile side by side, but a clock is only honest when nothing else
+runs. A worker that reaches its measurement asks the gate for its turn and waits while
+another worker of its device measures; once it has the turn, every other worker of the
+device is stopped (SIGSTOP to its process group, which holds Inductor's compile workers
+too) until the measurement ends (SIGCONT). Each member keeps the intervals it spent
+stopped, so that its compile time and its time limits can leave them out, and the times it
+ran, so that a compile that ran beside another one can be marked as such.
+
+A parent that is killed cannot continue or end the workers it stopped, so the gate starts
+a guard process (`python -m autotune.trial.guard`) that kills every member's process group
+once the parent's end of its pipe closes, however the parent died.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+__all__ = ["GateClosed", "Member", "MeasurementGate", "overlap_seconds"]
+
+Interval = tuple[float, float]
+"""(start, end) in seconds since the epoch (time.time())."""
+
+
+class GateClosed(Exception):
+    """The gate was closed (the search is stopping) while a member waited for its turn."""
+
+
+@dataclass
+class Member:
+    """One worker process at the gate: its process group, its device, and when it ran or stood still."""
+
+    pgid: int
+    device: str
+    joined: float = field(default_factory=time.time)
+    left: float | None = None
+    paused: list[Interval] = field(default_factory=list)
+    """Intervals this worker was stopped for another worker's measurement."""
+    paused_since: float | None = None
+    measured: list[Interval] = field(default_factory=list)
+    """Intervals this worker held the turn."""
+    waited: float = 0.0
+    """Seconds this worker waited for its turn."""
+
+    def paused_seconds(self, now: float | None = None) -> float:
+        """Seconds stopped so far, a pause still going on included."""
+        ongoing = (now or time.time()) - self.paused_since if self.paused_since is not None else 0.0
+        return sum(end - start for start, end in self.paused) + ongoing
+
+    def running(self, now: float | None = None) -> list[Interval]:
+        """The intervals this worker was alive and not stopped."""
+        end = self.left if self.left is not None else (now or time.time())
+        pauses = sorted([*self.paused, *([(self.paused_since, end)] if self.paused_since is not None else [])])
+        pieces: list[Interval] = []
+        start = self.joined
+        for pause_start, pause_end in pauses:
+            if pause_start > start:
+                pieces.append((start, min(pause_start, end)))
+            start = max(start, pause_end)
+        if start < end:
+            pieces.append((start, end))
+        return pieces
+
+
+def overlap_seconds(intervals: list[Interval], span: Interval) -> float:
+    """Seconds of `span` covered by `intervals` (which do not overlap one another)."""
+    low, high = span
+    return sum(max(0.0, min(end, high) - max(start, low)) for start, end in intervals)
+
+
+class MeasurementGate:
+    """The turn to measure, one per device, shared by the threads that run the workers of one search."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._members: list[Member] = []
+        self._holders: dict[str, Member] = {}
+        self._closed = False
+        self._guard: subprocess.Popen[bytes] | None = _start_guard()
+        self.history: list[Member] = []
+        """Every member that ever joined, in order: the pool's record of who measured and compiled when."""
+
+    # -- membership ------------------------------------------------------------------------------
+
+    def join(self, pgid: int, device: str) -> Member:
+        """Register a worker's process group; it is stopped at once while another worker of its device measures."""
+        member = Member(pgid=pgid, device=device)
+        with self._condition:
+            self._tell_guard(f"+{pgid}")
+            self._members.append(member)
+            self.history.append(member)
+            holder = self._holders.get(device)
+            if self._closed:
+                _signal(pgid, signal.SIGKILL)
+            elif holder is not None:
+                self._pause(member)
+        return member
+
+    def leave(self, member: Member) -> None:
+        """The worker's process group is gone: give up its turn, if it held one, and forget it."""
+        with self._condition:
+            if self._holders.get(member.device) is member:
+                self._end_turn(member)
+            if member.paused_since is not None:
+                member.paused.append((member.paused_since, time.time()))
+                member.paused_since = None
+            member.left = time.time()
+            with contextlib.suppress(ValueError):
+                self._members.remove(member)
+            self._tell_guard(f"-{member.pgid}")
+
+    # -- turns -----------------------------------------------------------------------------------
+
+    def acquire(self, member: Member) -> None:
+        """Wait for the device's turn, then stop the device's other workers. Raises GateClosed when the gate closes."""
+        asked = time.time()
+        with self._condition:
+            while self._holders.get(member.device) is not None and not self._closed:
+                self._condition.wait(timeout=0.5)
+            if self._closed:
+                raise GateClosed("the search is stopping")
+            member.waited += time.time() - asked
+            self._holders[member.device] = member
+            member.measured.append((time.time(), time.time()))
+            for other in self._members:
+                if other is not member and other.device == member.device:
+                    self._pause(other)
+
+    def release(self, member: Member) -> None:
+        """End the member's turn, if it holds one: the device's other workers continue."""
+        with self._condition:
+            if self._holders.get(member.device) is member:
+                self._end_turn(member)
+
+    def beside(self, member: Member, span: Interval) -> float:
+        """Seconds of `span` during which `member` ran while another worker of its device ran too (not stopped)."""
+        with self._condition:
+            others = [m for m in self.history if m is not member and m.device == member.device]
+            now = time.time()
+            concurrent = 0.0
+            for start, end in member.running(now):
+                piece = (max(start, span[0]), min(end, span[1]))
+                if piece[0] < piece[1]:
+                    concurrent += max((overlap_seconds(o.running(now), piece) for o in others), default=0.0)
+            return concurrent
+
+    def close(self) -> None:
+        """Kill every member's process group (stopped or not) and refuse further turns; stop the guard."""
+        with self._condition:
+            self._closed = True
+            for member in self._members:
+                _signal(member.pgid, signal.SIGKILL)
+            self._condition.notify_all()
+            guard, self._guard = self._guard, None
+        if guard is not None and guard.stdin is not None:
+            with contextlib.suppress(OSError):
+                guard.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                guard.wait(timeout=10)
+
+    def __enter__(self) -> MeasurementGate:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- inside the lock -------------------------------------------------------------------------
+
+    def _end_turn(self, member: Member) -> None:
+        start, _ = member.measured[-1]
+        member.measured[-1] = (start, time.time())
+        del self._holders[member.device]
+        for other in self._members:
+            if other.paused_since is not None and other.device == member.device:
+                _signal(other.pgid, signal.SIGCONT)
+                other.paused.append((other.paused_since, time.time()))
+                other.paused_since = None
+        self._condition.notify_all()
+
+    def _pause(self, member: Member) -> None:
+        if member.paused_since is None:
+            member.paused_since = time.time()
+            _signal(member.pgid, signal.SIGSTOP)
+
+    def _tell_guard(self, line: str) -> None:
+        if self._guard is None or self._guard.stdin is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            self._guard.stdin.write(f"{line}\n".encode())
+            self._guard.stdin.flush()
+
+
+def _signal(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+def _start_guard() -> subprocess.Popen[bytes]:
+    # Its own session: a Ctrl-C meant for the search does not end it before the search has cleaned up.
+    return subprocess.Popen(
+        [sys.executable, "-m", "autotune.trial.guard", str(os.getpid())],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )

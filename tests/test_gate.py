@@ -1,0 +1,174 @@
+"""The measurement gate: workers of one device measure one at a time, the others stopped; nothing outlives a search.
+
+The trial processes here are `tests.trial_targets.gated`, which "compile" and "measure" by
+the clock, so that the gate's rules are checked in seconds rather than real compiles.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from autotune.trial.gate import GateClosed, MeasurementGate, Member, overlap_seconds
+from autotune.trial.request import TrialRequest, TrialRun
+from autotune.trial.runner import run_trial
+
+PROGRAM = "tests.trial_targets.gated"
+
+
+def _request(folder: Path, compile_seconds: float, measure_seconds: float, device: str = "cpu") -> TrialRequest:
+    return TrialRequest(
+        spec=f"{compile_seconds},{measure_seconds},{folder}", source=None, program=PROGRAM, device=device, timeout=120
+    )
+
+
+def _run_together(requests: list[TrialRequest], gate: MeasurementGate) -> list[TrialRun]:
+    runs: list[TrialRun | None] = [None] * len(requests)
+
+    def one(index: int) -> None:
+        runs[index] = run_trial(requests[index], gate=gate)
+
+    threads = [threading.Thread(target=one, args=(index,)) for index in range(len(requests))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert all(run is not None for run in runs)
+    return runs  # type: ignore[return-value]
+
+
+def _ticks(folder: Path) -> dict[int, list[float]]:
+    """Each fake worker's compile ticks, by pid."""
+    return {
+        int(path.name.split("-")[1]): [float(line) for line in path.read_text().split()]
+        for path in folder.glob("ticks-*")
+    }
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_intervals_overlap_and_a_member_runs_between_its_pauses() -> None:
+    assert overlap_seconds([(0.0, 1.0), (2.0, 3.0)], (0.5, 2.5)) == pytest.approx(1.0)
+    assert overlap_seconds([(0.0, 1.0)], (1.0, 2.0)) == 0.0
+    member = Member(pgid=1, device="cpu", joined=10.0, left=20.0, paused=[(12.0, 13.0), (15.0, 16.5)])
+    assert member.running() == [(10.0, 12.0), (13.0, 15.0), (16.5, 20.0)]
+    assert member.paused_seconds() == pytest.approx(2.5)
+
+
+def test_workers_of_one_device_measure_one_at_a_time_while_the_others_stand_still(tmp_path: Path) -> None:
+    # Three workers; each finishes compiling at another time, so each measures while others still compile.
+    requests = [_request(tmp_path, seconds, 1.0) for seconds in (0.3, 1.0, 1.6)]
+    with MeasurementGate() as gate:
+        runs = _run_together(requests, gate)
+    assert [run.state for run in runs] == ["complete"] * 3, [(run.reason, run.message, run.stderr_tail) for run in runs]
+    measured = sorted(tuple(run.result["measured"]) for run in runs)
+    for (_, end), (start, _) in zip(measured, measured[1:], strict=False):
+        assert end <= start, f"two measurements overlapped: {measured}"
+    # No other worker ticked while one measured: they were stopped (10 ms ticks; 50 ms of slack at the edges).
+    ticks = _ticks(tmp_path)
+    for run in runs:
+        start, end = run.result["measured"]
+        busy = [pid for pid, times in ticks.items() if any(start + 0.05 < t < end - 0.05 for t in times)]
+        assert not busy, f"workers {busy} ran during a measurement {start:.2f}-{end:.2f}"
+    # The later workers stood still during the first measurement; their compile time leaves that out.
+    paused = [run for run in runs if run.result.get("compile_paused_seconds", 0) > 0.5]
+    assert paused, [run.result for run in runs]
+    for run, request in zip(runs, requests, strict=True):
+        wanted = float(request.spec.split(",")[0])
+        span = run.compiled["compile_span"]
+        assert run.result["compile_seconds"] == pytest.approx(wanted, abs=0.3), (run.result, span)
+        assert span[1] - span[0] == pytest.approx(wanted + run.result["compile_paused_seconds"], abs=0.3)
+        assert run.result["compile_concurrent_seconds"] > 0, "every worker compiled beside another"
+        assert run.record().compile_seconds == run.result["compile_seconds"]
+    assert any(run.record().paused_seconds for run in runs)
+
+
+def test_workers_of_different_devices_never_stop_each_other(tmp_path: Path) -> None:
+    requests = [_request(tmp_path, 0.2, 1.0, device="cuda:0"), _request(tmp_path, 0.6, 1.0, device="cuda:1")]
+    with MeasurementGate() as gate:
+        runs = _run_together(requests, gate)
+    assert [run.state for run in runs] == ["complete"] * 2, [run.stderr_tail for run in runs]
+    assert all(not run.paused_seconds for run in runs)
+    (a_start, a_end), (b_start, b_end) = sorted(tuple(run.result["measured"]) for run in runs)
+    assert b_start < a_end, "each device has its own turn: the two measured at the same time"
+
+
+def test_a_stopped_worker_is_continued_and_its_time_limit_leaves_the_stop_out(tmp_path: Path) -> None:
+    # The second worker's whole run (1.5 s of compile, 0.5 s of measuring) fits its 4 s limit only
+    # if the 3 s it stands still during the first worker's measurement do not count.
+    first = _request(tmp_path, 0.1, 3.0)
+    second = TrialRequest(spec=f"1.5,0.5,{tmp_path}", source=None, program=PROGRAM, timeout=4.0)
+    with MeasurementGate() as gate:
+        runs = _run_together([first, second], gate)
+    assert runs[1].state == "complete", (runs[1].reason, runs[1].message)
+    assert runs[1].paused_seconds > 2.0
+    assert runs[1].wall_seconds > 4.0
+
+
+_PARENT = textwrap.dedent(
+    """
+    import sys, threading
+    from autotune.trial.gate import MeasurementGate
+    from autotune.trial.request import TrialRequest
+    from autotune.trial.runner import run_trial
+    folder = sys.argv[1]
+    gate = MeasurementGate()
+    for spec in (f"0.1,600,{folder}", f"600,1,{folder}"):
+        request = TrialRequest(spec=spec, source=None, program="tests.trial_targets.gated", timeout=900)
+        threading.Thread(target=run_trial, args=(request,), kwargs={"gate": gate}, daemon=True).start()
+    threading.Event().wait()
+    """
+)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return _state(pid) != "Z"
+    except OSError:
+        return False
+
+
+def _wait_for(condition, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def _start_parent(folder: Path) -> tuple[subprocess.Popen, int, int]:
+    """A search stand-in with one worker measuring for 600 s and one stopped meanwhile: (parent, measuring, stopped)."""
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT, str(folder)], start_new_session=True)
+    _wait_for(lambda: len(_ticks(folder)) == 2, 60, "the two workers never started")
+    pids = list(_ticks(folder))
+    _wait_for(lambda: any(_state(pid) == "T" for pid in pids), 30, "neither worker was ever stopped")
+    stopped = next(pid for pid in pids if _state(pid) == "T")
+    measuring = next(pid for pid in pids if pid != stopped)
+    return parent, measuring, stopped
+
+
+def test_a_killed_search_leaves_no_worker_behind_not_even_a_stopped_one(tmp_path: Path) -> None:
+    parent, measuring, stopped = _start_parent(tmp_path)
+    parent.kill()
+    parent.wait()
+    _wait_for(lambda: not _alive(measuring) and not _alive(stopped), 10, "a worker outlived the killed search")
+
+
+def test_closing_the_gate_kills_every_worker_and_refuses_turns(tmp_path: Path) -> None:
+    gate = MeasurementGate()
+    sleeper = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    member = gate.join(sleeper.pid, "cpu")
+    gate.close()
+    assert sleeper.wait(timeout=10) == -signal.SIGKILL
+    with pytest.raises(GateClosed, match="stopping"):
+        gate.acquire(member)
+    gate.leave(member)

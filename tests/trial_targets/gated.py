@@ -1,0 +1,52 @@
+"""A stand-in trial process for the measurement gate's tests: it "compiles" and "measures" by the clock.
+
+`python -m tests.trial_targets.gated request.json`, with the request's spec
+"COMPILE_SECONDS,MEASURE_SECONDS,FOLDER". While compiling it writes the time into
+FOLDER/ticks-PID every 10 ms, so a test sees exactly when it ran; it counts only the time
+it ran, so a pause makes its compile take longer by the clock. It then asks for its turn,
+"measures" by sleeping, and reports the measurement's start and end in its result.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from autotune.trial.events import open_request, wait_for_turn
+
+
+def main(argv: list[str] | None = None) -> int:
+    request, events = open_request(argv)
+    compile_seconds, measure_seconds, folder = request["spec"].split(",")
+    events.emit("phase", phase="compile")
+    started = time.time()
+    ran, last = 0.0, time.monotonic()
+    with open(os.path.join(folder, f"ticks-{os.getpid()}"), "w") as ticks:
+        while ran < float(compile_seconds):
+            time.sleep(0.01)
+            now = time.monotonic()
+            ran += min(now - last, 0.05)  # a longer gap is a pause: it does not count as compiling
+            last = now
+            ticks.write(f"{time.time()}\n")
+            ticks.flush()
+    settled = time.time()
+    events.emit("compiled", compile_seconds=settled - started, compile_span=[started, settled], check_span=None)
+    events.emit("phase", phase="wait")
+    wait_for_turn(events)
+    events.emit("phase", phase="measure")
+    measure_started = time.time()
+    time.sleep(float(measure_seconds))
+    events.emit("window", index=0, seconds=float(measure_seconds), samples_per_second=1.0, batches_per_second=1.0)
+    events.emit(
+        "result",
+        samples_per_second=1.0,
+        batches_per_second=1.0,
+        compile_seconds=settled - started,
+        measured=[measure_started, time.time()],
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
