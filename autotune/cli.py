@@ -156,7 +156,17 @@ def _add_search(p: argparse.ArgumentParser) -> None:
         help="kill a trial's whole process group after this many seconds (default: 900)",
     )
     p.add_argument(
-        "--device", metavar="cpu|cuda|cuda:N", help="where trials run (default: cuda when available, else cpu)"
+        "--device",
+        metavar="cpu|cuda|cuda:N[,cuda:M...]",
+        help="where trials run (default: cuda when available, else cpu); several CUDA devices run trials side by "
+        "side, one worker each (baselines and the confirmation run on the first)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="trials run at once (default: one per device); workers that share a device compile side by side and "
+        "measure one at a time, the others stopped meanwhile",
     )
     p.add_argument("--out", metavar="DIR", help="output folder (default: outputs/<study-name>)")
     p.add_argument("--study-name", help="the study's name (default: derived from --model, e.g. examples.toy-model)")
@@ -310,7 +320,7 @@ def run_search(args: argparse.Namespace) -> int:
     protocol = Protocol(windows=args.windows, fresh_batches=args.fresh_batches)
     options = _options(SearchOptions, args, protocol=protocol)
     print(
-        f"autotune: searching {options.model} on {options.device}: study {options.name!r}, "
+        f"autotune: searching {options.model} on {','.join(options.devices)}: study {options.name!r}, "
         f"up to {options.trials} trial(s) in all, space {options.space!r} (effort {args.effort}), "
         f"storage {shown(options.storage_url)}",
         file=sys.stderr,

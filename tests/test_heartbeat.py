@@ -128,7 +128,7 @@ def test_a_search_whose_trial_was_failed_by_another_host_drops_its_outcome_and_g
     notes: list[str] = []
     loop.report = lambda number, phase, message="": notes.append(message)
 
-    def outage(trial: optuna.Trial) -> None:
+    def outage(trial: optuna.Trial, *where: object) -> None:
         study._storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)  # another host's doing
         trial.set_user_attr("samples_per_second", 1.0)
 

@@ -40,12 +40,14 @@ class Plan:
     """Seconds of a typical run: the median trial, or the compile baseline before any trial."""
     run_started: float | None = None
     """time.monotonic() when the current run started; None between runs."""
+    workers: int = 1
+    """Trials that run at once."""
 
     def eta(self, now: float) -> float | None:
         """Seconds until the search ends, or None before anything was timed."""
         if self.typical_run is None:
             return None
-        runs = self.baselines + self.trials + self.confirmation + self.cache
+        runs = self.baselines + self.trials / self.workers + self.confirmation + self.cache
         elapsed = now - self.run_started if self.run_started is not None else 0.0
         return max(runs * self.typical_run - min(elapsed, self.typical_run), 0.0)
 

@@ -19,6 +19,7 @@ import hashlib
 import os
 import re
 import socket
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from autotune.study.export import SearchResult, campaign_of, export_study, expor
 from autotune.study.heartbeat import Liveness
 from autotune.study.objective import Objectives
 from autotune.study.pareto import DEFAULT_PICK, parse_pick
+from autotune.study.pool import TrialPool, worker_devices
 from autotune.study.progress import Plan, Progress, ProgressCallback, quiet
 from autotune.study.seeds import expert_recipes, seed_study
 from autotune.study.space import SearchSpace, load_space, shared_length_groups
@@ -68,7 +70,13 @@ class SearchOptions:
     trial_timeout: float = 900.0
     """Kill a run's whole process group after this many seconds."""
     device: str | None = None
-    """cpu, cuda or cuda:N (default: cuda when available)."""
+    """cpu, cuda or cuda:N (default: cuda when available); several CUDA devices as 'cuda:0,cuda:1', one worker each.
+    After validation, the first device: the baselines, the confirmation and the doctor run there."""
+    workers: int | None = None
+    """Trials run at once (default: one per device); more workers than devices share a device, compiling side by
+    side and measuring one at a time."""
+    devices: list[str] = field(default_factory=list)
+    """Every device trials run on (filled from `device`)."""
     out: str | None = None
     """The output folder (default: outputs/<study-name>)."""
     study_name: str | None = None
@@ -146,7 +154,15 @@ class SearchOptions:
             raise SearchError(
                 f"--rounds {self.rounds} and --max-rounds {self.max_rounds}: 1 <= rounds <= max-rounds must hold."
             )
-        self.device = check_device(self.device)
+        self.devices = _devices(self.device, self.devices)
+        self.device = self.devices[0]
+        if self.workers is None:
+            self.workers = len(self.devices)
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < len(self.devices):
+            raise SearchError(
+                f"--workers {self.workers}: must be an integer >= the {len(self.devices)} device(s) of --device "
+                f"{','.join(self.devices)} (each device needs a worker)."
+            )
         Objectives.parse(self.objective)
         parse_pick(self.pick)
 
@@ -170,6 +186,21 @@ class SearchOptions:
     @property
     def liveness(self) -> Liveness:
         return Liveness(interval=self.heartbeat_interval, grace=self.grace_period)
+
+
+def _devices(device: str | None, devices: list[str]) -> list[str]:
+    """The validated devices of `--device`: one, or several distinct CUDA devices separated by commas."""
+    if devices:
+        return [check_device(d) for d in devices]
+    if device is None or "," not in device:
+        return [check_device(device)]
+    names = [part.strip() for part in device.split(",")]
+    if any(not name.startswith("cuda:") for name in names) or len(set(names)) != len(names):
+        raise SearchError(
+            f"--device {device!r}: several devices must be distinct CUDA devices such as 'cuda:0,cuda:1'; for "
+            "several workers on one device use --workers N."
+        )
+    return [check_device(name) for name in names]
 
 
 def default_study_name(model: str) -> str:
@@ -202,6 +233,7 @@ class _Search:
         self.objectives = Objectives.parse(options.objective)
         self.objective = self.objectives.primary
         self.started = time.monotonic()
+        self.reporting = threading.Lock()
         self.plan = Plan(
             confirmation=(options.confirm + 2) * options.rounds if options.confirm else 0,
             cache=2 if options.compile_cache else 0,
@@ -360,13 +392,18 @@ class _Search:
                 self._note(note)
         self.plan.trials = max(self.options.trials - self.loop.started(), 0)
         waiting = False
+        workers = worker_devices(self.options.devices, self.options.workers or 1)
+        if len(workers) > 1:
+            shared = ", ".join(f"{workers.count(d)} on {d}" for d in dict.fromkeys(workers))
+            self._note(f"{len(workers)} workers ({shared}): compiles run side by side, measurements one at a time")
+            self.plan.workers = len(workers)
         while True:
+            if len(workers) > 1:
+                TrialPool(self.loop, workers, more=self._more_trials, finished_one=self._finished_one).run()
             while self._more_trials():
                 self.plan.run_started = time.monotonic()
                 self.loop.one_trial()
-                self.plan.run_started = None
-                self.plan.trials = max(self.options.trials - self.loop.started(), 0)
-                self.plan.typical_run = self.loop.typical_seconds() or self.plan.typical_run
+                self._finished_one()
             if not self._others_finish_the_budget():
                 break
             if not waiting:
@@ -376,6 +413,11 @@ class _Search:
                 waiting = True
             time.sleep(self.options.heartbeat_interval)
         self.plan.trials = 0
+
+    def _finished_one(self) -> None:
+        self.plan.run_started = None
+        self.plan.trials = max(self.options.trials - self.loop.started(), 0)
+        self.plan.typical_run = self.loop.typical_seconds() or self.plan.typical_run
 
     def _others_finish_the_budget(self) -> bool:
         """Whether other searches of a shared study run the trials that complete its budget: the confirmation waits."""
@@ -450,9 +492,10 @@ class _Search:
         self._report(None, "", message)
 
     def _report(self, trial: int | None, phase: str, message: str = "") -> None:
-        done = len(self.loop.finished())
-        eta = self.plan.eta(time.monotonic())
-        self.progress(Progress(done, self.options.trials, trial, phase, eta, message))
+        with self.reporting:  # a pool's workers report from their threads
+            done = len(self.loop.finished())
+            eta = self.plan.eta(time.monotonic())
+            self.progress(Progress(done, self.options.trials, trial, phase, eta, message))
 
 
 def _baselines(search: _Search) -> dict[str, dict[str, Any]]:
@@ -545,7 +588,11 @@ def _sampler(options: SearchOptions) -> optuna.samplers.BaseSampler:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return optuna.samplers.BruteForceSampler(seed=seed)
-    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(10, max(3, options.trials // 3)))
+    # The constant liar scores trials still running (a pool's other workers, other hosts) as bad ones, so that
+    # trials asked together do not all land on the same promising region.
+    return optuna.samplers.TPESampler(
+        seed=seed, n_startup_trials=min(10, max(3, options.trials // 3)), constant_liar=True
+    )
 
 
 def _sampler_seed(options: SearchOptions) -> int:
@@ -565,5 +612,7 @@ def _pruner(options: SearchOptions) -> optuna.pruners.BasePruner:
         return optuna.pruners.HyperbandPruner(min_resource=2, max_resource=options.protocol.windows)
     if options.pruner == "none":
         return optuna.pruners.NopPruner()
-    # Two windows of warm-up: the first windows of a trial on a busy machine say little.
-    return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2)
+    # Half the windows of warm-up and three trials to compare with: early windows, and a median of
+    # two trials, stopped good trials on a busy machine. A trial measured while the calibration
+    # probe said the machine was busy is not judged at all (`Monitor`).
+    return optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=max(2, options.protocol.windows // 2))

@@ -18,6 +18,7 @@ import hashlib
 import os
 import socket
 import statistics
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -27,12 +28,13 @@ import optuna
 
 from autotune.errors import ConfigError, SpaceError
 from autotune.runtime.config import CompileConfig
-from autotune.study.campaign import Harness
+from autotune.study.campaign import PROBE_SLOWDOWN, Harness
 from autotune.study.format import utc_now
 from autotune.study.heartbeat import Heartbeat, beats, fail_stale, grace_period, retried_numbers
 from autotune.study.objective import Objective, Objectives, trial_value
 from autotune.study.pareto import subjects_to_confirm
 from autotune.study.space import SearchSpace
+from autotune.trial.gate import GateClosed, MeasurementGate
 from autotune.trial.runner import process_alive, run_trial
 
 __all__ = ["DETERMINISTIC_FAILURES", "LoopOptions", "Monitor", "TrialLoop", "compile_limit"]
@@ -84,6 +86,14 @@ class TrialLoop:
         self.exhausted = False
         self.shared = beats(study)
         """Whether the study's trials beat (a database server several hosts share), rather than a SQLite file."""
+        self.lock = threading.RLock()
+        """Held to ask and tell: the workers of a pool share the study and its sampler."""
+        self.in_flight: set[int] = set()
+        """Numbers of the trials this process runs now."""
+        self.workers_per_device = 1
+        """Workers that share one device: their compiles run side by side, each slower than alone."""
+        self.stopping = threading.Event()
+        """Set when the search stops (Ctrl-C in a pool): a running trial ends as interrupted."""
 
     def finished(self) -> list[optuna.trial.FrozenTrial]:
         return self.study.get_trials(deepcopy=False, states=_STATES)
@@ -99,7 +109,10 @@ class TrialLoop:
             retried = retried_numbers(trials)
             return self.running() + sum(1 for t in trials if t.state in _STATES and t.number not in retried)
         running = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-        return len(self.finished()) + sum(1 for t in running if _still_running(t, self.harness.timeout))
+        mine = self.in_flight
+        return len(self.finished()) + sum(
+            1 for t in running if t.number in mine or _still_running(t, self.harness.timeout)
+        )
 
     def running(self) -> int:
         """Trials running now that may still finish, in any search of the study."""
@@ -193,18 +206,34 @@ class TrialLoop:
         ]
         return min(values, default=None)
 
-    def one_trial(self) -> None:
-        assert self.space is not None
-        with warnings.catch_warnings():
+    def ask(self) -> optuna.Trial:
+        """A new trial from the study (under the lock: a pool's workers share the sampler)."""
+        with self.lock, warnings.catch_warnings():
             # Optuna expects heartbeats only inside `study.optimize`; `Heartbeat` records them with ask/tell.
             warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
             trial = self.study.ask()
+            self.in_flight.add(trial.number)
+            return trial
+
+    def one_trial(
+        self,
+        trial: optuna.Trial | None = None,
+        *,
+        harness: Harness | None = None,
+        gate: MeasurementGate | None = None,
+    ) -> None:
+        """Run one trial (`trial`, or a new one asked of the study) on `harness`'s device and tell its outcome.
+
+        A pool passes each worker's own harness (its device) and the gate its device's workers share.
+        """
+        assert self.space is not None
+        trial = trial or self.ask()
         heartbeat = Heartbeat(self.study, trial._trial_id)
         try:
             with heartbeat:  # at once: a trial that never beat is never failed as stale
                 trial.set_user_attr("host", socket.gethostname())
                 trial.set_user_attr("pid", os.getpid())
-                self._run(trial)
+                self._run(trial, harness or self.harness, gate)
         except optuna.exceptions.UpdateFinishedTrialError:
             # Its beats did not reach the study for the grace period (a server or network outage),
             # so another search failed it as abandoned, and may be running its retry now.
@@ -214,15 +243,18 @@ class TrialLoop:
         except BaseException as exc:
             # Ctrl-C, or an error of ours: the trial must not stay RUNNING in the study for ever.
             if self.study.get_trials(deepcopy=False)[trial.number].state == optuna.trial.TrialState.RUNNING:
-                reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else "search_error"
+                interrupted = isinstance(exc, (KeyboardInterrupt, GateClosed))
+                reason = "interrupted" if interrupted else "search_error"
+                name = "KeyboardInterrupt" if interrupted else type(exc).__name__
                 with contextlib.suppress(Exception):
-                    self._tell_failed(trial, reason, f"the search stopped during this trial: {type(exc).__name__}")
+                    self._tell_failed(trial, reason, f"the search stopped during this trial: {name}")
             raise
         finally:
+            self.in_flight.discard(trial.number)
             for frozen in heartbeat.failed:
                 self._note(f"trial {frozen.number}: FAIL {frozen.user_attrs.get('message')}")
 
-    def _run(self, trial: optuna.Trial) -> None:
+    def _run(self, trial: optuna.Trial, harness: Harness, gate: MeasurementGate | None) -> None:
         assert self.space is not None
         try:
             config = self.space.suggest(trial)
@@ -237,7 +269,7 @@ class TrialLoop:
             return
         created = utc_now()
         try:
-            source = self.harness.source(config, created)
+            source = harness.source(config, created)
         except ConfigError as exc:
             self._tell_failed(trial, "invalid_config", str(exc))
             return
@@ -245,8 +277,15 @@ class TrialLoop:
         trial.set_user_attr("source_sha256", hashlib.sha256(source.encode()).hexdigest())
         recipe = trial.user_attrs.get("recipe")
         self.report(trial.number, f"trial {trial.number}: starting" + (f" (recipe {recipe})" if recipe else ""))
-        run = run_trial(self.harness.request(config, source=source), Monitor(self, trial, f"trial {trial.number}"))
+        monitor = Monitor(self, trial, f"trial {trial.number}")
+        run = run_trial(harness.request(config, source=source), monitor, gate)
+        if self.stopping.is_set():
+            raise KeyboardInterrupt  # the pool stopped: its worker was killed, whatever the run says
         record = run.record()
+        if harness.device != self.harness.device:
+            trial.set_user_attr("device", harness.device)
+        if run.measured_between:
+            trial.set_user_attr("measured_between", [round(t, 3) for t in run.measured_between])
         for key, value in record.to_dict().items():
             trial.set_user_attr(key, value)
         for name in ("eager", "compile"):
@@ -270,7 +309,8 @@ class TrialLoop:
 
     def _tell(self, trial: optuna.Trial, *args: Any, **kwargs: Any) -> None:
         try:
-            self.study.tell(trial, *args, **kwargs)
+            with self.lock:
+                self.study.tell(trial, *args, **kwargs)
         except RuntimeError as exc:
             # The brute-force sampler asks the study to stop once every configuration was tried;
             # with ask/tell that request arrives as this error, after the trial was recorded.
@@ -336,8 +376,12 @@ def compile_limit(loop: TrialLoop) -> tuple[float | None, str]:
     limits: list[tuple[float, str]] = []
     plain = loop.baselines.get("compile", {}).get("compile_seconds")
     if options.compile_budget and plain:
-        budget = options.compile_budget * plain
+        # Workers that share a device compile side by side, each up to that many times slower than alone.
+        sharing = loop.workers_per_device
+        budget = options.compile_budget * plain * sharing
         why = f"{options.compile_budget:g}x plain torch.compile's {plain:.1f} s (--compile-budget)"
+        if sharing > 1:
+            why += f", times the {sharing} workers that compile side by side on the device"
         if budget < MIN_COMPILE_BUDGET:
             budget, why = MIN_COMPILE_BUDGET, f"{why}, but never less than {MIN_COMPILE_BUDGET:.0f} s"
         limits.append((budget, why))
@@ -359,26 +403,54 @@ class Monitor:
         self.compile_seconds = 0.0
         self.windows: list[float] = []
         self.limit, self.why = compile_limit(loop)
+        self.busy = ""
+        """Why this trial's windows are not judged: the calibration probe said the machine was busy."""
 
     def __call__(self, event: dict[str, Any] | None) -> str | None:
+        if self.loop.stopping.is_set():
+            raise KeyboardInterrupt  # the pool stops: the runner kills the worker, the trial ends as interrupted
         limit = self.limit
         if event is None:
             if self.phase == "compile" and limit and time.monotonic() - self.phase_started > limit:
                 return f"compile ran past {limit:.0f} s: {self.why}"
             return None
         kind = event["event"]
-        if kind == "phase":
+        if kind == "paused":
+            # Stopped while another worker measured: not this trial's compile time.
+            self.phase_started += float(event["seconds"])
+        elif kind == "phase":
             self.phase, self.phase_started = event["phase"], time.monotonic()
             self.loop.report(self.trial.number, f"{self.label}: {self.phase}")
         elif kind == "compiled":
             self.compile_seconds = float(event["compile_seconds"])
             if limit and self.compile_seconds > limit:
                 return f"compile took {self.compile_seconds:.0f} s, more than {limit:.0f} s: {self.why}"
+        elif kind == "probe":
+            self.busy = self._busy(float(event["seconds"]))
+            if self.busy:
+                self.trial.set_user_attr("not_pruned_because", self.busy)
         elif kind == "window":
             return self._window(event)
         return None
 
+    def _busy(self, probe: float) -> str:
+        """Why the machine looks busy now, from the calibration probe against the baselines' fastest; '' when it does not."""
+        probes = [
+            seconds
+            for record in self.loop.baselines.values()
+            for seconds in record.get("probe_seconds") or []
+            if seconds
+        ]
+        if probes and probe > PROBE_SLOWDOWN * min(probes):
+            return (
+                f"the calibration probe took {probe * 1e3:.1f} ms, over {PROBE_SLOWDOWN:g}x the baselines' "
+                f"{min(probes) * 1e3:.1f} ms: the machine was busy, so its windows were not judged"
+            )
+        return ""
+
     def _window(self, event: dict[str, Any]) -> str | None:
+        if self.busy:
+            return None  # slow windows of a busy machine say nothing about the configuration
         objective = self.loop.objective
         value = objective.value(event["samples_per_second"], event["batches_per_second"], self.compile_seconds)
         step = int(event["index"])
