@@ -42,6 +42,7 @@ from autotune.study.format import interval
 from autotune.study.objective import Objective
 from autotune.study.recipes import read_recipes, without_cuda_graphs
 from autotune.study.search import SearchOptions, search
+from autotune.study.verdict import savings_text
 from autotune.trial.request import check_device
 from autotune.workload import resolve
 
@@ -205,7 +206,7 @@ def bench_workload(
         "search_seconds": round(search_seconds, 1),
         "trial_states": {s: sum(1 for t in trials if t.state.name == s) for s in ("COMPLETE", "PRUNED", "FAIL")},
         "failure_reasons": _count(t.user_attrs.get("reason", "?") for t in trials if t.state.name == "FAIL"),
-        "pruning_saved_seconds": pruning_savings(trials),
+        "pruning": pruning_savings(trials, harness.protocol.to_dict()),
         "trial_seconds": round(sum(t.user_attrs.get("wall_seconds", 0.0) for t in finished), 1),
         "overhead_seconds": {
             phase: round(
@@ -411,7 +412,7 @@ def _workload_table(bench: dict[str, Any]) -> list[str]:
         f"1-minute load {_span(noise.get('load'))}, calibration probe {_span(noise.get('probe_ms'))} ms.",
         f"Study: {sum(states.values())} trials ({states['COMPLETE']} complete, {states['PRUNED']} pruned, "
         f"{states['FAIL']} failed{': ' + failures if failures else ''}) in {bench['search_seconds']:.0f} s; "
-        f"pruning saved about {bench['pruning_saved_seconds']:.0f} s.",
+        f"{savings_text({'pruning': bench['pruning']})}.",
         "Median per-trial time by phase: "
         + ", ".join(f"{p} {overhead.get(p, 0):.1f} s" for p in PHASES)
         + " (start = process start and imports; build = workload and batches; compile = compile, accuracy check and warm-up).",

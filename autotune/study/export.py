@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
-import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -293,28 +292,56 @@ def write_trials_csv(out_dir: Path, rows: list[dict[str, Any]]) -> Path:
 def study_summary(study: optuna.Study) -> dict[str, Any]:
     """best.yaml's `study` section: name, storage, space, trial counts, failure reasons, pruning savings."""
     trials = study.get_trials(deepcopy=False)
-    return _study_summary(study, trials, pruning_savings(trials))
+    protocol = (study.user_attrs.get("settings") or {}).get("protocol") or {}
+    return _study_summary(study, trials, pruning_savings(trials, protocol))
 
 
-def pruning_savings(trials: list[optuna.trial.FrozenTrial]) -> float:
-    """Seconds that pruning saved: for each pruned trial, a completed trial's median duration minus its own."""
-    complete = [
-        t.user_attrs["wall_seconds"]
-        for t in trials
-        if t.state.name == "COMPLETE" and "wall_seconds" in t.user_attrs and "duplicate_of" not in t.user_attrs
+def pruning_savings(trials: list[optuna.trial.FrozenTrial], protocol: Mapping[str, Any]) -> dict[str, Any]:
+    """What pruning saved, from the study's own measurements (a lower bound: what a stopped compile had left is unknown).
+
+    - A trial pruned while measuring did not run its remaining windows (timed as its own
+      windows ran) nor its fresh stream (at least `fresh_seconds`).
+    - A trial stopped while compiling (the compile budget, the time-to bound) did not run a
+      measurement: at least the shortest measurement phase a complete trial of this study
+      took. Its compile time spent is recorded; how long the compile would have gone on is
+      measured only by running the same study without the budget (the benchmark does).
+    """
+    measured = [t for t in trials if "duplicate_of" not in t.user_attrs]
+    measure_phases = [
+        t.user_attrs["phase_seconds"]["measure"]
+        for t in measured
+        if t.state.name == "COMPLETE" and "measure" in (t.user_attrs.get("phase_seconds") or {})
     ]
-    if not complete:
-        return 0.0
-    typical = statistics.median(complete)
-    pruned = [
-        t.user_attrs.get("wall_seconds", typical)
-        for t in trials
-        if t.state.name == "PRUNED" and "duplicate_of" not in t.user_attrs
-    ]
-    return round(sum(max(typical - seconds, 0.0) for seconds in pruned), 1)
+    shortest_measurement = min(measure_phases, default=0.0)
+    windows = int(protocol.get("windows") or 0)
+    fresh = float(protocol.get("fresh_seconds") or 0.0) if protocol.get("fresh_batches", 1) else 0.0
+    while_measuring = while_compiling = 0
+    measuring_saved = skipped_saved = compile_spent = 0.0
+    for trial in measured:
+        if trial.state.name != "PRUNED":
+            continue
+        phases = trial.user_attrs.get("phase_seconds") or {}
+        ran = len(trial.user_attrs.get("windows") or [])
+        if ran and "measure" in phases:
+            while_measuring += 1
+            measuring_saved += max(windows - ran, 0) * phases["measure"] / ran + fresh
+        else:
+            while_compiling += 1
+            compile_spent += float(phases.get("compile", 0.0))
+            skipped_saved += shortest_measurement
+    return {
+        "saved_seconds": round(measuring_saved + skipped_saved, 1),
+        "pruned_while_measuring": while_measuring,
+        "measuring_seconds_saved": round(measuring_saved, 1),
+        "stopped_while_compiling": while_compiling,
+        "compile_seconds_spent": round(compile_spent, 1),
+        "measurement_seconds_skipped": round(skipped_saved, 1),
+    }
 
 
-def _study_summary(study: optuna.Study, trials: list[optuna.trial.FrozenTrial], saved: float) -> dict[str, Any]:
+def _study_summary(
+    study: optuna.Study, trials: list[optuna.trial.FrozenTrial], saved: dict[str, Any]
+) -> dict[str, Any]:
     counts = {state: sum(1 for t in trials if t.state.name == state) for state in ("COMPLETE", "PRUNED", "FAIL")}
     settings = study.user_attrs.get("settings", {})
     reasons: dict[str, int] = {}
@@ -337,7 +364,8 @@ def _study_summary(study: optuna.Study, trials: list[optuna.trial.FrozenTrial], 
             "failed": counts["FAIL"],
         },
         "failure_reasons": reasons,
-        "pruning_saved_seconds": saved,
+        "pruning_saved_seconds": saved["saved_seconds"],
+        "pruning": saved,
         "trial_seconds": round(sum(t.user_attrs.get("wall_seconds", 0.0) for t in trials), 1),
         "search_wall_seconds": study.user_attrs.get("search_wall_seconds"),
         "protocol": settings.get("protocol", {}),

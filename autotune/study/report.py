@@ -14,7 +14,7 @@ from autotune.study.campaign import Campaign
 from autotune.study.doctor import Diagnosis
 from autotune.study.format import interval as show_interval
 from autotune.study.format import number
-from autotune.study.verdict import render_summary
+from autotune.study.verdict import render_summary, savings_text
 
 __all__ = ["write_report"]
 
@@ -132,8 +132,8 @@ def _study_text(summary: Mapping[str, Any]) -> str:
     trials = summary.get("trials") or {}
     text = (
         f"{trials.get('total', 0)} trials: {trials.get('complete', 0)} complete, {trials.get('pruned', 0)} pruned, "
-        f"{trials.get('failed', 0)} failed. Pruning saved about {number(summary.get('pruning_saved_seconds'))} s of "
-        f"{number(summary.get('trial_seconds'))} s spent in trials."
+        f"{trials.get('failed', 0)} failed, {number(summary.get('trial_seconds'))} s spent in trials; "
+        f"{savings_text(summary)}."
     )
     reasons = summary.get("failure_reasons") or {}
     if reasons:

@@ -13,7 +13,7 @@ from typing import Any
 from autotune.study.campaign import Campaign
 from autotune.study.format import interval, number
 
-__all__ = ["BEST_TRIALS", "best_trials", "confirmation_rows", "confirmation_table", "render_summary"]
+__all__ = ["BEST_TRIALS", "best_trials", "confirmation_rows", "confirmation_table", "render_summary", "savings_text"]
 
 BEST_TRIALS = 5
 """Trials of the search table, best first."""
@@ -81,7 +81,7 @@ def render_summary(metrics: Mapping[str, Any], study: Mapping[str, Any], *, mark
     trials = study.get("trials") or {}
     lines.append(
         f"{trials.get('total', 0)} trial(s): {trials.get('complete', 0)} complete, {trials.get('pruned', 0)} pruned, "
-        f"{trials.get('failed', 0)} failed; pruning saved about {number(study.get('pruning_saved_seconds'))} s."
+        f"{trials.get('failed', 0)} failed; {savings_text(study)}."
     )
     return "\n".join(lines)
 
@@ -137,3 +137,24 @@ def _table(cells: list[list[str]], markdown: bool) -> str:
     return "\n".join(
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1] for row in cells
     )
+
+
+def savings_text(summary: Mapping[str, Any]) -> str:
+    """'pruning saved at least 40 s (...)' from a study summary, old ones (an estimate from medians) included."""
+    pruning = summary.get("pruning")
+    if not isinstance(pruning, Mapping):
+        saved = summary.get("pruning_saved_seconds")
+        return f"pruning saved about {saved if saved is not None else '?'} s (estimated from median trial times)"
+    parts = []
+    if pruning.get("pruned_while_measuring"):
+        parts.append(
+            f"{pruning['pruned_while_measuring']} trial(s) pruned while measuring: {pruning['measuring_seconds_saved']}"
+            " s of windows and fresh stream not run"
+        )
+    if pruning.get("stopped_while_compiling"):
+        parts.append(
+            f"{pruning['stopped_while_compiling']} stopped while compiling after {pruning['compile_seconds_spent']} s "
+            f"of compile in all: {pruning['measurement_seconds_skipped']} s of measurement not run, plus the rest of "
+            "their compiles"
+        )
+    return f"pruning saved at least {pruning.get('saved_seconds', 0)} s" + (f" ({'; '.join(parts)})" if parts else "")
