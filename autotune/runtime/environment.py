@@ -7,7 +7,9 @@ one place that says what that environment is and how two of them differ.
 from __future__ import annotations
 
 import hashlib
+import json
 import platform
+import socket
 import subprocess
 from collections.abc import Mapping, Sequence
 from importlib.metadata import PackageNotFoundError
@@ -25,6 +27,7 @@ __all__ = [
     "batch_shapes",
     "differences",
     "fingerprint",
+    "host_key",
     "model_fingerprint",
     "version",
 ]
@@ -114,3 +117,13 @@ def _driver_version() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip().splitlines()[0] if out.stdout.strip() else None
+
+
+def host_key(environment: Mapping[str, Any]) -> str:
+    """This host and its environment in one short name, e.g. 'gpu-a-3f2c91d0': whose baselines a speedup compares with.
+
+    Two hosts with one name but other software or devices get different keys, and so do two
+    hosts with the same environment.
+    """
+    digest = hashlib.sha256(json.dumps(dict(environment), sort_keys=True, default=str).encode()).hexdigest()[:8]
+    return f"{socket.gethostname()}-{digest}"

@@ -36,6 +36,7 @@ from autotune.study.cache import record_compile_cache
 from autotune.study.campaign import Harness, Subject
 from autotune.study.doctor import diagnose
 from autotune.study.export import SearchResult, campaign_of, export_study, exported_choice
+from autotune.study.format import utc_now
 from autotune.study.heartbeat import Liveness
 from autotune.study.objective import Objectives
 from autotune.study.pareto import DEFAULT_PICK, parse_pick
@@ -519,6 +520,13 @@ def _baselines(search: _Search) -> dict[str, dict[str, Any]]:
         search.study.set_user_attr(f"baseline.{subject.name}", baselines[subject.name])
         if run.environment:
             search.study.set_user_attr("environment", run.environment)
+            search.loop.host = environment.host_key(run.environment)
+    # Each host's own baselines, under its key: a study several hosts share compares every
+    # trial with the baselines of the host that ran it (the trial's `baselines_of`).
+    search.study.set_user_attr(
+        f"baselines.{search.loop.host}",
+        {"host": socket.gethostname(), "environment": run.environment, "measured": utc_now(), **baselines},
+    )
     return baselines
 
 

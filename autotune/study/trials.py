@@ -92,6 +92,8 @@ class TrialLoop:
         """Numbers of the trials this process runs now."""
         self.workers_per_device = 1
         """Workers that share one device: their compiles run side by side, each slower than alone."""
+        self.host = f"{socket.gethostname()}-unmeasured"
+        """Whose baselines `baselines` are: this host and its environment (`environment.host_key`)."""
         self.stopping = threading.Event()
         """Set when the search stops (Ctrl-C in a pool): a running trial ends as interrupted."""
 
@@ -292,6 +294,7 @@ class TrialLoop:
             base = self.baselines.get(name, {}).get("samples_per_second")
             if record.complete and base:
                 trial.set_user_attr(f"speedup_vs_{name}", round((record.samples_per_second or 0.0) / base, 4))
+                trial.set_user_attr("baselines_of", self.host)
         if record.complete:
             values = self.objectives.values(record)
             self._tell(trial, values)
