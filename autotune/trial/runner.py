@@ -234,12 +234,16 @@ def _gated(gate: MeasurementGate, member: Member, event: dict[str, Any], run: Tr
     elif kind == "compiled" and isinstance(event.get("compile_span"), list):
         start, end = (float(t) for t in event["compile_span"])
         stopped = overlap_seconds(member.paused, (start, end))
+        beside = gate.beside(member, (start, end))
         if isinstance(event.get("check_span"), list):
-            check_start, check_end = (float(t) for t in event["check_span"])
-            stopped -= overlap_seconds(member.paused, (check_start, check_end))
-        event["compile_seconds"] = max(float(event.get("compile_seconds", 0.0)) - stopped, 0.0)
+            # The accuracy check's eager reference is not compile time, stopped or beside another.
+            check = tuple(float(t) for t in event["check_span"])
+            stopped -= overlap_seconds(member.paused, (check[0], check[1]))
+            beside -= gate.beside(member, (check[0], check[1]))
+        compile_seconds = max(float(event.get("compile_seconds", 0.0)) - stopped, 0.0)
+        event["compile_seconds"] = compile_seconds
         event["compile_paused_seconds"] = round(stopped, 3)
-        event["compile_concurrent_seconds"] = round(gate.beside(member, (start, end)), 3)
+        event["compile_concurrent_seconds"] = round(min(max(beside, 0.0), compile_seconds), 3)
     if kind == "result" and run.compiled:
         # The worker's own figure includes the stops; the corrected one from its "compiled" event counts.
         for key in ("compile_seconds", "compile_paused_seconds", "compile_concurrent_seconds"):
