@@ -217,6 +217,8 @@ def _trial_detail(trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
         "state": trial.state.name,
         "config": trial.user_attrs.get("config"),
         "compile_seconds": round(_compile_seconds(trial), 1),
+        # A trial that reached its windows compiled to the end; one stopped before them did not.
+        "compiled_fully": bool(trial.user_attrs.get("windows")) or trial.state.name == "COMPLETE",
         "message": trial.user_attrs.get("message", "")[:200],
     }
 
@@ -225,11 +227,11 @@ def bound_savings(bounds: dict[str, Any]) -> dict[str, Any]:
     """Compile seconds in all with and without the bounds, and the stopped configurations' compile times."""
     bounded, unbounded = bounds["bounded"], bounds["unbounded"]
     unbounded_by_config = {
-        json.dumps(t["config"], sort_keys=True): t for t in unbounded["trials_detail"] if t["state"] != "PRUNED"
+        json.dumps(t["config"], sort_keys=True): t for t in unbounded["trials_detail"] if t["compiled_fully"]
     }
     stopped = []
     for trial in bounded["trials_detail"]:
-        if trial["state"] == "PRUNED" and "compil" in trial["message"]:
+        if trial["state"] == "PRUNED" and not trial["compiled_fully"]:
             twin = unbounded_by_config.get(json.dumps(trial["config"], sort_keys=True))
             stopped.append(
                 {
