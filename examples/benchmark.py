@@ -354,8 +354,7 @@ def render(results: dict[str, Any]) -> str:
     lines = [
         f"# autotune benchmark ({results['size']}{', smoke run' if results.get('smoke') else ''}, {m['device']})",
         "",
-        f"Run {results['date']} on {m['device_name']} ({m['cores']} cores), torch {m['torch']}, Python {m['python']}, "
-        f"autotune {m['autotune']}. Space `{results['space']}`, {results['trials']} trials per workload, at least "
+        f"Run {results['date']} on {machine_text(m)}. Space `{results['space']}`, {results['trials']} trials per workload, at least "
         f"{results['rounds']} rotated measurement round(s) per subject. Throughput is samples/s on fresh batches "
         "(median over rounds); ratios are medians of paired rounds with 95% t-intervals.",
         "",
@@ -486,6 +485,14 @@ def _machine(device: str) -> dict[str, Any]:
         "autotune": fingerprint["autotune"],
         "platform": platform.platform(terse=True),
     }
+
+
+def machine_text(machine: dict[str, Any]) -> str:
+    """'AMD EPYC (2 cores), torch 2.13.0+cpu, Python 3.11.7, autotune 0.1.0'."""
+    return (
+        f"{machine['device_name']} ({machine['cores']} cores), torch {machine['torch']}, Python {machine['python']}, "
+        f"autotune {machine['autotune']}"
+    )
 
 
 def _progress(progress: Any) -> None:

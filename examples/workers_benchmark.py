@@ -42,7 +42,7 @@ from autotune.study.objective import Objective
 from autotune.study.search import SearchOptions, explore
 from autotune.trial.request import check_device
 from autotune.workload import resolve
-from examples.benchmark import WORKLOADS, _figures, _machine, _progress
+from examples.benchmark import WORKLOADS, _figures, _machine, _progress, machine_text
 
 FINISHED = ("COMPLETE", "PRUNED", "FAIL")
 
@@ -254,8 +254,7 @@ def render(results: dict[str, Any]) -> str:
     lines = [
         f"# Workers benchmark ({results['size']}, {machine['device']})",
         "",
-        f"Machine: {machine['device_name']}, {machine['cores']} cores; torch {machine['torch']}, "
-        f"Python {machine['python']}, autotune {machine['autotune']}. Per workload: "
+        f"Machine: {machine_text(machine)}. Per workload: "
         + "; ".join(
             f"{name}: space `{e.get('space')}`, {e.get('trials')} trials per study, seed {e.get('seed')}, winners "
             f"measured in {e.get('rounds')} rotated rounds"
