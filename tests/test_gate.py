@@ -145,22 +145,53 @@ def _wait_for(condition, seconds: float, what: str) -> None:
         time.sleep(0.1)
 
 
+def _children(pid: int) -> list[int]:
+    """The processes `pid` started (its direct children)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _started_by(parent: int, program: str) -> list[int]:
+    """Live children of `parent` running `program` (a module run with -m)."""
+    found = []
+    for pid in _children(parent):
+        try:
+            if program.encode() in Path(f"/proc/{pid}/cmdline").read_bytes() and _alive(pid):
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
 def _start_parent(folder: Path) -> tuple[subprocess.Popen, int, int]:
-    """A search stand-in with one worker measuring for 600 s and one stopped meanwhile: (parent, measuring, stopped)."""
+    """A search stand-in with one worker measuring for 600 s and one stopped meanwhile: (parent, measuring, stopped).
+
+    The second worker may be stopped before it has run a line (it joined while the first measured).
+    """
     parent = subprocess.Popen([sys.executable, "-c", _PARENT, str(folder)], start_new_session=True)
-    _wait_for(lambda: len(_ticks(folder)) == 2, 60, "the two workers never started")
-    pids = list(_ticks(folder))
-    _wait_for(lambda: any(_state(pid) == "T" for pid in pids), 30, "neither worker was ever stopped")
-    stopped = next(pid for pid in pids if _state(pid) == "T")
-    measuring = next(pid for pid in pids if pid != stopped)
+    _wait_for(lambda: len(_started_by(parent.pid, PROGRAM)) == 2, 60, "the two workers never started")
+    workers = _started_by(parent.pid, PROGRAM)
+    _wait_for(lambda: any(_state(pid) == "T" for pid in workers), 30, "neither worker was ever stopped")
+    stopped = next(pid for pid in workers if _state(pid) == "T")
+    measuring = next(pid for pid in workers if pid != stopped)
     return parent, measuring, stopped
 
 
 def test_a_killed_search_leaves_no_worker_behind_not_even_a_stopped_one(tmp_path: Path) -> None:
     parent, measuring, stopped = _start_parent(tmp_path)
+    (guard,) = _started_by(parent.pid, "autotune.trial.guard")
     parent.kill()
     parent.wait()
     _wait_for(lambda: not _alive(measuring) and not _alive(stopped), 10, "a worker outlived the killed search")
+    _wait_for(lambda: not _alive(guard), 10, "the guard outlived its work")
 
 
 def test_closing_the_gate_kills_every_worker_and_refuses_turns(tmp_path: Path) -> None:
