@@ -411,7 +411,7 @@ def _workload_table(bench: dict[str, Any]) -> list[str]:
         f"1-minute load {_span(noise.get('load'))}, calibration probe {_span(noise.get('probe_ms'))} ms.",
         f"Study: {sum(states.values())} trials ({states['COMPLETE']} complete, {states['PRUNED']} pruned, "
         f"{states['FAIL']} failed{': ' + failures if failures else ''}) in {bench['search_seconds']:.0f} s; "
-        f"{savings_text({'pruning': bench['pruning']})}.",
+        f"{savings_text(bench)}.",
         "Median per-trial time by phase: "
         + ", ".join(f"{p} {overhead.get(p, 0):.1f} s" for p in PHASES)
         + " (start = process start and imports; build = workload and batches; compile = compile, accuracy check and warm-up).",

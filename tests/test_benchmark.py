@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from examples.benchmark import render
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -39,3 +41,7 @@ def test_smoke_run_writes_the_table_and_the_raw_figures(tmp_path) -> None:
     assert figures["machine"]["torch"] and figures["date"]
     table = (tmp_path / "smoke-cpu.md").read_text()
     assert "| compile |" in table and "smoke run" in table and "What autotune exports" in table
+    assert "pruning saved at least" in table
+    # A rerun keeps the workloads of earlier results, some recorded before pruning was measured.
+    older = {k: v for k, v in bench.items() if k != "pruning"} | {"pruning_saved_seconds": 3.8}
+    assert "pruning saved about 3.8 s (estimated" in render({**figures, "workloads": {"convnet": older}})
