@@ -4,9 +4,9 @@ One search tunes the Detour test workload on a space that only allows regional c
 the slow choice for it: every trial is slower than plain torch.compile, so the search exports
 plain torch.compile. Copies of its folder then get the regional trial as their incumbent (as
 if an earlier tuning had chosen it), and retunes keep it, replace it by the whole-model
-compilation a wider space offers, and flag it when it starts failing. A second search on
-the wide space is retuned at once, several times, and must never cry wolf, until the model
-really slows down.
+compilation a wider space offers, and flag it when it starts failing. The search's own export
+is retuned at once, several times, and must never cry wolf, until the model really slows
+down.
 """
 
 from __future__ import annotations
@@ -320,24 +320,12 @@ def test_load_and_show_recommend_a_retune_in_another_environment(searched: Path,
 # -- no false alarms, and a real slowdown --------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def tuned_wide(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wide") / "detour"
-    code, _ = run_cli(
-        "search", "--no-doctor", "--model", SPEC, "--space", WIDE, "--trials", "2", "--confirm", "1", "--rounds", "2",
-        "--max-rounds", "2", "--sampler", "random", "--seed", "1", "--windows", "2", "--device", "cpu",
-        "--no-compile-cache", "--out", str(out),
-    )  # fmt: skip
-    assert code == cli.EXIT_OK
-    return out / "best.yaml"
-
-
 @pytest.mark.slow
 def test_retunes_right_after_a_search_in_the_same_environment_raise_no_false_alarm(
-    tuned_wide: Path, tmp_path: Path
+    searched: Path, tmp_path: Path
 ) -> None:
-    best = copy_of(tuned_wide.parent, tmp_path / "detour")
-    assert load(best).config.scope == "whole", "whole-model compilation (a trial or plain compile) skips the pause"
+    best = copy_of(searched, tmp_path / "detour")
+    assert load(best).config.scope == "whole", "the search exported plain compile, which skips the eager pause"
     for attempt in range(3):
         code, out = run_cli(
             "retune", str(best), "--space", WIDE, "--trials", "0", "--top", "0", "--repeats", "2", "--max-rounds", "3",
@@ -348,8 +336,8 @@ def test_retunes_right_after_a_search_in_the_same_environment_raise_no_false_ala
 
 
 @pytest.mark.slow
-def test_a_model_that_really_got_slower_is_a_regression(tuned_wide: Path, tmp_path: Path, monkeypatch) -> None:
-    best = copy_of(tuned_wide.parent, tmp_path / "detour")
+def test_a_model_that_really_got_slower_is_a_regression(searched: Path, tmp_path: Path, monkeypatch) -> None:
+    best = copy_of(searched, tmp_path / "detour")
     monkeypatch.setenv("AUTOTUNE_TEST_SLOW", "1")  # every compiled step now pauses longer than eager's step
     code, out = run_cli(
         "retune", str(best), "--space", WIDE, "--trials", "0", "--top", "0", "--repeats", "2", "--max-rounds", "3",
