@@ -8,6 +8,7 @@ search, which runs it again.
 
 from __future__ import annotations
 
+import functools
 import re
 import signal
 import subprocess
@@ -47,8 +48,15 @@ def _argv(url: str, study: str, out: Path, trials: int, *extra: str) -> list[str
     ]  # fmt: skip
 
 
+@functools.cache
+def _storage(url: str) -> optuna.storages.RDBStorage:
+    """One storage, so one connection pool, for all of this module's reads: the tests poll every 0.3 s,
+    and a storage per read leaves its connections open until garbage collection, past the server's limit."""
+    return open_storage(url)
+
+
 def _trials(url: str, study: str) -> list[optuna.trial.FrozenTrial]:
-    return optuna.load_study(study_name=study, storage=open_storage(url)).trials
+    return optuna.load_study(study_name=study, storage=_storage(url)).trials
 
 
 def _started(stderr: str) -> set[int]:

@@ -223,7 +223,11 @@ def long_tailed() -> Workload:
 
 
 class HogsWhileMeasuring(TinyMLP):
-    """Starts two busy processes (one per core here) during its 40th step, once per marker file."""
+    """Starts busy processes (one per core) during its 40th step, once per marker file.
+
+    They spin until the worker that started them exits (30 s at most), so the rest of that
+    run sees a busy machine and the next run, in a new worker, a quiet one.
+    """
 
     def __init__(self) -> None:
         super().__init__()
@@ -234,7 +238,10 @@ class HogsWhileMeasuring(TinyMLP):
         marker = os.environ.get("AUTOTUNE_TEST_HOG_MARKER")
         if self.calls == 40 and marker and not os.path.exists(marker):
             open(marker, "w").close()
-            spin = "import time\nend = time.time() + 3\nwhile time.time() < end:\n    pass\n"
+            spin = (
+                "import os, time\nend = time.time() + 30\n"
+                f"while os.getppid() == {os.getpid()} and time.time() < end:\n    pass\n"
+            )
             for _ in range(max(2, os.cpu_count() or 2)):
                 subprocess.Popen([sys.executable, "-c", spin], start_new_session=True)
         return super().forward(x)
