@@ -12,9 +12,12 @@ import sys
 import traceback
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.errors import AutotuneError, ConfigError
+
+if TYPE_CHECKING:
+    from autotune.trial.request import Protocol
 
 __all__ = ["EXIT_ERROR", "EXIT_FINDINGS", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "main"]
 
@@ -278,6 +281,22 @@ def _add_search(p: argparse.ArgumentParser) -> None:
         help="steady-state measurement windows per trial (default: 5)",
     )
     p.add_argument(
+        "--window-seconds",
+        type=float,
+        default=Protocol().window_seconds,
+        metavar="SECONDS",
+        help="each window runs passes over the fixed batches until it lasts this long, at least (default: "
+        "%(default)s); longer windows average out more of a busy machine's jitter, shorter ones measure sooner",
+    )
+    p.add_argument(
+        "--fresh-seconds",
+        type=float,
+        default=Protocol().fresh_seconds,
+        metavar="SECONDS",
+        help="the fresh batches run again until their stream lasts this long, at least (default: %(default)s): "
+        "a fast model's single pass would be too short to time",
+    )
+    p.add_argument(
         "--no-recipes",
         dest="recipes",
         action="store_false",
@@ -301,12 +320,25 @@ def _options(cls: Any, args: argparse.Namespace, **given: Any) -> Any:
     return cls(**{**values, **given})
 
 
+def _protocol(args: argparse.Namespace) -> Protocol:
+    """The measurement protocol of `autotune search`'s flags; a bad value is named by its flag."""
+    from autotune.trial.request import Protocol  # lazy: see the module docstring
+
+    given = {name: getattr(args, name) for name in ("windows", "fresh_batches", "window_seconds", "fresh_seconds")}
+    try:
+        return Protocol(**given)
+    except ConfigError as exc:
+        message = str(exc)
+        for name in given:
+            message = message.replace(f"protocol.{name}:", f"--{name.replace('_', '-')}:")
+        raise ConfigError(message) from None
+
+
 def run_search(args: argparse.Namespace) -> int:
     """`autotune search`."""
     from autotune.study.effort import effort  # lazy: see the module docstring
     from autotune.study.search import SearchOptions, search  # lazy: see the module docstring
     from autotune.study.storage import shown  # lazy: see the module docstring
-    from autotune.trial.request import Protocol  # lazy: see the module docstring
 
     level = effort(args.effort)
     for name in ("space", "trials", "confirm"):
@@ -317,8 +349,7 @@ def run_search(args: argparse.Namespace) -> int:
     if args.max_rounds is None:
         # More --rounds than the level's most: those rounds are what was asked for.
         args.max_rounds = max(level.max_rounds, args.rounds)
-    protocol = Protocol(windows=args.windows, fresh_batches=args.fresh_batches)
-    options = _options(SearchOptions, args, protocol=protocol)
+    options = _options(SearchOptions, args, protocol=_protocol(args))
     print(
         f"autotune: searching {options.model} on {','.join(options.devices)}: study {options.name!r}, "
         f"up to {options.trials} trial(s) in all, space {options.space!r} (effort {args.effort}), "

@@ -57,6 +57,26 @@ def test_eager_trial_completes_with_windows_and_result() -> None:
     assert run.environment["device"] == "cpu"
 
 
+def test_window_and_fresh_stream_lengths_follow_the_protocol() -> None:
+    def run(**protocol: float) -> dict:
+        request = TrialRequest(
+            spec="tests.trial_targets.workloads:tiny_train",
+            source=None,
+            protocol=Protocol(windows=2, **protocol).to_dict(),  # type: ignore[arg-type]
+            timeout=120,
+        )
+        outcome = run_trial(request)
+        assert outcome.state == "complete", outcome.message + outcome.stderr_tail
+        return {"passes": [w["passes"] for w in outcome.windows], **outcome.result}
+
+    short = run(window_seconds=1e-6, fresh_seconds=0)
+    assert short["passes"] == [1, 1] and short["fresh_passes"] == 1
+    long = run(window_seconds=30, fresh_seconds=0.5)
+    assert long["passes"] == [64, 64], "a window of a fast model stops at 64 passes"
+    assert long["fresh_passes"] > 1
+    assert long["fresh_passes"] * long["fresh_batches"] / long["batches_per_second"] >= 0.5, "the stream lasted 0.5 s"
+
+
 def test_hanging_trial_is_killed_at_its_timeout_with_its_process_group(tmp_path, monkeypatch) -> None:
     pidfile = tmp_path / "pids"
     monkeypatch.setenv("AUTOTUNE_TEST_PIDFILE", str(pidfile))

@@ -231,6 +231,8 @@ def test_search_help_documents_every_flag(capsys) -> None:
         "--seed",
         "--objective",
         "--max-compile-seconds",
+        "--window-seconds",
+        "--fresh-seconds",
     ):
         assert flag in text
     assert "best.yaml" in text and "resumes" in text
@@ -259,6 +261,21 @@ def test_bruteforce_stops_when_every_configuration_was_measured(tmp_path) -> Non
         "scope=whole mode=default dynamic=None",
         "scope=whole mode=default dynamic=True",
     }
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "named"),
+    [
+        ("--window-seconds", "0", "--window-seconds: 0.0 must be a number of seconds > 0"),
+        ("--fresh-seconds", "-1", "--fresh-seconds: -1.0 must be a number of seconds >= 0"),
+        ("--windows", "0", "--windows: 0 must be an integer >= 1"),
+    ],
+)
+def test_a_bad_measurement_flag_is_named_before_anything_runs(tmp_path, capsys, flag, value, named) -> None:
+    out = tmp_path / "out"
+    assert cli.main(["search", "--model", SPEC, flag, value, "--out", str(out)]) == cli.EXIT_ERROR
+    assert named in capsys.readouterr().err
+    assert not out.exists(), "nothing was started"
 
 
 def test_slow_ratio_must_be_a_fraction() -> None:

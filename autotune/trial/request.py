@@ -25,7 +25,10 @@ class Protocol:
     windows: int = 5
     """Steady-state windows on the fixed batches after warm-up; the pruner sees each one."""
     passes_per_window: int = 1
-    """Passes over the fixed batches in one window (more for tiny, fast workloads)."""
+    """Passes over the fixed batches in one window, at least (more for tiny, fast workloads: see `window_seconds`)."""
+    window_seconds: float = 0.5
+    """A window runs passes over the fixed batches until it lasts at least this long (64 passes at most):
+    longer windows average out more of a shared machine's jitter; shorter ones measure sooner."""
     max_warmup_passes: int = 8
     """Warm-up passes allowed for the fixed batches' shapes to compile; a run still compiling after them fails."""
     fresh_batches: int = 24
@@ -43,11 +46,9 @@ class Protocol:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"protocol.{name}: {value!r} must be an integer >= 1.")
-        if (
-            isinstance(self.fresh_seconds, bool)
-            or not isinstance(self.fresh_seconds, (int, float))
-            or self.fresh_seconds < 0
-        ):
+        if not _seconds(self.window_seconds) or self.window_seconds <= 0:
+            raise ConfigError(f"protocol.window_seconds: {self.window_seconds!r} must be a number of seconds > 0.")
+        if not _seconds(self.fresh_seconds) or self.fresh_seconds < 0:
             raise ConfigError(f"protocol.fresh_seconds: {self.fresh_seconds!r} must be a number of seconds >= 0.")
         for name in ("fresh_batches", "threads"):
             value = getattr(self, name)
@@ -223,6 +224,11 @@ _FIGURES = {f.name for f in fields(RunRecord)} - {
     "phase_seconds",
     "paused_seconds",
 }
+
+
+def _seconds(value: Any) -> bool:
+    """Whether `value` is a finite number (a bool is not one)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _finite(value: Any) -> Any:

@@ -56,7 +56,6 @@ from autotune.workload import Workload, resolve, samples_in
 
 __all__ = ["StepRunner", "TrialFailure", "classify", "main", "to_device"]
 
-MIN_WINDOW_SECONDS = 0.5
 MAX_PASSES_PER_WINDOW = 64
 PROBE_SLOWDOWN = 1.5
 """A probe this many times slower after measuring than before marks the run noisy."""
@@ -239,7 +238,7 @@ def steady_windows(trial: Trial) -> list[dict[str, Any]]:
     trial.run_pass(trial.batches)
     passes = min(
         MAX_PASSES_PER_WINDOW,
-        max(trial.protocol.passes_per_window, math.ceil(MIN_WINDOW_SECONDS / max(clock.elapsed(), 1e-6))),
+        max(trial.protocol.passes_per_window, math.ceil(trial.protocol.window_seconds / max(clock.elapsed(), 1e-6))),
     )
     windows: list[dict[str, Any]] = []
     redone = 0
@@ -257,6 +256,7 @@ def steady_windows(trial: Trial) -> list[dict[str, Any]]:
         window = {
             "index": len(windows),
             "seconds": seconds,
+            "passes": passes,
             "samples_per_second": samples * passes / seconds,
             "batches_per_second": len(trial.batches) * passes / seconds,
         }
