@@ -184,6 +184,32 @@ def test_a_noisy_run_is_measured_again_and_kept_for_the_record(harness, monkeypa
     assert not result.runs["compile"][0].noisy and result.noise()["remeasured"] == 1
 
 
+def test_a_subject_that_is_a_baseline_is_not_run_again_and_shares_its_runs(harness, monkeypatch) -> None:
+    runner = FakeRunner({"eager": [50.0, 52.0], "compile": [100.0, 90.0]})
+    monkeypatch.setattr(measurement, "run_trial", runner)
+    incumbent = Subject(name="incumbent", config=CompileConfig(), same_as="compile")
+    result = measurement.measure(
+        harness, [*Subject.baselines(), incumbent], objective=THROUGHPUT, min_rounds=2, max_rounds=2
+    )
+    assert runner.order == ["eager", "compile", "compile", "eager"], "two subjects run, in rotated rounds"
+    assert result.orders == [["eager", "compile"], ["compile", "eager"]]
+    assert result.complete_runs("incumbent") == result.complete_runs("compile")
+    assert result.ratio("incumbent", "compile") == Interval(1.0, 1.0, 1.0, 2)
+    assert result.ratio("incumbent", "eager") == result.ratio("compile", "eager")
+    assert result.noise()["runs"] == 4, "each run counted once"
+    again = Campaign.from_dict(result.to_dict())
+    assert again.subjects["incumbent"].same_as == "compile" and again.to_dict() == result.to_dict()
+    # More rounds (a retune making sure of a regression) run the baselines only, and the incumbent has them too.
+    more = measurement.measure(harness, [], objective=THROUGHPUT, min_rounds=3, max_rounds=3, campaign=again)
+    assert runner.order[4:] == ["eager", "compile"] and len(more.complete_runs("incumbent")) == 3
+
+
+def test_a_subject_cannot_be_the_same_as_a_subject_that_is_not_measured(harness) -> None:
+    stray = Subject(name="incumbent", config=CompileConfig(), same_as="trial 7")
+    with pytest.raises(ValueError, match="'incumbent' is the same as 'trial 7'"):
+        measurement.measure(harness, [*Subject.baselines(), stray], objective=THROUGHPUT)
+
+
 def test_a_run_whose_probe_is_much_slower_than_the_campaigns_fastest_is_noisy() -> None:
     quiet = campaign(eager=[50.0], compile=[100.0])
     slow = run(120.0, probe=0.004 * 3)

@@ -322,7 +322,7 @@ def test_load_and_show_recommend_a_retune_in_another_environment(searched: Path,
 
 @pytest.mark.slow
 def test_retunes_right_after_a_search_in_the_same_environment_raise_no_false_alarm(
-    searched: Path, tmp_path: Path
+    searched: Path, tmp_path: Path, capsys
 ) -> None:
     best = copy_of(searched, tmp_path / "detour")
     assert load(best).config.scope == "whole", "the search exported plain compile, which skips the eager pause"
@@ -333,6 +333,11 @@ def test_retunes_right_after_a_search_in_the_same_environment_raise_no_false_ala
         )  # fmt: skip
         assert code == cli.EXIT_OK, f"retune {attempt + 1}: {out}"
         assert "REGRESSION" not in out
+        # Plain compile is measured once a round, as the baseline, and stays labelled as what it is.
+        progress = capsys.readouterr().err
+        assert "the incumbent is plain torch.compile: the compile baseline's runs are its own" in progress
+        assert "measuring eager, compile in rotated rounds" in progress and ": incumbent: " not in progress
+        assert load(best).metrics["exported"] == "plain torch.compile"
 
 
 @pytest.mark.slow

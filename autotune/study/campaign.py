@@ -8,6 +8,8 @@ the Student-t interval of their logarithms (`paired_interval`). Rounds are added
 a budget, until the leading configuration's interval against plain torch.compile decides
 (it excludes 1, or is narrower than `decide_within`).
 
+A subject that is a baseline (`Subject.same_as`) is not run twice: the baseline's runs are its own.
+
 A run that the worker marks noisy (its calibration probe slowed down, or its windows
 spread), or whose probe is much slower than the campaign's fastest, is measured again
 once; both runs are kept, the noisy one only for the record.
@@ -99,6 +101,9 @@ class Subject:
     """The study trial this configuration comes from, if any."""
     source_sha256: str | None = None
     """The SHA-256 of the generated source that was measured (None for eager)."""
+    same_as: str | None = None
+    """A baseline this subject is (an incumbent that is plain torch.compile is 'compile'): it is not run
+    itself; that baseline's runs are its runs, so its ratio to that baseline is exactly 1."""
 
     @classmethod
     def baselines(cls) -> list[Subject]:
@@ -205,6 +210,10 @@ class Campaign:
     def rounds(self) -> int:
         return len(self.orders)
 
+    def measured(self) -> list[str]:
+        """The subjects that are run, in order: every one but those that are a baseline (`Subject.same_as`)."""
+        return [name for name, subject in self.subjects.items() if subject.same_as is None]
+
     def complete_runs(self, name: str) -> list[RunRecord]:
         return [r for r in self.runs.get(name, []) if r is not None and r.complete]
 
@@ -233,7 +242,7 @@ class Campaign:
 
     def noise(self) -> dict[str, Any]:
         """How busy the machine was: noisy runs, probe times and load averages over the whole campaign."""
-        records = [r for runs in self.runs.values() for r in runs if r is not None]
+        records = [r for name in self.measured() for r in self.runs.get(name, []) if r is not None]
         probes = [p for r in records for p in r.probe_seconds]
         loads = [v for r in records for v in r.load]
         return {
@@ -267,6 +276,7 @@ class Campaign:
                     "created": s.created,
                     "trial": s.trial,
                     "source_sha256": s.source_sha256,
+                    **({"same_as": s.same_as} if s.same_as else {}),
                     "runs": [r.to_dict() if r is not None else None for r in self.runs.get(name, [])],
                 }
                 for name, s in self.subjects.items()
@@ -285,9 +295,17 @@ class Campaign:
         for name, entry in (data.get("subjects") or {}).items():
             config = CompileConfig.from_dict(entry["config"]) if entry.get("config") is not None else None
             campaign.subjects[name] = Subject(
-                name=name, config=config, created=entry.get("created"), trial=entry.get("trial")
+                name=name,
+                config=config,
+                created=entry.get("created"),
+                trial=entry.get("trial"),
+                source_sha256=entry.get("source_sha256"),
+                same_as=entry.get("same_as"),
             )
             campaign.runs[name] = [RunRecord.from_dict(r) if r is not None else None for r in entry.get("runs", [])]
+        for name, subject in campaign.subjects.items():
+            if subject.same_as in campaign.runs:
+                campaign.runs[name] = campaign.runs[subject.same_as]
         campaign.remeasured = list(data.get("remeasured") or [])
         campaign.environment = dict(data.get("environment") or {})
         return campaign
@@ -320,8 +338,10 @@ def measure(
         raise ValueError(f"rounds: 1 <= min_rounds <= max_rounds must hold, got ({min_rounds=}, {max_rounds=})")
     if campaign is None:
         campaign = _start(harness, subjects, objective)
-    requests = {s.name: harness.request(s.config, created=s.created) for s in campaign.subjects.values()}
-    names = list(campaign.subjects)
+    names = campaign.measured()
+    requests = {
+        name: harness.request(campaign.subjects[name].config, created=campaign.subjects[name].created) for name in names
+    }
     for index in range(campaign.rounds, max_rounds):
         order = rotation(names, index)
         campaign.orders.append(order)
@@ -354,6 +374,11 @@ def _start(harness: Harness, subjects: Sequence[Subject], objective: Objective) 
         source = None if config is None else harness.source(config, subject.created)
         campaign.subjects[subject.name] = replace(subject, source_sha256=_sha256(source))
         campaign.runs[subject.name] = []
+    for subject in dated:
+        if subject.same_as is not None:
+            if subject.same_as not in BASELINES or subject.same_as not in campaign.subjects:
+                raise ValueError(f"subject {subject.name!r} is the same as {subject.same_as!r}, which is not measured")
+            campaign.runs[subject.name] = campaign.runs[subject.same_as]
     return campaign
 
 

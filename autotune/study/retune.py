@@ -27,6 +27,7 @@ import optuna
 
 from autotune.errors import ConfigError, RetuneError, SearchError
 from autotune.runtime import compile_cache, environment, tuned
+from autotune.runtime.config import CompileConfig
 from autotune.study import campaign as measurement
 from autotune.study import history, publish
 from autotune.study.cache import record_compile_cache
@@ -273,6 +274,7 @@ class _Retune:
             note=self._note,
         )
         self.study, challenger = warm.challenger()
+        baseline = _baseline_it_is(self.tuned.config)
         subjects = [
             *Subject.baselines(),
             Subject(
@@ -280,11 +282,18 @@ class _Retune:
                 config=self.tuned.config,
                 created=self.tuned.created,
                 trial=self.tuned.metrics.get("trial"),
+                same_as=baseline,
             ),
         ]
         if challenger is not None:
             subjects.append(challenger)
-        self._note(f"measuring {', '.join(s.name for s in subjects)} in rotated rounds")
+        measured = ", ".join(s.name for s in subjects if s.same_as is None)
+        self._note(f"measuring {measured} in rotated rounds")
+        if baseline is not None:
+            self._note(
+                f"the incumbent is {'plain torch.compile' if baseline == 'compile' else 'no compilation'}: "
+                f"the {baseline} baseline's runs are its own"
+            )
 
         def shown(name: str, index: int, record: Any) -> None:
             self._note(f"round {index + 1}: {name}: {_shown(record, self.objective)}")
@@ -361,6 +370,15 @@ class _Retune:
         self.progress(Progress(0, 0, None, "", None, message))
 
 
+def _baseline_it_is(config: CompileConfig) -> str | None:
+    """'compile' for plain torch.compile, 'eager' for no compilation, else None: a baseline is measured once."""
+    if config == CompileConfig():
+        return "compile"
+    if config == CompileConfig(scope="none"):
+        return "eager"
+    return None
+
+
 def _publish(
     run: _Retune, campaign: Campaign, verdict: Decision, current: dict[str, Any]
 ) -> tuple[tuned.TunedConfig, dict[str, Any]]:
@@ -368,9 +386,12 @@ def _publish(
     name = "challenger" if verdict.replaced else "incumbent"
     subject = campaign.subjects[name]
     assert subject.config is not None
+    exported = {"compile": "plain torch.compile", "eager": "no compilation"}.get(subject.same_as or "")
+    if exported is None:
+        exported = f"trial {subject.trial}" if subject.trial is not None else subject.description
     choice = Choice(
         subject=name,
-        exported=f"trial {subject.trial}" if subject.trial is not None else subject.description,
+        exported=exported,
         config=subject.config,
         trial=subject.trial,
         verdict=f"retune {run.date}: {verdict.decision}"
