@@ -54,11 +54,6 @@ def _search(out):
             "random",
             "--windows",
             "3",
-            # Short measurements: these tests check what a search writes, not which configuration wins.
-            "--window-seconds",
-            "0.1",
-            "--fresh-seconds",
-            "0.2",
             "--device",
             "cpu",
             "--out",
