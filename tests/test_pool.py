@@ -106,6 +106,8 @@ def test_ctrl_c_stops_every_worker_and_records_their_trials_as_interrupted(tmp_p
     assert "KeyboardInterrupt" in rest or "interrupted" in rest, rest
     time.sleep(1.0)
     assert not [pid for pid in workers if os.path.exists(f"/proc/{pid}")], "a worker outlived Ctrl-C"
-    study = optuna.load_study(study_name="tests.trial_targets.workloads-tiny_infer", storage=f"sqlite:///{out}/study.db")
+    study = optuna.load_study(
+        study_name="tests.trial_targets.workloads-tiny_infer", storage=f"sqlite:///{out}/study.db"
+    )
     reasons = [t.user_attrs.get("reason") for t in study.trials]
     assert reasons.count("interrupted") == 2, reasons
