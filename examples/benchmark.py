@@ -95,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"== {name}", file=sys.stderr, flush=True)
         results["workloads"][name] = bench_workload(name, WORKLOADS[name], args, checkpoints, device, runs_dir)
+        # A rerun adds workloads to results started earlier: each says when it was measured.
+        results["workloads"][name]["measured"] = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
         _write(out, results, args, device)
     if args.reference:
         print(f"== reference search on {args.reference}", file=sys.stderr, flush=True)
@@ -348,19 +350,25 @@ def _write(out: Path, results: dict[str, Any], args: argparse.Namespace, device:
     return md_path, json_path
 
 
+def _measured(results: dict[str, Any]) -> bool:
+    """Whether the workloads record when each was measured (results written before that do not)."""
+    return any(bench.get("measured") for bench in results["workloads"].values())
+
+
 def render(results: dict[str, Any]) -> str:
     """The Markdown report of a benchmark run."""
     m = results["machine"]
     lines = [
         f"# autotune benchmark ({results['size']}{', smoke run' if results.get('smoke') else ''}, {m['device']})",
         "",
-        f"Run {results['date']} on {machine_text(m)}. Space `{results['space']}`, {results['trials']} trials per workload, at least "
+        f"Run {'started ' if _measured(results) else ''}{results['date']} on {machine_text(m)}. Space `{results['space']}`, {results['trials']} trials per workload, at least "
         f"{results['rounds']} rotated measurement round(s) per subject. Throughput is samples/s on fresh batches "
         "(median over rounds); ratios are medians of paired rounds with 95% t-intervals.",
         "",
     ]
     for name, bench in results["workloads"].items():
-        lines += [f"## {name} (`{bench['spec']}`)", "", *_workload_table(bench), ""]
+        when = [f"Measured {bench['measured']}.", ""] if bench.get("measured") else []
+        lines += [f"## {name} (`{bench['spec']}`)", "", *when, *_workload_table(bench), ""]
     ref = results.get("reference")
     if ref:
         reached = ref["benchmark_study_trials_to_98_percent"]

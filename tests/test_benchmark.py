@@ -42,6 +42,11 @@ def test_smoke_run_writes_the_table_and_the_raw_figures(tmp_path) -> None:
     table = (tmp_path / "smoke-cpu.md").read_text()
     assert "| compile |" in table and "smoke run" in table and "What autotune exports" in table
     assert "pruning saved at least" in table
+    # Each workload says when it was measured, since a rerun adds workloads to results started earlier.
+    assert f"Measured {bench['measured']}." in table and f"Run started {figures['date']}" in table
+    assert bench["measured"] >= figures["date"]
     # A rerun keeps the workloads of earlier results, some recorded before pruning was measured.
     older = {k: v for k, v in bench.items() if k != "pruning"} | {"pruning_saved_seconds": 3.8}
     assert "pruning saved about 3.8 s (estimated" in render({**figures, "workloads": {"convnet": older}})
+    unstamped = render({**figures, "workloads": {"convnet": {k: v for k, v in older.items() if k != "measured"}}})
+    assert f"Run {figures['date']} on" in unstamped and "Measured " not in unstamped
