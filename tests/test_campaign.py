@@ -18,6 +18,7 @@ from autotune.study.campaign import Campaign, Harness, Interval, Subject, paired
 from autotune.study.choice import choose, metrics
 from autotune.study.decision import decide
 from autotune.study.objective import Objective
+from autotune.study.verdict import confirmation_rows
 from autotune.trial.request import RunRecord, TrialRun
 
 THROUGHPUT = Objective()
@@ -197,6 +198,8 @@ def test_a_subject_that_is_a_baseline_is_not_run_again_and_shares_its_runs(harne
     assert result.ratio("incumbent", "compile") == Interval(1.0, 1.0, 1.0, 2)
     assert result.ratio("incumbent", "eager") == result.ratio("compile", "eager")
     assert result.noise()["runs"] == 4, "each run counted once"
+    (row,) = [r for r in confirmation_rows(result) if r["subject"] == "incumbent"]
+    assert row["configuration"].endswith("(the compile runs: the same code)") and row["runs"] == 2
     again = Campaign.from_dict(result.to_dict())
     assert again.subjects["incumbent"].same_as == "compile" and again.to_dict() == result.to_dict()
     # More rounds (a retune making sure of a regression) run the baselines only, and the incumbent has them too.

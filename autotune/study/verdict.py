@@ -25,7 +25,10 @@ def confirmation_rows(campaign: Campaign) -> list[dict[str, Any]]:
     for name, subject in campaign.subjects.items():
         runs = campaign.complete_runs(name)
         failure = campaign.failure(name)
-        row: dict[str, Any] = {"subject": name, "runs": len(runs), "configuration": subject.description}
+        configuration = subject.description
+        if subject.same_as is not None:
+            configuration += f" (the {subject.same_as} runs: the same code)"
+        row: dict[str, Any] = {"subject": name, "runs": len(runs), "configuration": configuration}
         if failure is not None:
             row["failure"] = failure.reason
         if runs:
