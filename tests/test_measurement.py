@@ -89,7 +89,10 @@ def test_a_run_during_which_the_machine_got_busy_is_marked_noisy_and_measured_ag
     assert [r["subject"] for r in campaign.remeasured] == ["eager"], campaign.remeasured
     assert campaign.remeasured[0]["why"], "the noisy run says why"
     (final,) = campaign.runs["eager"]
-    assert final is not None and final.complete and not final.noisy
+    # The run kept is the second one, from a new worker (the hogs stop when the first exits). It is
+    # not asserted quiet: on a shared machine something else may slow it, and it is measured once more only.
+    assert final is not None and final.complete
+    assert final.probe_seconds != campaign.remeasured[0]["figures"]["probe_seconds"], "the kept run is a new one"
     assert campaign.noise()["remeasured"] == 1
 
 
