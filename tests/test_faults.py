@@ -34,6 +34,7 @@ from autotune.study.storage import create_study
 from autotune.study.trials import TrialLoop
 from autotune.trial import runner
 from autotune.trial.request import TrialRequest
+from tests.short_runs import SHORT_FLAGS
 
 TARGETS = "tests.trial_targets.workloads"
 
@@ -298,7 +299,7 @@ def test_a_search_killed_during_a_trial_resumes_and_reports_the_abandoned_trial(
     out = tmp_path / "out"
     argv = [
         sys.executable, "-m", "autotune", "search", "--no-doctor", "--model", f"{TARGETS}:tiny_infer", "--space", "quick",
-        "--trials", "2", "--confirm", "0", "--windows", "2", "--no-compile-cache", "--device", "cpu",
+        "--trials", "2", "--confirm", "0", "--windows", "2", *SHORT_FLAGS, "--no-compile-cache", "--device", "cpu",
         "--out", str(out),
     ]  # fmt: skip
     search = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -499,7 +500,7 @@ def test_nothing_is_exported_when_every_confirmation_run_failed(tmp_path: Path, 
     (out / "best.yaml").write_text("a previous result\n")
     argv = [
         "search", "--no-doctor", "--model", f"{TARGETS}:fails_after_three_runs", "--space", "quick", "--trials", "1",
-        "--confirm", "1", "--rounds", "1", "--max-rounds", "1", "--windows", "2", "--pruner", "none", "--slow-ratio", "0",
+        "--confirm", "1", "--rounds", "1", "--max-rounds", "1", "--windows", "2", *SHORT_FLAGS, "--pruner", "none", "--slow-ratio", "0",
         "--no-compile-cache", "--device", "cpu", "--out", str(out),
     ]  # fmt: skip
     assert cli.main(argv) == cli.EXIT_ERROR

@@ -18,6 +18,7 @@ from autotune.study.objective import Objective
 from autotune.study.validate import validate
 from autotune.trial.request import Protocol, TrialRequest
 from autotune.trial.runner import run_trial
+from tests.short_runs import SHORT, SHORT_FLAGS
 
 TARGETS = "tests.trial_targets.workloads"
 
@@ -32,7 +33,7 @@ def request(spec: str, config: CompileConfig | None, **protocol: object) -> Tria
     return TrialRequest(
         spec=spec,
         source=source(spec, config) if config is not None else None,
-        protocol=Protocol(windows=2, **protocol).to_dict(),  # type: ignore[arg-type]
+        protocol=Protocol(windows=2, **{**SHORT, **protocol}).to_dict(),  # type: ignore[arg-type]
         timeout=600,
     )
 
@@ -102,7 +103,7 @@ def test_when_compiling_never_pays_off_nothing_is_compiled(tmp_path: Path) -> No
     code = cli.main(
         [
             "search", "--no-doctor", "--model", f"{TARGETS}:slow_when_compiled", "--space", "quick", "--trials", "1", "--confirm", "1",
-            "--rounds", "2", "--max-rounds", "2", "--windows", "2", "--pruner", "none", "--slow-ratio", "0",
+            "--rounds", "2", "--max-rounds", "2", "--windows", "2", *SHORT_FLAGS, "--pruner", "none", "--slow-ratio", "0",
             "--no-compile-cache", "--device", "cpu", "--out", str(out),
         ]
     )  # fmt: skip
@@ -123,7 +124,7 @@ def test_too_many_failures_stop_the_search_but_still_export(tmp_path: Path) -> N
     code = cli.main(
         [
             "search", "--no-doctor", "--model", f"{TARGETS}:wrong_when_compiled", "--space", "quick", "--trials", "8",
-            "--max-failure-rate", "0.5", "--confirm", "1", "--rounds", "1", "--max-rounds", "1", "--windows", "2",
+            "--max-failure-rate", "0.5", "--confirm", "1", "--rounds", "1", "--max-rounds", "1", "--windows", "2", *SHORT_FLAGS,
             "--no-compile-cache", "--device", "cpu", "--out", str(out),
         ]
     )  # fmt: skip
@@ -142,7 +143,7 @@ def test_validating_the_same_configuration_twice_gives_ratios_that_agree_within_
     recipe.write_text("description: the whole model, compiled once\nconfig:\n  scope: whole\n")
     spec = f"{TARGETS}:detour_infer"
     first, second = (
-        validate(recipe, model=spec, device="cpu", repeats=3, protocol=Protocol(windows=2)) for _ in range(2)
+        validate(recipe, model=spec, device="cpu", repeats=3, protocol=Protocol(windows=2, **SHORT)) for _ in range(2)
     )
     # The ratio to plain compile is what autotune's decisions rest on.
     a, b = first.speedup("compile"), second.speedup("compile")

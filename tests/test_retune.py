@@ -32,6 +32,7 @@ from autotune.runtime.summary import WorkloadSummary
 from autotune.study import history
 from autotune.study.retune import RetuneOptions
 from autotune.study.space import load_space, params_for
+from tests.short_runs import SHORT_FLAGS
 
 SPEC = "tests.trial_targets.workloads:detour_infer"
 SPACES = Path(__file__).parent / "retune_spaces"
@@ -59,7 +60,8 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("search") / "detour"
     code, _ = run_cli(
         "search", "--no-doctor", "--model", SPEC, "--space", NARROW, "--trials", "1", "--confirm", "1", "--rounds", "2",
-        "--max-rounds", "2", "--sampler", "random", "--seed", "2", "--windows", "2", "--device", "cpu", "--out", str(out),
+        "--max-rounds", "2", "--sampler", "random", "--seed", "2", "--windows", "2", *SHORT_FLAGS, "--device", "cpu",
+        "--out", str(out),
     )  # fmt: skip
     assert code == cli.EXIT_OK
     return out

@@ -13,6 +13,7 @@ from autotune.study.campaign import Harness
 from autotune.trial.measure import PRECISION_TOLERANCE
 from autotune.trial.request import Protocol
 from autotune.trial.runner import TrialRequest, run_trial
+from tests.short_runs import SHORT
 
 
 def _source(spec: str, config: CompileConfig) -> str:
@@ -62,7 +63,7 @@ def test_window_and_fresh_stream_lengths_follow_the_protocol() -> None:
         request = TrialRequest(
             spec="tests.trial_targets.workloads:tiny_train",
             source=None,
-            protocol=Protocol(windows=2, **protocol).to_dict(),  # type: ignore[arg-type]
+            protocol=Protocol(windows=2, **{**SHORT, **protocol}).to_dict(),  # type: ignore[arg-type]
             timeout=120,
         )
         outcome = run_trial(request)

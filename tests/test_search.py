@@ -19,6 +19,7 @@ from autotune import CompileConfig, cli, load
 from autotune.study.export import export_from_storage
 from autotune.study.search import SearchError, SearchOptions, search
 from autotune.study.verdict import render_summary
+from tests.short_runs import SHORT_FLAGS
 
 SPEC = "tests.trial_targets.workloads:tiny_train"
 STUDY = "tests.trial_targets.workloads-tiny_train"  # derived from SPEC
@@ -54,6 +55,7 @@ def _search(out):
             "random",
             "--windows",
             "3",
+            *SHORT_FLAGS,
             "--device",
             "cpu",
             "--out",
@@ -323,7 +325,7 @@ def test_a_multi_objective_search_exports_its_pareto_front_and_export_can_pick_a
     argv = [
         # Inference: its step compiles in a fraction of a training step's time, and nothing here is about training.
         "search", "--model", "tests.trial_targets.workloads:tiny_infer", "--space", "quick", "--trials", "1",
-        "--confirm", "1", "--rounds", "1", "--max-rounds", "1", "--windows", "2", "--fresh-batches", "4",
+        "--confirm", "1", "--rounds", "1", "--max-rounds", "1", "--windows", "2", *SHORT_FLAGS, "--fresh-batches", "4",
         "--device", "cpu", "--out", str(out), "--objective", "throughput,compile-time", "--no-compile-cache", "--no-doctor", "--no-recipes",
         "--slow-ratio", "0",
     ]  # fmt: skip

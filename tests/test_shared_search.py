@@ -22,6 +22,7 @@ import yaml
 
 from autotune import cli
 from autotune.study.storage import open_storage
+from tests.short_runs import SHORT_FLAGS
 
 TARGET = "tests.trial_targets.workloads:tiny_infer"
 INTERVAL, GRACE = 1, 5
@@ -72,7 +73,8 @@ def test_two_searches_share_one_study_and_one_of_them_confirms(postgres_url: str
     study, trials = "two-hosts", 4
     outs = [tmp_path / "host-a", tmp_path / "host-b"]
     argv = [
-        _argv(postgres_url, study, out, trials, "--confirm", "1", "--rounds", "1", "--max-rounds", "1") for out in outs
+        _argv(postgres_url, study, out, trials, "--confirm", "1", "--rounds", "1", "--max-rounds", "1", *SHORT_FLAGS)
+        for out in outs
     ]
     searches = [subprocess.Popen(a, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for a in argv]
     printed = [search.communicate(timeout=1200) for search in searches]
