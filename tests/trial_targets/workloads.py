@@ -20,12 +20,13 @@ class TinyMLP(nn.Module):
     Inductor calls matrix products out of line; a pointwise activation between them would be
     a generated C++ kernel, and g++ takes most of ten seconds over one on a small machine.
     These workloads test how trials run and fail, not code generation (the examples do that).
+    Training takes `bias=False`: a bias's gradient is a sum over the batch, another C++ kernel.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, bias: bool = True) -> None:
         super().__init__()
-        self.body = nn.Sequential(nn.Linear(16, 32), nn.Identity(), nn.Linear(32, 16))
-        self.head = nn.Linear(16, 4)
+        self.body = nn.Sequential(nn.Linear(16, 32, bias=bias), nn.Identity(), nn.Linear(32, 16, bias=bias))
+        self.head = nn.Linear(16, 4, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.body(x))
@@ -37,7 +38,7 @@ def _batches(lengths: tuple[int, ...] = (6, 6, 6, 6)) -> list[torch.Tensor]:
 
 def tiny(task: str = "infer", batches=_batches, **extra) -> Workload:
     """A well-behaved tiny workload (inference: no optimizer to compile)."""
-    model = extra.pop("model", None) or TinyMLP()
+    model = extra.pop("model", None) or TinyMLP(bias=task != "train")
     if task == "train":
         extra.setdefault("optimizer", lambda params: torch.optim.SGD(params, lr=0.01))
         extra.setdefault("loss", lambda output, batch: output.pow(2).mean())
@@ -87,11 +88,15 @@ def raises() -> Workload:
 
 
 class WrongWhenCompiled(TinyMLP):
-    """Correct eagerly, off by one under torch.compile: the accuracy check must catch it."""
+    """Correct eagerly, wrong under torch.compile (its head is skipped): the accuracy check must catch it.
+
+    The wrong output is a view of a matrix product, so that, like the right one, it needs no C++ kernel.
+    """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = super().forward(x)
-        return out + 1.0 if torch.compiler.is_compiling() else out
+        if torch.compiler.is_compiling():
+            return self.body(x)[:, :4]
+        return super().forward(x)
 
 
 def wrong_when_compiled() -> Workload:
