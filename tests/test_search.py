@@ -28,10 +28,11 @@ STUDY = "tests.trial_targets.workloads-tiny_train"  # derived from SPEC
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory):
     out = tmp_path_factory.mktemp("search") / "tiny"
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
+    printed, progress = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(progress):
         code = _search(out)
     (out.parent / "stdout.txt").write_text(printed.getvalue())
+    (out.parent / "stderr.txt").write_text(progress.getvalue())
     return code, out
 
 
@@ -112,6 +113,16 @@ def test_search_exports_every_file_with_baselines(searched, capsys) -> None:
         )
         assert not any(column.startswith("param.") for column in row)
     assert "Verdict" in (out / "report.md").read_text()
+    # The first trial, seeded plain torch.compile, is the compile baseline's run: not compiled a second time.
+    plain, baseline = study.trials[0], study.user_attrs["baseline.compile"]
+    assert plain.user_attrs["recipe"] == "plain" and plain.user_attrs["reused_run"]
+    assert plain.value == baseline["samples_per_second"] and plain.user_attrs["speedup_vs_compile"] == 1.0
+    assert plain.user_attrs["wall_seconds"] == baseline["wall_seconds"]
+    # Its windows are there for the pruner to judge later trials against.
+    assert list(plain.intermediate_values.values()) == pytest.approx(baseline["windows"], rel=1e-3)
+    progress = (out.parent / "stderr.txt").read_text()
+    assert "trial 0: starting" not in progress and "trial 1: starting" in progress
+    assert "(the run of the plain torch.compile baseline, reused)" in progress
 
 
 def test_the_cli_the_report_and_show_print_the_same_summary(searched, capsys) -> None:

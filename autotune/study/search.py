@@ -505,7 +505,8 @@ def _baselines(search: _Search) -> dict[str, dict[str, Any]]:
     for subject in Subject.baselines():
         search.plan.run_started = time.monotonic()
         search._report(None, f"baseline: {subject.description}")
-        run = run_trial(search.harness.request(subject.config))
+        created = utc_now()
+        run = run_trial(search.harness.request(subject.config, created=created))
         search.plan.baselines -= 1
         search.plan.run_started = None
         if subject.name == "compile" and search.plan.typical_run is None:
@@ -517,6 +518,8 @@ def _baselines(search: _Search) -> dict[str, dict[str, Any]]:
                 f"{record.message}\n{record.stderr_tail}"
             )
         baselines[subject.name] = record.to_dict()
+        if subject.name == "compile" and record.complete:
+            search.loop.plain_run = (run, created)
         search.study.set_user_attr(f"baseline.{subject.name}", baselines[subject.name])
         if run.environment:
             search.study.set_user_attr("environment", run.environment)

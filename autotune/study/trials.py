@@ -35,6 +35,7 @@ from autotune.study.objective import Objective, Objectives, trial_value
 from autotune.study.pareto import subjects_to_confirm
 from autotune.study.space import SearchSpace
 from autotune.trial.gate import GateClosed, MeasurementGate
+from autotune.trial.request import TrialRun
 from autotune.trial.runner import process_alive, run_trial
 
 __all__ = ["DETERMINISTIC_FAILURES", "LoopOptions", "Monitor", "TrialLoop", "compile_limit"]
@@ -83,6 +84,9 @@ class TrialLoop:
         self.report = report
         self.space: SearchSpace | None = None
         self.baselines: dict[str, dict[str, Any]] = {}
+        self.plain_run: tuple[TrialRun, str] | None = None
+        """This session's plain torch.compile baseline and the `created` stamp of its code: a trial of that
+        configuration on the same device reuses it rather than compiling the same code again."""
         self.exhausted = False
         self.shared = beats(study)
         """Whether the study's trials beat (a database server several hosts share), rather than a SQLite file."""
@@ -269,6 +273,9 @@ class TrialLoop:
         if twin is not None:
             self._copy_outcome(trial, twin)
             return
+        if config == CompileConfig() and self.plain_run is not None and harness.device == self.harness.device:
+            self._tell_run(trial, config, *self.plain_run, reused="the plain torch.compile baseline")
+            return
         created = utc_now()
         try:
             source = harness.source(config, created)
@@ -283,9 +290,29 @@ class TrialLoop:
         run = run_trial(harness.request(config, source=source), monitor, gate)
         if self.stopping.is_set():
             raise KeyboardInterrupt  # the pool stopped: its worker was killed, whatever the run says
-        record = run.record()
         if harness.device != self.harness.device:
             trial.set_user_attr("device", harness.device)
+        self._tell_run(trial, config, run, created)
+
+    def _tell_run(
+        self, trial: optuna.Trial, config: CompileConfig, run: TrialRun, created: str, *, reused: str = ""
+    ) -> None:
+        """Record `run`'s figures on the trial and tell its outcome; `reused` names the run it was when not its own."""
+        record = run.record()
+        if reused:
+            # Same configuration, same code, same protocol and device, measured minutes ago in this session.
+            trial.set_user_attr("created", created)
+            trial.set_user_attr(
+                "source_sha256", hashlib.sha256(self.harness.source(config, created).encode()).hexdigest()
+            )
+            trial.set_user_attr("reused_run", reused)
+            if record.complete and not self.objectives.multi:
+                # Its windows, as the pruner would have seen them: later trials are judged against them.
+                for window in run.windows:
+                    value = self.objective.value(
+                        window["samples_per_second"], window["batches_per_second"], record.compile_seconds or 0.0
+                    )
+                    trial.report(value, int(window["index"]))
         if run.measured_between:
             trial.set_user_attr("measured_between", [round(t, 3) for t in run.measured_between])
         for key, value in record.to_dict().items():
@@ -299,7 +326,8 @@ class TrialLoop:
             values = self.objectives.values(record)
             self._tell(trial, values)
             shown = ", ".join(f"{v:.4g} {o.unit}" for v, o in zip(values, self.objectives, strict=True))
-            self._note(f"trial {trial.number}: {shown}  {config.describe()}")
+            also = f" (the run of {reused}, reused)" if reused else ""
+            self._note(f"trial {trial.number}: {shown}  {config.describe()}{also}")
         elif record.state == "pruned":
             self._tell(trial, state=optuna.trial.TrialState.PRUNED)
             self._note(f"trial {trial.number}: pruned ({record.message})  {config.describe()}")
