@@ -61,7 +61,9 @@ def _trials(url: str, study: str) -> list[optuna.trial.FrozenTrial]:
 
 
 def _started(stderr: str) -> set[int]:
-    return {int(n) for n in re.findall(r"trial (\d+): starting", stderr)}
+    """The trials a search ran: started in a worker, or plain torch.compile taken from its own baseline's run."""
+    reused = r"trial (\d+): [^\n]*\(the run of the plain torch\.compile baseline, reused\)"
+    return {int(n) for n in re.findall(r"trial (\d+): starting", stderr) + re.findall(reused, stderr)}
 
 
 def _succeeded(search: subprocess.Popen, stderr: str) -> None:
