@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import optuna
 import pytest
 
 from autotune import CompileConfig, cli, load, resolve
@@ -131,6 +132,10 @@ def test_too_many_failures_stop_the_search_but_still_export(tmp_path: Path) -> N
     assert code == cli.EXIT_OK
     rows = list(csv.DictReader((out / "trials.csv").open()))
     assert len(rows) == 5 and {r["reason"] for r in rows} == {"accuracy"}, "stopped after 5 of 8 trials"
+    # The seeded plain trial fails as the compile baseline did, for a reason a second compile would repeat.
+    study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
+    assert study.trials[0].user_attrs["recipe"] == "plain" and study.trials[0].user_attrs["reused_run"]
+    assert study.user_attrs["baseline.compile"]["reason"] == study.trials[0].user_attrs["reason"] == "accuracy"
     best = load(out / "best.yaml")
     assert "more than --max-failure-rate 50%" in best.metrics["stopped"]
     # Every compiled configuration is wrong here, plain torch.compile included: nothing is compiled.

@@ -45,7 +45,7 @@ from autotune.study.progress import Plan, Progress, ProgressCallback, quiet
 from autotune.study.seeds import expert_recipes, seed_study
 from autotune.study.space import SearchSpace, load_space, shared_length_groups
 from autotune.study.storage import create_study, open_storage, shown
-from autotune.study.trials import TrialLoop
+from autotune.study.trials import DETERMINISTIC_FAILURES, TrialLoop
 from autotune.trial.request import Protocol, check_device
 from autotune.trial.runner import remove_abandoned_workdirs, run_trial
 from autotune.workload import resolve
@@ -518,7 +518,8 @@ def _baselines(search: _Search) -> dict[str, dict[str, Any]]:
                 f"{record.message}\n{record.stderr_tail}"
             )
         baselines[subject.name] = record.to_dict()
-        if subject.name == "compile" and record.complete:
+        if subject.name == "compile" and (record.complete or record.reason in DETERMINISTIC_FAILURES):
+            # A plain trial would compile the same code again: its outcome is this run's (see `TrialLoop.plain_run`).
             search.loop.plain_run = (run, created)
         search.study.set_user_attr(f"baseline.{subject.name}", baselines[subject.name])
         if run.environment:

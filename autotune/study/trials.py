@@ -85,8 +85,9 @@ class TrialLoop:
         self.space: SearchSpace | None = None
         self.baselines: dict[str, dict[str, Any]] = {}
         self.plain_run: tuple[TrialRun, str] | None = None
-        """This session's plain torch.compile baseline and the `created` stamp of its code: a trial of that
-        configuration on the same device reuses it rather than compiling the same code again."""
+        """This session's plain torch.compile baseline and the `created` stamp of its code, when it completed or failed
+        for a reason a second run would repeat: a trial of that configuration on the same device takes its outcome
+        rather than compiling the same code again."""
         self.exhausted = False
         self.shared = beats(study)
         """Whether the study's trials beat (a database server several hosts share), rather than a SQLite file."""
@@ -299,6 +300,7 @@ class TrialLoop:
     ) -> None:
         """Record `run`'s figures on the trial and tell its outcome; `reused` names the run it was when not its own."""
         record = run.record()
+        also = f" (the run of {reused}, reused)" if reused else ""
         if reused:
             # Same configuration, same code, same protocol and device, measured minutes ago in this session.
             trial.set_user_attr("created", created)
@@ -326,14 +328,13 @@ class TrialLoop:
             values = self.objectives.values(record)
             self._tell(trial, values)
             shown = ", ".join(f"{v:.4g} {o.unit}" for v, o in zip(values, self.objectives, strict=True))
-            also = f" (the run of {reused}, reused)" if reused else ""
             self._note(f"trial {trial.number}: {shown}  {config.describe()}{also}")
         elif record.state == "pruned":
             self._tell(trial, state=optuna.trial.TrialState.PRUNED)
             self._note(f"trial {trial.number}: pruned ({record.message})  {config.describe()}")
         else:
             self._tell(trial, state=optuna.trial.TrialState.FAIL)
-            self._note(f"trial {trial.number}: FAIL {record.reason}: {record.message}  {config.describe()}")
+            self._note(f"trial {trial.number}: FAIL {record.reason}: {record.message}  {config.describe()}{also}")
 
     def _note(self, message: str) -> None:
         self.report(None, "", message)
