@@ -118,22 +118,22 @@ class Diagnosis:
             parts.append(f"{count} graph break{'s' if count != 1 else ''}, {which}: {causes}{more}.")
         if self.recompiles:
             total = self.recompile_count
-            causes = []
+            fixes: list[str] = []
             sizes = [r.what for r in self.recompiles if r.kind == "size"]
             if sizes:
                 them = "them" if len(sizes) > 1 else "it"
-                causes.append(
+                fixes.append(
                     f"on the length of {', '.join(sizes)}: mark {them} dynamic or pad to a multiple of {PAD_MULTIPLE}"
                 )
             inner = [r.what for r in self.recompiles if r.kind == "inner"]
             if inner and not sizes:
-                causes.append(f"on the size of tensors the model computes ({', '.join(inner[:3])}): see the breaks")
+                fixes.append(f"on the size of tensors the model computes ({', '.join(inner[:3])}): see the breaks")
             values = [r.what for r in self.recompiles if r.kind == "value"]
             if values:
                 them = "them tensors" if len(values) > 1 else "it a tensor"
-                causes.append(f"on changing Python values ({'; '.join(values[:3])}): keep {them}")
-            causes += [f"on {r.what}: {r.hint}" for r in self.recompiles if r.kind == "guard"][:2]
-            parts.append(f"{total} recompile{'s' if total != 1 else ''}, " + "; ".join(causes).rstrip(".") + ".")
+                fixes.append(f"on changing Python values ({'; '.join(values[:3])}): keep {them}")
+            fixes += [f"on {r.what}: {r.hint}" for r in self.recompiles if r.kind == "guard"][:2]
+            parts.append(f"{total} recompile{'s' if total != 1 else ''}, " + "; ".join(fixes).rstrip(".") + ".")
         return " ".join(parts)
 
     def render(self) -> str:

@@ -25,7 +25,7 @@ from autotune.runtime.tuned import TunedConfig, write_atomic
 from autotune.study.campaign import Campaign, Subject
 from autotune.study.choice import Choice, baseline_figures, choose, metrics
 from autotune.study.format import utc_now
-from autotune.study.objective import Objectives, trial_value
+from autotune.study.objective import Objectives, trial_rank, trial_value
 from autotune.study.pareto import DEFAULT_PICK, Pick, choose_point, parse_pick, point_figures
 from autotune.study.storage import load_search_study
 from autotune.study.verdict import best_trials
@@ -103,9 +103,7 @@ def campaign_of(study: optuna.Study) -> tuple[Campaign, bool]:
         if trial_value(t) is not None and "config" in t.user_attrs
     ]
     if complete:
-        best = max(
-            complete, key=lambda t: trial_value(t) if objective.direction == "maximize" else -(trial_value(t) or 0.0)
-        )
+        best = max(complete, key=lambda t: trial_rank(t, objective))
         name = f"trial {best.number}"
         config = CompileConfig.from_dict(best.user_attrs["config"])
         campaign.subjects[name] = Subject(

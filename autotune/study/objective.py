@@ -140,6 +140,14 @@ def trial_value(trial: Any) -> float | None:
     return values[0] if values else None
 
 
+def trial_rank(trial: Any, objective: Objective) -> float:
+    """A sort key that is larger for the better trial; a trial without a value ranks last."""
+    value = trial_value(trial)
+    if value is None:
+        return float("-inf")
+    return value if objective.direction == "maximize" else -value
+
+
 def faster(a: float, b: float, objective: Objective) -> float:
     """How many times faster `a` is than `b` under the objective (samples/s up, or seconds down)."""
     if objective.direction == "maximize":

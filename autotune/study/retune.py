@@ -18,6 +18,7 @@ A regression that no challenger fixes leaves the files as they were, so the next
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,7 +137,7 @@ class RetuneResult:
             "reason": failure.reason if failure else "",
             "message": failure.message[:500] if failure else "",
             "runs": [round(v, 4) for v in values],
-            "median": round(self.campaign.value(name), 4) if values else None,
+            "median": round(statistics.median(values), 4) if values else None,
             "vs_compile": versus.to_dict() if versus else None,
             "compile_seconds": [r.compile_seconds for r in self.campaign.complete_runs(name)],
         }

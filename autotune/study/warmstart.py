@@ -18,7 +18,7 @@ from autotune.errors import SearchError
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.tuned import TunedConfig
 from autotune.study.campaign import Harness, Subject
-from autotune.study.objective import Objective, trial_value
+from autotune.study.objective import Objective, trial_rank, trial_value
 from autotune.study.progress import ProgressCallback
 from autotune.study.search import SearchOptions, explore
 from autotune.study.space import SearchSpace, params_for
@@ -70,10 +70,7 @@ class WarmStart:
         ]
         if not candidates:
             return self.study, None
-        best = max(
-            candidates,
-            key=lambda t: trial_value(t) if self.objective.direction == "maximize" else -(trial_value(t) or 0.0),
-        )
+        best = max(candidates, key=lambda t: trial_rank(t, self.objective))
         config = CompileConfig.from_dict(best.user_attrs["config"])
         return self.study, Subject(
             name="challenger", config=config, created=best.user_attrs.get("created"), trial=best.number
@@ -113,9 +110,7 @@ class WarmStart:
         if self.tuned.config.scope != "none" and self.tuned.config != CompileConfig():
             # A baseline incumbent is measured by the campaign anyway; a configuration is searched again.
             wanted.append((self.tuned.config, {"retune_role": "incumbent"}))
-        complete = sorted(
-            self._complete(), key=lambda t: trial_value(t) or 0.0, reverse=self.objective.direction == "maximize"
-        )
+        complete = sorted(self._complete(), key=lambda t: trial_rank(t, self.objective), reverse=True)
         seen = [self.tuned.config.to_dict()]
         for trial in complete:
             if len(seen) > self.top:

@@ -175,7 +175,7 @@ class Workload:
             blocks=self.block_paths(),
             dynamic_dims={k: tuple(v) for k, v in self.dynamic_dims.items()},
             pad_values=dict(self.pad_values),
-            max_lengths={k: dict(v) for k, v in self.max_lengths.items()},
+            max_lengths=_checked_max_lengths(self.max_lengths, self.dynamic_dims),
             samples_per_batch=samples_in(batches[0]),
             autocast=next((n for n, d in AUTOCAST_DTYPES.items() if d == self.autocast), None),
         )

@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from autotune.errors import WorkloadError
+from autotune.runtime.config import InputKey
 from autotune.workload.contract import Workload
 
 __all__ = ["BATCH_SIZE", "MASKED_FRACTION", "NUM_BATCHES", "TEXT_LENGTHS", "is_pretrained_model", "workload_for"]
@@ -84,8 +85,8 @@ def workload_for(model: nn.Module) -> Workload:
     if modality == "text":
         _check_required(model, ["input_ids", "attention_mask", *labels])
         batches = _text_batches(config, head)
-        dims = {"input_ids": [1], "attention_mask": [1]}
-        pads: dict[str, int] = {"input_ids": _pad_id(config)} if _pad_id(config) else {}
+        dims: dict[InputKey, list[int]] = {"input_ids": [1], "attention_mask": [1]}
+        pads: dict[InputKey, int | float | bool] = {"input_ids": _pad_id(config)} if _pad_id(config) else {}
         if head in _TOKEN_LABELS:
             dims["labels"] = [1]
             pads["labels"] = -100

@@ -131,7 +131,7 @@ def _as_workload(target: Any, spec: str, called: bool) -> Workload:
         )
     if callable(target) and not called and not isinstance(target, type):
         try:
-            parameters = inspect.signature(target).parameters.values()
+            parameters = list(inspect.signature(target).parameters.values())
         except (TypeError, ValueError):  # some builtins have no signature; calling them tells
             parameters = []
         required = [
