@@ -14,6 +14,7 @@ outputs/benchmarks/.
 
     python examples/benchmark.py --size tiny --trials 20
     python examples/benchmark.py --smoke          # one small workload, one trial: checks the pipeline
+    python examples/benchmark.py --workloads mypkg.tune:model --trials 20   # a workload of one's own
 """
 
 from __future__ import annotations
@@ -61,10 +62,12 @@ PHASES = ("start", "build", "compile", "measure")
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.smoke:
-        args.workloads, args.space, args.trials, args.checkpoints = ["convnet"], "quick", 1, [1]
+        args.workloads = args.workloads or ["convnet"]
+        args.space, args.trials, args.checkpoints = "quick", 1, [1]
         args.reference, args.rounds, args.max_rounds, args.recipes = "", 1, 1, ["regional"]
         # One trial must complete for the pipeline to be checked, however a busy machine makes it look.
         args.pruner, args.slow_ratio = "none", 0.0
+    args.workloads = args.workloads or list(WORKLOADS)
     checkpoints = sorted({n for n in args.checkpoints if n <= args.trials} | {args.trials})
     os.environ["AUTOTUNE_EXAMPLE_SIZE"] = args.size
     device = check_device(args.device)
@@ -94,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
             results["workloads"][name] = _reanalysed(results["workloads"][name])
             continue
         print(f"== {name}", file=sys.stderr, flush=True)
-        results["workloads"][name] = bench_workload(name, WORKLOADS[name], args, checkpoints, device, runs_dir)
+        results["workloads"][name] = bench_workload(
+            name, WORKLOADS.get(name, name), args, checkpoints, device, runs_dir
+        )
         # A rerun adds workloads to results started earlier: each says when it was measured.
         results["workloads"][name]["measured"] = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
         _write(out, results, args, device)
@@ -114,14 +119,15 @@ def bench_workload(
 ) -> dict[str, Any]:
     """One study, then interleaved measurements of baselines, recipes and the winners after N trials."""
     started = time.monotonic()
+    folder = _folder(name)
     result = search(
         SearchOptions(
             model=spec,
             space=args.space,
             trials=args.trials,
             device=device,
-            out=str(runs_dir / name),
-            study_name=f"bench-{name}",
+            out=str(runs_dir / folder),
+            study_name=f"bench-{folder}",
             pruner=args.pruner,
             slow_ratio=args.slow_ratio,
             confirm=0,
@@ -135,7 +141,7 @@ def bench_workload(
     assert result is not None, "a SQLite study's search always confirms and exports"
     search_seconds = time.monotonic() - started
     study = optuna.load_study(
-        study_name=f"bench-{name}", storage=f"sqlite:///{(runs_dir / name / 'study.db').resolve()}"
+        study_name=f"bench-{folder}", storage=f"sqlite:///{(runs_dir / folder / 'study.db').resolve()}"
     )
     trials = study.get_trials(deepcopy=False)
     workload = resolve(spec)
@@ -241,7 +247,7 @@ def reference(
     name: str, bench: dict[str, Any] | None, args: argparse.Namespace, device: str, runs_dir: Path
 ) -> dict[str, Any]:
     """Brute force over the quick space, then: after how many trials did the benchmark's study reach 98% of its best?"""
-    spec = WORKLOADS[name]
+    spec, folder = WORKLOADS.get(name, name), _folder(name)
     started = time.monotonic()
     search(
         SearchOptions(
@@ -249,8 +255,8 @@ def reference(
             space="quick",
             trials=args.reference_trials,
             device=device,
-            out=str(runs_dir / f"{name}-reference"),
-            study_name=f"reference-{name}",
+            out=str(runs_dir / f"{folder}-reference"),
+            study_name=f"reference-{folder}",
             sampler="bruteforce",
             pruner="none",
             confirm=0,
@@ -262,7 +268,8 @@ def reference(
         progress=_progress,
     )
     study = optuna.load_study(
-        study_name=f"reference-{name}", storage=f"sqlite:///{(runs_dir / f'{name}-reference' / 'study.db').resolve()}"
+        study_name=f"reference-{folder}",
+        storage=f"sqlite:///{(runs_dir / f'{folder}-reference' / 'study.db').resolve()}",
     )
     complete = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
     distinct = [t for t in complete if "duplicate_of" not in t.user_attrs]
@@ -470,6 +477,20 @@ def _slower_than_recipe(bench: dict[str, Any]) -> str:
     return ""
 
 
+def _workload(text: str) -> str:
+    """A --workloads value: a bundled workload's name, or a module:attribute spec."""
+    if text in WORKLOADS or ":" in text:
+        return text
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is neither a bundled workload ({', '.join(WORKLOADS)}) nor a module:attribute spec"
+    )
+
+
+def _folder(name: str) -> str:
+    """The name of a workload's study folder: a spec's colon made a dot."""
+    return name.replace(":", ".")
+
+
 def _previous(out: Path, args: argparse.Namespace, device: str) -> dict[str, Any] | None:
     """Results of an earlier run into the same files with the same settings, if any."""
     path = out / f"{'smoke' if args.smoke else args.size}-{device.split(':')[0]}.json"
@@ -534,9 +555,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--workloads",
         nargs="+",
-        choices=sorted(WORKLOADS),
-        default=list(WORKLOADS),
-        help="which workloads (default: all)",
+        type=_workload,
+        metavar="WORKLOAD",
+        help=f"bundled workloads ({', '.join(WORKLOADS)}) or module:attribute specs of your own, as "
+        "`autotune search --model` takes them (default: every bundled one; convnet with --smoke)",
     )
     p.add_argument("--space", default="default", help="search space for the studies (default: default)")
     p.add_argument(
@@ -569,7 +591,9 @@ def _parser() -> argparse.ArgumentParser:
         "--out", default="outputs/benchmarks", help="where the Markdown and JSON go (default: outputs/benchmarks)"
     )
     p.add_argument(
-        "--smoke", action="store_true", help="one small workload, two trials, one round: checks the pipeline end to end"
+        "--smoke",
+        action="store_true",
+        help="one workload (convnet unless --workloads names one), one trial, one round: checks the pipeline end to end",
     )
     return p
 
