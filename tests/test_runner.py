@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from dataclasses import replace
 
@@ -152,3 +154,19 @@ def test_a_precision_change_is_checked_at_the_looser_tolerance_it_says() -> None
     run = run_trial(replace(request, timeout=300))
     assert run.state == "failed" and run.reason == "accuracy", run.message + run.stderr_tail
     assert f"a precision-changing configuration: tolerance {PRECISION_TOLERANCE:g}" in run.message
+
+
+def test_a_worker_ends_without_teardown_yet_loses_none_of_its_output(tmp_path) -> None:
+    # Piped stdout is block-buffered: without the flush, os._exit would drop what was printed.
+    code = (
+        "import atexit, sys\n"
+        "from autotune.trial.worker import exit_now\n"
+        f"atexit.register(lambda: open({str(tmp_path / 'teardown')!r}, 'w').close())\n"
+        "print('result sent')\n"
+        "sys.stderr.write('no newline')\n"
+        "exit_now(3)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3
+    assert done.stdout == "result sent\n" and done.stderr.endswith("no newline")
+    assert not (tmp_path / "teardown").exists(), "the interpreter's teardown ran"

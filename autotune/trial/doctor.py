@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import re
-import sys
 import traceback
 from typing import Any, cast
 
@@ -34,7 +33,7 @@ from torch._dynamo.utils import counters
 
 from autotune.trial.events import open_request
 from autotune.trial.request import Protocol
-from autotune.trial.worker import StepRunner, classify, to_device
+from autotune.trial.worker import StepRunner, classify, exit_now, to_device
 from autotune.workload import input_keys, resolve
 
 __all__ = ["BreakLog", "main", "parse_break", "recompiles_since"]
@@ -185,4 +184,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())
