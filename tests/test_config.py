@@ -10,6 +10,8 @@ import yaml
 from autotune import CompileConfig, ConfigError, ModuleSettings
 from autotune.runtime.config import (
     available_modes,
+    inductor_option_defaults,
+    is_plain_compile,
     mode_options,
     parse_input_key,
     validate_input_key,
@@ -28,6 +30,21 @@ def test_defaults_are_plain_torch_compile() -> None:
         (),
         False,
     )
+
+
+def test_plain_compile_spelled_as_default_options_is_plain_compile() -> None:
+    defaults = inductor_option_defaults()
+    flags = ["epilogue_fusion", "shape_padding", "coordinate_descent_tuning"]  # what the default space samples
+    at_defaults = {name: defaults[name] for name in flags}
+    assert is_plain_compile(CompileConfig())
+    assert is_plain_compile(CompileConfig(mode=None, options=at_defaults))
+    # One option off its default, another mode, or anything beyond the options: not plain compile.
+    changed = {**at_defaults, flags[0]: not defaults[flags[0]]}
+    assert not is_plain_compile(CompileConfig(mode=None, options=changed))
+    assert not is_plain_compile(CompileConfig(mode="max-autotune-no-cudagraphs"))
+    assert not is_plain_compile(CompileConfig(mode=None, options=at_defaults, scope="regional"))
+    assert not is_plain_compile(CompileConfig(mode=None, options=at_defaults, compile_optimizer=True))
+    assert not is_plain_compile(CompileConfig(scope="none"))
 
 
 def test_is_frozen_and_keyword_only() -> None:

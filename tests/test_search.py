@@ -251,6 +251,32 @@ def test_search_help_documents_every_flag(capsys) -> None:
     assert "best.yaml" in text and "resumes" in text
 
 
+@pytest.mark.slow
+def test_the_plain_recipe_with_inductor_options_at_their_defaults_is_the_compile_baseline(tmp_path, capsys) -> None:
+    # A sampled option stays in the configuration even at its default, so the plain recipe of a
+    # space with Inductor options is plain compile spelled out: never compiled or confirmed again.
+    space = tmp_path / "options.yaml"
+    space.write_text("description: one Inductor option\noptions:\n  epilogue_fusion: [true, false]\n")
+    out = tmp_path / "out"
+    code = cli.main(
+        [
+            "search", "--no-doctor", "--model", "tests.trial_targets.workloads:tiny_infer", "--space", str(space),
+            "--trials", "1", "--confirm", "1", "--rounds", "2", "--max-rounds", "2", "--windows", "2", *SHORT_FLAGS,
+            "--no-compile-cache", "--pruner", "none", "--slow-ratio", "0", "--device", "cpu", "--out", str(out),
+        ]
+    )  # fmt: skip
+    assert code == cli.EXIT_OK
+    study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
+    plain = study.trials[0]
+    assert plain.user_attrs["recipe"] == "plain" and plain.user_attrs["config"]["options"] == {"epilogue_fusion": True}
+    assert plain.user_attrs["reused_run"] == "the plain torch.compile baseline"
+    assert set(study.user_attrs["confirmation"]["subjects"]) == {"eager", "compile"}
+    progress = capsys.readouterr().err
+    assert "trial 0: starting" not in progress
+    assert "confirming eager against plain torch.compile" in progress
+    assert load(out / "best.yaml").metrics["exported"] in ("plain torch.compile", "no compilation")
+
+
 def test_bruteforce_stops_when_every_configuration_was_measured(tmp_path) -> None:
     space = tmp_path / "two.yaml"
     space.write_text("description: two configurations\nmode: [default]\ndynamic: [null, true]\n")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import optuna
 
-from autotune.runtime.config import inductor_option_defaults
+from autotune.runtime.config import inductor_option_defaults, is_plain_compile
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.seeds import Seed, expert_recipes, seed_params, seed_study
 from autotune.study.space import load_space
@@ -32,9 +32,12 @@ def test_a_recipe_sets_only_what_it_names_and_leaves_inductor_options_at_their_d
         assert params[f"options.{name}"] == defaults[name]
     assert (plain.scope, plain.dynamic, plain.mark_dynamic, plain.padding_alignment) == ("whole", None, (), None)
     assert plain.compile_optimizer is False and plain.fullgraph is False
+    # Its options stay in the configuration, yet it compiles what plain torch.compile does: the
+    # search reuses the compile baseline's run for it and leaves it out of the confirmation.
+    assert plain.options and is_plain_compile(plain)
 
     _, padded = seed_params(space, Seed("pad8", "pad", {"padding_alignment": 8}))
-    assert padded.padding_alignment == 8 and padded.scope == "whole"
+    assert padded.padding_alignment == 8 and padded.scope == "whole" and not is_plain_compile(padded)
     _, marked = seed_params(space, Seed("mark", "mark", {"mark_dynamic": True}))
     assert set(marked.mark_dynamic) == {(key, axis) for key, axes in toy_summary.dynamic_dims.items() for axis in axes}
     _, optimizer = seed_params(space, Seed("opt", "opt", {"compile_optimizer": True}))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -31,6 +31,7 @@ __all__ = [
     "available_modes",
     "checked_mapping",
     "inductor_option_defaults",
+    "is_plain_compile",
     "mode_options",
     "parse_input_key",
     "validate_input_key",
@@ -472,3 +473,21 @@ def _check_module_settings(settings: object, scope: str) -> Mapping[str, ModuleS
             raise ConfigError(f"module_settings.{path}: expected ModuleSettings, got {quote(value)}.")
         checked[path] = value
     return MappingProxyType(checked)
+
+
+def is_plain_compile(config: CompileConfig) -> bool:
+    """Whether `config` compiles the same code as plain `torch.compile(model)`.
+
+    A sampled Inductor option stays in a configuration even when it equals the installed
+    default, so plain compile is also the default mode spelled as its options at their
+    defaults (what the plain recipe of a space with Inductor options gives).
+    """
+    if config == CompileConfig():
+        return True
+    if config.mode is not None or not config.options:
+        return False
+    defaults = inductor_option_defaults()
+    for name, value in config.options.items():
+        if name not in defaults or type(defaults[name]) is not type(value) or defaults[name] != value:
+            return False
+    return replace(config, mode="default", options={}) == CompileConfig()

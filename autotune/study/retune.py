@@ -28,7 +28,7 @@ import optuna
 
 from autotune.errors import ConfigError, RetuneError, SearchError
 from autotune.runtime import compile_cache, environment, tuned
-from autotune.runtime.config import CompileConfig
+from autotune.runtime.config import CompileConfig, is_plain_compile
 from autotune.study import campaign as measurement
 from autotune.study import history, publish
 from autotune.study.cache import record_compile_cache
@@ -373,7 +373,7 @@ class _Retune:
 
 def _baseline_it_is(config: CompileConfig) -> str | None:
     """'compile' for plain torch.compile, 'eager' for no compilation, else None: a baseline is measured once."""
-    if config == CompileConfig():
+    if is_plain_compile(config):
         return "compile"
     if config == CompileConfig(scope="none"):
         return "eager"

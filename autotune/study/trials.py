@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import optuna
 
 from autotune.errors import ConfigError, SpaceError
-from autotune.runtime.config import CompileConfig
+from autotune.runtime.config import CompileConfig, is_plain_compile
 from autotune.study.campaign import PROBE_SLOWDOWN, Harness
 from autotune.study.format import utc_now
 from autotune.study.heartbeat import Heartbeat, beats, fail_stale, grace_period, retried_numbers
@@ -274,7 +274,7 @@ class TrialLoop:
         if twin is not None:
             self._copy_outcome(trial, twin)
             return
-        if config == CompileConfig() and self.plain_run is not None and harness.device == self.harness.device:
+        if is_plain_compile(config) and self.plain_run is not None and harness.device == self.harness.device:
             self._tell_run(trial, config, *self.plain_run, reused="the plain torch.compile baseline")
             return
         created = utc_now()
@@ -382,7 +382,13 @@ class TrialLoop:
 
 def _plain(trial: optuna.trial.FrozenTrial) -> bool:
     """Whether a trial compiled plain torch.compile (the plain recipe): the baseline measures that in every round."""
-    return trial.user_attrs.get("config") == CompileConfig().to_dict()
+    recorded = trial.user_attrs.get("config")
+    if not isinstance(recorded, dict):
+        return False
+    try:
+        return is_plain_compile(CompileConfig.from_dict(recorded))
+    except ConfigError:
+        return False  # a configuration this version cannot read is not the baseline
 
 
 def _still_running(trial: optuna.trial.FrozenTrial, timeout: float) -> bool:
