@@ -217,11 +217,13 @@ def test_modular_inference_with_per_module_settings(
 
 @pytest.fixture
 def global_settings() -> Any:
-    """The stance and matmul precision are process-wide: put them back for the tests after this one."""
+    """The stance, matmul precision and dynamic sources are process-wide: put them back for the tests after this one."""
     precision = torch.get_float32_matmul_precision()
+    sources = torch.compiler.config.dynamic_sources
     yield
     torch.compiler.set_stance("default")
     torch.set_float32_matmul_precision(precision)
+    torch.compiler.config.dynamic_sources = sources
 
 
 def test_training_with_lite_mode_compiled_autograd_and_eager_rare_shapes(
@@ -272,3 +274,21 @@ def test_inference_with_unbacked_marks_freezing_and_high_matmul_precision(
     assert_matches_eager(run, eager_infer)
     for batch in run.prepared:
         assert all(1 in getattr(tensor, "_dynamo_unbacked_indices", ()) for tensor in batch.values()), batch
+
+
+def test_inference_with_inputs_marked_dynamic_by_name(
+    toy: Workload, toy_summary: WorkloadSummary, eager_infer: Run, global_settings: None
+) -> None:
+    """mark_as='sources': no batch is touched, yet lengths 21 and 19 share one graph from the first compile."""
+    config = CompileConfig(mark_dynamic=MARKS, mark_as="sources")
+    module = generated(config, replace(toy_summary, task="infer"))
+
+    run = infer(toy, module.apply_compilation, module.prepare_batch)
+
+    assert_matches_eager(run, eager_infer)
+    # Unmarked, the second length would compile a second graph (then dynamic by dynamo's own rule).
+    assert run.graphs == 1
+    assert module.DYNAMIC_SOURCES in torch.compiler.config.dynamic_sources
+    for batch, given in zip(run.prepared, BATCHES, strict=True):
+        assert all(not getattr(tensor, "_dynamo_dynamic_indices", None) for tensor in batch.values())
+        assert batch["input_ids"].shape == given["input_ids"].shape  # no padding either

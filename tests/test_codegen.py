@@ -388,6 +388,16 @@ NEWER = [
         ],
     ),
     (CompileConfig(mode=None, options={"cpp_wrapper": True, "cpp.dynamic_threads": True}), ["'cpp_wrapper': True"]),
+    (
+        CompileConfig(mark_dynamic=MARKS, mark_as="sources"),
+        [
+            "MARK_AS = 'sources'",
+            "# torch.compiler.config.dynamic_sources entries",
+            "DYNAMIC_SOURCES = \".*\\\\['attention_mask'\\\\]$:1,",
+            "# Mark the chosen axes dynamic by input name in every compiled frame",
+            'torch.compiler.config.dynamic_sources = ",".join(',
+        ],
+    ),
 ]
 
 

@@ -97,6 +97,7 @@ def test_every_installed_mode_is_accepted() -> None:
         ({"scope": "modular", "module_settings": ["head"]}, "module_settings: expected a mapping"),
         ({"mark_as": "unbacked"}, "mark_as: 'unbacked' says how marked axes are marked, but none are marked"),
         ({"mark_as": "static", "mark_dynamic": MARKS}, "mark_as: 'static' is not allowed"),
+        ({"mark_as": "sources", "mark_dynamic": ((0, 1),)}, "tuple position(s) [0] have none"),
         ({"recompile_limit": 0}, "recompile_limit: 0 must be an integer >= 1"),
         ({"recompile_limit": True}, "recompile_limit: True"),
         ({"stance_after_warmup": "force_eager"}, "stance_after_warmup: 'force_eager' is not allowed"),
@@ -235,7 +236,23 @@ ROUND_TRIPS = [
         },
     ),
     CompileConfig(mode="lite", optimizer_fullgraph=True, **NEWER),
+    CompileConfig(mark_dynamic=MARKS, mark_as="sources"),
 ]
+
+
+def test_inputs_marked_by_name_become_one_dynamic_source_per_axis() -> None:
+    """Each entry matches the input under dynamo's name for it, as a frame's own argument or in **kwargs."""
+    import re
+
+    config = CompileConfig(mark_dynamic=(("input_ids", 1), ("input_ids", 2)), mark_as="sources")
+    entries = config.dynamic_sources().split(",")
+    assert [entry.rsplit(":", 1)[1] for entry in entries] == ["1", "2"]
+    pattern = entries[0].rsplit(":", 1)[0]
+    for name in ("L['input_ids']", "L['kwargs']['input_ids']"):
+        assert re.match(pattern, name), name
+    for name in ("L['input_ids_2']", "L['attention_mask']", "L['input_ids'].grad"):
+        assert not re.match(pattern, name), name
+    assert CompileConfig(mark_dynamic=MARKS).dynamic_sources() == ""
 
 
 @pytest.mark.parametrize("config", ROUND_TRIPS, ids=lambda c: c.describe())

@@ -143,7 +143,7 @@ def test_the_installed_torch_has_every_newer_dimension_and_the_thorough_space_ke
     space = load_space("thorough").adapt(TOY_LIKE, "cpu", shared_lengths=SHARED, allow_precision_changes=True)
     dims = space.dimensions()
     assert "lite" in dims["mode"]
-    assert dims["mark_as"] == ("dynamic", "unbacked") and dims["recompile_limit"] == (None, 2)
+    assert dims["mark_as"] == ("dynamic", "unbacked", "sources") and dims["recompile_limit"] == (None, 2)
     assert dims["stance_after_warmup"] == ("default", "eager_on_recompile") and dims["compiled_autograd"] == (
         False,
         True,
@@ -159,7 +159,10 @@ def test_what_the_installed_torch_lacks_is_dropped_with_a_note_and_never_sampled
     monkeypatch.setattr(space_module, "available_modes", lambda: modes)
     defaults = {k: v for k, v in space_module.inductor_option_defaults().items() if k != "cpp_wrapper"}
     monkeypatch.setattr(space_module, "inductor_option_defaults", lambda: defaults)
-    monkeypatch.setitem(space_module.FEATURES, "mark_as", ("torch._dynamo.decorators", "mark_no_such_thing"))
+    monkeypatch.setitem(space_module.FEATURES, "mark_as=unbacked", ("torch._dynamo.decorators", "mark_no_such_thing"))
+    monkeypatch.setitem(
+        space_module.FEATURES, "mark_as=sources", ("torch._dynamo.variables.builder", "_no_such_parser")
+    )
     monkeypatch.setitem(space_module.FEATURES, "recompile_limit", ("torch", "compile:no_such_keyword"))
     monkeypatch.setitem(space_module.FEATURES, "stance_after_warmup", ("torch.compiler", "set_stance:no_such_stance"))
     monkeypatch.setitem(space_module.FEATURES, "compiled_autograd", ("torch._dynamo.no_such_module", "_enable"))
@@ -167,7 +170,7 @@ def test_what_the_installed_torch_lacks_is_dropped_with_a_note_and_never_sampled
     space = load_space("thorough").adapt(TOY_LIKE, "cpu", shared_lengths=SHARED)
 
     missing = [note for note in space.dropped if "not in the installed torch" in note]
-    for what in ("mode ['lite']", "option cpp_wrapper", "mark_as ['unbacked']", "recompile_limit [2]"):
+    for what in ("mode ['lite']", "option cpp_wrapper", "mark_as ['unbacked', 'sources']", "recompile_limit [2]"):
         assert any(note.startswith(what) for note in missing), (what, space.dropped)
     assert any(note.startswith("stance_after_warmup ['eager_on_recompile']") for note in missing)
     assert any(note.startswith("compiled_autograd [True]") for note in missing)
@@ -175,6 +178,24 @@ def test_what_the_installed_torch_lacks_is_dropped_with_a_note_and_never_sampled
         assert config.mode != "lite" and "cpp_wrapper" not in config.options
         assert config.mark_as == "dynamic" and config.recompile_limit is None
         assert config.stance_after_warmup == "default" and not config.compiled_autograd
+
+
+def test_each_choice_of_a_dimension_is_probed_on_its_own(monkeypatch) -> None:
+    """A torch with mark_unbacked but without per-axis dynamic sources keeps the one and drops the other."""
+    monkeypatch.setitem(
+        space_module.FEATURES, "mark_as=sources", ("torch._dynamo.variables.builder", "_no_such_parser")
+    )
+    space = load_space("thorough").adapt(TOY_LIKE, "cpu", shared_lengths=SHARED)
+    assert space.mark_as == ("dynamic", "unbacked")
+    assert any(note.startswith("mark_as ['sources']: not in the installed torch") for note in space.dropped)
+
+
+def test_marking_by_name_is_not_offered_for_positional_inputs() -> None:
+    positional = WorkloadSummary(spec="m:f", task="infer", modules=("body",), blocks=(), dynamic_dims={0: (1,)})
+    space = load_space("thorough").adapt(positional, "cpu")
+    assert space.mark_as == ("dynamic", "unbacked")
+    assert "mark_as ['sources']: positional inputs have no name to mark them by" in space.dropped
+    assert load_space("thorough").adapt(TOY_LIKE, "cpu").mark_as == ("dynamic", "unbacked", "sources")
 
 
 def test_a_mistyped_option_is_still_an_error_not_a_note(tmp_path) -> None:

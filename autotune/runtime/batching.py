@@ -31,7 +31,10 @@ def pad_axis(tensor, axis, length, value):
 
 
 def prepare_inputs(batch, dynamic_dims, pad_values, alignment, max_lengths, mark_dynamic, mark_as="dynamic"):
-    """Pad each declared dynamic axis, then mark the chosen (input, axis) pairs dynamic (or unbacked)."""
+    """Pad each declared dynamic axis, then mark the chosen (input, axis) pairs dynamic (or unbacked).
+
+    With mark_as 'sources' the pairs are marked by name when compiling, not on the batch's tensors.
+    """
     if isinstance(batch, torch.Tensor):
         return prepare_inputs((batch,), dynamic_dims, pad_values, alignment, max_lengths, mark_dynamic, mark_as)[0]
     is_mapping = hasattr(batch, "keys")
@@ -44,10 +47,12 @@ def prepare_inputs(batch, dynamic_dims, pad_values, alignment, max_lengths, mark
             length = padded_length(tensor.shape[axis], alignment, longest)
             tensor = pad_axis(tensor, axis, length, pad_values.get(key, default))
         inputs[key] = tensor
-    # mark_unbacked also drops dynamo's specialization of sizes 0 and 1.
-    mark = torch._dynamo.decorators.mark_unbacked if mark_as == "unbacked" else torch._dynamo.mark_dynamic
-    for key, axis in mark_dynamic:
-        mark(inputs[key], axis)
+    # mark_unbacked also drops dynamo's specialization of sizes 0 and 1. 'sources' marks by name,
+    # once for the process (apply_compilation sets torch.compiler.config.dynamic_sources): nothing per batch.
+    if mark_as != "sources":
+        mark = torch._dynamo.decorators.mark_unbacked if mark_as == "unbacked" else torch._dynamo.mark_dynamic
+        for key, axis in mark_dynamic:
+            mark(inputs[key], axis)
     if is_mapping:
         return inputs
     values = [inputs[i] for i in range(len(batch))]

@@ -206,11 +206,21 @@ def _settings(config: CompileConfig, workload: WorkloadSummary) -> str:
             "# (input, axis) pairs passed to torch._dynamo.mark_dynamic.", "MARK_DYNAMIC", tuple(config.mark_dynamic)
         ),
         _assign(
-            "# 'dynamic': torch._dynamo.mark_dynamic; 'unbacked': mark_unbacked (no 0/1 specialization).",
+            "# 'dynamic': torch._dynamo.mark_dynamic; 'unbacked': mark_unbacked (no 0/1 specialization);\n"
+            "# 'sources': by input name while compiling (DYNAMIC_SOURCES), nothing done per batch.",
             "MARK_AS",
             config.mark_as,
         ),
     ]
+    if config.mark_as == "sources":
+        blocks.append(
+            _assign(
+                "# torch.compiler.config.dynamic_sources entries: a regex on dynamo's name for an input\n"
+                "# (L['input_ids'], or L['kwargs']['input_ids'] under **kwargs), then ':' and the axis.",
+                "DYNAMIC_SOURCES",
+                config.dynamic_sources(),
+            )
+        )
     return "\n\n".join(blocks)
 
 
@@ -228,6 +238,16 @@ def _apply_function(config: CompileConfig) -> str:
             "        compile_in_place(block, COMPILE_KWARGS)",
         ],
     }[config.scope]
+    if config.mark_as == "sources":
+        body = [
+            "# Mark the chosen axes dynamic by input name in every compiled frame: the model's forward,",
+            "# the frame that resumes after a graph break, a submodule that takes the same argument.",
+            "# The setting is process-wide, so it is added to whatever sources are set already.",
+            "known = torch.compiler.config.dynamic_sources",
+            "if DYNAMIC_SOURCES not in known:",
+            '    torch.compiler.config.dynamic_sources = ",".join(s for s in (known, DYNAMIC_SOURCES) if s)',
+            *body,
+        ]
     if config.float32_matmul_precision is not None:
         body = [
             "# Changes numerics (searched only with --allow-precision-changes): float32 matmuls may",

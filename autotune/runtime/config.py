@@ -66,8 +66,9 @@ MATMUL_PRECISIONS = ("high", "medium")
 """`torch.set_float32_matmul_precision` values below the default 'highest': faster, less exact float32 matmuls."""
 STANCES = ("default", "eager_on_recompile")
 """The compiler stance after warm-up: keep compiling new shapes, or run shapes not compiled yet eagerly."""
-MARK_AS = ("dynamic", "unbacked")
-"""How chosen axes are marked: `torch._dynamo.mark_dynamic`, or `mark_unbacked` (no 0/1 specialization)."""
+MARK_AS = ("dynamic", "unbacked", "sources")
+"""How chosen axes are marked: `torch._dynamo.mark_dynamic` or `mark_unbacked` (no 0/1 specialization) on
+each batch's tensors, or by input name through `torch.compiler.config.dynamic_sources` (`sources`)."""
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Segments may start with a digit: the children of nn.Sequential and nn.ModuleList are named "0", "1", ...
@@ -244,8 +245,9 @@ class CompileConfig:
     """The compiled `optimizer.step`'s own mode (needs compile_optimizer)."""
     optimizer_fullgraph: bool = False
     """Compile `optimizer.step` as one graph (needs compile_optimizer)."""
-    mark_as: Literal["dynamic", "unbacked"] = "dynamic"
-    """How `mark_dynamic` pairs are marked: `mark_dynamic`, or `mark_unbacked` (no 0/1 specialization)."""
+    mark_as: Literal["dynamic", "unbacked", "sources"] = "dynamic"
+    """How `mark_dynamic` pairs are marked: `mark_dynamic`, `mark_unbacked` (no 0/1 specialization), or
+    `sources`: by input name in every compiled frame (`torch.compiler.config.dynamic_sources`)."""
     recompile_limit: int | None = None
     """`torch.compile(recompile_limit=N)`: after N compiles of a region, new shapes run it eagerly."""
     stance_after_warmup: Literal["default", "eager_on_recompile"] = "default"
@@ -278,6 +280,12 @@ class CompileConfig:
         _check_choice(self.mark_as, MARK_AS, "mark_as")
         if self.mark_as != "dynamic" and not self.mark_dynamic:
             raise ConfigError(f"mark_as: {quote(self.mark_as)} says how marked axes are marked, but none are marked.")
+        positions = sorted({key for key, _ in self.mark_dynamic if isinstance(key, int)})
+        if self.mark_as == "sources" and positions:
+            raise ConfigError(
+                f"mark_as: 'sources' marks inputs by their name, but tuple position(s) {positions} have none; "
+                "use 'dynamic' or 'unbacked' for positional inputs."
+            )
         _check_choice(self.stance_after_warmup, STANCES, "stance_after_warmup")
         if self.float32_matmul_precision is not None:
             _check_choice(self.float32_matmul_precision, MATMUL_PRECISIONS, "float32_matmul_precision", "or None")
@@ -335,6 +343,18 @@ class CompileConfig:
         elif mode not in (None, "default"):
             kwargs["mode"] = mode
         return kwargs
+
+    def dynamic_sources(self) -> str:
+        """`torch.compiler.config.dynamic_sources` for `mark_as='sources'` (else ''): one entry per marked axis.
+
+        Each entry is a regex on dynamo's name for a value (`L['input_ids']`, or
+        `L['kwargs']['input_ids']` in a forward that takes **kwargs) with a `:axis` suffix, so the
+        input is marked wherever a compiled frame receives it under that name: the model's forward,
+        the frame that resumes after a graph break, a submodule that takes the same argument.
+        """
+        if self.mark_as != "sources":
+            return ""
+        return ",".join(f".*{re.escape(f'[{key!r}]')}$:{axis}" for key, axis in self.mark_dynamic)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (str, int, bool, None, lists, dicts) for YAML and JSON."""

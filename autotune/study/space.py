@@ -99,14 +99,18 @@ KNOWN_OPTIONS: Mapping[str, KnownOption] = {
 """Options a space may list even when the installed torch lacks them: those are dropped with a note."""
 
 FEATURES: dict[str, tuple[str, str]] = {
-    "mark_as": ("torch._dynamo.decorators", "mark_unbacked"),
+    "mark_as=unbacked": ("torch._dynamo.decorators", "mark_unbacked"),
+    # dynamic_sources entries with a per-axis ':N' suffix: without the parser of that suffix, an
+    # older torch would read 'L['x']:1' as a regex that never matches and mark nothing.
+    "mark_as=sources": ("torch._dynamo.variables.builder", "_parse_source_entry"),
     "recompile_limit": ("torch", "compile:recompile_limit"),
     "stance_after_warmup": ("torch.compiler", "set_stance:eager_on_recompile"),
     "compiled_autograd": ("torch._dynamo.compiled_autograd", "_enable"),
     "float32_matmul_precision": ("torch", "set_float32_matmul_precision"),
 }
-"""Dimension -> (module, name) the installed torch must have for its non-neutral choices: a function, a
-function's keyword (`compile:recompile_limit`) or a stance `set_stance` documents (`set_stance:eager_on_recompile`)."""
+"""What the installed torch must have for a dimension's non-neutral choices ('dimension'), or for one
+choice ('dimension=choice'): (module, name) of a function, a function's keyword (`compile:recompile_limit`)
+or a stance `set_stance` documents (`set_stance:eager_on_recompile`)."""
 
 _DIMENSIONS = (
     "mode",
@@ -333,9 +337,14 @@ def adapt(
     for name, (ok, why) in applies.items():
         neutral = _neutral(name)
         values = keep(name, extra.get(name, getattr(space, name)), lambda v, n=neutral, o=ok: v in n or o, why)
-        if name in FEATURES:
-            values = keep(name, values, lambda v, n=neutral, d=name: v in n or has_feature(d), missing)
+        values = keep(name, values, lambda v, n=neutral, d=name: v in n or has_feature(d, v), missing)
         extra[name] = values or neutral
+    extra["mark_as"] = keep(
+        "mark_as",
+        extra["mark_as"],
+        lambda v: v != "sources" or not any(isinstance(k, int) for k in workload.dynamic_dims),
+        "positional inputs have no name to mark them by",
+    ) or _neutral("mark_as")
     for name, values in (("mode", modes), ("scope", scopes), ("fullgraph", fullgraph)):
         if not values:
             raise SpaceError(
@@ -382,10 +391,10 @@ def _neutral(dimension: str) -> tuple[Any, ...]:
     return default
 
 
-def has_feature(dimension: str) -> bool:
-    """Whether the installed torch has what `dimension`'s non-neutral choices need (see `FEATURES`)."""
-    module_name, name = FEATURES[dimension]
-    return _probe(module_name, name)
+def has_feature(dimension: str, choice: Any = None) -> bool:
+    """Whether the installed torch has what `dimension`'s `choice` (or its non-neutral choices) need (see `FEATURES`)."""
+    probe = FEATURES.get(f"{dimension}={choice}") or FEATURES.get(dimension)
+    return probe is None or _probe(*probe)
 
 
 @functools.cache
