@@ -22,6 +22,7 @@ from autotune.trial.runner import run_trial
 from tests.short_runs import SHORT, SHORT_FLAGS
 
 TARGETS = "tests.trial_targets.workloads"
+FAST = str(Path(__file__).parent / "search_spaces" / "fast.yaml")
 
 
 def source(spec: str, config: CompileConfig) -> str:
@@ -124,7 +125,7 @@ def test_too_many_failures_stop_the_search_but_still_export(tmp_path: Path) -> N
     out = tmp_path / "wrong"
     code = cli.main(
         [
-            "search", "--no-doctor", "--model", f"{TARGETS}:wrong_when_compiled", "--space", "quick", "--trials", "8",
+            "search", "--no-doctor", "--model", f"{TARGETS}:wrong_when_compiled", "--space", FAST, "--trials", "8",
             "--max-failure-rate", "0.5", "--confirm", "1", "--rounds", "1", "--max-rounds", "1", "--windows", "2", *SHORT_FLAGS,
             "--no-compile-cache", "--device", "cpu", "--out", str(out),
         ]

@@ -9,6 +9,7 @@ import io
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import optuna
 import pytest
@@ -22,6 +23,7 @@ from autotune.study.verdict import render_summary
 from tests.short_runs import SHORT_FLAGS
 
 SPEC = "tests.trial_targets.workloads:tiny_train"
+FAST = str(Path(__file__).parent / "search_spaces" / "fast.yaml")
 STUDY = "tests.trial_targets.workloads-tiny_train"  # derived from SPEC
 
 
@@ -43,7 +45,7 @@ def _search(out):
             "--model",
             SPEC,
             "--space",
-            "quick",
+            FAST,
             "--trials",
             "2",
             "--confirm",
@@ -184,7 +186,7 @@ def test_rerunning_resumes_the_study_and_export_rebuilds_the_files(searched, tmp
     result = search(
         SearchOptions(
             model=SPEC,
-            space="quick",
+            space=FAST,
             trials=3,
             confirm=0,
             sampler="random",
@@ -214,7 +216,7 @@ def test_rerunning_resumes_the_study_and_export_rebuilds_the_files(searched, tmp
 def test_resuming_with_another_objective_is_refused(searched) -> None:
     _, out = searched
     with pytest.raises(SearchError, match="objective"):
-        search(SearchOptions(model=SPEC, space="quick", trials=1, objective="time-to:100", device="cpu", out=str(out)))
+        search(SearchOptions(model=SPEC, space=FAST, trials=1, objective="time-to:100", device="cpu", out=str(out)))
 
 
 def test_bad_options_are_named() -> None:
@@ -361,7 +363,7 @@ def test_a_multi_objective_search_exports_its_pareto_front_and_export_can_pick_a
     out = tmp_path / "front"
     argv = [
         # Inference: its step compiles in a fraction of a training step's time, and nothing here is about training.
-        "search", "--model", "tests.trial_targets.workloads:tiny_infer", "--space", "quick", "--trials", "1",
+        "search", "--model", "tests.trial_targets.workloads:tiny_infer", "--space", FAST, "--trials", "1",
         "--confirm", "1", "--rounds", "1", "--max-rounds", "1", "--windows", "2", *SHORT_FLAGS, "--fresh-batches", "4",
         "--device", "cpu", "--out", str(out), "--objective", "throughput,compile-time", "--no-compile-cache", "--no-doctor", "--no-recipes",
         "--slow-ratio", "0",
