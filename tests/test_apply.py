@@ -81,14 +81,16 @@ def train(
     return Run(model, optimizer, losses, outputs, prepared, counters["stats"]["unique_graphs"] - graphs)
 
 
-def infer(toy: Workload, apply: Callable | None = None, prepare: Callable = lambda b: b) -> Run:
+def infer(
+    toy: Workload, apply: Callable | None = None, prepare: Callable = lambda b: b, batches: list | None = None
+) -> Run:
     model = copy.deepcopy(toy.model).eval()
     if apply is not None:
         model, _ = apply(model, None)
     graphs = counters["stats"]["unique_graphs"]
     losses, outputs, prepared = [], [], []
     with torch.no_grad():
-        for batch in BATCHES:
+        for batch in BATCHES if batches is None else batches:
             batch = prepare(batch)
             output = toy.run_forward(model, batch)
             losses.append(output.loss)
@@ -282,13 +284,18 @@ def test_inference_with_inputs_marked_dynamic_by_name(
     """mark_as='sources': no batch is touched, yet lengths 21 and 19 share one graph from the first compile."""
     config = CompileConfig(mark_dynamic=MARKS, mark_as="sources")
     module = generated(config, replace(toy_summary, task="infer"))
+    torch._dynamo.reset()  # the toy's forward compiled by a test before this one must not serve it
+    # Fresh tensors: marks that other tests' prepare_batch left on BATCHES' own tensors would count.
+    fresh = [{name: tensor.clone() for name, tensor in batch.items()} for batch in BATCHES]
 
-    run = infer(toy, module.apply_compilation, module.prepare_batch)
+    run = infer(toy, module.apply_compilation, module.prepare_batch, fresh)
 
     assert_matches_eager(run, eager_infer)
     # Unmarked, the second length would compile a second graph (then dynamic by dynamo's own rule).
     assert run.graphs == 1
     assert module.DYNAMIC_SOURCES in torch.compiler.config.dynamic_sources
     for batch, given in zip(run.prepared, BATCHES, strict=True):
-        assert all(not getattr(tensor, "_dynamo_dynamic_indices", None) for tensor in batch.values())
+        for tensor in batch.values():
+            assert not getattr(tensor, "_dynamo_dynamic_indices", None)
+            assert not getattr(tensor, "_dynamo_unbacked_indices", None)
         assert batch["input_ids"].shape == given["input_ids"].shape  # no padding either
