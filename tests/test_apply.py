@@ -26,7 +26,7 @@ from autotune.runtime.summary import WorkloadSummary
 from autotune.workload import Workload
 from examples.toy import VOCAB
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.parallel]
 
 MARKS = (("attention_mask", 1), ("input_ids", 1), ("labels", 1))
 BLOCKS = ["encoder.blocks.0", "encoder.blocks.1", "encoder.blocks.2"]

@@ -11,6 +11,8 @@ import torch
 from autotune.runtime import batching
 from autotune.runtime.batching import pad_axis, padded_length, prepare_inputs
 
+pytestmark = pytest.mark.parallel
+
 
 @pytest.mark.parametrize(
     ("length", "alignment", "longest", "expected"),

@@ -21,6 +21,8 @@ from autotune.study.objective import Objective
 from autotune.study.verdict import confirmation_rows
 from autotune.trial.request import RunRecord, TrialRun
 
+pytestmark = pytest.mark.parallel
+
 THROUGHPUT = Objective()
 REGIONAL = CompileConfig(scope="regional")
 

@@ -14,6 +14,8 @@ from autotune.cli import EXIT_ERROR, EXIT_OK, main
 from autotune.runtime import environment
 from autotune.runtime.summary import WorkloadSummary
 
+pytestmark = pytest.mark.parallel
+
 SUMMARY = WorkloadSummary(
     spec="examples.toy:model",
     task="train",

@@ -19,6 +19,8 @@ from autotune.runtime import batching, codegen
 from autotune.runtime.config import available_modes
 from autotune.runtime.summary import WorkloadSummary
 
+pytestmark = pytest.mark.parallel
+
 CREATED = "2026-01-02T03:04:05Z"
 MARKS = (("attention_mask", 1), ("input_ids", 1), ("labels", 1))
 SHAPE_OPTIONS = {"shape_padding": True, "epilogue_fusion": False}

@@ -20,6 +20,8 @@ from autotune import CompileConfig, TunedConfig
 from autotune.runtime import codegen, compile_cache, environment
 from autotune.runtime.summary import WorkloadSummary
 
+pytestmark = pytest.mark.parallel
+
 PAYLOAD = b"\x00stand-in artifacts\xff" * 10
 SUMMARY = WorkloadSummary(spec="m:w", task="infer")
 

@@ -18,6 +18,8 @@ from autotune.runtime.config import (
     validate_module_path,
 )
 
+pytestmark = pytest.mark.parallel
+
 MARKS = (("attention_mask", 1), ("input_ids", 1))
 
 

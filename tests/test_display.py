@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from autotune.study import display as display_module
 from autotune.study.display import SearchDisplay, duration
 from autotune.study.progress import Plan, Progress
+
+pytestmark = pytest.mark.parallel
 
 
 def test_the_eta_covers_trials_confirmation_and_the_compile_cache() -> None:

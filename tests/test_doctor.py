@@ -16,6 +16,8 @@ from autotune.study.hints import break_cause, guard_hint, guard_text, size_chang
 from autotune.trial.doctor import parse_break
 from autotune.trial.request import Protocol
 
+pytestmark = pytest.mark.parallel
+
 TARGETS = Path(__file__).parent / "targets" / "doctor.py"
 FEW_FRESH = Protocol(fresh_batches=4)
 

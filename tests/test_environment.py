@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import platform
 
+import pytest
 import torch
 import yaml
 from torch import nn
 
 from autotune.runtime import environment
+
+pytestmark = pytest.mark.parallel
 
 
 def test_fingerprint_records_software_and_device() -> None:

@@ -20,6 +20,8 @@ from autotune.workload import Workload, find_repeated_blocks
 from examples import captioning
 from examples._shared import SIZE_VARIABLE, checked_size, draw_lengths
 
+pytestmark = pytest.mark.parallel
+
 CAPTIONING = ["examples.captioning:captioning_static", "examples.captioning:captioning_dynamic"]
 OTHERS = ["examples.gpt2_generate:gpt2_generate", "examples.bert_classify:bert_classify", "examples.convnet:convnet"]
 TARGETS = CAPTIONING + OTHERS

@@ -32,6 +32,8 @@ from autotune.errors import WorkloadError
 from autotune.workload import Workload
 from autotune.workload.hf import BATCH_SIZE, TEXT_LENGTHS, is_pretrained_model, workload_for
 
+pytestmark = pytest.mark.parallel
+
 SMALL_T5 = {"vocab_size": 50, "d_model": 16, "d_ff": 32, "d_kv": 8, "num_heads": 2, "num_layers": 1}
 SMALL_BERT = {
     "vocab_size": 100,

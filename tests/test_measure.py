@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from autotune.trial.measure import compare, tensor_leaves, tolerance_for, working_dtype
+
+pytestmark = pytest.mark.parallel
 
 
 def test_compare_accepts_rounding_and_rejects_real_differences() -> None:

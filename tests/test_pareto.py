@@ -15,6 +15,8 @@ from autotune.study.objective import Objective, Objectives
 from autotune.study.pareto import choose_point, front, parse_pick, subjects_to_confirm
 from autotune.trial.request import RunRecord
 
+pytestmark = pytest.mark.parallel
+
 SPEED_AND_COMPILE = Objectives.parse("throughput,compile-time")
 
 

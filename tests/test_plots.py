@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from autotune.study.plots import _labels
+
+pytestmark = pytest.mark.parallel
 
 
 def test_points_close_together_share_one_label_and_others_keep_theirs() -> None:

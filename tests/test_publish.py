@@ -14,6 +14,8 @@ import pytest
 from autotune import cli
 from autotune.study import publish
 
+pytestmark = pytest.mark.parallel
+
 OLD = {"compile_cache.bin": b"old cache", "apply_compilation.py": "old apply\n", "best.yaml": "old: best\n"}
 NEW = {"compile_cache.bin": b"new cache", "apply_compilation.py": "new apply\n", "best.yaml": "new: best\n"}
 

@@ -29,6 +29,8 @@ from autotune.runtime.summary import WorkloadSummary
 from autotune.study.recipes import Recipe, read_recipe, read_recipes, without_cuda_graphs
 from autotune.workload import Workload
 
+pytestmark = pytest.mark.parallel
+
 RECIPES = Path(__file__).resolve().parent.parent / "examples" / "recipes"
 STATIC = "examples.captioning:captioning_static"
 DYNAMIC = "examples.captioning:captioning_dynamic"

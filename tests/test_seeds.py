@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import optuna
+import pytest
 
 from autotune.runtime.config import inductor_option_defaults, is_plain_compile
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.seeds import Seed, expert_recipes, seed_params, seed_study
 from autotune.study.space import load_space
+
+pytestmark = pytest.mark.parallel
 
 
 def adapted(summary: WorkloadSummary, name: str = "default"):

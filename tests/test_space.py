@@ -10,6 +10,8 @@ from autotune.runtime.summary import WorkloadSummary
 from autotune.study import space as space_module
 from autotune.study.space import bundled_spaces, load_space, params_for
 
+pytestmark = pytest.mark.parallel
+
 TOY_LIKE = WorkloadSummary(
     spec="examples.toy:model",
     task="train",

@@ -15,6 +15,8 @@ from autotune.study.objective import Objective
 from autotune.study.search import SearchOptions
 from autotune.study.trials import Monitor, TrialLoop, compile_limit
 
+pytestmark = pytest.mark.parallel
+
 CONFIG = CompileConfig(scope="regional").to_dict()
 
 

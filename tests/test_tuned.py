@@ -16,6 +16,8 @@ from autotune.runtime import environment
 from autotune.runtime.summary import WorkloadSummary
 from autotune.runtime.tuned import SCHEMA_VERSION, EnvironmentMismatchWarning, read, write_atomic
 
+pytestmark = pytest.mark.parallel
+
 SUMMARY = WorkloadSummary(
     spec="tests.targets.workloads:workload",
     task="train",

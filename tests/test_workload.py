@@ -13,6 +13,8 @@ from autotune.runtime.summary import WorkloadSummary
 from autotune.workload import find_repeated_blocks, seed_everything
 from tests.targets.workloads import TinyLM, make_batches
 
+pytestmark = pytest.mark.parallel
+
 TARGETS = "tests.targets.workloads"
 
 
