@@ -308,6 +308,25 @@ def test_describe_mentions_what_differs_from_default() -> None:
     assert "compiled optimizer" in ROUND_TRIPS[4].describe()
 
 
+def test_describe_names_the_mode_that_options_spell_out() -> None:
+    """A sampled configuration carries its mode as options: the description names the mode again."""
+    lite = {**mode_options("lite"), "shape_padding": True}
+    line = CompileConfig(mode=None, options=lite).describe()
+    assert "mode=lite+options" in line and line.endswith("shape_padding=True")
+    assert "fallback_by_default" not in line, "the mode's own options are not listed one by one"
+    autotuned = {**mode_options("max-autotune-no-cudagraphs"), "epilogue_fusion": True}
+    assert (
+        "mode=max-autotune-no-cudagraphs+options dynamic=None epilogue_fusion=True"
+        in CompileConfig(mode=None, options=autotuned).describe()
+    )
+    # An option that overrides one of the mode's is no longer that mode: every option is listed.
+    changed = {**mode_options("max-autotune-no-cudagraphs"), "coordinate_descent_tuning": False}
+    line = CompileConfig(mode=None, options=changed).describe()
+    assert "mode=" not in line and "coordinate_descent_tuning=False max_autotune=True" in line
+    modular = CompileConfig(scope="modular", module_settings={"head": ModuleSettings(mode=None, options=lite)})
+    assert "head:mode=lite+options,shape_padding=True" in modular.describe()
+
+
 @pytest.mark.parametrize("path", ["encoder", "encoder.layer", "encoder.layer.0", "0", "0.attn", "_private.x"])
 def test_module_paths_accepted(path: str) -> None:
     assert validate_module_path(path, "modules") == path

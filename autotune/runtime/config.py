@@ -33,6 +33,7 @@ __all__ = [
     "inductor_option_defaults",
     "is_plain_compile",
     "mode_options",
+    "spelled_mode",
     "parse_input_key",
     "validate_input_key",
     "validate_module_path",
@@ -405,8 +406,11 @@ class CompileConfig:
         """One line for tables and logs."""
         if self.scope == "none":
             return "no compilation (eager)"
-        # mode None means "options instead of a mode": the options follow, so no "mode=None".
-        parts = [f"scope={self.scope}", *([f"mode={self.mode}"] if self.mode is not None else [])]
+        # mode None means "options instead of a mode": a mode whose every option they hold is named
+        # ("mode=lite+options"), and only the options beyond it follow.
+        spelled, options = spelled_mode(self.options) if self.mode is None else (None, dict(self.options))
+        mode = self.mode if spelled is None else f"{spelled}+options"
+        parts = [f"scope={self.scope}", *([f"mode={mode}"] if mode is not None else [])]
         parts.append(f"dynamic={self.dynamic}")
         if self.fullgraph:
             parts.append("fullgraph")
@@ -414,11 +418,12 @@ class CompileConfig:
             parts.append("mark_dynamic=" + ",".join(f"{k}:{a}" for k, a in self.mark_dynamic))
         if self.padding_alignment is not None:
             parts.append(f"pad={self.padding_alignment}")
-        parts.extend(f"{k}={v}" for k, v in self.options.items())
+        parts.extend(f"{k}={v}" for k, v in options.items())
         for path, s in self.module_settings.items():
-            own = ([f"mode={s.mode}"] if s.mode is not None or not s.options else []) + [
-                f"{k}={v}" for k, v in s.options.items()
-            ]
+            named, rest = spelled_mode(s.options) if s.mode is None else (s.mode, dict(s.options))
+            if named is not None and s.mode is None:
+                named += "+options"
+            own = ([f"mode={named}"] if named is not None or not rest else []) + [f"{k}={v}" for k, v in rest.items()]
             parts.append(f"{path}:" + ",".join(own))
         if self.mark_as != "dynamic":
             parts.append(f"mark_as={self.mark_as}")
@@ -493,6 +498,27 @@ def _check_module_settings(settings: object, scope: str) -> Mapping[str, ModuleS
             raise ConfigError(f"module_settings.{path}: expected ModuleSettings, got {quote(value)}.")
         checked[path] = value
     return MappingProxyType(checked)
+
+
+def spelled_mode(options: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """The mode whose every Inductor option `options` holds, at its value, and the options beyond it.
+
+    A sampled configuration with Inductor options carries its mode as those options (torch.compile
+    takes one or the other); this names the mode again for people. The mode with the most options
+    wins (max-autotune over max-autotune-no-cudagraphs); (None, options) when none fits.
+    """
+    best: tuple[str | None, dict[str, Any]] = (None, dict(options))
+    for mode in available_modes():
+        implied = mode_options(mode)
+        held = all(name in options and _same_value(options[name], value) for name, value in implied.items())
+        if implied and held and len(options) - len(implied) < len(best[1]):
+            best = (mode, {k: v for k, v in options.items() if k not in implied})
+    return best
+
+
+def _same_value(a: object, b: object) -> bool:
+    # True == 1 in Python, but an option set to 1 is not the same setting as one set to True.
+    return type(a) is type(b) and a == b
 
 
 def is_plain_compile(config: CompileConfig) -> bool:
