@@ -33,8 +33,8 @@ __all__ = [
     "inductor_option_defaults",
     "is_plain_compile",
     "mode_options",
-    "spelled_mode",
     "parse_input_key",
+    "spelled_mode",
     "validate_input_key",
     "validate_module_path",
 ]
