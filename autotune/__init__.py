@@ -14,8 +14,8 @@ from autotune.runtime.tuned import TunedConfig, load
 from autotune.workload import Workload, resolve
 
 if TYPE_CHECKING:
-    from autotune.study.retune import retune
-    from autotune.study.search import search
+    from autotune.study.retune._retune import retune
+    from autotune.study.search._session import search
 
 __all__ = [
     "AutotuneError",
@@ -37,11 +37,11 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # The search needs Optuna; importing it lazily keeps `import autotune` light for serving code.
     if name == "search":
-        from autotune.study.search import search
+        from autotune.study.search._session import search
 
         return search
     if name == "retune":
-        from autotune.study.retune import retune
+        from autotune.study.retune._retune import retune
 
         return retune
     raise AttributeError(f"module 'autotune' has no attribute {name!r}")

@@ -33,17 +33,13 @@ from typing import Any
 import optuna
 
 from autotune.errors import AutotuneError, ConfigError
+from autotune.measure import Campaign, Harness, Objective, Subject, choose, read_recipes, without_cuda_graphs
+from autotune.measure import _campaign as measurement
+from autotune.measure.format import interval
 from autotune.runtime import environment
 from autotune.runtime.config import CompileConfig
-from autotune.study import campaign as measurement
-from autotune.study.campaign import Campaign, Harness, Subject
-from autotune.study.choice import choose
-from autotune.study.export import pruning_savings
-from autotune.study.format import interval
-from autotune.study.objective import Objective
-from autotune.study.recipes import read_recipes, without_cuda_graphs
+from autotune.study.report import pruning_savings, savings_text
 from autotune.study.search import SearchOptions, search
-from autotune.study.verdict import savings_text
 from autotune.trial.request import check_device
 from autotune.workload import resolve
 

@@ -33,13 +33,12 @@ from unittest import mock
 
 import optuna
 
+from autotune.measure import Harness, Objective, Subject
+from autotune.measure import _campaign as measurement
+from autotune.measure.format import interval
 from autotune.runtime.config import CompileConfig
-from autotune.study import campaign as measurement
-from autotune.study import trials as trial_loop
-from autotune.study.campaign import Harness, Subject
-from autotune.study.format import interval
-from autotune.study.objective import Objective
 from autotune.study.search import SearchOptions, explore
+from autotune.study.search import _loop as trial_loop
 from autotune.trial.request import check_device
 from autotune.workload import resolve
 from examples.benchmark import WORKLOADS, _figures, _machine, _progress, machine_text

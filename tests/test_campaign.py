@@ -12,13 +12,21 @@ import random
 import pytest
 
 from autotune import CompileConfig
+from autotune.measure import (
+    Campaign,
+    Harness,
+    Interval,
+    Objective,
+    Subject,
+    choose,
+    confirmation_rows,
+    decide,
+    metrics,
+    paired_interval,
+    rotation,
+)
+from autotune.measure import _campaign as measurement
 from autotune.runtime.summary import WorkloadSummary
-from autotune.study import campaign as measurement
-from autotune.study.campaign import Campaign, Harness, Interval, Subject, paired_interval, rotation
-from autotune.study.choice import choose, metrics
-from autotune.study.decision import decide
-from autotune.study.objective import Objective
-from autotune.study.verdict import confirmation_rows
 from autotune.trial.request import RunRecord, TrialRun
 
 pytestmark = pytest.mark.parallel

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from importlib.metadata import entry_points
@@ -72,7 +73,8 @@ def test_show_prints_settings_metrics_and_a_matching_environment(
     raw = capsys.readouterr().out
     assert "  scope: regional" in raw and "  padding_alignment: 8" in raw
     assert "metrics:\n  throughput: 1234.5" in raw
-    assert "baselines:\n  eager: {'throughput': 800.0}" in raw
+    assert "baselines:\n  eager:\n    throughput: 800.0" in raw, "nested sections as YAML"
+    assert not re.search(r"[{\[]'", raw), "no Python repr of a dict or list"
 
 
 def test_show_says_when_the_environment_differs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

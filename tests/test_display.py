@@ -6,9 +6,8 @@ import io
 
 import pytest
 
-from autotune.study import display as display_module
-from autotune.study.display import SearchDisplay, duration
-from autotune.study.progress import Plan, Progress
+from autotune.study.report import Plan, Progress, SearchDisplay, duration
+from autotune.study.report import _display as display_module
 
 pytestmark = pytest.mark.parallel
 

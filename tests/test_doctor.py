@@ -11,8 +11,7 @@ import pytest
 
 from autotune.cli import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, main
 from autotune.errors import WorkloadError
-from autotune.study.doctor import Diagnosis, diagnose
-from autotune.study.hints import break_cause, guard_hint, guard_text, size_change, value_guard
+from autotune.study.doctor import Diagnosis, break_cause, diagnose, guard_hint, guard_text, size_change, value_guard
 from autotune.trial.doctor import parse_break
 from autotune.trial.request import Protocol
 

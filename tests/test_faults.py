@@ -24,14 +24,14 @@ import pytest
 
 from autotune import CompileConfig, TunedConfig, cli
 from autotune.errors import ConfigError, SpaceError
+from autotune.measure import Objective
 from autotune.runtime import compile_cache, environment, limits
 from autotune.runtime.summary import WorkloadSummary
 from autotune.runtime.tuned import read
-from autotune.study import publish, trials
-from autotune.study.objective import Objective
-from autotune.study.space import load_space
+from autotune.study.retune import _publish as publish
+from autotune.study.search import TrialLoop, load_space
+from autotune.study.search import _loop as trials
 from autotune.study.storage import create_study
-from autotune.study.trials import TrialLoop
 from autotune.trial import runner
 from autotune.trial.request import TrialRequest
 from tests.short_runs import SHORT_FLAGS
@@ -99,13 +99,13 @@ def test_trials_budget_counts_those_other_live_searches_are_running(tmp_path: Pa
         finished = study.ask()
         study.tell(finished, 1.0)
         loop = _loop(study)
-        assert len(loop.finished()) == 1
-        assert loop.started() == 2, "the other search's running trial counts towards --trials"
-        assert loop.reap_abandoned() == 0, "a trial whose search is alive is not abandoned"
+        assert len(loop.ledger.finished()) == 1
+        assert loop.ledger.started() == 2, "the other search's running trial counts towards --trials"
+        assert loop.ledger.reap_abandoned() == 0, "a trial whose search is alive is not abandoned"
     finally:
         other.kill()
         other.wait()
-    assert loop.started() == 1, "a dead search's trial no longer counts"
+    assert loop.ledger.started() == 1, "a dead search's trial no longer counts"
 
 
 # -- 2. a damaged study ------------------------------------------------------------------------
@@ -155,7 +155,7 @@ def test_a_truncated_study_is_named_as_damaged_by_every_command_with_exit_code_2
 
 
 def test_an_unexpected_error_still_exits_with_a_documented_code(monkeypatch, capsys) -> None:
-    from autotune.study import space
+    from autotune.study.search import _space as space
 
     def broken() -> dict[str, Path]:
         raise OSError("disk on fire")
@@ -287,7 +287,7 @@ def test_a_trial_left_running_by_a_killed_search_is_failed_with_a_reason(tmp_pat
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     number = _running_trial(study, dead.pid)
-    assert _loop(study).reap_abandoned() == 1
+    assert _loop(study).ledger.reap_abandoned() == 1
     trial = study.trials[number]
     assert trial.state == optuna.trial.TrialState.FAIL
     assert trial.user_attrs["reason"] == "abandoned"
@@ -438,7 +438,7 @@ def test_show_escapes_control_characters_read_from_best_yaml(tmp_path: Path, cap
 _KILLED_REPLACE = textwrap.dedent(
     """
     import os, signal, sys
-    from autotune.study import publish, trials
+    from autotune.study.retune import _publish as publish
     def die(folder, entry):
         os.kill(os.getpid(), signal.SIGKILL)
     publish._write_journal = die

@@ -18,11 +18,9 @@ import optuna
 import pytest
 
 from autotune.errors import SearchError
-from autotune.study.heartbeat import Heartbeat, Liveness
-from autotune.study.objective import Objective
-from autotune.study.search import SearchOptions
-from autotune.study.storage import create_study, load_search_study
-from autotune.study.trials import TrialLoop
+from autotune.measure import Objective
+from autotune.study.search import SearchOptions, TrialLoop
+from autotune.study.storage import Heartbeat, Liveness, create_study, load_search_study
 
 pytestmark = pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
 
@@ -59,10 +57,10 @@ def test_a_trial_whose_search_stopped_beating_is_failed_with_its_reason_and_queu
     study = _study(postgres_url)
     silent = _silent_trial(study)
     loop = _loop(study)
-    assert loop.shared and loop.started() == 1, "a running trial counts towards --trials"
-    assert loop.reap_abandoned() == 0, "within the grace period a trial is left alone"
+    assert loop.ledger.shared and loop.ledger.started() == 1, "a running trial counts towards --trials"
+    assert loop.ledger.reap_abandoned() == 0, "within the grace period a trial is left alone"
     time.sleep(FAST.grace + 1.5)
-    assert loop.reap_abandoned() == 1
+    assert loop.ledger.reap_abandoned() == 1
     failed = study.trials[silent.number]
     assert failed.state == optuna.trial.TrialState.FAIL
     assert failed.user_attrs["state"] == "failed" and failed.user_attrs["reason"] == "abandoned"
@@ -73,7 +71,7 @@ def test_a_trial_whose_search_stopped_beating_is_failed_with_its_reason_and_queu
     (retry,) = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
     assert retry.params == failed.params
     assert retry.user_attrs == {"recipe": "regional", "retry_of": silent.number}, "what measuring found is not copied"
-    assert loop.started() == 0, "the abandoned trial's retry counts instead, once it runs"
+    assert loop.ledger.started() == 0, "the abandoned trial's retry counts instead, once it runs"
 
     again = study.ask()
     assert again.number == retry.number and again.params == failed.params, "the next ask of any host takes the retry"
@@ -84,14 +82,14 @@ def test_a_retry_whose_search_died_too_is_not_queued_a_third_time(postgres_url: 
     _silent_trial(study)
     loop = _loop(study)
     time.sleep(FAST.grace + 1.5)
-    loop.reap_abandoned()
+    loop.ledger.reap_abandoned()
     retry = study.ask()  # taken by a search that dies as well
     study._storage.record_heartbeat(retry._trial_id)
     time.sleep(FAST.grace + 1.5)
-    assert loop.reap_abandoned() == 1
+    assert loop.ledger.reap_abandoned() == 1
     assert "not queued again" in study.trials[retry.number].user_attrs["message"]
     assert not study.get_trials(states=(optuna.trial.TrialState.WAITING,))
-    assert loop.started() == 1, "the last retry counts: it is the configuration's one place in the budget"
+    assert loop.ledger.started() == 1, "the last retry counts: it is the configuration's one place in the budget"
 
 
 def test_a_live_trial_keeps_beating_and_fails_others_stale_trials_meanwhile(postgres_url: str) -> None:
@@ -101,7 +99,7 @@ def test_a_live_trial_keeps_beating_and_fails_others_stale_trials_meanwhile(post
     with Heartbeat(study, mine._trial_id) as heartbeat:
         time.sleep(FAST.grace + 3)
         other = _loop(optuna.load_study(study_name=study.study_name, storage=study._storage))
-        assert other.reap_abandoned() == 0, "a beating trial is never stale"
+        assert other.ledger.reap_abandoned() == 0, "a beating trial is never stale"
     assert study.trials[mine.number].state == optuna.trial.TrialState.RUNNING
     assert [t.number for t in heartbeat.failed] == [silent.number], "the heartbeat's thread failed the silent one"
     assert heartbeat.failed[0].user_attrs["reason"] == "abandoned", "what the search notes about it"
@@ -116,7 +114,7 @@ def test_a_trial_whose_search_died_before_its_first_beat_is_not_waited_for_past_
     study.add_trial(orphan)
     young = study.ask()
     loop = _loop(study)
-    assert loop.running() == 1 and loop.started() == 1, "only the trial that may still finish counts"
+    assert loop.ledger.running() == 1 and loop.ledger.started() == 1, "only the trial that may still finish counts"
     assert study.trials[young.number].state == optuna.trial.TrialState.RUNNING
 
 

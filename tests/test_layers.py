@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -41,19 +42,21 @@ def copy_of_package(tmp_path: Path) -> Path:
 def test_the_package_keeps_every_contract(tmp_path: Path) -> None:
     done = lint_imports(copy_of_package(tmp_path))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "Contracts: 4 kept, 0 broken." in done.stdout
+    assert "Contracts: 5 kept, 0 broken." in done.stdout
 
 
 def test_a_runtime_module_importing_the_study_layer_breaks_the_layers(tmp_path: Path) -> None:
     root = copy_of_package(tmp_path)
     batching = root / "autotune" / "runtime" / "batching.py"
     batching.write_text(
-        batching.read_text().replace("import torch\n", "import torch\n\nfrom autotune.study import history\n", 1)
+        batching.read_text().replace(
+            "import torch\n", "import torch\n\nfrom autotune.study.storage import read_history\n", 1
+        )
     )
     done = lint_imports(root)
     assert done.returncode == 1
     assert "autotune.runtime is not allowed to import autotune.study" in done.stdout
-    assert "autotune.runtime.batching -> autotune.study.history" in done.stdout
+    assert "autotune.runtime.batching -> autotune.study.storage" in done.stdout
 
 
 def test_the_runtime_importing_optuna_breaks_its_contract(tmp_path: Path) -> None:
@@ -67,3 +70,62 @@ def test_the_runtime_importing_optuna_breaks_its_contract(tmp_path: Path) -> Non
     done = lint_imports(root)
     assert done.returncode == 1
     assert "The runtime imports only torch, PyYAML and the standard library BROKEN" in done.stdout
+
+
+def test_the_measurement_engine_importing_optuna_breaks_its_contract(tmp_path: Path) -> None:
+    root = copy_of_package(tmp_path)
+    statistics = root / "autotune" / "measure" / "_campaign.py"
+    statistics.write_text(
+        statistics.read_text().replace("import hashlib\n", "import hashlib\n\nimport optuna  # noqa: F401\n", 1)
+    )
+    done = lint_imports(root)
+    assert done.returncode == 1
+    assert "the measurement engine never import Optuna" in done.stdout.replace("\n", " ")
+    assert "autotune.measure._campaign -> optuna" in done.stdout
+
+
+def test_the_report_importing_the_search_breaks_the_study_rooms(tmp_path: Path) -> None:
+    root = copy_of_package(tmp_path)
+    verdict = root / "autotune" / "study" / "report" / "_verdict.py"
+    verdict.write_text(
+        verdict.read_text().replace(
+            "from autotune.measure import",
+            "from autotune.study.search import TrialLoop  # noqa: F401\nfrom autotune.measure import",
+            1,
+        )
+    )
+    done = lint_imports(root)
+    assert done.returncode == 1
+    assert "Study rooms: storage < doctor < report < search < retune BROKEN" in done.stdout
+    assert "autotune.study.report._verdict -> autotune.study.search" in done.stdout
+
+
+MAX_FUNCTION_LINES = 80
+"""A function longer than this cannot be read without scrolling; split it."""
+
+
+def long_functions(source: str, name: str) -> list[str]:
+    """'name:line function (N lines)' for every function or method of `source` over MAX_FUNCTION_LINES."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            if length > MAX_FUNCTION_LINES:
+                found.append(f"{name}:{node.lineno} {node.name} ({length} lines)")
+    return found
+
+
+def test_no_function_of_the_package_is_longer_than_80_lines() -> None:
+    found = [
+        hit
+        for path in sorted((ROOT / "autotune").rglob("*.py"))
+        for hit in long_functions(path.read_text(), str(path.relative_to(ROOT)))
+    ]
+    assert not found, "split these functions:\n" + "\n".join(found)
+
+
+def test_the_length_check_finds_a_long_function_and_passes_a_short_one() -> None:
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    assert long_functions(f"def long():\n{body}", "m.py") == [f"m.py:1 long ({MAX_FUNCTION_LINES + 1} lines)"]
+    short = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES - 1))
+    assert long_functions(f"def short():\n{short}", "m.py") == []

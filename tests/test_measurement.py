@@ -12,11 +12,9 @@ import optuna
 import pytest
 
 from autotune import CompileConfig, cli, load, resolve
+from autotune.measure import Harness, Objective, Subject, validate
+from autotune.measure import _campaign as measurement
 from autotune.runtime import codegen
-from autotune.study import campaign as measurement
-from autotune.study.campaign import Harness, Subject
-from autotune.study.objective import Objective
-from autotune.study.validate import validate
 from autotune.trial.request import Protocol, TrialRequest
 from autotune.trial.runner import run_trial
 from tests.short_runs import SHORT, SHORT_FLAGS

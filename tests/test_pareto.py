@@ -10,9 +10,17 @@ import pytest
 
 from autotune import CompileConfig
 from autotune.errors import SearchError
-from autotune.study.campaign import Campaign, Subject, rotation
-from autotune.study.objective import Objective, Objectives
-from autotune.study.pareto import choose_point, front, parse_pick, subjects_to_confirm
+from autotune.measure import (
+    Campaign,
+    Objective,
+    Objectives,
+    Subject,
+    choose_point,
+    front,
+    parse_pick,
+    rotation,
+    subjects_to_confirm,
+)
 from autotune.trial.request import RunRecord
 
 pytestmark = pytest.mark.parallel

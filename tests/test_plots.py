@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.study.plots import _labels
+from autotune.study.report._plots import _labels
 
 pytestmark = pytest.mark.parallel
 

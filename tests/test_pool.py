@@ -12,8 +12,8 @@ from pathlib import Path
 import optuna
 import pytest
 
-from autotune.study.pool import worker_devices
-from autotune.study.search import SearchError, SearchOptions, explore
+from autotune.errors import SearchError
+from autotune.study.search import SearchOptions, explore, worker_devices
 
 SPEC = "tests.trial_targets.workloads:tiny_infer"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from autotune import cli
-from autotune.study import publish
+from autotune.study.retune import _publish as publish
 
 pytestmark = pytest.mark.parallel
 
@@ -86,7 +86,7 @@ def test_a_failure_between_two_files_puts_the_previous_set_back(tmp_path: Path, 
 KILLER = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
-    from autotune.study import publish
+    from autotune.study.retune import _publish as publish
 
     folder, after = Path(sys.argv[1]), int(sys.argv[2])
     real_replace = os.replace

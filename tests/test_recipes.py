@@ -24,9 +24,9 @@ from torch._dynamo.utils import counters
 
 from autotune import resolve
 from autotune.errors import ConfigError
+from autotune.measure import Recipe, read_recipe, read_recipes, without_cuda_graphs
 from autotune.runtime import codegen
 from autotune.runtime.summary import WorkloadSummary
-from autotune.study.recipes import Recipe, read_recipe, read_recipes, without_cuda_graphs
 from autotune.workload import Workload
 
 pytestmark = pytest.mark.parallel

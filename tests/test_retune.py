@@ -29,9 +29,9 @@ import pytest
 from autotune import AutotuneError, CompileConfig, cli, load
 from autotune.runtime import compile_cache, tuned
 from autotune.runtime.summary import WorkloadSummary
-from autotune.study import history
 from autotune.study.retune import RetuneOptions
-from autotune.study.space import load_space, params_for
+from autotune.study.search import load_space, params_for
+from autotune.study.storage import HISTORY_FILE, append_history, read_history
 from tests.short_runs import SHORT_FLAGS
 
 SPEC = "tests.trial_targets.workloads:detour_infer"
@@ -259,7 +259,7 @@ def test_history_accumulates_one_valid_line_per_run(improved: tuple[int, str, Pa
     lines = (folder / "history.jsonl").read_text().splitlines()
     assert len(lines) == 2
     entries = [json.loads(line) for line in lines]
-    assert entries == history.read(folder)
+    assert entries == read_history(folder)
     assert [e["decision"] for e in entries] == ["unchanged", "improved"]
     for entry in entries:
         assert {"date", "environment", "incumbent", "challenger", "baselines", "decision"} <= set(entry)
@@ -288,7 +288,7 @@ def test_an_incumbent_that_now_fails_is_a_regression_and_the_change_is_reported(
     assert "model: CHANGED since it was tuned:\n  parameters: 1 -> 544" in out
     assert "REGRESSION: the incumbent failed (accuracy)" in out
     assert {name: (best.parent / name).read_bytes() for name in before} == before, "a regression keeps the files"
-    (entry,) = history.read(best.parent)
+    (entry,) = read_history(best.parent)
     assert entry["decision"] == "regression" and entry["written"] is False
     assert entry["environment_changes"]["torch"][0] == "2.0.0" and "parameters" in entry["model_changes"]
 
@@ -407,11 +407,11 @@ def test_retune_help_documents_the_exit_codes(capsys) -> None:
 
 
 def test_history_lines_are_plain_json_and_a_damaged_line_is_skipped(tmp_path: Path) -> None:
-    history.append(tmp_path, {"date": "d", "gain": float("nan"), "runs": (1.0, float("inf"))})
-    history.append(tmp_path, {"date": "e"})
-    with (tmp_path / history.HISTORY_FILE).open("a") as handle:
+    append_history(tmp_path, {"date": "d", "gain": float("nan"), "runs": (1.0, float("inf"))})
+    append_history(tmp_path, {"date": "e"})
+    with (tmp_path / HISTORY_FILE).open("a") as handle:
         handle.write('{"date": "cut sh')
-    lines = (tmp_path / history.HISTORY_FILE).read_text().splitlines()
+    lines = (tmp_path / HISTORY_FILE).read_text().splitlines()
     assert json.loads(lines[0]) == {"date": "d", "gain": None, "runs": [1.0, None]}
-    assert history.read(tmp_path) == [{"date": "d", "gain": None, "runs": [1.0, None]}, {"date": "e"}]
-    assert history.read(tmp_path / "missing") == []
+    assert read_history(tmp_path) == [{"date": "d", "gain": None, "runs": [1.0, None]}, {"date": "e"}]
+    assert read_history(tmp_path / "missing") == []

@@ -10,8 +10,8 @@ import time
 from dataclasses import replace
 
 from autotune import CompileConfig, resolve
+from autotune.measure import Harness
 from autotune.runtime import codegen
-from autotune.study.campaign import Harness
 from autotune.trial.measure import PRECISION_TOLERANCE
 from autotune.trial.request import Protocol
 from autotune.trial.runner import TrialRequest, run_trial

@@ -6,6 +6,7 @@ import contextlib
 import csv
 import hashlib
 import io
+import re
 import subprocess
 import sys
 import textwrap
@@ -17,9 +18,9 @@ import torch
 import yaml
 
 from autotune import CompileConfig, cli, load
-from autotune.study.export import export_from_storage
-from autotune.study.search import SearchError, SearchOptions, search
-from autotune.study.verdict import render_summary
+from autotune.errors import SearchError
+from autotune.study.report import export_from_storage, render_summary
+from autotune.study.search import SearchOptions, search
 from tests.short_runs import SHORT_FLAGS
 
 SPEC = "tests.trial_targets.workloads:tiny_train"
@@ -135,8 +136,12 @@ def test_the_cli_the_report_and_show_print_the_same_summary(searched, capsys) ->
     assert tuned.metrics["confirmation"] and tuned.study["best_trials"], "the figures are recorded in best.yaml"
     assert summary in (out.parent / "stdout.txt").read_text(), "what the search printed"
     assert cli.main(["show", str(out / "best.yaml")]) == cli.EXIT_OK
-    assert summary in capsys.readouterr().out, "what show prints"
-    assert render_summary(tuned.metrics, tuned.study, markdown=True) in (out / "report.md").read_text()
+    shown = capsys.readouterr().out
+    assert summary in shown, "what show prints"
+    report = (out / "report.md").read_text()
+    assert render_summary(tuned.metrics, tuned.study, markdown=True) in report
+    for text in (shown, report):
+        assert not re.search(r"[{\[]'", text), "no Python repr of a dict or list"
     for row in tuned.metrics["confirmation"]:
         assert row["subject"] in summary
 

@@ -7,8 +7,7 @@ import pytest
 
 from autotune.runtime.config import inductor_option_defaults, is_plain_compile
 from autotune.runtime.summary import WorkloadSummary
-from autotune.study.seeds import Seed, expert_recipes, seed_params, seed_study
-from autotune.study.space import load_space
+from autotune.study.search import Seed, expert_recipes, load_space, seed_params, seed_study
 
 pytestmark = pytest.mark.parallel
 

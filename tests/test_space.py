@@ -7,8 +7,8 @@ import pytest
 
 from autotune.errors import SpaceError
 from autotune.runtime.summary import WorkloadSummary
-from autotune.study import space as space_module
-from autotune.study.space import bundled_spaces, load_space, params_for
+from autotune.study.search import _space as space_module
+from autotune.study.search import bundled_spaces, load_space, params_for
 
 pytestmark = pytest.mark.parallel
 

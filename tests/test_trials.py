@@ -9,11 +9,9 @@ import pytest
 
 from autotune import CompileConfig
 from autotune.errors import SearchError
+from autotune.measure import Harness, Objective
 from autotune.runtime.summary import WorkloadSummary
-from autotune.study.campaign import Harness
-from autotune.study.objective import Objective
-from autotune.study.search import SearchOptions
-from autotune.study.trials import Monitor, TrialLoop, compile_limit
+from autotune.study.search import Monitor, SearchOptions, TrialLoop, compile_limit
 
 pytestmark = pytest.mark.parallel
 
@@ -146,8 +144,7 @@ def test_a_trial_measured_on_a_busy_machine_is_not_judged_by_its_windows() -> No
 
 
 def test_pruning_savings_come_from_each_trial_s_own_measurements() -> None:
-    from autotune.study.export import pruning_savings
-    from autotune.study.verdict import savings_text
+    from autotune.study.report import pruning_savings, savings_text
 
     def trial(state: optuna.trial.TrialState, **attrs: object) -> optuna.trial.FrozenTrial:
         value = 1.0 if state == optuna.trial.TrialState.COMPLETE else None
@@ -179,8 +176,8 @@ def test_pruning_savings_come_from_each_trial_s_own_measurements() -> None:
 
 def test_speedups_name_the_host_whose_baselines_they_compare_with(monkeypatch) -> None:
     from autotune.runtime import environment
-    from autotune.study import trials as trials_module
-    from autotune.study.space import load_space
+    from autotune.study.search import _loop as trials_module
+    from autotune.study.search import load_space
     from autotune.trial.request import TrialRun
 
     loop = loop_with(optuna.trial.TrialState.COMPLETE)

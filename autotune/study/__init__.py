@@ -1,7 +1,7 @@
-"""The study layer: everything driven by an Optuna study, and every comparison of measured runs.
+"""The study layer: everything driven by an Optuna study, in rooms by concept.
 
-`space` (choices), `objective`, `search` (ask, run, tell), `campaign` (the one measurement
-path: rotated rounds and intervals), `choice` (what is exported: never worse than the
-baselines), `export` and `report`, `validate`, `retune` with its `decision` rule, `history`,
-`publish`, `recipes`, `cache` (the winner's compile artifacts) and `format`.
+`search` (the space, seeds, one trial, the pool, the session), `storage` (Optuna storages,
+a shared study's liveness, the retune history), `report` (best.yaml and its companions,
+report.md, plots, the verdict, the live display), `retune` (nightly retuning) and `doctor`
+(graph breaks and recompiles). Measuring and choosing is the layer below, `autotune.measure`.
 """

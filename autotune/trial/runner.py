@@ -88,139 +88,176 @@ def process_alive(pid: int) -> bool:
 
 
 def _run_in(workdir: Path, request: TrialRequest, monitor: Monitor, gate: MeasurementGate | None) -> TrialRun:
-    source_path = workdir / "apply_compilation.py"
-    payload = {
-        "spec": request.spec,
-        "device": _device_inside(request.device),
-        "seed": request.seed,
-        "protocol": request.protocol,
-        "uses_cuda_graphs": request.uses_cuda_graphs,
-        "falls_back_to_eager": request.falls_back_to_eager,
-        "changes_precision": request.changes_precision,
-        "source": request.source,
-        "source_path": str(source_path),
-        "save_cache_path": request.save_cache_path,
-        "load_cache_path": request.load_cache_path,
-    }
-    if request.source is not None:
-        source_path.write_text(request.source)
-    (workdir / "request.json").write_text(json.dumps(payload))
-    read_fd, write_fd = os.pipe()
-    turn_read, turn_write = os.pipe() if gate is not None else (-1, -1)
-    env = _environment(workdir, request, write_fd)
-    if gate is not None:
-        env[GATE_FD_VARIABLE] = str(turn_read)
-    stderr_path = workdir / "stderr.log"
-    started = time.monotonic()
-    with open(stderr_path, "wb") as stderr:
-        process = subprocess.Popen(
-            [sys.executable, "-m", request.program, str(workdir / "request.json")],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=stderr,
-            stderr=stderr,
-            pass_fds=(write_fd,) if gate is None else (write_fd, turn_read),
-            start_new_session=True,  # its own process group, so compile workers die with it
-            cwd=os.getcwd(),
-        )
-    os.close(write_fd)
-    member = gate.join(process.pid, request.device) if gate is not None else None
-    if gate is not None:
-        os.close(turn_read)
-    oom_kills_before = oom_kills()
-    run = TrialRun(state="failed")
-    phase, phase_started = "start", started
-    stop_reason: str | None = None
-    buffer = b""
-    held = 0.0  # seconds stopped by the gate or waiting for a turn, as last told to the monitor
-
-    def standing() -> float:
-        return member.paused_seconds() + member.waited if member is not None else 0.0
-
+    worker = _Worker(workdir, request, monitor, gate)
+    worker.start()
     try:
-        with os.fdopen(read_fd, "rb", buffering=0) as pipe:
-            while True:
+        worker.follow()
+    except BaseException:
+        # Ctrl-C or an error here: the worker must not outlive this call, nor be waited for.
+        _kill_group(worker.process)
+        worker.process.wait()
+        raise
+    finally:
+        returncode = worker.finish()
+    return worker.outcome(returncode)
+
+
+class _Worker:
+    """One worker process seen from the parent: started, followed event by event, ended, judged."""
+
+    def __init__(self, workdir: Path, request: TrialRequest, monitor: Monitor, gate: MeasurementGate | None) -> None:
+        self.workdir = workdir
+        self.request = request
+        self.monitor = monitor
+        self.gate = gate
+        self.member: Member | None = None
+        self.run = TrialRun(state="failed")
+        self.phase, self.phase_started = "start", 0.0
+        self.stop_reason: str | None = None
+        self.held = 0.0
+        """Seconds stopped by the gate or waiting for a turn, as last told to the monitor."""
+
+    def start(self) -> None:
+        """Write the request and start `python -m <program>` in a session of its own, with its pipes."""
+        request, workdir = self.request, self.workdir
+        source_path = workdir / "apply_compilation.py"
+        payload = {
+            "spec": request.spec,
+            "device": _device_inside(request.device),
+            "seed": request.seed,
+            "protocol": request.protocol,
+            "uses_cuda_graphs": request.uses_cuda_graphs,
+            "falls_back_to_eager": request.falls_back_to_eager,
+            "changes_precision": request.changes_precision,
+            "source": request.source,
+            "source_path": str(source_path),
+            "save_cache_path": request.save_cache_path,
+            "load_cache_path": request.load_cache_path,
+        }
+        if request.source is not None:
+            source_path.write_text(request.source)
+        (workdir / "request.json").write_text(json.dumps(payload))
+        self.read_fd, write_fd = os.pipe()
+        turn_read, self.turn_write = os.pipe() if self.gate is not None else (-1, -1)
+        env = _environment(workdir, request, write_fd)
+        if self.gate is not None:
+            env[GATE_FD_VARIABLE] = str(turn_read)
+        self.stderr_path = workdir / "stderr.log"
+        self.started = self.phase_started = time.monotonic()
+        with open(self.stderr_path, "wb") as stderr:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", request.program, str(workdir / "request.json")],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=stderr,
+                stderr=stderr,
+                pass_fds=(write_fd,) if self.gate is None else (write_fd, turn_read),
+                start_new_session=True,  # its own process group, so compile workers die with it
+                cwd=os.getcwd(),
+            )
+        os.close(write_fd)
+        if self.gate is not None:
+            self.member = self.gate.join(self.process.pid, request.device)
+            os.close(turn_read)
+        self.oom_kills_before = oom_kills()
+
+    def standing(self) -> float:
+        return self.member.paused_seconds() + self.member.waited if self.member is not None else 0.0
+
+    def remaining(self) -> float:
+        return self.request.timeout - (time.monotonic() - self.started - self.held)
+
+    def follow(self) -> None:
+        """Read events until the worker ends, the monitor stops it, or its time is up."""
+        buffer = b""
+        with os.fdopen(self.read_fd, "rb", buffering=0) as pipe:
+            while not self.stop_reason:
                 # Time stopped or waiting for the device is not the trial's: it moves the limit.
-                if standing() > held:
-                    stop_reason = monitor({"event": "paused", "seconds": standing() - held})
-                    held = standing()
-                    if stop_reason:
-                        break
-                remaining = request.timeout - (time.monotonic() - started - held)
-                if remaining <= 0:
-                    stop_reason = "timeout"
-                    break
-                ready, _, _ = select.select([pipe], [], [], min(1.0, remaining))
+                if self.standing() > self.held:
+                    self.stop_reason = self.monitor({"event": "paused", "seconds": self.standing() - self.held})
+                    self.held = self.standing()
+                    if self.stop_reason:
+                        return
+                if self.remaining() <= 0:
+                    self.stop_reason = "timeout"
+                    return
+                ready, _, _ = select.select([pipe], [], [], min(1.0, self.remaining()))
                 if not ready:
-                    stop_reason = monitor(None)
-                    if stop_reason or process.poll() is not None:
-                        break
+                    self.stop_reason = self.monitor(None)
+                    if self.stop_reason or self.process.poll() is not None:
+                        return
                     continue
                 chunk = pipe.read(65536)
                 if not chunk:
-                    break
+                    return
                 buffer += chunk
                 *lines, buffer = buffer.split(b"\n")
                 for line in lines:
                     event = parse_event(line)
-                    if event is None:
-                        continue
-                    if event["event"] == "phase":
-                        now = time.monotonic()
-                        run.phase_seconds[phase] = run.phase_seconds.get(phase, 0.0) + now - phase_started
-                        phase, phase_started = event["phase"], now
-                    if gate is not None and member is not None:
-                        _gated(gate, member, event, run, turn_write)
-                    _absorb(run, event)
-                    stop_reason = monitor(event)
-                    if stop_reason:
-                        break
-                if stop_reason:
-                    break
-    except BaseException:
-        # Ctrl-C or an error here: the worker must not outlive this call, nor be waited for.
-        _kill_group(process)
-        process.wait()
-        raise
-    finally:
-        if stop_reason:
-            _kill_group(process)
-        if gate is not None and member is not None:
-            gate.release(member)
-        returncode = _wait(process, request.timeout - (time.monotonic() - started - held))
-        _kill_group(process)  # anything the worker left behind
-        if gate is not None and member is not None:
-            gate.leave(member)
-            os.close(turn_write)
-            run.paused_seconds = member.paused_seconds()
-            run.measured_between = [member.measured[-1][0], member.measured[-1][1]] if member.measured else []
-    run.phase_seconds[phase] = run.phase_seconds.get(phase, 0.0) + time.monotonic() - phase_started
-    run.wall_seconds = time.monotonic() - started
-    run.stderr_tail = _tail(stderr_path)
-    if stop_reason == "timeout":
-        run.state, run.reason = "failed", "timeout"
-        run.message = f"the trial ran past its {request.timeout:.0f} s limit in phase '{phase}' and was killed"
-    elif stop_reason:
-        run.state, run.reason, run.message = "pruned", "pruned", stop_reason
-    elif run.result and returncode == 0:
-        run.state = "complete"
-    elif not run.reason:
-        run.state = "failed"
-        if returncode == -signal.SIGKILL and oom_kills() > oom_kills_before:
-            run.reason = "oom"
-            run.message = (
+                    if event is not None and self._event(event):
+                        return
+
+    def _event(self, event: dict[str, Any]) -> bool:
+        """Take one event; True when the monitor stopped the trial."""
+        if event["event"] == "phase":
+            now = time.monotonic()
+            self.run.phase_seconds[self.phase] = self.run.phase_seconds.get(self.phase, 0.0) + now - self.phase_started
+            self.phase, self.phase_started = event["phase"], now
+        if self.gate is not None and self.member is not None:
+            _gated(self.gate, self.member, event, self.run, self.turn_write)
+        _absorb(self.run, event)
+        self.stop_reason = self.monitor(event)
+        return bool(self.stop_reason)
+
+    def finish(self) -> int | None:
+        """End the process group (at once when stopped), give up the gate; the worker's exit code."""
+        if self.stop_reason:
+            _kill_group(self.process)
+        if self.gate is not None and self.member is not None:
+            self.gate.release(self.member)
+        returncode = _wait(self.process, self.remaining())
+        _kill_group(self.process)  # anything the worker left behind
+        if self.gate is not None and self.member is not None:
+            self.gate.leave(self.member)
+            os.close(self.turn_write)
+            self.run.paused_seconds = self.member.paused_seconds()
+            measured = self.member.measured
+            self.run.measured_between = [measured[-1][0], measured[-1][1]] if measured else []
+        return returncode
+
+    def outcome(self, returncode: int | None) -> TrialRun:
+        """The run as the parent records it: complete, pruned, or failed with a reason."""
+        run, phase = self.run, self.phase
+        run.phase_seconds[phase] = run.phase_seconds.get(phase, 0.0) + time.monotonic() - self.phase_started
+        run.wall_seconds = time.monotonic() - self.started
+        run.stderr_tail = _tail(self.stderr_path)
+        if self.stop_reason == "timeout":
+            run.state, run.reason = "failed", "timeout"
+            run.message = f"the trial ran past its {self.request.timeout:.0f} s limit in phase '{phase}' and was killed"
+        elif self.stop_reason:
+            run.state, run.reason, run.message = "pruned", "pruned", self.stop_reason
+        elif run.result and returncode == 0:
+            run.state = "complete"
+        elif not run.reason:
+            run.state, run.reason = "failed", "crash"
+            run.message = self._died(returncode)
+        return run
+
+    def _died(self, returncode: int | None) -> str:
+        """What ended a worker that sent no result."""
+        phase = self.phase
+        if returncode == -signal.SIGKILL and oom_kills() > self.oom_kills_before:
+            self.run.reason = "oom"
+            return (
                 f"the worker was killed (SIGKILL) in phase '{phase}' while the kernel's out-of-memory killer "
                 "ran (the oom_kill count in /proc/vmstat rose): likely out of memory"
             )
-        elif returncode is not None and returncode < 0:
-            run.reason = "crash"
-            run.message = f"the worker died from signal {signal.Signals(-returncode).name} in phase '{phase}'"
+        if returncode is not None and returncode < 0:
+            message = f"the worker died from signal {signal.Signals(-returncode).name} in phase '{phase}'"
             if returncode == -signal.SIGKILL:
-                run.message += " (sent by another process; the kernel counted no out-of-memory kill)"
-        else:
-            run.reason = "crash"
-            run.message = f"the worker exited with code {returncode} in phase '{phase}' without a result"
-    return run
+                message += " (sent by another process; the kernel counted no out-of-memory kill)"
+            return message
+        return f"the worker exited with code {returncode} in phase '{phase}' without a result"
 
 
 def _gated(gate: MeasurementGate, member: Member, event: dict[str, Any], run: TrialRun, turn: int) -> None:

@@ -1,0 +1,80 @@
+"""The `autotune` command line: a thin layer over the library, one module per subcommand.
+
+Each command imports the library when it runs (`# lazy:` in its module), so that
+`autotune --help` answers without loading torch, Optuna and Inductor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Sequence
+
+from autotune.cli import _doctor, _export, _retune, _search, _show, _spaces, _validate
+from autotune.cli._common import EXIT_ERROR, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, EXIT_REGRESSION
+from autotune.errors import AutotuneError
+
+__all__ = ["EXIT_ERROR", "EXIT_FINDINGS", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "build_parser", "main"]
+
+_COMMANDS = (_search, _doctor, _spaces, _export, _validate, _retune, _show)
+"""The subcommands in the order `autotune --help` lists them; each module has NAME, HELP, DESCRIPTION, EPILOG, add_flags."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "run", None):
+        parser.print_help()
+        return EXIT_ERROR
+    try:
+        return int(args.run(args))
+    except AutotuneError as exc:
+        print(f"autotune: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("autotune: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`autotune show ... | head`): nothing left to say, and no one to say it to.
+        sys.stderr.close()
+        return EXIT_OK
+    except Exception as exc:
+        # Not one of ours: still one of the documented exit codes, so a scheduler can tell it apart
+        # from a regression; the traceback goes first, since this is a bug to report or a storage failing.
+        traceback.print_exc()
+        where = "the study storage failed" if type(exc).__module__.startswith("sqlalchemy") else "unexpected error"
+        print(f"autotune: error: {where}: {type(exc).__name__}: {_first_line(exc)}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else ""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser for every subcommand (each documents its flags in --help)."""
+    parser = argparse.ArgumentParser(
+        prog="autotune",
+        description=(
+            "Find the fastest torch.compile configuration for your own model and workload, prove it "
+            "against eager and plain torch.compile, and export it as best.yaml plus a standalone "
+            "apply_compilation.py."
+        ),
+        epilog="Run `autotune COMMAND --help` for a command's options.",
+    )
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    for command in _COMMANDS:
+        # An epilog keeps its own line breaks (exit codes, examples).
+        formatter = argparse.RawDescriptionHelpFormatter if command.EPILOG else argparse.HelpFormatter
+        sub = commands.add_parser(
+            command.NAME,
+            help=command.HELP,
+            description=command.DESCRIPTION,
+            epilog=command.EPILOG,
+            formatter_class=formatter,
+        )
+        command.add_flags(sub)
+    return parser

@@ -1,0 +1,88 @@
+"""What several commands share: exit codes, flags that mean the same everywhere, and printing a search's result."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_FINDINGS",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_REGRESSION",
+    "add_no_compile_cache",
+    "add_pick",
+    "options_from",
+    "print_result",
+]
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+"""`autotune doctor`: the model has graph breaks or recompiles (the report says which and how to fix them)."""
+EXIT_ERROR = 2
+EXIT_REGRESSION = 3
+"""`autotune retune`: the tuned configuration fails or got slower here (see its report)."""
+EXIT_INTERRUPTED = 130
+"""Ctrl-C (SIGINT): the running trial is recorded as failed ('interrupted') and its worker killed."""
+
+
+def options_from(cls: Any, args: argparse.Namespace, **given: Any) -> Any:
+    """An options dataclass from the parsed flags: every field that has a flag of the same name, plus `given`."""
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
+    return cls(**{**values, **given})
+
+
+def add_no_compile_cache(p: argparse.ArgumentParser | Any, consequence: str) -> None:
+    """--no-compile-cache, saying what skipping it changes for this command."""
+    p.add_argument(
+        "--no-compile-cache",
+        dest="compile_cache",
+        action="store_false",
+        help=f"do not save the winner's compile artifacts ({consequence})",
+    )
+
+
+def add_pick(p: argparse.ArgumentParser | Any, default: str | None) -> None:
+    """--pick: which point of a Pareto front best.yaml gets."""
+    said = f"default: {default}" if default else "default: the rule the search was given"
+    p.add_argument(
+        "--pick",
+        default=default,
+        metavar="RULE",
+        help="multi-objective only: which Pareto point best.yaml gets: fastest (what a throughput search would "
+        "export), fastest:Kx or fastest:Ss (the same among points compiling within K times plain torch.compile's "
+        f"compile time, or S seconds), least-compile, least-memory, eager, compile or trial:N ({said})",
+    )
+
+
+def print_result(result: Any) -> None:
+    """The summary report.md opens with and `autotune show` prints: verdict, confirmation, search table."""
+    from autotune.study.report import render_summary  # lazy: see the package docstring
+
+    print()
+    metrics = result.summary.get("metrics") or {}
+    print(render_summary(metrics, result.summary))
+    for line in _pareto_lines(metrics, result.out_dir):
+        print(line)
+    if result.tuned_path:
+        print(
+            f"Exported {result.tuned_path} and {result.out_dir / 'apply_compilation.py'} "
+            f"(report: {result.out_dir / 'report.md'}, trials: {result.out_dir / 'trials.csv'})."
+        )
+
+
+def _pareto_lines(metrics: dict[str, Any], out_dir: Any) -> list[str]:
+    if not metrics.get("pareto"):
+        return []
+    lines = ["", f"Pareto front ({metrics.get('objectives')}; best.yaml is --pick {metrics.get('pick')}):"]
+    for point in metrics["pareto"]:
+        figures = point["figures"]
+        speed = next(iter(figures.items()))
+        memory = figures.get("peak_memory_mb")
+        lines.append(
+            f"  {point['subject']:<10} {speed[0]} {speed[1]:.4g}  compile {figures['compile_seconds']:.3g} s"
+            f"{f'  peak {memory:.4g} MiB' if memory is not None else ''}  -> {out_dir / point['best']}"
+        )
+    return lines

@@ -1,0 +1,304 @@
+"""`autotune search`: search the compile-configuration space for a workload and export the winner."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any
+
+from autotune.cli._common import EXIT_OK, add_no_compile_cache, add_pick, options_from, print_result
+from autotune.errors import ConfigError
+
+if TYPE_CHECKING:
+    from autotune.trial.request import Protocol
+
+__all__ = ["DESCRIPTION", "EPILOG", "HELP", "NAME", "add_flags", "run"]
+
+NAME = "search"
+HELP = "search the compile-configuration space for a workload and export the winner"
+DESCRIPTION = (
+    "Run an Optuna study over torch.compile configurations for a workload. Every trial runs in a "
+    "fresh process with its own Inductor/Triton caches and a hard timeout, is checked against eager, "
+    "and is measured with the same protocol as the eager and plain torch.compile baselines."
+)
+EPILOG = """\
+outputs (in --out, default outputs/<study-name>/):
+  best.yaml             the winning configuration with its metrics, baselines, study summary and environment
+  apply_compilation.py  the generated code that applies it (needs only torch)
+  trials.csv            every trial: state, reason, compile seconds, throughput, speedups, memory, its configuration
+  report.md             verdict, tables and plots (history.png, throughput_vs_compile.png, importances.png)
+  compile_cache.bin     the winner's compile artifacts; load_compile_cache() loads them with the same torch and device
+  study.db              the Optuna study (SQLite), unless --storage names another
+
+Re-running the same command resumes the study: finished trials count towards --trials.
+With --storage postgresql://... several hosts run the same command on one study: --trials is
+the study's total, and the host that finishes its last trial confirms and exports.
+
+examples:
+  autotune search --model examples.toy:model --trials 8
+  autotune search --model mypkg.tune:model --space quick --device cuda:1 --objective time-to:500
+"""
+
+
+def add_flags(p: argparse.ArgumentParser) -> None:
+    """The flags, in groups: what to search, budget, measurement, scale, output."""
+    _what(p.add_argument_group("what to search"))
+    _budget(p.add_argument_group("budget"))
+    _measurement(p.add_argument_group("measurement"))
+    _scale(p.add_argument_group("scale: devices, workers, shared studies"))
+    _output(p.add_argument_group("output"))
+    p.set_defaults(run=run)
+
+
+def _what(g: Any) -> None:
+    from autotune.measure import DEFAULT_PICK  # lazy: see the package docstring
+    from autotune.study.search import EFFORTS  # lazy: see the package docstring
+    from autotune.trial.measure import PRECISION_TOLERANCE  # lazy: see the package docstring
+
+    g.add_argument(
+        "--model",
+        required=True,
+        metavar="PKG.MOD:ATTR",
+        help="the workload: a Workload, an nn.Module (transformers models get synthesised batches) or a zero-argument "
+        "factory of either",
+    )
+    levels = "; ".join(f"{name}: {level.describe()}" for name, level in EFFORTS.items())
+    g.add_argument(
+        "--effort",
+        choices=list(EFFORTS),
+        default="default",
+        help=f"how much to try, setting --space, --trials, --confirm, --rounds and --max-rounds together "
+        f"(each flag given explicitly wins) ({levels}; default: default)",
+    )
+    g.add_argument(
+        "--space",
+        metavar="NAME|PATH",
+        help="a bundled search space (see `autotune spaces`) or a YAML file (default: from --effort)",
+    )
+    g.add_argument(
+        "--objective",
+        default="throughput",
+        metavar="OBJECTIVE[,TRADE-OFF...]",
+        help="throughput (maximise samples/s, the default) or time-to:N (minimise compile time plus N steps); "
+        "add compile-time and/or peak-memory (e.g. throughput,compile-time) for a multi-objective search that "
+        "exports a Pareto front (pareto.yaml, pareto/<point>/)",
+    )
+    add_pick(g, DEFAULT_PICK)
+    g.add_argument(
+        "--allow-precision-changes",
+        action="store_true",
+        help="also search settings that change numerics (float32 matmul precision 'high'/'medium', unsafe math); "
+        f"such a trial passes the accuracy check within a relative error of {PRECISION_TOLERANCE:g} instead of "
+        "the dtype's own tolerance, and the generated code says so",
+    )
+    g.add_argument(
+        "--sampler",
+        choices=("tpe", "random", "bruteforce"),
+        default="tpe",
+        help="tpe (seeded, default), random, or bruteforce (every configuration of the space once)",
+    )
+    g.add_argument("--seed", type=int, default=0, help="seeds the sampler and the batches drawn (default: 0)")
+    g.add_argument(
+        "--no-recipes",
+        dest="recipes",
+        action="store_false",
+        help="do not start a new study with plain torch.compile and the generic expert recipes (mark_dynamic on "
+        "declared dynamic inputs, regional, max-autotune-no-cudagraphs, padding to 8, compiled optimizer); they "
+        "take at most half of --trials",
+    )
+    g.add_argument(
+        "--no-doctor",
+        dest="doctor",
+        action="store_false",
+        help="skip the first phase, which finds the workload's graph breaks and recompiles (see `autotune doctor`)",
+    )
+
+
+def _budget(g: Any) -> None:
+    g.add_argument("--trials", type=int, help="trials in the study, resumed ones included (default: from --effort)")
+    g.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="stop starting new trials after this many seconds (default: none)",
+    )
+    g.add_argument(
+        "--trial-timeout",
+        type=float,
+        default=900.0,
+        metavar="SECONDS",
+        help="kill a trial's whole process group after this many seconds (default: 900)",
+    )
+    g.add_argument(
+        "--pruner",
+        choices=("median", "hyperband", "none"),
+        default="median",
+        help="stops trials whose throughput windows trail the others (default: median)",
+    )
+    g.add_argument(
+        "--slow-ratio",
+        type=float,
+        default=0.5,
+        help="prune trials running below this fraction of eager's throughput (default: 0.5)",
+    )
+    g.add_argument(
+        "--max-compile-seconds",
+        type=float,
+        metavar="SECONDS",
+        help="stop trials whose compile and warm-up take longer; replaces --compile-budget (default: none)",
+    )
+    g.add_argument(
+        "--compile-budget",
+        type=float,
+        default=4.0,
+        metavar="K",
+        help="stop a trial as soon as its compile and warm-up run longer than K times plain torch.compile's "
+        "(measured when the session starts; never less than 60 s); with --objective time-to:N also once it has run "
+        "longer than the best complete trial's whole time (default: 4; 0: no budget)",
+    )
+    g.add_argument(
+        "--max-failure-rate",
+        type=float,
+        default=0.8,
+        help="stop the search when more than this fraction of (at least 5) trials failed (default: 0.8)",
+    )
+
+
+def _measurement(g: Any) -> None:
+    from autotune.trial.request import Protocol  # lazy: see the package docstring
+
+    g.add_argument(
+        "--confirm",
+        type=int,
+        help="re-measure the best N trials with both baselines in rotated rounds before choosing "
+        "(default: from --effort; 0 to skip)",
+    )
+    g.add_argument(
+        "--rounds",
+        type=int,
+        help="rotated confirmation rounds before the confirmation may stop (default: from --effort)",
+    )
+    g.add_argument(
+        "--max-rounds",
+        type=int,
+        help="confirmation rounds at most, added while the leader's interval against plain compile does not decide "
+        "(default: from --effort)",
+    )
+    g.add_argument(
+        "--windows",
+        type=int,
+        default=Protocol().windows,
+        help="steady-state measurement windows per trial (default: 5)",
+    )
+    g.add_argument(
+        "--window-seconds",
+        type=float,
+        default=Protocol().window_seconds,
+        metavar="SECONDS",
+        help="each window runs passes over the fixed batches until it lasts this long, at least (default: "
+        "%(default)s); longer windows average out more of a busy machine's jitter, shorter ones measure sooner",
+    )
+    g.add_argument(
+        "--fresh-batches",
+        type=int,
+        default=Protocol().fresh_batches,
+        help="batches each run has not seen, run once after the steady-state windows: the throughput figure, "
+        "recompiles of new shapes included (default: %(default)s; 0: the fixed batches only)",
+    )
+    g.add_argument(
+        "--fresh-seconds",
+        type=float,
+        default=Protocol().fresh_seconds,
+        metavar="SECONDS",
+        help="the fresh batches run again until their stream lasts this long, at least (default: %(default)s): "
+        "a fast model's single pass would be too short to time",
+    )
+
+
+def _scale(g: Any) -> None:
+    g.add_argument(
+        "--device",
+        metavar="cpu|cuda|cuda:N[,cuda:M...]",
+        help="where trials run (default: cuda when available, else cpu); several CUDA devices run trials side by "
+        "side, one worker each (baselines and the confirmation run on the first)",
+    )
+    g.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="trials run at once (default: one per device); workers that share a device compile side by side and "
+        "measure one at a time, the others stopped meanwhile",
+    )
+    g.add_argument(
+        "--storage",
+        metavar="URL",
+        help="an Optuna storage URL (default: sqlite in --out); postgresql://USER@HOST/DB lets several hosts share "
+        "the study (pip install autotune[postgres])",
+    )
+    g.add_argument("--study-name", help="the study's name (default: derived from --model, e.g. examples.toy-model)")
+    g.add_argument(
+        "--heartbeat-interval",
+        type=int,
+        default=10,
+        metavar="SECONDS",
+        help="with a shared --storage (not SQLite): a running trial records a heartbeat this often (default: 10)",
+    )
+    g.add_argument(
+        "--grace-period",
+        type=int,
+        default=60,
+        metavar="SECONDS",
+        help="with a shared --storage: a trial without a heartbeat for this long is failed as abandoned by any host "
+        "and its configuration queued again, once (default: 60)",
+    )
+
+
+def _output(g: Any) -> None:
+    g.add_argument("--out", metavar="DIR", help="output folder (default: outputs/<study-name>)")
+    add_no_compile_cache(g, "saving them costs two more runs of the winner")
+
+
+def protocol_from(args: argparse.Namespace) -> Protocol:
+    """The measurement protocol of `autotune search`'s flags; a bad value is named by its flag."""
+    from autotune.trial.request import Protocol  # lazy: see the package docstring
+
+    given = {name: getattr(args, name) for name in ("windows", "fresh_batches", "window_seconds", "fresh_seconds")}
+    try:
+        return Protocol(**given)
+    except ConfigError as exc:
+        message = str(exc)
+        for name in given:
+            message = message.replace(f"protocol.{name}:", f"--{name.replace('_', '-')}:")
+        raise ConfigError(message) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """`autotune search`."""
+    from autotune.study.report import SearchDisplay  # lazy: see the package docstring
+    from autotune.study.search import SearchOptions, effort, search  # lazy: see the package docstring
+    from autotune.study.storage import shown  # lazy: see the package docstring
+
+    level = effort(args.effort)
+    for name in ("space", "trials", "confirm"):
+        if getattr(args, name) is None:
+            setattr(args, name, getattr(level, name))
+    if args.rounds is None:
+        args.rounds = level.rounds if args.max_rounds is None else min(level.rounds, args.max_rounds)
+    if args.max_rounds is None:
+        # More --rounds than the level's most: those rounds are what was asked for.
+        args.max_rounds = max(level.max_rounds, args.rounds)
+    options = options_from(SearchOptions, args, protocol=protocol_from(args))
+    print(
+        f"autotune: searching {options.model} on {','.join(options.devices)}: study {options.name!r}, "
+        f"up to {options.trials} trial(s) in all, space {options.space!r} (effort {args.effort}), "
+        f"storage {shown(options.storage_url)}",
+        file=sys.stderr,
+    )
+    display = SearchDisplay(sys.stderr)
+    try:
+        result = search(options, progress=display)
+    finally:
+        display.close()
+    if result is not None:  # None: another host's search confirms and exports the shared study
+        print_result(result)
+    return EXIT_OK

@@ -1,0 +1,188 @@
+"""What gets exported: never worse than the baselines, and the figures best.yaml records for it.
+
+The exported configuration is the best of {eager, plain torch.compile, every confirmed
+configuration}, judged on one campaign's paired rounds:
+
+* a configuration is exported only when its interval against plain torch.compile lies
+  wholly above 1 (a gain that survives the noise); the best such one by median wins;
+* otherwise plain torch.compile is exported (`CompileConfig()`), unless eager beat plain
+  compile with an interval wholly above 1, in which case nothing is compiled.
+
+`metrics` is the one builder of best.yaml's `metrics` section, for search, export and retune.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.measure._campaign import BASELINES, Campaign, Interval
+from autotune.measure._tables import confirmation_rows
+from autotune.measure.format import interval as show_interval
+from autotune.runtime.config import CompileConfig
+
+__all__ = ["BASELINE_FIELDS", "Choice", "baseline_figures", "choose", "metrics"]
+
+BASELINE_FIELDS = (
+    "samples_per_second",
+    "steady_samples_per_second",
+    "batches_per_second",
+    "compile_seconds",
+    "peak_memory_mb",
+    "memory_kind",
+    "graphs",
+    "graph_breaks",
+    "recompiles",
+    "fresh_recompiles",
+    "state",
+    "reason",
+)
+"""What best.yaml keeps of a baseline's median run."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Choice:
+    """The exported subject and why."""
+
+    subject: str
+    """'eager', 'compile' or a configuration's subject name (e.g. 'trial 7')."""
+    exported: str
+    """What the user gets, in words: 'trial 7', 'plain torch.compile' or 'no compilation'."""
+    config: CompileConfig
+    """The configuration written to best.yaml (scope 'none' for no compilation)."""
+    trial: int | None
+    verdict: str
+    """One sentence: what is exported and why."""
+
+
+def choose(campaign: Campaign, *, min_gain: float = 0.0) -> Choice:
+    """The subject to export from a campaign that measured both baselines and the candidates."""
+    eager_vs_compile = campaign.ratio("eager", "compile")
+    eager_leads = campaign.failure("compile") is not None or (
+        eager_vs_compile is not None and eager_vs_compile.low > 1.0
+    )
+    candidates = []
+    for name, subject in campaign.subjects.items():
+        if name in BASELINES or subject.config is None or campaign.failure(name) is not None:
+            continue
+        versus = campaign.ratio(name, "compile")
+        # Where eager is confirmed faster than plain compile, a configuration must beat eager too.
+        if versus is not None and (not eager_leads or _beats(campaign.ratio(name, "eager"), min_gain)):
+            candidates.append((versus, name))
+    best = max(candidates, key=lambda c: c[0].median, default=None)
+    if best is not None and best[0].low > 1.0 + min_gain:
+        versus, name = best
+        subject = campaign.subjects[name]
+        assert subject.config is not None
+        text = f"{name} is exported: {show_interval(versus.to_dict())} plain torch.compile"
+        eager = campaign.ratio(name, "eager")
+        if eager is not None:
+            text += f" and {show_interval(eager.to_dict())} eager"
+        return Choice(subject=name, exported=name, config=subject.config, trial=subject.trial, verdict=text + ".")
+    why = _why_no_trial(best, campaign) if best is not None or not eager_leads else _why_not_eager(campaign)
+    if eager_leads:
+        reason = (
+            "plain torch.compile failed"
+            if campaign.failure("compile") is not None
+            else f"eager ran {show_interval(eager_vs_compile.to_dict() if eager_vs_compile else None)} plain torch.compile"
+        )
+        return Choice(
+            subject="eager",
+            exported="no compilation",
+            config=CompileConfig(scope="none"),
+            trial=None,
+            verdict=f"No compilation is exported: {reason}, and {why}.",
+        )
+    return Choice(
+        subject="compile",
+        exported="plain torch.compile",
+        config=CompileConfig(),
+        trial=None,
+        verdict=f"Plain torch.compile is exported: {why}.",
+    )
+
+
+def _beats(versus: Interval | None, min_gain: float) -> bool:
+    return versus is not None and versus.low > 1.0 + min_gain
+
+
+def _why_not_eager(campaign: Campaign) -> str:
+    """Why no configuration is exported when eager leads plain compile: none is confirmed faster than eager."""
+    measured = [n for n in campaign.subjects if n not in BASELINES and campaign.failure(n) is None]
+    if not measured:
+        return _why_no_trial(None, campaign)
+    ratios = [(campaign.ratio(n, "eager"), n) for n in measured]
+    versus, name = max(
+        ((r, n) for r, n in ratios if r is not None), key=lambda c: c[0].median, default=(None, measured[0])
+    )
+    return f"no configuration beat eager (the best, {name}, ran {show_interval(versus.to_dict() if versus else None)} eager)"
+
+
+def _why_no_trial(best: tuple[Interval, str] | None, campaign: Campaign) -> str:
+    if best is None:
+        measured = [n for n in campaign.subjects if n not in BASELINES]
+        return "no configuration completed its confirmation runs" if measured else "no configuration was confirmed"
+    versus, name = best
+    if versus.median <= 1.0:
+        return f"no configuration beat it (the best, {name}, ran {show_interval(versus.to_dict())})"
+    return f"the best configuration, {name}, ran {show_interval(versus.to_dict())}, an interval that does not exclude no gain"
+
+
+def baseline_figures(campaign: Campaign, name: str) -> dict[str, Any]:
+    """A baseline's figures for best.yaml: its median run, and every run's throughput."""
+    record = campaign.median_run(name)
+    if record is None:
+        failure = campaign.failure(name)
+        return {"state": "failed", "reason": failure.reason if failure else "not measured", "runs": []}
+    data = record.to_dict()
+    figures = {k: data[k] for k in BASELINE_FIELDS if k in data}
+    figures["runs"] = [r.samples_per_second for r in campaign.complete_runs(name)]
+    return figures
+
+
+def metrics(campaign: Campaign, choice: Choice, *, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """best.yaml's `metrics`: the exported subject's figures, its ratios with intervals, the verdict and the noise."""
+    record = campaign.median_run(choice.subject)
+    runs = campaign.complete_runs(choice.subject)
+    figures: dict[str, Any] = {
+        "exported": choice.exported,
+        "verdict": choice.verdict,
+        "trial": choice.trial,
+        "objective": str(campaign.objective),
+        "unit": campaign.objective.unit,
+        "value": campaign.value(choice.subject),
+        "confirmed": True,
+        "rounds": campaign.rounds,
+        "noise": campaign.noise(),
+        "confirmation": confirmation_rows(campaign),
+    }
+    if record is not None:
+        data = record.to_dict()
+        windows = [w for r in runs for w in r.windows]
+        figures.update(
+            {k: data.get(k) for k in ("samples_per_second", "batches_per_second", "steady_samples_per_second")}
+        )
+        figures["samples_per_second"] = statistics.median(r.samples_per_second for r in runs if r.samples_per_second)
+        figures["spread"] = {
+            "min": min(windows, default=None),
+            "median": statistics.median(windows) if windows else None,
+            "max": max(windows, default=None),
+            "windows": len(windows),
+        }
+        figures["compile_seconds"] = statistics.median(r.compile_seconds or 0.0 for r in runs)
+        figures.update(
+            {
+                k: data.get(k)
+                for k in ("peak_memory_mb", "memory_kind", "graphs", "graph_breaks", "recompiles", "fresh_recompiles")
+            }
+        )
+    for reference in BASELINES:
+        versus = campaign.ratio(choice.subject, reference) if choice.subject != reference else None
+        figures[f"vs_{reference}"] = versus.to_dict() if versus else None
+        figures[f"speedup_vs_{reference}"] = (
+            round(versus.median, 4) if versus else (1.0 if choice.subject == reference else None)
+        )
+    figures.update(extra or {})
+    return figures

@@ -1,0 +1,100 @@
+"""The retune decision rule: keep, replace, or call a regression, from one campaign's paired rounds.
+
+A pure function of measurements, so that it can be tested on synthetic runs:
+
+* The incumbent **regressed** when it fails, or when its ratio to a baseline (plain
+  torch.compile, eager), measured in the same rotated rounds, fell below the ratio recorded
+  at tuning time by more than `max_regression`, with an interval that excludes "no change":
+  today's interval lies wholly below the recorded one (below its median when only a median
+  was recorded). An absolute throughput recorded on another day is context, never the
+  evidence: machines drift.
+* A challenger **replaces** the incumbent when it ran every round without failing and its
+  paired ratio to the incumbent has a median above 1 + `min_gain` and an interval wholly
+  above 1; any working challenger replaces an incumbent that fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.measure._campaign import BASELINES, Campaign, Interval
+
+__all__ = ["DECISIONS", "Decision", "decide", "recorded_ratios"]
+
+DECISIONS = ("unchanged", "improved", "regression")
+INCUMBENT, CHALLENGER = "incumbent", "challenger"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision:
+    """What the measurements say: keep, replace, and whether the incumbent regressed."""
+
+    decision: str
+    """'unchanged', 'improved' or 'regression'."""
+    replaced: bool
+    regressions: list[str]
+    gain: float | None
+    """The challenger's median paired ratio to the incumbent, minus one."""
+
+
+def decide(
+    campaign: Campaign, *, recorded: Mapping[str, Interval | None], min_gain: float, max_regression: float
+) -> Decision:
+    """Decide on a campaign measuring 'incumbent' (and maybe 'challenger') with 'eager' and 'compile'.
+
+    `recorded` holds the incumbent's ratios to 'compile' and 'eager' from best.yaml (None when unknown).
+    """
+    regressions: list[str] = []
+    failure = campaign.failure(INCUMBENT)
+    if failure is not None:
+        regressions.append(f"the incumbent failed ({failure.reason}): {failure.message[:300]}")
+    elif not campaign.complete_runs(INCUMBENT):
+        regressions.append("the incumbent was not measured")
+    else:
+        for baseline, label in (("compile", "plain torch.compile"), ("eager", "eager")):
+            before = recorded.get(baseline)
+            now = campaign.ratio(INCUMBENT, baseline)
+            if before is None or now is None:
+                continue
+            if now.median < before.median * (1 - max_regression) and now.high < before.low:
+                regressions.append(
+                    f"the incumbent now runs {now.median:.2f}x {label} [{now.low:.2f}, {now.high:.2f}] over "
+                    f"{now.rounds} round(s), against {before.median:.2f}x [{before.low:.2f}, {before.high:.2f}] when "
+                    f"tuned: slower by more than --max-regression {max_regression:.0%}"
+                )
+    gain = None
+    replaced = False
+    if CHALLENGER in campaign.subjects and campaign.failure(CHALLENGER) is None and campaign.complete_runs(CHALLENGER):
+        versus = campaign.ratio(CHALLENGER, INCUMBENT)
+        gain = versus.median - 1 if versus is not None else None
+        if failure is not None or not campaign.complete_runs(INCUMBENT):
+            replaced = True
+        elif versus is not None and versus.rounds >= 2:
+            # One round is a number, not a measurement: a challenger must win in several.
+            replaced = versus.median > 1 + min_gain and versus.low > 1.0
+    decision = "regression" if regressions else ("improved" if replaced else "unchanged")
+    return Decision(decision=decision, replaced=replaced, regressions=regressions, gain=gain)
+
+
+def recorded_ratios(figures: Mapping[str, Any]) -> dict[str, Interval | None]:
+    """The incumbent's ratios to the baselines when it was tuned, as best.yaml records them.
+
+    Files written before intervals were recorded hold a single ratio: it stands for an interval of one point.
+    """
+    itself = {"plain torch.compile": "compile", "no compilation": "eager"}.get(str(figures.get("exported")))
+    ratios: dict[str, Interval | None] = {}
+    for name in BASELINES:
+        if name == itself:
+            ratios[name] = None  # the incumbent is this baseline: it cannot fall behind itself
+            continue
+        recorded = figures.get(f"vs_{name}")
+        try:
+            ratios[name] = Interval.from_dict(recorded) if isinstance(recorded, Mapping) else None
+        except (KeyError, TypeError, ValueError):
+            ratios[name] = None
+        single = figures.get(f"speedup_vs_{name}")
+        if ratios[name] is None and isinstance(single, (int, float)) and not isinstance(single, bool) and single > 0:
+            ratios[name] = Interval(float(single), float(single), float(single), 1)
+    return ratios

@@ -1,0 +1,238 @@
+"""The Pareto front of a multi-objective study, from its confirmation campaign, and which point best.yaml gets.
+
+Candidates are eager, plain torch.compile and every confirmed configuration, placed by
+their confirmed figures: the speed objective (median over the rounds), the median compile
+time (eager: 0 s) and the median peak memory. A point is on the front when no other point
+is at least as good on every objective and better on one.
+
+The never-worse rule carries over: against plain torch.compile, a point counts as faster
+only when its paired interval lies wholly above 1 (slower only when wholly below), as when
+a single-objective search chooses; so a configuration whose speed is within the noise of
+plain compile and that compiles longer or uses more memory is dominated by it and is not
+exported. Between other points (eager and the configurations) speed is compared by median.
+
+Which point best.yaml ships is a pick rule (`--pick`):
+
+- `fastest` — what a single-objective search would export among the front (a
+  configuration only with a confirmed gain over plain torch.compile);
+- `fastest:Kx` / `fastest:Ss` — the same among the points that compile in at most K times
+  plain torch.compile's compile time, or S seconds (the default is `fastest:2x`);
+- `least-compile`, `least-memory` — the point with the shortest compile, or least memory;
+- `eager`, `compile`, `trial:N` — that point, if it is on the front.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.errors import SearchError
+from autotune.measure._campaign import BASELINES, Campaign
+from autotune.measure._choice import Choice, choose
+from autotune.measure._objective import Objective, Objectives
+from autotune.runtime.config import CompileConfig
+
+__all__ = [
+    "DEFAULT_PICK",
+    "Pick",
+    "Point",
+    "choose_point",
+    "front",
+    "parse_pick",
+    "point_figures",
+    "points",
+    "subjects_to_confirm",
+]
+
+DEFAULT_PICK = "fastest:2x"
+YARDSTICK = "compile"
+"""Speed against this subject is judged by the paired interval; between any others, by the medians."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One candidate with its confirmed figures, in the order of the study's objectives."""
+
+    subject: str
+    values: tuple[float, ...]
+    compile_seconds: float
+    peak_memory_mb: float | None
+
+
+@dataclass(frozen=True)
+class Pick:
+    """A parsed pick rule."""
+
+    rule: str
+    """'fastest', 'least-compile', 'least-memory' or 'subject'."""
+    bound: float | None = None
+    """For 'fastest': the compile-time bound (seconds, or a multiple of plain compile's when `relative`)."""
+    relative: bool = False
+    subject: str = ""
+
+    def __str__(self) -> str:
+        if self.rule == "subject":
+            return self.subject.replace("trial ", "trial:")
+        if self.rule == "fastest" and self.bound is not None:
+            return f"fastest:{self.bound:g}{'x' if self.relative else 's'}"
+        return self.rule
+
+
+_PICK_HELP = "fastest, fastest:Kx, fastest:Ss, least-compile, least-memory, eager, compile or trial:N"
+
+
+def parse_pick(text: str) -> Pick:
+    """A pick rule from its text; SearchError names what is allowed."""
+    value = str(text).strip()
+    if value in ("fastest", "least-compile", "least-memory"):
+        return Pick(value)
+    if value in BASELINES:
+        return Pick("subject", subject=value)
+    match = re.fullmatch(r"trial:(\d+)", value)
+    if match:
+        return Pick("subject", subject=f"trial {int(match.group(1))}")
+    match = re.fullmatch(r"fastest:(\d+(?:\.\d+)?)([xs])", value)
+    if match and float(match.group(1)) > 0:
+        return Pick("fastest", bound=float(match.group(1)), relative=match.group(2) == "x")
+    raise SearchError(f"--pick {text!r} is not allowed; use {_PICK_HELP} (K, S > 0).")
+
+
+def points(campaign: Campaign, objectives: Objectives) -> list[Point]:
+    """Every subject that completed its confirmation runs, with its confirmed figures.
+
+    Each figure is the lower median over the rounds, as in the confirmation table.
+    """
+    found = []
+    for name in campaign.subjects:
+        runs = campaign.complete_runs(name)
+        if not runs or campaign.failure(name) is not None:
+            continue
+        memory = [r.peak_memory_mb for r in runs if r.peak_memory_mb is not None]
+        found.append(
+            Point(
+                name,
+                tuple(_lower_median([o.of(r) for r in runs]) for o in objectives),
+                _lower_median([r.compile_seconds or 0.0 for r in runs]),
+                _lower_median(memory) if memory else None,
+            )
+        )
+    return found
+
+
+def _lower_median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def front(campaign: Campaign, objectives: Objectives) -> list[Point]:
+    """The points no other point dominates, fastest first."""
+    every = points(campaign, objectives)
+    kept = [p for p in every if not any(_dominates(campaign, objectives, q, p) for q in every if q is not p)]
+    primary = objectives.primary
+    return sorted(kept, key=lambda p: p.values[0], reverse=primary.direction == "maximize")
+
+
+def _dominates(campaign: Campaign, objectives: Objectives, a: Point, b: Point) -> bool:
+    """Whether `a` is at least as good as `b` on every objective and better on one."""
+    better = False
+    for index, objective in enumerate(objectives):
+        order = _compare(campaign, objective, a, b, index)
+        if order < 0:
+            return False
+        better = better or order > 0
+    return better
+
+
+def _compare(campaign: Campaign, objective: Objective, a: Point, b: Point, index: int) -> int:
+    """1 when `a` is better than `b` on this objective, -1 when worse, 0 when neither can be told apart."""
+    if index == 0 and YARDSTICK in (a.subject, b.subject):
+        # Speed against plain torch.compile, the yardstick of the never-worse rule: only a difference
+        # the paired interval confirms counts, as when a single-objective search chooses.
+        versus = campaign.ratio(a.subject, b.subject)
+        if versus is None:
+            return 0
+        return 1 if versus.low > 1.0 else (-1 if versus.high < 1.0 else 0)
+    x, y = a.values[index], b.values[index]
+    if x == y:
+        return 0
+    return 1 if objective.better(x, y) else -1
+
+
+def choose_point(campaign: Campaign, objectives: Objectives, pick: Pick) -> tuple[Choice, list[Point]]:
+    """The point best.yaml ships under `pick`, and the front it was picked from."""
+    on_front = front(campaign, objectives)
+    if not on_front:
+        return choose(campaign), on_front
+    names = [p.subject for p in on_front]
+    if pick.rule == "subject":
+        if pick.subject not in names:
+            raise SearchError(
+                f"--pick {pick}: {pick.subject} is not on the Pareto front; its points: {', '.join(names)}."
+            )
+        return _choice(campaign, pick.subject, f"{pick.subject} is exported: picked by --pick {pick}."), on_front
+    if pick.rule in ("least-compile", "least-memory"):
+        figure = "compile_seconds" if pick.rule == "least-compile" else "peak_memory_mb"
+        best = min(on_front, key=lambda p: getattr(p, figure) if getattr(p, figure) is not None else float("inf"))
+        what = "the shortest compile" if pick.rule == "least-compile" else "the least peak memory"
+        return _choice(campaign, best.subject, f"{best.subject} is exported: {what} on the Pareto front."), on_front
+    bound = _compile_bound(campaign, pick)
+    eligible = [p.subject for p in on_front if bound is None or p.compile_seconds <= bound]
+    chosen = choose(campaign.only([*BASELINES, *eligible]))
+    if chosen.subject not in names:
+        # The rule's answer was dominated (e.g. plain compile by a configuration as fast that compiles sooner):
+        # ship the fastest point within the bound instead.
+        fastest = next((p.subject for p in on_front if p.subject in eligible), names[0])
+        chosen = _choice(
+            campaign, fastest, f"{fastest} is exported: the fastest point on the Pareto front within the bound."
+        )
+    if bound is not None:
+        verdict = f"{chosen.verdict.rstrip('.')} (--pick {pick}: compile at most {bound:.3g} s)."
+        return dataclasses.replace(chosen, verdict=verdict), on_front
+    return chosen, on_front
+
+
+def _compile_bound(campaign: Campaign, pick: Pick) -> float | None:
+    if pick.bound is None:
+        return None
+    if not pick.relative:
+        return pick.bound
+    runs = campaign.complete_runs("compile")
+    if not runs:
+        return None  # plain compile failed: no yardstick, so no bound
+    return pick.bound * _lower_median([r.compile_seconds or 0.0 for r in runs])
+
+
+def _choice(campaign: Campaign, name: str, verdict: str) -> Choice:
+    subject = campaign.subjects[name]
+    if name == "eager":
+        return Choice(
+            subject=name, exported="no compilation", config=CompileConfig(scope="none"), trial=None, verdict=verdict
+        )
+    if name == "compile":
+        return Choice(subject=name, exported="plain torch.compile", config=CompileConfig(), trial=None, verdict=verdict)
+    assert subject.config is not None
+    return Choice(subject=name, exported=name, config=subject.config, trial=subject.trial, verdict=verdict)
+
+
+def point_figures(campaign: Campaign, objectives: Objectives, point: Point) -> dict[str, Any]:
+    """What pareto.yaml and the report say of a point: its objectives, compile time, memory and ratios."""
+    figures: dict[str, Any] = {str(o): round(v, 6) for o, v in zip(objectives, point.values, strict=True)}
+    figures["compile_seconds"] = round(point.compile_seconds, 3)
+    figures["peak_memory_mb"] = round(point.peak_memory_mb, 1) if point.peak_memory_mb is not None else None
+    for reference in BASELINES:
+        versus = campaign.ratio(point.subject, reference) if point.subject != reference else None
+        figures[f"vs_{reference}"] = versus.to_dict() if versus else None
+    return figures
+
+
+def subjects_to_confirm(values: Sequence[tuple[int, float]], count: int) -> list[int]:
+    """Up to `count` trial numbers spread along the front (given as (trial, speed value), fastest first)."""
+    if len(values) <= count:
+        return [number for number, _ in values]
+    if count <= 1:
+        return [values[0][0]]
+    step = (len(values) - 1) / (count - 1)
+    return [values[round(i * step)][0] for i in range(count)]

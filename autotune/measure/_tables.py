@@ -1,0 +1,79 @@
+"""A campaign's subjects as plain rows and as a table: what best.yaml records and every command prints."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from autotune.measure._campaign import Campaign
+from autotune.measure.format import interval, number
+
+__all__ = ["confirmation_cells", "confirmation_rows", "confirmation_table", "table"]
+
+
+def confirmation_rows(campaign: Campaign) -> list[dict[str, Any]]:
+    """Each subject of a campaign as plain data: median throughput, ratios to both baselines, compile time, runs."""
+    rows = []
+    for name, subject in campaign.subjects.items():
+        runs = campaign.complete_runs(name)
+        failure = campaign.failure(name)
+        configuration = subject.description
+        if subject.same_as is not None:
+            configuration += f" (the {subject.same_as} runs: the same code)"
+        row: dict[str, Any] = {"subject": name, "runs": len(runs), "configuration": configuration}
+        if failure is not None:
+            row["failure"] = failure.reason
+        if runs:
+            rates = sorted(r.samples_per_second or 0.0 for r in runs)
+            median = campaign.median_run(name)
+            row["samples_per_second"] = rates[(len(rates) - 1) // 2]
+            row["compile_seconds"] = median.compile_seconds if median else None
+            for reference in ("compile", "eager"):
+                versus = campaign.ratio(name, reference) if name != reference else None
+                row[f"vs_{reference}"] = versus.to_dict() if versus else None
+        rows.append(row)
+    return rows
+
+
+def confirmation_table(campaign: Campaign, *, markdown: bool = False) -> str:
+    """A campaign's subjects as a table (validate and retune print it for their own campaigns)."""
+    return table(confirmation_cells(confirmation_rows(campaign)), markdown)
+
+
+def confirmation_cells(rows: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    """The rows as table cells, a header first."""
+    cells = [["subject", "samples/s", "vs plain compile", "vs eager", "compile s", "runs", "configuration"]]
+    for row in rows:
+        name = str(row.get("subject"))
+        if not row.get("runs"):
+            failed = f"failed ({row['failure']})" if row.get("failure") else "not measured"
+            cells.append([name, failed, "", "", "", "0", str(row.get("configuration", ""))])
+            continue
+        ratios = [
+            "1.00x" if name == reference else interval(row.get(f"vs_{reference}")) for reference in ("compile", "eager")
+        ]
+        runs = str(row["runs"]) + (f", failed ({row['failure']})" if row.get("failure") else "")
+        cells.append(
+            [
+                name,
+                number(row.get("samples_per_second")),
+                *ratios,
+                number(row.get("compile_seconds")),
+                runs,
+                str(row.get("configuration", "")),
+            ]
+        )
+    return cells
+
+
+def table(cells: list[list[str]], markdown: bool) -> str:
+    """Cells as aligned text (the last column unpadded), or as a Markdown table."""
+    if len(cells) == 1:
+        return "(none)"
+    if markdown:
+        lines = ["| " + " | ".join(cells[0]) + " |", "|" + "---|" * len(cells[0])]
+        return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in cells[1:]])
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]) - 1)]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1] for row in cells
+    )

@@ -1,0 +1,51 @@
+"""What a study leaves and shows: best.yaml and its companions, report.md and its plots, the verdict, and the live display."""
+
+from __future__ import annotations
+
+from autotune.study.report._display import SearchDisplay, duration
+from autotune.study.report._export import (
+    SearchResult,
+    campaign_of,
+    config_columns,
+    export_from_storage,
+    export_study,
+    exported_choice,
+    pruning_savings,
+    study_summary,
+    trial_rows,
+    write_trials_csv,
+)
+from autotune.study.report._plots import Plot, history, importances, pareto, retune_history, throughput_vs_compile
+from autotune.study.report._progress import Plan, Progress, ProgressCallback, quiet
+from autotune.study.report._report import write_report
+from autotune.study.report._verdict import BEST_TRIALS, best_trials, render_summary, savings_text
+
+__all__ = [
+    "BEST_TRIALS",
+    "Plan",
+    "Plot",
+    "Progress",
+    "ProgressCallback",
+    "SearchDisplay",
+    "SearchResult",
+    "best_trials",
+    "campaign_of",
+    "config_columns",
+    "duration",
+    "export_from_storage",
+    "export_study",
+    "exported_choice",
+    "history",
+    "importances",
+    "pareto",
+    "pruning_savings",
+    "quiet",
+    "render_summary",
+    "retune_history",
+    "savings_text",
+    "study_summary",
+    "throughput_vs_compile",
+    "trial_rows",
+    "write_report",
+    "write_trials_csv",
+]

@@ -1,0 +1,396 @@
+"""Exporting a study: best.yaml, apply_compilation.py, trials.csv, report.md and its plots.
+
+Everything is read back from the study's storage (trial and study user attributes), so
+`autotune export --storage URL --study-name NAME` gives the same files as the search. What
+is exported is decided by `choice.choose` on the confirmation campaign: never worse than
+plain torch.compile or eager.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+import yaml
+
+from autotune.measure import (
+    DEFAULT_PICK,
+    Campaign,
+    Choice,
+    Objectives,
+    Pick,
+    Subject,
+    baseline_figures,
+    choose,
+    choose_point,
+    metrics,
+    parse_pick,
+    point_figures,
+)
+from autotune.measure.format import utc_now
+from autotune.runtime.config import CompileConfig
+from autotune.runtime.summary import WorkloadSummary
+from autotune.runtime.tuned import TunedConfig, write_atomic
+from autotune.study.report._verdict import best_trials
+from autotune.study.storage import load_search_study, trial_rank, trial_value
+from autotune.trial.request import RunRecord
+
+__all__ = [
+    "SearchResult",
+    "campaign_of",
+    "export_from_storage",
+    "export_study",
+    "exported_choice",
+    "pruning_savings",
+    "study_summary",
+    "trial_rows",
+    "config_columns",
+    "write_trials_csv",
+]
+
+_CSV_COLUMNS = (
+    "number",
+    "state",
+    "reason",
+    "value",
+    "samples_per_second",
+    "steady_samples_per_second",
+    "batches_per_second",
+    "speedup_vs_eager",
+    "speedup_vs_compile",
+    "compile_seconds",
+    "fresh_recompiles",
+    "peak_memory_mb",
+    "graphs",
+    "graph_breaks",
+    "recompiles",
+    "wall_seconds",
+    "duplicate_of",
+    "description",
+)
+
+
+@dataclass(kw_only=True)
+class SearchResult:
+    """Where the exported files are, and the numbers behind the choice."""
+
+    out_dir: Path
+    best_number: int | None
+    """The exported trial, or None when a baseline (plain torch.compile, or eager) is exported."""
+    tuned_path: Path | None
+    baselines: dict[str, dict[str, Any]]
+    summary: dict[str, Any]
+    """best.yaml's `study` section (its `best_trials` are the search table), plus `metrics` and the `campaign`."""
+
+
+def export_from_storage(
+    storage: str, study_name: str, out_dir: str | Path | None = None, *, pick: str | None = None
+) -> SearchResult:
+    """Re-export a study from any Optuna storage (default folder: outputs/<study-name>); `pick` as in export_study."""
+    study = load_search_study(storage, study_name)
+    return export_study(study, Path(out_dir) if out_dir else Path("outputs") / study_name, pick=pick)
+
+
+def campaign_of(study: optuna.Study) -> tuple[Campaign, bool]:
+    """The study's confirmation campaign, and whether it is one (else the search-time runs of the best trial)."""
+    attrs = study.user_attrs
+    if attrs.get("confirmation", {}).get("subjects"):
+        return Campaign.from_dict(attrs["confirmation"]), True
+    objective = Objectives.parse(attrs["objective"]).primary
+    campaign = Campaign(objective=objective, orders=[["eager", "compile"]])
+    for subject in Subject.baselines():
+        campaign.subjects[subject.name] = subject
+        campaign.runs[subject.name] = [RunRecord.from_dict(attrs.get(f"baseline.{subject.name}", {}))]
+    complete = [
+        t
+        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        if trial_value(t) is not None and "config" in t.user_attrs
+    ]
+    if complete:
+        best = max(complete, key=lambda t: trial_rank(t, objective))
+        name = f"trial {best.number}"
+        config = CompileConfig.from_dict(best.user_attrs["config"])
+        campaign.subjects[name] = Subject(
+            name=name, config=config, created=best.user_attrs.get("created"), trial=best.number
+        )
+        campaign.runs[name] = [RunRecord.from_dict({**best.user_attrs, "state": "complete"})]
+        campaign.orders[0].append(name)
+    return campaign, False
+
+
+def exported_choice(study: optuna.Study, campaign: Campaign, pick: str | None = None) -> Choice:
+    """What best.yaml ships: the never-worse choice, or for a multi-objective study the picked Pareto point."""
+    objectives = Objectives.parse(study.user_attrs.get("objective", "throughput"))
+    if not objectives.multi:
+        return choose(campaign)
+    rule = parse_pick(pick or study.user_attrs.get("pick") or DEFAULT_PICK)
+    return choose_point(campaign, objectives, rule)[0]
+
+
+def export_study(study: optuna.Study, out_dir: Path, *, pick: str | None = None) -> SearchResult:
+    """Write the study's files into `out_dir` and return what was chosen.
+
+    `pick` chooses the Pareto point of a multi-objective study (default: the one the search was given).
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    attrs = study.user_attrs
+    campaign, confirmed = campaign_of(study)
+    objectives = Objectives.parse(attrs.get("objective", "throughput"))
+    choice = exported_choice(study, campaign, pick)
+    trials = study.get_trials(deepcopy=False)
+    rows = trial_rows(trials)
+    write_trials_csv(out_dir, rows)
+    summary = study_summary(study)
+    extra: dict[str, Any] = {"confirmed": confirmed}
+    if objectives.multi:
+        extra["objectives"] = str(objectives)
+        extra["pick"] = str(parse_pick(pick or attrs.get("pick") or DEFAULT_PICK))
+    figures = metrics(campaign, choice, extra=extra)
+    if attrs.get("stopped"):
+        figures["stopped"] = attrs["stopped"]
+    baselines = {name: baseline_figures(campaign, name) for name in ("eager", "compile")}
+    cache = dict(attrs.get("compile_cache") or {})
+    if cache.pop("subject", None) != choice.subject:
+        cache = {}  # saved for another configuration (an older winner): it would not fit this one
+    recorded = dict(attrs.get("environment", {}))
+    if "model_fingerprint" in attrs:
+        recorded["model"] = attrs["model_fingerprint"]
+    workload = WorkloadSummary.from_dict(attrs["workload"])
+
+    def tuned_for(chosen: Choice, figures: dict[str, Any], cache: dict[str, Any]) -> TunedConfig:
+        return TunedConfig(
+            workload=workload,
+            config=chosen.config,
+            created=campaign.subjects[chosen.subject].created or _created(study, chosen),
+            metrics=figures,
+            baselines=baselines,
+            environment=recorded,
+            study=summary,
+            compile_cache=cache,
+        )
+
+    front: list[dict[str, Any]] = []
+    if objectives.multi and confirmed:
+        front = _write_front(out_dir, campaign, objectives, choice, lambda c, f: tuned_for(c, f, {}))
+        figures["pareto"] = [{k: p[k] for k in ("subject", "figures", "best")} for p in front]
+    tuned = tuned_for(choice, figures, cache)
+    tuned_path = tuned.write(out_dir / "best.yaml")
+    write_atomic(out_dir / "apply_compilation.py", tuned.source)
+    from autotune.study.report._report import write_report  # matplotlib is imported only when a report is drawn
+
+    write_report(out_dir, study, rows, campaign, tuned, confirmed=confirmed, front=front)
+    return SearchResult(
+        out_dir=out_dir,
+        best_number=choice.trial,
+        tuned_path=tuned_path,
+        baselines=baselines,
+        summary={**summary, "metrics": figures, "campaign": campaign.to_dict()},
+    )
+
+
+PARETO_FOLDER = "pareto"
+
+
+def _write_front(
+    out_dir: Path,
+    campaign: Campaign,
+    objectives: Objectives,
+    chosen: Choice,
+    tuned_for: Callable[[Choice, dict[str, Any]], TunedConfig],
+) -> list[dict[str, Any]]:
+    """pareto.yaml and one folder per Pareto point (its best.yaml and apply_compilation.py); returns the points."""
+    _, on_front = choose_point(campaign, objectives, parse_pick("fastest"))
+    folder = out_dir / PARETO_FOLDER
+    written = []
+    for point in on_front:
+        choice = choose_point(campaign, objectives, Pick("subject", subject=point.subject))[0]
+        slug = point.subject.replace(" ", "-")
+        tuned = tuned_for(choice, metrics(campaign, choice, extra={"confirmed": True, "objectives": str(objectives)}))
+        tuned.write(folder / slug / "best.yaml")
+        write_atomic(folder / slug / "apply_compilation.py", tuned.source)
+        written.append(
+            {
+                "subject": point.subject,
+                "trial": choice.trial,
+                "exported": choice.exported,
+                "picked": point.subject == chosen.subject,
+                "config": choice.config.to_dict(),
+                "figures": point_figures(campaign, objectives, point),
+                "best": f"{PARETO_FOLDER}/{slug}/best.yaml",
+                "code": f"{PARETO_FOLDER}/{slug}/apply_compilation.py",
+            }
+        )
+    keep = {Path(str(p["best"])).parent.name for p in written}
+    for stale in folder.iterdir() if folder.is_dir() else []:
+        if stale.is_dir() and stale.name not in keep:  # a point of an earlier export that is no longer on the front
+            for name in ("best.yaml", "apply_compilation.py"):
+                (stale / name).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                stale.rmdir()
+    document = {
+        "objectives": [str(o) for o in objectives],
+        "picked": chosen.subject,
+        "verdict": chosen.verdict,
+        "points": written,
+    }
+    write_atomic(out_dir / "pareto.yaml", yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
+    return written
+
+
+def _created(study: optuna.Study, choice: Choice) -> str:
+    if choice.trial is not None:
+        return str(study.trials[choice.trial].user_attrs.get("created") or utc_now())
+    return str(study.user_attrs.get("confirmation", {}).get("created") or utc_now())
+
+
+def trial_rows(trials: list[optuna.trial.FrozenTrial]) -> list[dict[str, Any]]:
+    """One flat row per trial: its figures, its speedups over the baselines of its session, its parameters."""
+    rows = []
+    for trial in trials:
+        attrs = trial.user_attrs
+        row: dict[str, Any] = {
+            "number": trial.number,
+            "state": trial.state.name,
+            "reason": attrs.get("reason", ""),
+            "value": trial_value(trial),
+            **{k: attrs.get(k) for k in _CSV_COLUMNS if k not in ("number", "state", "reason", "value")},
+            "message": attrs.get("message", ""),
+        }
+        if isinstance(attrs.get("config"), dict):
+            row.update(config_columns(attrs["config"]))
+            row["configuration"] = attrs.get("description", "")
+        rows.append(row)
+    return rows
+
+
+def config_columns(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The configuration a trial ran, as readable CSV columns: `mode`, `options.max_autotune`, `mark_dynamic`, ...
+
+    Taken from the effective configuration (not from the sampler's parameters), so every
+    column says what was compiled; nested settings get dotted names, marks read "input:axis".
+    """
+    columns: dict[str, Any] = {}
+    for key, value in config.items():
+        if key == "mark_dynamic":
+            columns[key] = " ".join(f"{name}:{axis}" for name, axes in sorted(value.items()) for axis in axes)
+        elif key == "options":
+            columns.update({f"options.{name}": option for name, option in sorted(value.items())})
+        elif key == "module_settings":
+            for path, settings in sorted(value.items()):
+                columns[f"{path}.mode"] = settings.get("mode")
+                columns.update({f"{path}.options.{n}": v for n, v in sorted((settings.get("options") or {}).items())})
+        else:
+            columns[key] = value
+    return columns
+
+
+def write_trials_csv(out_dir: Path, rows: list[dict[str, Any]]) -> Path:
+    """trials.csv: one row per trial (see `trial_rows`): figures, then the configuration it ran."""
+    path = out_dir / "trials.csv"
+    path.write_text(_csv(rows))
+    return path
+
+
+def study_summary(study: optuna.Study) -> dict[str, Any]:
+    """best.yaml's `study` section: name, storage, space, trial counts, failure reasons, pruning savings."""
+    trials = study.get_trials(deepcopy=False)
+    protocol = (study.user_attrs.get("settings") or {}).get("protocol") or {}
+    return _study_summary(study, trials, pruning_savings(trials, protocol))
+
+
+def pruning_savings(trials: list[optuna.trial.FrozenTrial], protocol: Mapping[str, Any]) -> dict[str, Any]:
+    """What pruning saved, from the study's own measurements (a lower bound: what a stopped compile had left is unknown).
+
+    - A trial pruned while measuring did not run its remaining windows (timed as its own
+      windows ran) nor its fresh stream (at least `fresh_seconds`).
+    - A trial stopped while compiling (the compile budget, the time-to bound) did not run a
+      measurement: at least the shortest measurement phase a complete trial of this study
+      took. Its compile time spent is recorded; how long the compile would have gone on is
+      measured only by running the same study without the budget (the benchmark does).
+    """
+    measured = [t for t in trials if "duplicate_of" not in t.user_attrs]
+    measure_phases = [
+        t.user_attrs["phase_seconds"]["measure"]
+        for t in measured
+        if t.state.name == "COMPLETE" and "measure" in (t.user_attrs.get("phase_seconds") or {})
+    ]
+    shortest_measurement = min(measure_phases, default=0.0)
+    windows = int(protocol.get("windows") or 0)
+    fresh = float(protocol.get("fresh_seconds") or 0.0) if protocol.get("fresh_batches", 1) else 0.0
+    while_measuring = while_compiling = 0
+    measuring_saved = skipped_saved = compile_spent = 0.0
+    for trial in measured:
+        if trial.state.name != "PRUNED":
+            continue
+        phases = trial.user_attrs.get("phase_seconds") or {}
+        ran = len(trial.user_attrs.get("windows") or [])
+        if ran and "measure" in phases:
+            while_measuring += 1
+            measuring_saved += max(windows - ran, 0) * phases["measure"] / ran + fresh
+        else:
+            while_compiling += 1
+            compile_spent += float(phases.get("compile", 0.0))
+            skipped_saved += shortest_measurement
+    return {
+        "saved_seconds": round(measuring_saved + skipped_saved, 1),
+        "pruned_while_measuring": while_measuring,
+        "measuring_seconds_saved": round(measuring_saved, 1),
+        "stopped_while_compiling": while_compiling,
+        "compile_seconds_spent": round(compile_spent, 1),
+        "measurement_seconds_skipped": round(skipped_saved, 1),
+    }
+
+
+def _study_summary(
+    study: optuna.Study, trials: list[optuna.trial.FrozenTrial], saved: dict[str, Any]
+) -> dict[str, Any]:
+    counts = {state: sum(1 for t in trials if t.state.name == state) for state in ("COMPLETE", "PRUNED", "FAIL")}
+    settings = study.user_attrs.get("settings", {})
+    reasons: dict[str, int] = {}
+    for trial in trials:
+        if trial.state.name == "FAIL":
+            reason = trial.user_attrs.get("reason", "unknown")
+            reasons[reason] = reasons.get(reason, 0) + 1
+    return {
+        "name": study.study_name,
+        "storage": settings.get("storage", ""),
+        "space": study.user_attrs.get("space", ""),
+        "sampler": settings.get("sampler", ""),
+        "pruner": settings.get("pruner", ""),
+        "seed": settings.get("seed", 0),
+        "device": study.user_attrs.get("device", ""),
+        "trials": {
+            "total": len(trials),
+            "complete": counts["COMPLETE"],
+            "pruned": counts["PRUNED"],
+            "failed": counts["FAIL"],
+        },
+        "failure_reasons": reasons,
+        "pruning_saved_seconds": saved["saved_seconds"],
+        "pruning": saved,
+        "trial_seconds": round(sum(t.user_attrs.get("wall_seconds", 0.0) for t in trials), 1),
+        "search_wall_seconds": study.user_attrs.get("search_wall_seconds"),
+        "protocol": settings.get("protocol", {}),
+        **({"doctor": study.user_attrs["doctor"]} if study.user_attrs.get("doctor") else {}),
+        "best_trials": best_trials(trial_rows(trials), study.directions[0] == optuna.study.StudyDirection.MAXIMIZE),
+    }
+
+
+def _csv(rows: list[dict[str, Any]]) -> str:
+    known = {*_CSV_COLUMNS, "message", "configuration"}
+    settings: list[str] = []
+    for row in rows:
+        settings += [k for k in row if k not in known and k not in settings]
+    columns = [*_CSV_COLUMNS, "configuration", *settings, "message"]
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in columns})
+    return buffer.getvalue()

@@ -1,0 +1,228 @@
+"""The report's plots, as PNG files beside report.md.
+
+Optuna draws what it has (the optimization history, parameter importances); autotune adds
+what a reader of this report needs on them (the baselines, the exported trial, pruned and
+failed trials) and draws the plots Optuna lacks (throughput against compile time, the
+retune history). A plot that cannot be drawn is replaced by a sentence saying why.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from autotune.measure import Objective
+
+__all__ = ["Plot", "history", "importances", "pareto", "retune_history", "throughput_vs_compile"]
+
+Plot = tuple[str, str]
+"""(title, file name beside report.md), or (title, sentence) when it could not be drawn."""
+
+
+def _pyplot() -> Any:
+    # matplotlib is imported only when a report is drawn: it is slow to import and no trial needs it.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _optuna_axes(plot: Any, study: optuna.Study, **kwargs: Any) -> Any:
+    if len(study.directions) > 1:
+        kwargs["target"] = lambda trial: trial.values[0]  # the speed objective, which comes first
+    with warnings.catch_warnings():
+        # Optuna marks its matplotlib plots experimental, and few trials per choice is the usual case here.
+        warnings.simplefilter("ignore")
+        return plot(study, **kwargs)
+
+
+def _ring(ax: Any, x: float, y: float, label: str) -> None:
+    """Circle the exported point."""
+    ax.scatter([x], [y], s=160, facecolors="none", edgecolors="black", linewidths=2, label=label, zorder=4)
+
+
+def _save(plt: Any, ax: Any, out_dir: Path, name: str) -> str:
+    """The legend beside the axes, then the figure written to `out_dir/name` and closed; returns `name`."""
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.figure.tight_layout()
+    ax.figure.savefig(out_dir / name, dpi=100)
+    plt.close(ax.figure)
+    return name
+
+
+def history(
+    out_dir: Path,
+    study: optuna.Study,
+    rows: list[dict[str, Any]],
+    baselines: dict[str, Any],
+    objective: Objective,
+    winner: int | None,
+) -> Plot:
+    """Every trial's value by trial number, the best so far, both baselines and the exported trial."""
+    title = "Optimization history"
+    if not any(r["state"] == "COMPLETE" for r in rows):
+        return title, "No trial completed, so there is no history to draw."
+    plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator  # with matplotlib itself, only when a plot is drawn
+
+    ax = _optuna_axes(optuna.visualization.matplotlib.plot_optimization_history, study, target_name=objective.unit)
+    fig = ax.figure
+    fig.set_size_inches(8, 4.5)
+    low = min((r["value"] for r in rows if r["value"] is not None), default=0.0)
+    for state, marker, color in (("PRUNED", "v", "tab:orange"), ("FAIL", "x", "tab:red")):
+        xs = [r["number"] for r in rows if r["state"] == state]
+        if xs:
+            ax.scatter(xs, [low] * len(xs), marker=marker, color=color, label=f"{state.lower()} (no value)", zorder=3)
+    if objective.kind == "throughput":
+        for name, label, style in (("eager", "eager", ":"), ("compile", "plain torch.compile", "--")):
+            value = baselines.get(name, {}).get("samples_per_second")
+            if value:
+                ax.axhline(value, linestyle=style, color="gray", label=f"{label} (confirmed)")
+    if winner is not None:
+        row = next((r for r in rows if r["number"] == winner), None)
+        if row and row["value"] is not None:
+            _ring(ax, winner, row["value"], f"exported: trial {winner}")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("trial")
+    return title, _save(plt, ax, out_dir, "history.png")
+
+
+def throughput_vs_compile(
+    out_dir: Path, rows: list[dict[str, Any]], baselines: dict[str, Any], winner: int | None
+) -> Plot:
+    """Each complete trial's throughput against its compile time, with the baselines and the exported trial."""
+    title = "Throughput vs compile time"
+    complete = [r for r in rows if r["state"] == "COMPLETE" and r.get("samples_per_second")]
+    if not complete:
+        return title, "No trial completed, so there is nothing to place."
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    xs = [r["compile_seconds"] or 0.0 for r in complete]
+    ys = [r["samples_per_second"] for r in complete]
+    ax.scatter(xs, ys, label="trial", color="tab:blue")
+    for (x, y), text in _labels(xs, ys, [f"#{row['number']}" for row in complete]):
+        ax.annotate(text, (x, y), xytext=(4, 4), textcoords="offset points", fontsize=8)
+    for name, label, marker in (("eager", "eager", "s"), ("compile", "plain torch.compile", "D")):
+        base = baselines.get(name, {})
+        if base.get("samples_per_second"):
+            ax.scatter(
+                [base.get("compile_seconds") or 0.0],
+                [base["samples_per_second"]],
+                marker=marker,
+                color="gray",
+                s=60,
+                label=f"{label} (confirmed)",
+            )
+    chosen = next((r for r in complete if r["number"] == winner), None)
+    if chosen is not None:
+        _ring(ax, chosen["compile_seconds"] or 0.0, chosen["samples_per_second"], f"exported: trial {winner}")
+    ax.set_xlabel("compile and warm-up seconds")
+    ax.set_ylabel("samples/s (search-time run)")
+    ax.set_title(title)
+    return title, _save(plt, ax, out_dir, "throughput_vs_compile.png")
+
+
+def pareto(out_dir: Path, front: list[dict[str, Any]]) -> Plot:
+    """The Pareto points: speed against compile time, the exported point ringed, in the order along the front."""
+    title = "Pareto front: speed against compile time"
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    speed_name = next(iter(front[0]["figures"]))
+    xs = [p["figures"]["compile_seconds"] for p in front]
+    ys = [p["figures"][speed_name] for p in front]
+    order = sorted(range(len(front)), key=lambda i: xs[i])
+    ax.plot([xs[i] for i in order], [ys[i] for i in order], color="tab:blue", alpha=0.4, drawstyle="steps-post")
+    ax.scatter(xs, ys, color="tab:blue", zorder=3, label="Pareto point (confirmed)")
+    for (x, y), text in _labels(xs, ys, [p["subject"] for p in front]):
+        ax.annotate(text, (x, y), xytext=(4, 4), textcoords="offset points", fontsize=8)
+    picked = next((p for p in front if p.get("picked")), None)
+    if picked is not None:
+        figures = picked["figures"]
+        _ring(ax, figures["compile_seconds"], figures[speed_name], f"best.yaml: {picked['subject']}")
+    ax.margins(x=0.12, y=0.12)  # room for the labels of the points at the edges
+    ax.set_xlabel("compile and warm-up seconds (median of the confirmation rounds)")
+    ax.set_ylabel(speed_name + (" (samples/s)" if speed_name == "throughput" else " (s)"))
+    ax.set_title(title)
+    return title, _save(plt, ax, out_dir, "pareto.png")
+
+
+def importances(out_dir: Path, study: optuna.Study) -> Plot:
+    """Optuna's parameter importances, when enough trials completed to estimate them."""
+    title = "Parameter importances"
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    if len(complete) < 3 or not any(t.params for t in complete):
+        return (
+            title,
+            f"Not drawn: importances need at least 3 complete trials with parameters; this study has {len(complete)}.",
+        )
+    plt = _pyplot()
+    try:
+        ax = _optuna_axes(optuna.visualization.matplotlib.plot_param_importances, study)
+    except (RuntimeError, ValueError, ImportError) as exc:
+        return title, f"Not drawn: Optuna could not estimate importances from these trials ({exc})."
+    fig = ax.figure
+    fig.set_size_inches(8, max(2.5, 0.4 * len(ax.get_yticklabels()) + 1.5))
+    fig.tight_layout()
+    fig.savefig(out_dir / "importances.png", dpi=100)
+    plt.close(fig)
+    return title, "importances.png"
+
+
+def retune_history(out_dir: Path, retunes: list[dict[str, Any]]) -> tuple[str, str]:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    xs = list(range(len(retunes)))
+
+    def series(pick: Any) -> list[float | None]:
+        return [pick(entry) for entry in retunes]
+
+    incumbent = series(lambda e: (e.get("incumbent") or {}).get("median"))
+    challenger = series(lambda e: (e.get("challenger") or {}).get("median"))
+    for values, label, style in (
+        (series(lambda e: ((e.get("baselines") or {}).get("eager") or {}).get("median")), "eager", ":"),
+        (
+            series(lambda e: ((e.get("baselines") or {}).get("compile") or {}).get("median")),
+            "plain torch.compile",
+            "--",
+        ),
+        (incumbent, "incumbent", "-"),
+    ):
+        points = [(x, y) for x, y in zip(xs, values, strict=True) if y is not None]
+        if points:
+            ax.plot(*zip(*points, strict=True), style, marker="o", label=label)
+    points = [(x, y) for x, y in zip(xs, challenger, strict=True) if y is not None]
+    if points:
+        ax.scatter(*zip(*points, strict=True), marker="^", color="tab:green", label="best challenger", zorder=3)
+    for x, entry in zip(xs, retunes, strict=True):
+        if entry.get("decision") == "regression":
+            ax.axvline(x, color="tab:red", alpha=0.3)
+        if entry.get("replaced"):
+            ax.annotate("replaced", (x, incumbent[x] or 0), fontsize=8)
+    ax.set_xticks(xs, [str(e.get("date", ""))[:10] for e in retunes], rotation=30, fontsize=8)
+    ax.set_ylabel(str(retunes[-1].get("unit", "samples/s")))
+    ax.set_title("Retune history (red: regression)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_dir / "retune_history.png", dpi=100)
+    plt.close(fig)
+    return ("Retune history", "retune_history.png")
+
+
+def _labels(xs: list[float], ys: list[float], texts: list[str]) -> list[tuple[tuple[float, float], str]]:
+    """One label per group of points that would print on top of each other ("#0, #1"), at the group's first point."""
+    x_span = (max(xs) - min(xs)) or 1.0
+    y_span = (max(ys) - min(ys)) or 1.0
+    groups: list[tuple[tuple[float, float], list[str]]] = []
+    for x, y, text in zip(xs, ys, texts, strict=True):
+        for (gx, gy), members in groups:
+            if abs(x - gx) < 0.05 * x_span and abs(y - gy) < 0.05 * y_span:
+                members.append(text)
+                break
+        else:
+            groups.append(((x, y), [text]))
+    return [(point, ", ".join(members)) for point, members in groups]

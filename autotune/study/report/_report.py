@@ -1,0 +1,187 @@
+"""report.md: the verdict first, then the confirmation, the search, the compile cache and the retune history."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from autotune.measure import Campaign
+from autotune.measure.format import interval as show_interval
+from autotune.measure.format import number, span
+from autotune.runtime.tuned import TunedConfig
+from autotune.study.doctor import Diagnosis
+from autotune.study.report import _plots as plots
+from autotune.study.report._verdict import render_summary, savings_text
+from autotune.study.storage import read_history
+
+__all__ = ["write_report"]
+
+
+def write_report(
+    out_dir: Path,
+    study: optuna.Study,
+    rows: list[dict[str, Any]],
+    campaign: Campaign,
+    tuned: TunedConfig,
+    *,
+    confirmed: bool = True,
+    front: list[dict[str, Any]] | None = None,
+) -> Path:
+    """Write report.md (and PNG plots beside it); returns its path."""
+    metrics = dict(tuned.metrics)
+    objective = campaign.objective
+    summary = dict(tuned.study)
+    winner = metrics.get("trial")
+    lines = [f"# autotune report: {study.study_name}", ""]
+    if metrics.get("objectives"):
+        aim = f"objectives {metrics['objectives']} (the first, in {objective.unit}, decides the confirmation)."
+    else:
+        aim = f"objective {objective} ({objective.unit})."
+    lines += [
+        f"Workload `{study.user_attrs.get('model')}`, space `{summary.get('space')}`, device `{summary.get('device')}`, "
+        + aim,
+        "",
+        "## Verdict",
+        "",
+        render_summary(metrics, summary, markdown=True),
+        "",
+        _noise_text(campaign),
+        "",
+    ]
+    if front:
+        title_, name = plots.pareto(out_dir, front)
+        lines += ["## Pareto front", "", _front_table(front), "", f"![{title_}]({name})", ""]
+    elif metrics.get("objectives"):
+        lines += [
+            "## Pareto front",
+            "",
+            "Not drawn: the front is placed by confirmed figures, and nothing was confirmed.",
+            "",
+        ]
+    if summary.get("doctor"):
+        lines += [
+            "## Graph breaks and recompiles",
+            "",
+            "```",
+            Diagnosis.from_dict(summary["doctor"]).render(),
+            "```",
+            "",
+        ]
+    if tuned.compile_cache:
+        lines += ["## Compile cache", "", _cache_text(tuned.compile_cache), ""]
+    retunes = read_history(out_dir)
+    if retunes:
+        title_, name = plots.retune_history(out_dir, retunes)
+        lines += ["## Retune history", "", _history_table(retunes), "", f"![{title_}]({name})", ""]
+    lines += [
+        "## Study",
+        "",
+        _study_text(summary),
+        "",
+        "Every trial, with its parameters and reasons, is in `trials.csv`.",
+        "",
+    ]
+    drawn = [
+        plots.history(out_dir, study, rows, dict(tuned.baselines), objective, winner),
+        plots.throughput_vs_compile(out_dir, rows, dict(tuned.baselines), winner),
+        plots.importances(out_dir, study),
+    ]
+    for title_, what in drawn:
+        lines += [f"## {title_}", "", f"![{title_}]({what})" if what.endswith(".png") else what, ""]
+    path = out_dir / "report.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def _front_table(front: list[dict[str, Any]]) -> str:
+    """The Pareto points with their confirmed figures; the one best.yaml ships is marked."""
+    lines = [
+        f"{len(front)} point(s) no other beats on every objective, by their confirmed figures (speed against plain "
+        "torch.compile counts only where the paired interval excludes 1). Each has its own `best.yaml` and "
+        "`apply_compilation.py`; `autotune export --pick ...` changes which one `best.yaml` is.",
+        "",
+        "| point | samples/s or objective | vs plain compile | compile s | peak MiB | files |",
+        "|---|---|---|---|---|---|",
+    ]
+    for point in front:
+        figures = point["figures"]
+        speed = next(iter(figures.values()))
+        name = f"**{point['subject']}** (best.yaml)" if point.get("picked") else point["subject"]
+        lines.append(
+            f"| {name} | {number(speed)} | {show_interval(figures.get('vs_compile')) if figures.get('vs_compile') else '1.00x'} "
+            f"| {number(figures.get('compile_seconds'))} | {number(figures.get('peak_memory_mb'))} | `{point['best']}` |"
+        )
+    return "\n".join(lines)
+
+
+def _noise_text(campaign: Campaign) -> str:
+    noise = campaign.noise()
+    text = (
+        f"{campaign.rounds} rotated round(s); ratios are medians of paired rounds with 95% t-intervals of their logarithms. "
+        f"Machine load during the runs: {span(noise.get('load'), missing='not reported')}; calibration probe "
+        f"{span(noise.get('probe_ms'), ' ms', missing='not timed')}."
+    )
+    if noise["noisy_runs"]:
+        text += f" {noise['noisy_runs']} run(s) were taken while the machine was busy and measured again."
+    return text
+
+
+def _study_text(summary: Mapping[str, Any]) -> str:
+    trials = summary.get("trials") or {}
+    text = (
+        f"{trials.get('total', 0)} trials: {trials.get('complete', 0)} complete, {trials.get('pruned', 0)} pruned, "
+        f"{trials.get('failed', 0)} failed, {number(summary.get('trial_seconds'))} s spent in trials; "
+        f"{savings_text(summary)}."
+    )
+    reasons = summary.get("failure_reasons") or {}
+    if reasons:
+        text += " Failures by reason: " + ", ".join(f"{k} ({v})" for k, v in sorted(reasons.items())) + "."
+    return text
+
+
+def _cache_text(section: Mapping[str, Any]) -> str:
+    if not section.get("saved"):
+        return f"No compile cache was saved: {section.get('note', 'it was not measured')}."
+    made = section.get("fingerprint") or {}
+    return "\n".join(
+        [
+            f"`{section['file']}` ({section['bytes'] / 1024:.0f} KiB) holds the winner's compile artifacts, made with torch "
+            f"{made.get('torch')} on {made.get('device_name')}. Load it with `load_compile_cache(...)` from "
+            "`apply_compilation.py` or `autotune.load(...).load_compile_cache(...)` before the first step; it is "
+            "refused, with a warning, under another torch, Triton, CUDA, Python or device.",
+            "",
+            "| compile and warm-up | seconds |",
+            "|---|---|",
+            f"| cold (fresh caches) | {number(section.get('cold_compile_seconds'))} |",
+            f"| with the cache loaded | {number(section.get('cached_compile_seconds'))} |",
+        ]
+    )
+
+
+def _history_table(retunes: list[dict[str, Any]]) -> str:
+    lines = [
+        f"{len(retunes)} retune(s); the latest {min(len(retunes), 10)} below, every one in `history.jsonl`.",
+        "",
+        "| date | decision | incumbent | challenger | eager | plain compile | changed |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for entry in retunes[-10:]:
+        incumbent = entry.get("incumbent") or {}
+        challenger = entry.get("challenger") or {}
+        bases = entry.get("baselines") or {}
+        changed = (
+            ", ".join(sorted({**(entry.get("environment_changes") or {}), **(entry.get("model_changes") or {})})) or "–"
+        )
+        shown = (
+            number(incumbent.get("median"))
+            if incumbent.get("state") == "complete"
+            else f"failed ({incumbent.get('reason')})"
+        )
+        lines.append(
+            f"| {entry.get('date', '?')} | {entry.get('decision', '?')} | {shown} | {number(challenger.get('median'))} "
+            f"| {number((bases.get('eager') or {}).get('median'))} | {number((bases.get('compile') or {}).get('median'))} | {changed} |"
+        )
+    return "\n".join(lines)

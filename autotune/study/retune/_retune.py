@@ -1,0 +1,502 @@
+"""Nightly retuning: re-measure a tuned configuration where it runs today, look for a better one, decide.
+
+`retune(RetuneOptions(path="outputs/<study>/best.yaml"))`:
+
+1. reads best.yaml, its study (the same storage) and its workload (both can be overridden);
+2. runs a short warm-started search in the same study, so history accumulates: the
+   incumbent and the previous top trials first, then `trials` new ones;
+3. measures eager, plain torch.compile, the incumbent and the best challenger of that
+   search in one campaign of rotated rounds (`repeats` to `max_rounds`), and compares the
+   environment and the model with the ones recorded in best.yaml;
+4. decides with `decision.decide` on the paired ratios of those rounds;
+5. saves the winner's compile cache, replaces best.yaml, apply_compilation.py and
+   compile_cache.bin together (the old ones kept as *.prev.*), appends a line to
+   history.jsonl and rewrites trials.csv and report.md.
+
+A regression that no challenger fixes leaves the files as they were, so the next run still sees it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from autotune.errors import ConfigError, RetuneError, SearchError
+from autotune.measure import (
+    BASELINES,
+    DECISIONS,
+    Campaign,
+    Choice,
+    Decision,
+    Harness,
+    Objective,
+    Objectives,
+    Subject,
+    baseline_figures,
+    confirmation_table,
+    decide,
+    measure,
+    metrics,
+    record_compile_cache,
+    recorded_ratios,
+)
+from autotune.measure.format import utc_now
+from autotune.runtime import compile_cache, environment, tuned
+from autotune.runtime.config import CompileConfig, is_plain_compile
+from autotune.study.report import (
+    Progress,
+    ProgressCallback,
+    quiet,
+    study_summary,
+    trial_rows,
+    write_report,
+    write_trials_csv,
+)
+from autotune.study.retune import _publish as publish
+from autotune.study.retune._warmstart import WarmStart
+from autotune.study.search import bundled_spaces, load_space, shared_length_groups
+from autotune.study.storage import HISTORY_FILE, append_history, load_search_study
+from autotune.trial.request import Protocol, check_device
+from autotune.workload import resolve
+
+__all__ = ["DECISIONS", "RetuneOptions", "RetuneResult", "retune"]
+
+
+@dataclass(kw_only=True)
+class RetuneOptions:
+    """Everything `autotune retune` takes; the CLI flags map one to one."""
+
+    path: str
+    """The best.yaml to retune; its folder receives the new files, history.jsonl and the report."""
+    model: str | None = None
+    """The workload target (default: the one recorded in best.yaml)."""
+    trials: int = 4
+    """New trials of the warm-started search, after the incumbent and the previous top trials."""
+    top: int = 3
+    """Previous top trials (distinct configurations) measured again before the new ones."""
+    min_gain: float = 0.03
+    """A challenger's median paired ratio to the incumbent must exceed 1 + this to replace it."""
+    max_regression: float = 0.10
+    """The incumbent regressed when its ratio to a baseline fell by more than this fraction since tuning."""
+    repeats: int = 3
+    """Rotated rounds of eager, plain compile, incumbent and challenger before the campaign may stop."""
+    max_rounds: int = 6
+    """Rounds at most, while the intervals do not decide."""
+    device: str | None = None
+    """Where to measure (default: the device recorded in best.yaml)."""
+    storage: str | None = None
+    """The study's storage (default: the one recorded in best.yaml; study.db beside it)."""
+    space: str | None = None
+    """The search space of the new trials (default: the study's, when it is a bundled one)."""
+    trial_timeout: float = 900.0
+    """Hard limit for each run, in seconds."""
+    compile_cache: bool = True
+    """Save the winner's compile artifacts to compile_cache.bin and time compiling with them."""
+
+    def __post_init__(self) -> None:
+        for name in ("trials", "top"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise RetuneError(f"--{name} {value!r}: must be an integer >= 0.")
+        if isinstance(self.repeats, bool) or not isinstance(self.repeats, int) or self.repeats < 1:
+            raise RetuneError(f"--repeats {self.repeats!r}: must be an integer >= 1.")
+        if not isinstance(self.max_rounds, int) or self.max_rounds < self.repeats:
+            raise RetuneError(f"--max-rounds {self.max_rounds!r}: must be an integer >= --repeats ({self.repeats}).")
+        if not 0 <= self.min_gain < 1:
+            raise RetuneError(f"--min-gain {self.min_gain!r}: must be a fraction in [0, 1), e.g. 0.03 for 3%.")
+        if not 0 < self.max_regression < 1:
+            raise RetuneError(f"--max-regression {self.max_regression!r}: must be a fraction in (0, 1), e.g. 0.1.")
+        if self.trial_timeout <= 0:
+            raise RetuneError(f"--trial-timeout {self.trial_timeout!r}: must be a positive number of seconds.")
+        if self.device is not None:
+            check_device(self.device)
+
+
+@dataclass(kw_only=True)
+class RetuneResult:
+    """What a retune measured and decided, and where it wrote it."""
+
+    path: Path
+    study_name: str
+    date: str
+    objective: Objective
+    decision: Decision
+    campaign: Campaign
+    environment: dict[str, Any]
+    environment_changes: dict[str, tuple[Any, Any]]
+    model_changes: dict[str, tuple[Any, Any]]
+    compile_cache: dict[str, Any]
+    written: bool
+    """Whether best.yaml, apply_compilation.py and compile_cache.bin were replaced."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def regressed(self) -> bool:
+        return self.decision.decision == "regression"
+
+    def subject(self, name: str) -> dict[str, Any] | None:
+        """One subject's runs and ratios, as history.jsonl records it."""
+        if name not in self.campaign.subjects:
+            return None
+        subject = self.campaign.subjects[name]
+        failure = self.campaign.failure(name)
+        values = [self.objective.of(r) for r in self.campaign.complete_runs(name)]
+        versus = self.campaign.ratio(name, "compile") if name != "compile" else None
+        return {
+            "config": subject.description,
+            "trial": subject.trial,
+            "state": "failed" if failure else ("complete" if values else "not measured"),
+            "reason": failure.reason if failure else "",
+            "message": failure.message[:500] if failure else "",
+            "runs": [round(v, 4) for v in values],
+            "median": round(statistics.median(values), 4) if values else None,
+            "vs_compile": versus.to_dict() if versus else None,
+            "compile_seconds": [r.compile_seconds for r in self.campaign.complete_runs(name)],
+        }
+
+    def to_history(self) -> dict[str, Any]:
+        """The history.jsonl line of this run."""
+        return {
+            "date": self.date,
+            "decision": self.decision.decision,
+            "replaced": self.decision.replaced,
+            "written": self.written,
+            "regressions": self.decision.regressions,
+            "objective": str(self.objective),
+            "unit": self.objective.unit,
+            "environment": self.environment,
+            "environment_changes": {k: list(v) for k, v in self.environment_changes.items()},
+            "model_changes": {k: list(v) for k, v in self.model_changes.items()},
+            "incumbent": self.subject("incumbent"),
+            "challenger": self.subject("challenger"),
+            "gain": round(self.decision.gain, 4) if self.decision.gain is not None else None,
+            "baselines": {name: self.subject(name) for name in BASELINES},
+            "rounds": self.campaign.rounds,
+            "noise": self.campaign.noise(),
+            "compile_cache": {
+                k: self.compile_cache.get(k)
+                for k in ("saved", "cold_compile_seconds", "cached_compile_seconds", "note")
+                if k in self.compile_cache
+            },
+            "notes": self.notes,
+        }
+
+    def render(self) -> str:
+        """A short account for the terminal: the decision first, then the figures."""
+        challenger = self.campaign.subjects.get("challenger")
+        replacement = f"trial {challenger.trial if challenger else '?'} replaces the incumbent"
+        verdict = {
+            "unchanged": "unchanged: the incumbent stays",
+            "improved": f"improved: {replacement}",
+            "regression": "regression: "
+            + (
+                replacement
+                if self.decision.replaced
+                else "no challenger replaces the incumbent; the files are left as they were"
+            ),
+        }[self.decision.decision]
+        lines = [f"decision: {verdict}"]
+        lines += [f"REGRESSION: {text}" for text in self.decision.regressions]
+        lines += [
+            "",
+            f"retune of {self.path} (study {self.study_name!r}, objective {self.objective} in {self.objective.unit})",
+        ]
+        for what, changes in (("environment", self.environment_changes), ("model", self.model_changes)):
+            if changes:
+                lines.append(f"{what}: CHANGED since it was tuned:")
+                lines += [f"  {k}: {old} -> {new}" for k, (old, new) in changes.items()]
+            else:
+                lines.append(f"{what}: unchanged since it was tuned")
+        lines += ["", confirmation_table(self.campaign), ""]
+        if self.decision.gain is not None:
+            lines.append(f"challenger vs incumbent: {self.decision.gain:+.1%} (median of paired rounds)")
+        lines += [f"note: {text}" for text in self.notes]
+        if self.written:
+            files = "best.yaml, apply_compilation.py" + (
+                " and compile_cache.bin" if self.compile_cache.get("saved") else ""
+            )
+            lines.append(f"wrote {files} in {self.path.parent} (the previous ones are kept as *.prev.*)")
+        if self.compile_cache:
+            lines.append(compile_cache.describe(self.compile_cache))
+        lines.append(f"history: {self.path.parent / HISTORY_FILE}; report: {self.path.parent / 'report.md'}")
+        return "\n".join(lines)
+
+
+def retune(options: RetuneOptions, progress: ProgressCallback | None = None) -> RetuneResult:
+    """Retune the configuration in `options.path`; see the module docstring for every step."""
+    return _Retune(options, progress or quiet).run()
+
+
+class _Retune:
+    def __init__(self, options: RetuneOptions, progress: ProgressCallback) -> None:
+        self.options = options
+        self.progress = progress
+        self.path = Path(options.path)
+        self.out_dir = self.path.parent
+        self.date = utc_now()
+        self.notes: list[str] = []
+        if publish.recover(self.out_dir):
+            self._note(f"finished an interrupted replacement of the files in {self.out_dir} first")
+        self.tuned = tuned.read(self.path)
+        self.study, self.storage, self.storage_url = _open_study(self.path, self.tuned, options.storage)
+        attrs = self.study.user_attrs
+        self.objective = Objectives.parse(str(attrs.get("objective", "throughput"))).primary
+        self.settings = attrs.get("settings") or {}
+        device = check_device(options.device or self.tuned.study.get("device") or attrs.get("device") or None)
+        self.spec = options.model or self.tuned.workload.spec
+        workload = resolve(self.spec, isolated=True)
+        seed = int(self.settings.get("seed", 0))
+        batches = workload.draw_batches(seed=seed)
+        summary = workload.summary(self.spec, batches)
+        self.shared_lengths = shared_length_groups(summary, batches)
+        self.model_fingerprint = environment.model_fingerprint(workload.model, environment.batch_shapes(batches))
+        self.harness = Harness(
+            spec=self.spec,
+            summary=summary,
+            device=device,
+            seed=seed,
+            protocol=Protocol.from_dict(self.settings.get("protocol") or {}),
+            timeout=options.trial_timeout,
+        )
+        self.space_name = _space_name(self.path, options.space, self.tuned, self.study)
+
+    def run(self) -> RetuneResult:
+        challenger = self._challenger()
+        campaign, verdict = self._measure(challenger)
+        current = dict(campaign.environment or self.study.user_attrs.get("environment") or {})
+        written = not verdict.regressions or verdict.replaced
+        shipped, cache = _publish(self, campaign, verdict, current) if written else (self.tuned, {})
+        environment_changes, model_changes = self._changes(current)
+        result = RetuneResult(
+            path=self.path,
+            study_name=self.study.study_name,
+            date=self.date,
+            objective=self.objective,
+            decision=verdict,
+            campaign=campaign,
+            environment=current,
+            environment_changes=environment_changes,
+            model_changes=model_changes,
+            compile_cache=cache,
+            written=written,
+            notes=self.notes,
+        )
+        append_history(self.out_dir, result.to_history())
+        rows = trial_rows(self.study.get_trials(deepcopy=False))
+        write_trials_csv(self.out_dir, rows)
+        write_report(self.out_dir, self.study, rows, campaign, shipped)
+        return result
+
+    def _challenger(self) -> Subject | None:
+        """The warm-started short search in the study: its best new configuration, if any."""
+        space = load_space(self.space_name).adapt(
+            self.harness.summary,
+            self.harness.device,
+            graph_breaks=0,
+            shared_lengths=self.shared_lengths,
+            allow_precision_changes=bool(self.settings.get("allow_precision_changes")),
+        )
+        warm = WarmStart(
+            study=self.study,
+            storage=self.storage,
+            storage_url=self.storage_url,
+            out_dir=str(self.out_dir),
+            tuned=self.tuned,
+            harness=self.harness,
+            space=space,
+            space_name=self.space_name,
+            settings=self.settings,
+            objective=self.objective,
+            trials=self.options.trials,
+            top=self.options.top,
+            trial_timeout=self.options.trial_timeout,
+            date=self.date,
+            progress=self.progress,
+            note=self._note,
+        )
+        self.study, challenger = warm.challenger()
+        return challenger
+
+    def _subjects(self, challenger: Subject | None) -> list[Subject]:
+        """Both baselines, the incumbent (a baseline's runs, when it is one) and the challenger."""
+        baseline = _baseline_it_is(self.tuned.config)
+        incumbent = Subject(
+            name="incumbent",
+            config=self.tuned.config,
+            created=self.tuned.created,
+            trial=self.tuned.metrics.get("trial"),
+            same_as=baseline,
+        )
+        subjects = [*Subject.baselines(), incumbent, *([challenger] if challenger is not None else [])]
+        measured = ", ".join(s.name for s in subjects if s.same_as is None)
+        self._note(f"measuring {measured} in rotated rounds")
+        if baseline is not None:
+            self._note(
+                f"the incumbent is {'plain torch.compile' if baseline == 'compile' else 'no compilation'}: "
+                f"the {baseline} baseline's runs are its own"
+            )
+        return subjects
+
+    def _measure(self, challenger: Subject | None) -> tuple[Campaign, Decision]:
+        """The campaign and what it decides; a regression is measured for every round the budget allows."""
+
+        def shown(name: str, index: int, record: Any) -> None:
+            self._note(f"round {index + 1}: {name}: {_shown(record, self.objective)}")
+
+        campaign = measure(
+            self.harness,
+            self._subjects(challenger),
+            objective=self.objective,
+            min_rounds=self.options.repeats,
+            max_rounds=self.options.max_rounds,
+            reference="incumbent" if challenger is not None else "compile",
+            on_run=shown,
+        )
+        if not campaign.complete_runs("eager"):
+            failure = campaign.failure("eager")
+            raise RetuneError(
+                f"the workload {self.spec} does not run eagerly any more, so nothing can be compared: "
+                f"{failure.reason if failure else 'not measured'}: {failure.message if failure else ''}"
+            )
+        recorded = recorded_ratios(self.tuned.metrics)
+        options = self.options
+        verdict = decide(campaign, recorded=recorded, min_gain=options.min_gain, max_regression=options.max_regression)
+        if verdict.regressions and campaign.failure("incumbent") is None and campaign.rounds < options.max_rounds:
+            # A regression is a claim a scheduler acts on: before making it, measure every round the budget allows.
+            self._note(
+                f"the incumbent looks slower after {campaign.rounds} round(s); measuring up to {options.max_rounds} "
+                "to be sure"
+            )
+            campaign = measure(
+                self.harness,
+                [],
+                objective=self.objective,
+                min_rounds=options.max_rounds,
+                max_rounds=options.max_rounds,
+                campaign=campaign,
+                on_run=shown,
+            )
+            verdict = decide(
+                campaign, recorded=recorded, min_gain=options.min_gain, max_regression=options.max_regression
+            )
+        return campaign, verdict
+
+    def _changes(self, current: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """What changed since tuning: the environment (torch, driver, device...) and the model."""
+        environment_changes = (
+            environment.differences(self.tuned.environment, current, environment.RETUNE_KEYS) if current else {}
+        )
+        recorded_model = self.tuned.environment.get("model")
+        model_changes = (
+            environment.differences(recorded_model, self.model_fingerprint)
+            if isinstance(recorded_model, Mapping)
+            else {}
+        )
+        return environment_changes, model_changes
+
+    def _note(self, message: str) -> None:
+        self.progress(Progress(0, 0, None, "", None, message))
+
+
+def _baseline_it_is(config: CompileConfig) -> str | None:
+    """'compile' for plain torch.compile, 'eager' for no compilation, else None: a baseline is measured once."""
+    if is_plain_compile(config):
+        return "compile"
+    if config == CompileConfig(scope="none"):
+        return "eager"
+    return None
+
+
+def _publish(
+    run: _Retune, campaign: Campaign, verdict: Decision, current: dict[str, Any]
+) -> tuple[tuned.TunedConfig, dict[str, Any]]:
+    """The winner's compile cache, then best.yaml, apply_compilation.py and compile_cache.bin as one set."""
+    name = "challenger" if verdict.replaced else "incumbent"
+    subject = campaign.subjects[name]
+    assert subject.config is not None
+    exported = {"compile": "plain torch.compile", "eager": "no compilation"}.get(subject.same_as or "")
+    if exported is None:
+        exported = f"trial {subject.trial}" if subject.trial is not None else subject.description
+    choice = Choice(
+        subject=name,
+        exported=exported,
+        config=subject.config,
+        trial=subject.trial,
+        verdict=f"retune {run.date}: {verdict.decision}"
+        + ("; the challenger replaced the incumbent" if verdict.replaced else ""),
+    )
+    cache: dict[str, Any] = {}
+    staged = None
+    if run.options.compile_cache and subject.config.scope != "none":
+        run._note("compile cache: cold, then warm")
+        try:
+            cache, staged = record_compile_cache(run.harness, subject.config, subject.created, run.out_dir)
+        except ConfigError as exc:
+            cache = {"saved": False, "note": str(exc)}
+        run._note(compile_cache.describe(cache))
+    new = tuned.TunedConfig(
+        workload=run.harness.summary,
+        config=subject.config,
+        created=subject.created or run.date,
+        metrics=metrics(campaign, choice, extra={"retuned": run.date}),
+        baselines={n: baseline_figures(campaign, n) for n in BASELINES},
+        environment={**current, "model": run.model_fingerprint},
+        study={**study_summary(run.study), "retuned": run.date},
+        compile_cache=cache,
+    )
+    publish.replace_together(
+        run.out_dir,
+        {"compile_cache.bin": staged, "apply_compilation.py": new.source, "best.yaml": new.to_yaml()},
+        commit="best.yaml",
+    )
+    # The study now says what the files say, so `autotune export` gives the same choice.
+    run.study.set_user_attr("environment", current)
+    run.study.set_user_attr("model_fingerprint", run.model_fingerprint)
+    return new, cache
+
+
+def _open_study(path: Path, recorded: tuned.TunedConfig, storage: str | None) -> tuple[optuna.Study, str | None, str]:
+    """The study best.yaml names: (study, the storage as best.yaml records it, its URL)."""
+    name = recorded.study.get("name")
+    if not isinstance(name, str) or not name:
+        raise RetuneError(f"{path}: study.name is missing, so there is no study to retune; search again.")
+    storage = storage or str(recorded.study.get("storage") or "study.db")
+    url = storage
+    if storage == "study.db":
+        database = path.parent / "study.db"
+        if not database.is_file():
+            raise RetuneError(
+                f"{path} records its study in study.db beside it, but {database} does not exist; "
+                "keep the whole outputs folder, or pass --storage URL."
+            )
+        url = f"sqlite:///{database.resolve()}"
+    try:
+        study = load_search_study(url, name)
+    except SearchError as exc:
+        raise RetuneError(str(exc)) from None
+    # None: the search's own default, study.db beside best.yaml, so best.yaml keeps saying 'study.db'.
+    return study, None if storage == "study.db" else storage, url
+
+
+def _space_name(path: Path, option: str | None, recorded: tuned.TunedConfig, study: optuna.Study) -> str:
+    """The space of the new trials: --space, or the study's own when it is a bundled one."""
+    if option:
+        return option
+    name = str(recorded.study.get("space") or study.user_attrs.get("space") or "")
+    if name in bundled_spaces():
+        return name
+    raise RetuneError(
+        f"{path} was tuned on the search space {name!r}, which is not a bundled one; "
+        f"pass --space PATH (bundled: {sorted(bundled_spaces())})."
+    )
+
+
+def _shown(record: Any, objective: Objective) -> str:
+    if record.complete:
+        return f"{objective.of(record):.4g} {objective.unit}" + (f" [noisy: {record.noisy}]" if record.noisy else "")
+    return f"{record.state} ({record.reason}: {record.message[:200]})"

@@ -1,0 +1,130 @@
+"""A retune's warm-started search: the incumbent and the previous top trials again, then a few new ones.
+
+It runs in the tuned configuration's own study, with the study's own settings, so the
+history accumulates and new trials are measured as the first ones were; what it returns
+is the best challenger found today, for the retune's campaign to measure against the
+incumbent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+
+from autotune.errors import SearchError
+from autotune.measure import Harness, Objective, Subject
+from autotune.runtime.config import CompileConfig
+from autotune.runtime.tuned import TunedConfig
+from autotune.study.report import ProgressCallback
+from autotune.study.search import SearchOptions, SearchSpace, explore, params_for
+from autotune.study.storage import load_search_study, trial_rank, trial_value
+
+__all__ = ["WarmStart"]
+
+
+@dataclass(kw_only=True)
+class WarmStart:
+    """Everything the warm-started search needs to know about the retune that runs it."""
+
+    study: optuna.Study
+    storage: str | None
+    """The storage as best.yaml names it (None: study.db beside it)."""
+    storage_url: str
+    out_dir: str
+    tuned: TunedConfig
+    harness: Harness
+    space: SearchSpace
+    space_name: str
+    """A bundled space's name or a file's path, as the search takes it."""
+    settings: dict[str, Any]
+    objective: Objective
+    trials: int
+    top: int
+    trial_timeout: float
+    date: str
+    progress: ProgressCallback
+    note: Callable[[str], None]
+
+    def challenger(self) -> tuple[optuna.Study, Subject | None]:
+        """Run the search; returns the study as it is now and the best new configuration, if any."""
+        first = len(self.study.trials)
+        queued = self._enqueue()
+        planned = queued + self.trials
+        if planned:
+            self.note(f"warm-started search: {queued} earlier configuration(s) again, then {self.trials} new trial(s)")
+            finished = sum(1 for t in self.study.get_trials(deepcopy=False) if t.state.is_finished())
+            try:
+                self.study = explore(self._options(finished + planned, first), self.progress)
+            except SearchError as exc:
+                # What was measured is in the study; the retune's campaign still decides.
+                self.note(f"the warm-started search stopped early: {exc}")
+                self.study = load_search_study(self.storage_url, self.study.study_name)
+        mine = self.tuned.config.to_dict()
+        candidates = [
+            t for t in self._complete() if t.number >= first and t.user_attrs.get("config") not in (None, mine)
+        ]
+        if not candidates:
+            return self.study, None
+        best = max(candidates, key=lambda t: trial_rank(t, self.objective))
+        config = CompileConfig.from_dict(best.user_attrs["config"])
+        return self.study, Subject(
+            name="challenger", config=config, created=best.user_attrs.get("created"), trial=best.number
+        )
+
+    def _complete(self) -> list[optuna.trial.FrozenTrial]:
+        return [
+            t
+            for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+            if "duplicate_of" not in t.user_attrs and "config" in t.user_attrs and trial_value(t) is not None
+        ]
+
+    def _options(self, trials: int, first: int) -> SearchOptions:
+        """The study's own settings, so the new trials are measured as the first ones were."""
+        return SearchOptions(
+            model=self.harness.spec,
+            space=self.space_name,
+            trials=trials,
+            trial_timeout=self.trial_timeout,
+            device=self.harness.device,
+            out=self.out_dir,
+            study_name=self.study.study_name,
+            storage=self.storage,
+            sampler=str(self.settings.get("sampler", "tpe")),
+            pruner=str(self.settings.get("pruner", "median")),
+            seed=self.harness.seed,
+            objective=str(self.objective),
+            protocol=self.harness.protocol,
+            confirm=0,
+            compile_cache=False,
+            reuse_since=first,
+        )
+
+    def _enqueue(self) -> int:
+        """Enqueue the incumbent and the previous top trials as this space would ask for them."""
+        wanted: list[tuple[CompileConfig, dict[str, Any]]] = []
+        if self.tuned.config.scope != "none" and self.tuned.config != CompileConfig():
+            # A baseline incumbent is measured by the campaign anyway; a configuration is searched again.
+            wanted.append((self.tuned.config, {"retune_role": "incumbent"}))
+        complete = sorted(self._complete(), key=lambda t: trial_rank(t, self.objective), reverse=True)
+        seen = [self.tuned.config.to_dict()]
+        for trial in complete:
+            if len(seen) > self.top:
+                break
+            if trial.user_attrs["config"] not in seen:
+                seen.append(trial.user_attrs["config"])
+                config = CompileConfig.from_dict(trial.user_attrs["config"])
+                wanted.append((config, {"retune_role": "previous", "previous_trial": trial.number}))
+        queued = 0
+        for config, attrs in wanted:
+            params = params_for(self.space, config)
+            if params is None:
+                self.note(
+                    f"{config.describe()} is not in the space '{self.space.name}' any more, so it is not searched again"
+                )
+                continue
+            self.study.enqueue_trial(params, user_attrs={**attrs, "retune": self.date})
+            queued += 1
+        return queued

@@ -1,0 +1,77 @@
+"""The search: the space, where a study starts, one trial (ask, run, prune, tell), several at once, and the session that drives them."""
+
+from __future__ import annotations
+
+from autotune.study.search._budget import TrialBudget
+from autotune.study.search._effort import EFFORTS, Effort, effort
+from autotune.study.search._ledger import FINISHED, StudyLedger
+from autotune.study.search._loop import DETERMINISTIC_FAILURES, TrialLoop
+from autotune.study.search._monitor import MIN_COMPILE_BUDGET, LoopOptions, Monitor, Watched, compile_limit
+from autotune.study.search._opening import forget_new_study, open_search_study
+from autotune.study.search._options import PRUNERS, SAMPLERS, SearchOptions, default_study_name
+from autotune.study.search._pool import TrialPool, worker_devices
+from autotune.study.search._seeds import PAD_MULTIPLE, Seed, expert_recipes, seed_params, seed_study
+from autotune.study.search._session import explore, search
+from autotune.study.search._space import (
+    BUNDLED_DIR,
+    FEATURES,
+    INFERENCE_ONLY_OPTIONS,
+    KNOWN_MODES,
+    KNOWN_OPTIONS,
+    MAX_CHOICES,
+    KnownOption,
+    SearchSpace,
+    adapt,
+    bundled_spaces,
+    has_feature,
+    load_space,
+    params_for,
+    resolve_space_path,
+    shared_length_groups,
+)
+
+__all__ = [
+    "BUNDLED_DIR",
+    "DETERMINISTIC_FAILURES",
+    "EFFORTS",
+    "Effort",
+    "FEATURES",
+    "FINISHED",
+    "INFERENCE_ONLY_OPTIONS",
+    "KNOWN_MODES",
+    "KNOWN_OPTIONS",
+    "KnownOption",
+    "LoopOptions",
+    "MAX_CHOICES",
+    "MIN_COMPILE_BUDGET",
+    "Monitor",
+    "PAD_MULTIPLE",
+    "PRUNERS",
+    "SAMPLERS",
+    "SearchOptions",
+    "SearchSpace",
+    "Seed",
+    "StudyLedger",
+    "TrialBudget",
+    "TrialLoop",
+    "TrialPool",
+    "Watched",
+    "adapt",
+    "bundled_spaces",
+    "compile_limit",
+    "default_study_name",
+    "effort",
+    "expert_recipes",
+    "explore",
+    "forget_new_study",
+    "has_feature",
+    "load_space",
+    "open_search_study",
+    "params_for",
+    "resolve_space_path",
+    "search",
+    "seed_params",
+    "seed_study",
+    "shared_length_groups",
+    "worker_devices",
+]

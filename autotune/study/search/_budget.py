@@ -1,0 +1,95 @@
+"""A search's trial budget: whether another trial may start, and which search of a shared study confirms."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable
+
+import optuna
+
+from autotune.study.search._loop import TrialLoop
+from autotune.study.search._options import SearchOptions
+from autotune.study.storage import shown
+
+__all__ = ["TrialBudget"]
+
+
+class TrialBudget:
+    """--trials, --timeout and --max-failure-rate for one search session, in a study other searches may share."""
+
+    def __init__(self, options: SearchOptions, loop: TrialLoop, note: Callable[[str], None], *, started: float) -> None:
+        self.options = options
+        self.loop = loop
+        self.study = loop.study
+        self.note = note
+        self.started = started
+        """When the search started (time.monotonic()): --timeout counts from there."""
+        self.completed_before = False
+        """Whether the study's budget was complete, with nothing running, when this session started."""
+
+    def start(self) -> None:
+        """Fail abandoned trials, and note whether the budget was already complete."""
+        self.loop.ledger.reap_abandoned()
+        ledger = self.loop.ledger
+        self.completed_before = ledger.started() >= self.options.trials and not ledger.running()
+
+    def others_finish_it(self) -> bool:
+        """Whether other searches of a shared study run the trials that complete its budget: the confirmation waits."""
+        return (
+            self.loop.ledger.shared
+            and self.loop.ledger.started() >= self.options.trials
+            and self.loop.ledger.running() > 0
+        )
+
+    def confirms(self) -> bool:
+        """Whether this search confirms and exports the shared study it searched; says why not.
+
+        The search that finished the study's last trial does, so that one host confirms,
+        after every trial; so does a search started once the budget was complete (how a
+        confirmation lost with its host is done again).
+        """
+        if self.completed_before:
+            return True
+        export = f"`autotune export --storage {shown(self.options.storage_url)} --study-name {self.options.name}`"
+        if self.loop.ledger.running():
+            self.note(f"other searches still run trials of the study: the last to finish confirms; then {export}")
+            return False
+        done = [
+            t for t in self.loop.ledger.finished() if t.datetime_complete and t.user_attrs.get("reason") != "abandoned"
+        ]
+        last = max(done, key=lambda t: (t.datetime_complete, t.number), default=None)
+        mine = (socket.gethostname(), os.getpid())
+        if last is None or (last.user_attrs.get("host"), last.user_attrs.get("pid")) == mine:
+            return True
+        self.note(
+            f"the study's trials are done; the search that finished the last one (trial {last.number}: pid "
+            f"{last.user_attrs.get('pid')} on {last.user_attrs.get('host')}) confirms and exports; then {export} "
+            "writes the files here"
+        )
+        return False
+
+    def more(self) -> bool:
+        # A dead search's trials first: each frees its place in the budget, or queues its retry.
+        self.loop.ledger.reap_abandoned()
+        finished = self.loop.ledger.finished()
+        if self.loop.ledger.started() >= self.options.trials:
+            return False
+        if self.loop.exhausted:
+            self.note(f"every configuration of the space was measured after {len(finished)} trials")
+            return False
+        if self.options.timeout is not None and time.monotonic() - self.started > self.options.timeout:
+            self.note(f"--timeout {self.options.timeout:.0f} s reached after {len(finished)} trials")
+            return False
+        failed = [t for t in finished if t.state == optuna.trial.TrialState.FAIL]
+        if len(finished) >= 5 and len(failed) / len(finished) > self.options.max_failure_rate:
+            reasons = sorted({t.user_attrs.get("reason", "?") for t in failed})
+            note = (
+                f"stopped searching: {len(failed)} of {len(finished)} trials failed, more than --max-failure-rate "
+                f"{self.options.max_failure_rate:.0%} (reasons: {', '.join(reasons)}); what completed is still confirmed"
+            )
+            self.study.set_user_attr("stopped", note)
+            self.note(note)
+            return False
+        return True

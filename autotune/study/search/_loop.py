@@ -1,0 +1,247 @@
+"""One trial of a search: ask the study, sample a configuration, run it in a worker with pruning, tell the outcome.
+
+A configuration the study already measured is not measured again when its outcome does
+not depend on the machine's mood (complete, or failed for a reason such as an accuracy
+mismatch or a graph break); a pruned, timed-out or crashed twin is measured again, since
+noise may have caused that outcome. A running trial beats while it runs (`Heartbeat`), so
+that a search on another host can tell a dead one from a slow one (`StudyLedger`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import socket
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import optuna
+
+from autotune.errors import ConfigError, SpaceError
+from autotune.measure import Harness, Objective, Objectives
+from autotune.measure.format import utc_now
+from autotune.runtime.config import CompileConfig, is_plain_compile
+from autotune.study.search._ledger import StudyLedger
+from autotune.study.search._monitor import LoopOptions, Monitor
+from autotune.study.search._space import SearchSpace
+from autotune.study.storage import Heartbeat
+from autotune.trial.gate import GateClosed, MeasurementGate
+from autotune.trial.request import TrialRun
+from autotune.trial.runner import run_trial
+
+__all__ = ["DETERMINISTIC_FAILURES", "TrialLoop"]
+
+DETERMINISTIC_FAILURES = ("invalid_config", "accuracy", "graph_break", "compile_error", "recompile_limit", "unsettled")
+"""Failure reasons that measuring again would repeat, so a twin may reuse them."""
+
+
+Report = Callable[..., None]
+"""(trial number or None, phase, message="") -> None: the search's display."""
+
+
+class TrialLoop:
+    """Runs the trials of one search session against its study."""
+
+    def __init__(
+        self,
+        study: optuna.Study,
+        harness: Harness,
+        options: LoopOptions,
+        objective: Objective,
+        report: Report,
+        *,
+        objectives: Objectives | None = None,
+    ) -> None:
+        self.study = study
+        self.harness = harness
+        self.options = options
+        self.objective = objective
+        self.objectives = objectives or Objectives((objective,))
+        """Every objective of the study; `objective` is the first, the speed objective."""
+        self.report = report
+        self.space: SearchSpace | None = None
+        self.baselines: dict[str, dict[str, Any]] = {}
+        self.plain_run: tuple[TrialRun, str] | None = None
+        """This session's plain torch.compile baseline and the `created` stamp of its code, when it completed or failed
+        for a reason a second run would repeat: a trial of that configuration on the same device takes its outcome
+        rather than compiling the same code again."""
+        self.exhausted = False
+        self.ledger = StudyLedger(study, self.objectives, timeout=harness.timeout, note=self._note)
+        """What this session knows of the study's trials."""
+        self.lock = threading.RLock()
+        """Held to ask and tell: the workers of a pool share the study and its sampler."""
+        self.workers_per_device = 1
+        """Workers that share one device: their compiles run side by side, each slower than alone."""
+        self.host = f"{socket.gethostname()}-unmeasured"
+        """Whose baselines `baselines` are: this host and its environment (`environment.host_key`)."""
+        self.stopping = threading.Event()
+        """Set when the search stops (Ctrl-C in a pool): a running trial ends as interrupted."""
+
+    def ask(self) -> optuna.Trial:
+        """A new trial from the study (under the lock: a pool's workers share the sampler)."""
+        with self.lock, warnings.catch_warnings():
+            # Optuna expects heartbeats only inside `study.optimize`; `Heartbeat` records them with ask/tell.
+            warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+            trial = self.study.ask()
+            self.ledger.in_flight.add(trial.number)
+            return trial
+
+    def one_trial(
+        self,
+        trial: optuna.Trial | None = None,
+        *,
+        harness: Harness | None = None,
+        gate: MeasurementGate | None = None,
+    ) -> None:
+        """Run one trial (`trial`, or a new one asked of the study) on `harness`'s device and tell its outcome.
+
+        A pool passes each worker's own harness (its device) and the gate its device's workers share.
+        """
+        assert self.space is not None
+        trial = trial or self.ask()
+        heartbeat = Heartbeat(self.study, trial._trial_id)
+        try:
+            with heartbeat:  # at once: a trial that never beat is never failed as stale
+                trial.set_user_attr("host", socket.gethostname())
+                trial.set_user_attr("pid", os.getpid())
+                self._run(trial, harness or self.harness, gate)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            # Its beats did not reach the study for the grace period (a server or network outage),
+            # so another search failed it as abandoned, and may be running its retry now.
+            self._note(
+                f"trial {trial.number}: another search failed it as abandoned while it ran; its outcome is dropped"
+            )
+        except BaseException as exc:
+            # Ctrl-C, or an error of ours: the trial must not stay RUNNING in the study for ever.
+            if self.study.get_trials(deepcopy=False)[trial.number].state == optuna.trial.TrialState.RUNNING:
+                interrupted = isinstance(exc, (KeyboardInterrupt, GateClosed))
+                reason = "interrupted" if interrupted else "search_error"
+                name = "KeyboardInterrupt" if interrupted else type(exc).__name__
+                with contextlib.suppress(Exception):
+                    self._tell_failed(trial, reason, f"the search stopped during this trial: {name}")
+            raise
+        finally:
+            self.ledger.in_flight.discard(trial.number)
+            for frozen in heartbeat.failed:
+                self._note(f"trial {frozen.number}: FAIL {frozen.user_attrs.get('message')}")
+
+    def _run(self, trial: optuna.Trial, harness: Harness, gate: MeasurementGate | None) -> None:
+        assert self.space is not None
+        try:
+            config = self.space.suggest(trial)
+        except SpaceError as exc:
+            self._tell_failed(trial, "invalid_config", str(exc))
+            return
+        trial.set_user_attr("config", config.to_dict())
+        trial.set_user_attr("description", config.describe())
+        twin = self._reusable_twin(config.to_dict(), trial.number)
+        if twin is not None:
+            self._copy_outcome(trial, twin)
+            return
+        if is_plain_compile(config) and self.plain_run is not None and harness.device == self.harness.device:
+            self._tell_run(trial, config, *self.plain_run, reused="the plain torch.compile baseline")
+            return
+        created = utc_now()
+        try:
+            source = harness.source(config, created)
+        except ConfigError as exc:
+            self._tell_failed(trial, "invalid_config", str(exc))
+            return
+        trial.set_user_attr("created", created)
+        trial.set_user_attr("source_sha256", hashlib.sha256(source.encode()).hexdigest())
+        recipe = trial.user_attrs.get("recipe")
+        self.report(trial.number, f"trial {trial.number}: starting" + (f" (recipe {recipe})" if recipe else ""))
+        monitor = Monitor(self, trial, f"trial {trial.number}")
+        run = run_trial(harness.request(config, source=source), monitor, gate)
+        if self.stopping.is_set():
+            raise KeyboardInterrupt  # the pool stopped: its worker was killed, whatever the run says
+        if harness.device != self.harness.device:
+            trial.set_user_attr("device", harness.device)
+        self._tell_run(trial, config, run, created)
+
+    def _tell_run(
+        self, trial: optuna.Trial, config: CompileConfig, run: TrialRun, created: str, *, reused: str = ""
+    ) -> None:
+        """Record `run`'s figures on the trial and tell its outcome; `reused` names the run it was when not its own."""
+        record = run.record()
+        also = f" (the run of {reused}, reused)" if reused else ""
+        if reused:
+            # Same configuration, same code, same protocol and device, measured minutes ago in this session.
+            trial.set_user_attr("created", created)
+            trial.set_user_attr(
+                "source_sha256", hashlib.sha256(self.harness.source(config, created).encode()).hexdigest()
+            )
+            trial.set_user_attr("reused_run", reused)
+            if record.complete and not self.objectives.multi:
+                # Its windows, as the pruner would have seen them: later trials are judged against them.
+                for window in run.windows:
+                    value = self.objective.value(
+                        window["samples_per_second"], window["batches_per_second"], record.compile_seconds or 0.0
+                    )
+                    trial.report(value, int(window["index"]))
+        if run.measured_between:
+            trial.set_user_attr("measured_between", [round(t, 3) for t in run.measured_between])
+        for key, value in record.to_dict().items():
+            trial.set_user_attr(key, value)
+        for name in ("eager", "compile"):
+            base = self.baselines.get(name, {}).get("samples_per_second")
+            if record.complete and base:
+                trial.set_user_attr(f"speedup_vs_{name}", round((record.samples_per_second or 0.0) / base, 4))
+                trial.set_user_attr("baselines_of", self.host)
+        if record.complete:
+            values = self.objectives.values(record)
+            self._tell(trial, values)
+            shown = ", ".join(f"{v:.4g} {o.unit}" for v, o in zip(values, self.objectives, strict=True))
+            self._note(f"trial {trial.number}: {shown}  {config.describe()}{also}")
+        elif record.state == "pruned":
+            self._tell(trial, state=optuna.trial.TrialState.PRUNED)
+            self._note(f"trial {trial.number}: pruned ({record.message})  {config.describe()}")
+        else:
+            self._tell(trial, state=optuna.trial.TrialState.FAIL)
+            self._note(f"trial {trial.number}: FAIL {record.reason}: {record.message}  {config.describe()}{also}")
+
+    def _note(self, message: str) -> None:
+        self.report(None, "", message)
+
+    def _tell(self, trial: optuna.Trial, *args: Any, **kwargs: Any) -> None:
+        try:
+            with self.lock:
+                self.study.tell(trial, *args, **kwargs)
+        except RuntimeError as exc:
+            # The brute-force sampler asks the study to stop once every configuration was tried;
+            # with ask/tell that request arrives as this error, after the trial was recorded.
+            if "Study.stop" not in str(exc):
+                raise
+            self.exhausted = True
+
+    def _tell_failed(self, trial: optuna.Trial, reason: str, message: str) -> None:
+        trial.set_user_attr("state", "failed")
+        trial.set_user_attr("reason", reason)
+        trial.set_user_attr("message", message)
+        self._tell(trial, state=optuna.trial.TrialState.FAIL)
+        self._note(f"trial {trial.number}: FAIL {reason}: {message}")
+
+    def _reusable_twin(self, wanted: dict[str, Any], number: int) -> optuna.trial.FrozenTrial | None:
+        for other in self.ledger.finished():
+            if other.number < self.options.reuse_since or other.number == number or "duplicate_of" in other.user_attrs:
+                continue
+            if other.user_attrs.get("config") != wanted:
+                continue
+            complete = other.state == optuna.trial.TrialState.COMPLETE
+            if complete or other.user_attrs.get("reason") in DETERMINISTIC_FAILURES:
+                return other
+        return None
+
+    def _copy_outcome(self, trial: optuna.Trial, twin: optuna.trial.FrozenTrial) -> None:
+        for key, value in twin.user_attrs.items():
+            if key not in ("host", "pid", "retry_of"):  # who ran it, and which trial it ran again, are its own
+                trial.set_user_attr(key, value)
+        trial.set_user_attr("duplicate_of", twin.number)
+        if twin.state == optuna.trial.TrialState.COMPLETE:
+            self._tell(trial, twin.values)
+        else:
+            self._tell(trial, state=twin.state)
+        self._note(f"trial {trial.number}: same configuration as trial {twin.number}; its outcome is reused")

@@ -1,0 +1,148 @@
+"""Watching a running trial: the compile budget, the pruner's windows, and the busy-machine rule."""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import optuna
+
+from autotune.measure import PROBE_SLOWDOWN, Objective, Objectives
+from autotune.study.search._ledger import StudyLedger
+
+__all__ = ["MIN_COMPILE_BUDGET", "LoopOptions", "Monitor", "Watched", "compile_limit"]
+
+MIN_COMPILE_BUDGET = 60.0
+"""Seconds the compile budget never goes below: a model that compiles in seconds is not stopped by a busy moment."""
+
+
+class LoopOptions(Protocol):
+    """What a trial loop reads of the search's options (`SearchOptions` has them all)."""
+
+    trials: int
+    reuse_since: int
+    max_compile_seconds: float | None
+    compile_budget: float
+    pruner: str
+    slow_ratio: float
+
+
+class Watched(Protocol):
+    """What a monitor reads of the trial loop whose trial it watches (`TrialLoop` has it all)."""
+
+    options: LoopOptions
+    baselines: dict[str, dict[str, Any]]
+    workers_per_device: int
+    ledger: StudyLedger
+    objective: Objective
+    objectives: Objectives
+    stopping: threading.Event
+    report: Callable[..., None]
+
+
+def compile_limit(loop: Watched) -> tuple[float | None, str]:
+    """How long a trial may compile before it is stopped, and why; (None, "") when there is no limit.
+
+    `--max-compile-seconds` when given; otherwise the smaller of the compile budget (a multiple
+    of plain torch.compile's compile time, as this session measured it, and at least
+    MIN_COMPILE_BUDGET) and, for time-to:N,
+    the best complete trial's whole time: a trial still compiling past that cannot win.
+    """
+    options = loop.options
+    if options.max_compile_seconds:
+        return options.max_compile_seconds, f"--max-compile-seconds {options.max_compile_seconds:g}"
+    limits: list[tuple[float, str]] = []
+    plain = loop.baselines.get("compile", {}).get("compile_seconds")
+    if options.compile_budget and plain:
+        # Workers that share a device compile side by side, each up to that many times slower than alone.
+        sharing = loop.workers_per_device
+        budget = options.compile_budget * plain * sharing
+        why = f"{options.compile_budget:g}x plain torch.compile's {plain:.1f} s (--compile-budget)"
+        if sharing > 1:
+            why += f", times the {sharing} workers that compile side by side on the device"
+        if budget < MIN_COMPILE_BUDGET:
+            budget, why = MIN_COMPILE_BUDGET, f"{why}, but never less than {MIN_COMPILE_BUDGET:.0f} s"
+        limits.append((budget, why))
+    best = loop.ledger.best_total_seconds()
+    if best is not None:
+        limits.append((best, f"the best complete trial's whole {loop.objective} took {best:.1f} s, so it cannot win"))
+    return min(limits) if limits else (None, "")
+
+
+class Monitor:
+    """Watches one worker's events: phase changes for the display, windows for the pruner, the compile budget."""
+
+    def __init__(self, loop: Watched, trial: optuna.Trial, label: str) -> None:
+        self.loop = loop
+        self.trial = trial
+        self.label = label
+        self.phase = "start"
+        self.phase_started = time.monotonic()
+        self.compile_seconds = 0.0
+        self.windows: list[float] = []
+        self.limit, self.why = compile_limit(loop)
+        self.busy = ""
+        """Why this trial's windows are not judged: the calibration probe said the machine was busy."""
+
+    def __call__(self, event: dict[str, Any] | None) -> str | None:
+        if self.loop.stopping.is_set():
+            raise KeyboardInterrupt  # the pool stops: the runner kills the worker, the trial ends as interrupted
+        limit = self.limit
+        if event is None:
+            if self.phase == "compile" and limit and time.monotonic() - self.phase_started > limit:
+                return f"compile ran past {limit:.0f} s: {self.why}"
+            return None
+        kind = event["event"]
+        if kind == "paused":
+            # Stopped while another worker measured: not this trial's compile time.
+            self.phase_started += float(event["seconds"])
+        elif kind == "phase":
+            self.phase, self.phase_started = event["phase"], time.monotonic()
+            self.loop.report(self.trial.number, f"{self.label}: {self.phase}")
+        elif kind == "compiled":
+            self.compile_seconds = float(event["compile_seconds"])
+            if limit and self.compile_seconds > limit:
+                return f"compile took {self.compile_seconds:.0f} s, more than {limit:.0f} s: {self.why}"
+        elif kind == "probe":
+            self.busy = self._busy(float(event["seconds"]))
+            if self.busy:
+                self.trial.set_user_attr("not_pruned_because", self.busy)
+        elif kind == "window":
+            return self._window(event)
+        return None
+
+    def _busy(self, probe: float) -> str:
+        """Why the machine looks busy now, from the calibration probe against the baselines' fastest; '' when it does not."""
+        probes = [
+            seconds
+            for record in self.loop.baselines.values()
+            for seconds in record.get("probe_seconds") or []
+            if seconds
+        ]
+        if probes and probe > PROBE_SLOWDOWN * min(probes):
+            return (
+                f"the calibration probe took {probe * 1e3:.1f} ms, over {PROBE_SLOWDOWN:g}x the baselines' "
+                f"{min(probes) * 1e3:.1f} ms: the machine was busy, so its windows were not judged"
+            )
+        return ""
+
+    def _window(self, event: dict[str, Any]) -> str | None:
+        if self.busy:
+            return None  # slow windows of a busy machine say nothing about the configuration
+        objective = self.loop.objective
+        value = objective.value(event["samples_per_second"], event["batches_per_second"], self.compile_seconds)
+        step = int(event["index"])
+        self.windows.append(event["samples_per_second"])
+        # Optuna's pruners judge one objective; a multi-objective study is pruned for slowness only.
+        if not self.loop.objectives.multi:
+            self.trial.report(value, step)
+        if not self.loop.objectives.multi and self.trial.should_prune():
+            return f"the {self.loop.options.pruner} pruner stopped it at window {step} ({value:.4g} {objective.unit})"
+        eager = self.loop.baselines.get("eager", {}).get("steady_samples_per_second")
+        ratio = self.loop.options.slow_ratio
+        if eager and len(self.windows) >= 2 and statistics.median(self.windows) < ratio * eager:
+            return f"{statistics.median(self.windows):.4g} samples/s is below {ratio:.0%} of eager's {eager:.4g}"
+        return None

@@ -1,0 +1,141 @@
+"""Opening a search's study: created or resumed, checked against the options and environment it was started with."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import socket
+import warnings
+from typing import Any
+
+import optuna
+
+from autotune.errors import SearchError
+from autotune.measure import Objectives, parse_pick
+from autotune.runtime import environment
+from autotune.runtime.summary import WorkloadSummary
+from autotune.study.search._options import SearchOptions
+from autotune.study.storage import create_study, open_storage
+
+__all__ = ["forget_new_study", "open_search_study"]
+
+
+def open_search_study(
+    options: SearchOptions,
+    objectives: Objectives,
+    summary: WorkloadSummary,
+    model_fingerprint: dict[str, Any],
+    space_name: str,
+) -> tuple[optuna.Study, bool]:
+    """The search's study, created or resumed, with what it was started with recorded; (study, whether it is new).
+
+    A resumed study must have the same objective, model and device, and have been measured
+    with the same torch, CUDA and Python (unless a retune reuses it on purpose).
+    """
+    created = not (options.out_dir / "study.db").exists() if options.storage is None else False
+    if objectives.multi:
+        # Optuna's pruners judge one objective: a multi-objective study prunes for slowness only.
+        directions: dict[str, Any] = {"directions": objectives.directions}
+        pruner: optuna.pruners.BasePruner = optuna.pruners.NopPruner()
+    else:
+        directions, pruner = {"direction": objectives.primary.direction}, _pruner(options)
+    heartbeat = options.liveness.storage_kwargs() if options.shared else None
+    study = create_study(
+        options.name,
+        options.storage_url,
+        heartbeat=heartbeat,
+        sampler=_sampler(options),
+        pruner=pruner,
+        **directions,
+    )
+    attrs = study.user_attrs
+    _check_resumed(options, str(objectives), attrs)
+    study.set_user_attr("objective", str(objectives))
+    study.set_user_attr("pick", str(parse_pick(options.pick)))
+    study.set_user_attr("model", options.model)
+    study.set_user_attr("device", options.device)
+    study.set_user_attr("workload", summary.to_dict())
+    study.set_user_attr("model_fingerprint", model_fingerprint)
+    settings = {"sampler": options.sampler, "pruner": options.pruner, "seed": options.seed}
+    settings["protocol"] = options.protocol.to_dict()
+    settings["allow_precision_changes"] = options.allow_precision_changes
+    settings["storage"] = options.storage_url if options.storage else "study.db"
+    study.set_user_attr("settings", settings)
+    study.set_user_attr("space", space_name)
+    return study, created or not attrs
+
+
+def _check_resumed(options: SearchOptions, objectives: str, attrs: dict[str, Any]) -> None:
+    """A study started with another objective, model, device or environment is refused, naming what differs."""
+    for key, wanted, flag in (
+        ("objective", objectives, "--objective"),
+        ("model", options.model, "--model"),
+        ("device", options.device, "--device"),
+    ):
+        if attrs.get(key) is not None and attrs.get(key) != wanted:
+            raise SearchError(
+                f"study {options.name!r} was started with {flag} {attrs[key]}, not {wanted}: its trials would not "
+                "compare with new ones; use another --study-name (or --out), or the same setting."
+            )
+    recorded = attrs.get("environment") or {}
+    compared = [key for key in ("torch", "cuda", "python") if key in recorded]
+    changed = environment.differences(recorded, environment.fingerprint("cpu"), compared)
+    if changed and not options.reuse_since:
+        what = ", ".join(f"{key} {old} there, {new} here" for key, (old, new) in changed.items())
+        raise SearchError(
+            f"study {options.name!r} was measured in another environment ({what}): its trials would not compare "
+            "with new ones. Use another --study-name (or --out) for a new search, or `autotune retune` on its "
+            "best.yaml to re-measure it here."
+        )
+
+
+def forget_new_study(options: SearchOptions, study: optuna.Study) -> None:
+    """Remove a study a session created when it failed before its first trial: no empty study is left."""
+    if study.get_trials(deepcopy=False):
+        return
+    storage = open_storage(options.storage_url)
+    optuna.delete_study(study_name=study.study_name, storage=storage)
+    if options.storage is None and not optuna.get_all_study_summaries(storage):
+        (options.out_dir / "study.db").unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            options.out_dir.rmdir()  # only when empty
+
+
+def _sampler(options: SearchOptions) -> optuna.samplers.BaseSampler:
+    seed = _sampler_seed(options)
+    if options.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if options.sampler == "bruteforce":
+        # Optuna marks the brute-force sampler experimental; the warning says nothing a user can act on.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.BruteForceSampler(seed=seed)
+    # The constant liar scores trials still running (a pool's other workers, other hosts) as bad ones, so that
+    # trials asked together do not all land on the same promising region.
+    return optuna.samplers.TPESampler(
+        seed=seed, n_startup_trials=min(10, max(3, options.trials // 3)), constant_liar=True
+    )
+
+
+def _sampler_seed(options: SearchOptions) -> int:
+    """--seed; in a shared study mixed with the host and process, or every host would propose the same trials.
+
+    Samplers draw from their own seeded generator, so two hosts with one seed ask for the same
+    configurations in the same order: half the budget would go to twins.
+    """
+    if not options.shared:
+        return options.seed
+    mixed = hashlib.sha256(f"{options.seed}:{socket.gethostname()}:{os.getpid()}".encode()).digest()
+    return int.from_bytes(mixed[:4], "little")
+
+
+def _pruner(options: SearchOptions) -> optuna.pruners.BasePruner:
+    if options.pruner == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=2, max_resource=options.protocol.windows)
+    if options.pruner == "none":
+        return optuna.pruners.NopPruner()
+    # Half the windows of warm-up and three trials to compare with: early windows, and a median of
+    # two trials, stopped good trials on a busy machine. A trial measured while the calibration
+    # probe said the machine was busy is not judged at all (`Monitor`).
+    return optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=max(2, options.protocol.windows // 2))

@@ -1,0 +1,170 @@
+"""What `autotune search` takes, checked: one field per flag, each with what it does."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autotune.errors import SearchError
+from autotune.measure import DEFAULT_PICK, Objectives, parse_pick
+from autotune.study.storage import Liveness
+from autotune.trial.request import Protocol, check_device
+
+__all__ = ["PRUNERS", "SAMPLERS", "SearchOptions", "default_study_name"]
+
+SAMPLERS = ("tpe", "random", "bruteforce")
+PRUNERS = ("median", "hyperband", "none")
+
+
+@dataclass(kw_only=True)
+class SearchOptions:
+    """Everything `autotune search` takes; the CLI flags map one to one."""
+
+    model: str
+    """The workload target, "pkg.mod:attr"."""
+    space: str = "default"
+    """A bundled search space's name, or a YAML file."""
+    trials: int = 20
+    """Trials in the study, resumed ones included."""
+    timeout: float | None = None
+    """Stop starting new trials after this many seconds."""
+    trial_timeout: float = 900.0
+    """Kill a run's whole process group after this many seconds."""
+    device: str | None = None
+    """cpu, cuda or cuda:N (default: cuda when available); several CUDA devices as 'cuda:0,cuda:1', one worker each.
+    After validation, the first device: the baselines, the confirmation and the doctor run there."""
+    workers: int | None = None
+    """Trials run at once (default: one per device); more workers than devices share a device, compiling side by
+    side and measuring one at a time."""
+    devices: list[str] = field(default_factory=list)
+    """Every device trials run on (filled from `device`)."""
+    out: str | None = None
+    """The output folder (default: outputs/<study-name>)."""
+    study_name: str | None = None
+    """The study's name (default: derived from `model`)."""
+    storage: str | None = None
+    """An Optuna storage URL (default: SQLite in the output folder); a database server lets several hosts share it."""
+    heartbeat_interval: int = 10
+    """A shared storage's trials beat every this many seconds."""
+    grace_period: int = 60
+    """A shared storage's trial without a beat for this many seconds is failed as abandoned and queued again."""
+    sampler: str = "tpe"
+    """tpe, random or bruteforce."""
+    pruner: str = "median"
+    """median, hyperband or none."""
+    seed: int = 0
+    """Seeds the sampler and the batches drawn."""
+    objective: str = "throughput"
+    """'throughput', 'time-to:N', or a list with trade-offs: 'throughput,compile-time,peak-memory'."""
+    pick: str = DEFAULT_PICK
+    """Which point of a multi-objective study's Pareto front best.yaml gets (see `autotune.study.pareto`)."""
+    max_compile_seconds: float | None = None
+    """Stop a trial whose compile and warm-up take longer (replaces the compile budget)."""
+    compile_budget: float = 4.0
+    """Stop a trial whose compile and warm-up take longer than this many times plain torch.compile's; 0: no budget."""
+    max_failure_rate: float = 0.8
+    """Stop searching (and confirm what completed) when more than this share of at least 5 trials failed."""
+    slow_ratio: float = 0.5
+    """Prune a trial whose windows run below this fraction of eager's throughput."""
+    confirm: int = 3
+    """Re-measure this many of the best trials with both baselines, in rotated rounds, before choosing."""
+    rounds: int = 3
+    """Rounds of the confirmation campaign before it may stop."""
+    max_rounds: int = 6
+    """Rounds of the confirmation campaign at most, while the leader's interval does not decide."""
+    protocol: Protocol = field(default_factory=Protocol)
+    """How every run is measured."""
+    allow_precision_changes: bool = False
+    """Also search settings that change numerics (float32 matmul precision, unsafe math), judged at a looser tolerance."""
+    recipes: bool = True
+    """Start a new study with plain torch.compile and the generic expert recipes (`autotune.study.seeds`)."""
+    doctor: bool = True
+    """First find the workload's graph breaks and recompiles (`autotune doctor`); kept in best.yaml and the report."""
+    compile_cache: bool = True
+    """Save the winner's compile artifacts to compile_cache.bin and measure its cold and cached compile time."""
+    reuse_since: int = 0
+    """Trials numbered from here on may reuse an identical configuration's outcome instead of being measured;
+    a retune sets it to its first trial, since earlier ones may have run in another environment."""
+
+    def __post_init__(self) -> None:
+        if self.trials < 1:
+            raise SearchError(f"--trials {self.trials}: must be >= 1.")
+        if self.sampler not in SAMPLERS:
+            raise SearchError(f"--sampler {self.sampler!r} is not allowed; use one of {SAMPLERS}.")
+        if self.pruner not in PRUNERS:
+            raise SearchError(f"--pruner {self.pruner!r} is not allowed; use one of {PRUNERS}.")
+        if not 0 < self.max_failure_rate <= 1:
+            raise SearchError(f"--max-failure-rate {self.max_failure_rate}: must be in (0, 1].")
+        if self.trial_timeout <= 0 or (self.timeout is not None and self.timeout <= 0):
+            raise SearchError("--trial-timeout and --timeout must be positive numbers of seconds.")
+        if self.compile_budget < 0 or (self.compile_budget and self.compile_budget < 1):
+            raise SearchError(
+                f"--compile-budget {self.compile_budget}: must be 0 (no budget) or >= 1 (times plain torch.compile's "
+                "compile time)."
+            )
+        if not 0 <= self.slow_ratio < 1:
+            raise SearchError(f"--slow-ratio {self.slow_ratio}: must be in [0, 1); 0 never prunes for slowness.")
+        if self.confirm < 0:
+            raise SearchError(f"--confirm {self.confirm}: must be >= 0.")
+        if not 1 <= self.heartbeat_interval < self.grace_period:
+            raise SearchError(
+                f"--heartbeat-interval {self.heartbeat_interval} and --grace-period {self.grace_period}: "
+                "1 <= heartbeat-interval < grace-period must hold."
+            )
+        if not 1 <= self.rounds <= self.max_rounds:
+            raise SearchError(
+                f"--rounds {self.rounds} and --max-rounds {self.max_rounds}: 1 <= rounds <= max-rounds must hold."
+            )
+        self.devices = _devices(self.device, self.devices)
+        self.device = self.devices[0]
+        if self.workers is None:
+            self.workers = len(self.devices)
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < len(self.devices):
+            raise SearchError(
+                f"--workers {self.workers}: must be an integer >= the {len(self.devices)} device(s) of --device "
+                f"{','.join(self.devices)} (each device needs a worker)."
+            )
+        Objectives.parse(self.objective)
+        parse_pick(self.pick)
+
+    @property
+    def name(self) -> str:
+        return self.study_name or default_study_name(self.model)
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.out) if self.out else Path("outputs") / self.name
+
+    @property
+    def storage_url(self) -> str:
+        return self.storage or f"sqlite:///{(self.out_dir / 'study.db').resolve()}"
+
+    @property
+    def shared(self) -> bool:
+        """Whether the study is in a database server that several hosts may share: any storage but SQLite."""
+        return not self.storage_url.startswith("sqlite")
+
+    @property
+    def liveness(self) -> Liveness:
+        return Liveness(interval=self.heartbeat_interval, grace=self.grace_period)
+
+
+def _devices(device: str | None, devices: list[str]) -> list[str]:
+    """The validated devices of `--device`: one, or several distinct CUDA devices separated by commas."""
+    if devices:
+        return [check_device(d) for d in devices]
+    if device is None or "," not in device:
+        return [check_device(device)]
+    names = [part.strip() for part in device.split(",")]
+    if any(not name.startswith("cuda:") for name in names) or len(set(names)) != len(names):
+        raise SearchError(
+            f"--device {device!r}: several devices must be distinct CUDA devices such as 'cuda:0,cuda:1'; for "
+            "several workers on one device use --workers N."
+        )
+    return [check_device(name) for name in names]
+
+
+def default_study_name(model: str) -> str:
+    """A file-system friendly name from a model target: 'examples.toy:model' -> 'examples.toy-model'."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-") or "study"

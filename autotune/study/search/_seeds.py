@@ -1,0 +1,145 @@
+"""Where a new study starts: plain torch.compile and the generic recipes an expert tries first.
+
+Before the sampler proposes anything, a new study is given, as its first trials, the
+configurations that are worth trying on almost any model (`expert_recipes`): plain
+`torch.compile`, the declared dynamic inputs marked dynamic, regional compilation of the
+repeated blocks, `max-autotune-no-cudagraphs`, padding the dynamic axes to a multiple of
+8, and a compiled optimizer step for training.
+
+A recipe is a few answers to the space's questions (`scope: regional`); every other
+question gets its neutral answer: the default mode, no marks, no padding, each Inductor
+option at Inductor's own default. The trial is enqueued with those answers, so the sampler
+learns from it like from any trial. A recipe the adapted space cannot ask (no repeated
+blocks, no declared dynamic inputs, inference) is skipped with the reason. With the
+never-worse rule, the export is then at least as good as the best of them that the
+confirmation measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+
+from autotune.errors import AutotuneError
+from autotune.runtime.config import CompileConfig, inductor_option_defaults
+from autotune.runtime.summary import WorkloadSummary
+from autotune.study.search._space import SearchSpace
+
+__all__ = ["PAD_MULTIPLE", "Seed", "expert_recipes", "seed_params", "seed_study"]
+
+PAD_MULTIPLE = 8
+
+
+@dataclass(frozen=True)
+class Seed:
+    """A recipe to start from: a short name, what it does, and its answers to the space's questions."""
+
+    name: str
+    why: str
+    answers: Mapping[str, Any] = field(default_factory=dict)
+    """Question -> answer; `mark_dynamic` answers every mark question of the space."""
+
+
+def expert_recipes(workload: WorkloadSummary) -> list[Seed]:
+    """The generic recipes for this workload, most generally useful first."""
+    dynamic = any(workload.dynamic_dims.values())
+    seeds = [Seed("plain", "plain torch.compile(model)")]
+    if dynamic:
+        seeds.append(Seed("mark_dynamic", "the declared dynamic inputs marked dynamic", {"mark_dynamic": True}))
+    seeds.append(Seed("regional", "each repeated block compiled once and reused", {"scope": "regional"}))
+    seeds.append(
+        Seed("max-autotune", "Inductor's autotuned kernels, no CUDA graphs", {"mode": "max-autotune-no-cudagraphs"})
+    )
+    if dynamic:
+        seeds.append(
+            Seed("pad8", f"dynamic axes padded to a multiple of {PAD_MULTIPLE}", {"padding_alignment": PAD_MULTIPLE})
+        )
+    if workload.task == "train":
+        seeds.append(Seed("compiled-optimizer", "optimizer.step compiled too", {"compile_optimizer": True}))
+    return seeds
+
+
+class _Answers:
+    """Answers the space's questions for a seed: its own where it has one, else the neutral choice."""
+
+    def __init__(self, answers: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
+        self.answers = answers
+        self.defaults = defaults
+        self.params: dict[str, Any] = {}
+        self.used: set[str] = set()
+        self.missing: list[str] = []
+
+    def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any:
+        key = "mark_dynamic" if name.startswith("mark_dynamic.") else name
+        if key in self.answers:
+            value = self.answers[key]
+            self.used.add(key)
+            if not any(_same(value, c) for c in choices):
+                self.missing.append(f"{name}={value!r}")
+                value = choices[0]
+        else:
+            value = self._neutral(name, choices)
+        self.params[name] = value
+        return value
+
+    def _neutral(self, name: str, choices: Sequence[Any]) -> Any:
+        if name.startswith("options."):
+            wanted = self.defaults.get(name.removeprefix("options."))
+        elif name == "mode" or name.startswith("module_mode."):
+            wanted = self.answers.get("mode", "default")
+        else:
+            wanted = {
+                "dynamic": None,
+                "scope": "whole",
+                "padding_alignment": None,
+                "optimizer_mode": "default",
+                "mark_as": "dynamic",
+                "recompile_limit": None,
+                "stance_after_warmup": "default",
+                "float32_matmul_precision": None,
+            }.get(name, False)
+        return next((c for c in choices if _same(c, wanted)), choices[0])
+
+
+def _same(a: Any, b: Any) -> bool:
+    # 1 == True in Python, but a padding of 1 is not dynamic=True: compare types too.
+    return type(a) is type(b) and a == b
+
+
+def seed_params(space: SearchSpace, seed: Seed) -> tuple[dict[str, Any], CompileConfig] | str:
+    """The space's answers for `seed` and the configuration they give, or why the space cannot express it."""
+    answers = _Answers(seed.answers, inductor_option_defaults())
+    try:
+        config = space.suggest(answers)
+    except AutotuneError as exc:
+        return f"the configuration is invalid here ({exc})"
+    unasked = sorted(set(seed.answers) - answers.used)
+    if unasked or answers.missing:
+        what = ", ".join(answers.missing + [f"{k}={seed.answers[k]!r}" for k in unasked])
+        return f"the space '{space.name}' does not offer {what}"
+    return answers.params, config
+
+
+def seed_study(study: optuna.Study, space: SearchSpace, seeds: Sequence[Seed], limit: int) -> list[str]:
+    """Enqueue up to `limit` seeds as the study's first trials; returns what was done, in words."""
+    notes = []
+    queued: list[CompileConfig] = []
+    for seed in seeds:
+        found = seed_params(space, seed)
+        if isinstance(found, str):
+            notes.append(f"recipe {seed.name} not seeded: {found}")
+            continue
+        params, config = found
+        if config in queued:
+            notes.append(f"recipe {seed.name} not seeded: the same configuration as an earlier recipe here")
+            continue
+        if len(queued) >= limit:
+            notes.append(f"recipe {seed.name} not seeded: --trials leaves room for {limit} recipe(s)")
+            continue
+        study.enqueue_trial(params, user_attrs={"recipe": seed.name}, skip_if_exists=True)
+        queued.append(config)
+        notes.append(f"recipe {seed.name} seeded: {seed.why}")
+    return notes

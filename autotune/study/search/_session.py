@@ -1,0 +1,327 @@
+"""The study loop: baselines, trials (ask → run a worker → tell), confirmation of the best, export.
+
+Optuna is driven with explicit ask/tell so that every trial runs in its own process and
+every outcome, failures included, is recorded in the study (`study.trials`). The best
+trials are then confirmed in one measurement campaign with both baselines
+(`study.campaign`), and the export ships the best of eager, plain torch.compile and the
+confirmed trials (`study.choice`).
+
+Several hosts may share one study in a database server (`--storage postgresql://...`):
+`--trials` is the study's total, a host whose trials end waits for those the others still
+run, and the search that finished the study's last trial confirms and exports; the others
+leave that to it (`autotune export` writes the same files anywhere afterwards).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+import optuna
+
+from autotune.errors import AutotuneError, SearchError
+from autotune.measure import (
+    Campaign,
+    Harness,
+    Objectives,
+    Subject,
+    measure,
+    record_compile_cache,
+)
+from autotune.measure.format import span, utc_now
+from autotune.runtime import compile_cache, environment
+from autotune.runtime.config import CompileConfig
+from autotune.study.doctor import diagnose
+from autotune.study.report import (
+    Plan,
+    Progress,
+    ProgressCallback,
+    SearchResult,
+    campaign_of,
+    export_study,
+    exported_choice,
+    quiet,
+)
+from autotune.study.search._budget import TrialBudget
+from autotune.study.search._loop import DETERMINISTIC_FAILURES, TrialLoop
+from autotune.study.search._opening import forget_new_study, open_search_study
+from autotune.study.search._options import SearchOptions
+from autotune.study.search._pool import TrialPool, worker_devices
+from autotune.study.search._seeds import expert_recipes, seed_study
+from autotune.study.search._space import SearchSpace, load_space, shared_length_groups
+from autotune.trial.runner import remove_abandoned_workdirs, run_trial
+from autotune.workload import resolve
+
+__all__ = ["explore", "search"]
+
+
+def search(options: SearchOptions, progress: ProgressCallback | None = None) -> SearchResult | None:
+    """Run (or resume) the study described by `options`, confirm its best trials and export the winner.
+
+    None when the study is shared and another host's search confirms and exports it.
+    """
+    return _Search(options, progress or quiet).run()
+
+
+def explore(options: SearchOptions, progress: ProgressCallback | None = None) -> optuna.Study:
+    """Baselines and trials up to `options.trials`; no confirmation, no export.
+
+    `autotune retune` runs its short warm-started search this way and decides on its own measurements.
+    """
+    run = _Search(options, progress or quiet)
+    run.explore()
+    return run.study
+
+
+class _Search:
+    def __init__(self, options: SearchOptions, progress: ProgressCallback) -> None:
+        self.options = options
+        self.progress = progress
+        self.objectives = Objectives.parse(options.objective)
+        self.objective = self.objectives.primary
+        self.started = time.monotonic()
+        self.reporting = threading.Lock()
+        self.plan = Plan(
+            confirmation=(options.confirm + 2) * options.rounds if options.confirm else 0,
+            cache=2 if options.compile_cache else 0,
+        )
+        workload = resolve(options.model, isolated=True)
+        batches = workload.draw_batches(seed=options.seed)
+        self.summary = workload.summary(options.model, batches)
+        self.model_fingerprint = environment.model_fingerprint(workload.model, environment.batch_shapes(batches))
+        self.shared_lengths = shared_length_groups(self.summary, batches)
+        self.base_space = load_space(options.space)
+        self.harness = Harness(
+            spec=options.model,
+            summary=self.summary,
+            device=str(options.device),
+            seed=options.seed,
+            protocol=options.protocol,
+            timeout=options.trial_timeout,
+        )
+        options.out_dir.mkdir(parents=True, exist_ok=True)
+        self.study, self.new_study = open_search_study(
+            options, self.objectives, self.summary, self.model_fingerprint, self.base_space.name
+        )
+        self.loop = TrialLoop(
+            self.study, self.harness, options, self.objective, self._report, objectives=self.objectives
+        )
+        self.budget = TrialBudget(options, self.loop, self._note, started=self.started)
+
+    def run(self) -> SearchResult | None:
+        if self.options.doctor and "doctor" not in self.study.user_attrs:
+            self._diagnose()
+        self.explore()
+        if self.loop.ledger.shared and not self.budget.confirms():
+            return None
+        campaign = _confirm(self)
+        if campaign is not None and not any(campaign.complete_runs(name) for name in campaign.subjects):
+            failures = "; ".join(
+                f"{name}: {failure.reason}" for name in campaign.subjects if (failure := campaign.failure(name))
+            )
+            raise SearchError(
+                f"every confirmation run failed ({failures}), so nothing was measured to choose from; nothing was "
+                f"exported and the files in {self.options.out_dir} are as they were. The trials are kept in the study."
+            )
+        self.study.set_user_attr("search_wall_seconds", round(time.monotonic() - self.started, 1))
+        if self.options.compile_cache:
+            self._save_compile_cache(campaign_of(self.study)[0])
+        return export_study(self.study, self.options.out_dir)
+
+    def _diagnose(self) -> None:
+        """The doctor's findings, as the search's first phase: a break or recompile no setting can fix is worth knowing
+        before spending an hour on trials."""
+        options = self.options
+        self._report(None, "doctor: graph breaks and recompiles")
+        try:
+            found = diagnose(
+                options.model,
+                str(options.device),
+                seed=options.seed,
+                protocol=options.protocol,
+                timeout=options.trial_timeout,
+            )
+        except AutotuneError as exc:
+            self._note(f"doctor: could not analyse the workload ({exc}); searching anyway")
+            return
+        self.study.set_user_attr("doctor", found.to_dict())
+        self._note(f"doctor: {found.verdict()}{'' if found.clean else ' (`autotune doctor` for details)'}")
+
+    def explore(self) -> None:
+        """Baselines, then trials until --trials, --timeout, too many failures or an exhausted space."""
+        self.budget.start()
+        removed = remove_abandoned_workdirs()
+        if removed:
+            self._note(f"removed {removed} trial folder(s) left behind by a search that was killed")
+        try:
+            self.loop.baselines = _baselines(self)
+        except SearchError:
+            if self.new_study:
+                forget_new_study(self.options, self.study)
+            raise
+        graph_breaks = int(self.loop.baselines["compile"].get("graph_breaks", 0) or 0)
+        space: SearchSpace = self.base_space.adapt(
+            self.summary,
+            str(self.options.device),
+            graph_breaks=graph_breaks,
+            shared_lengths=self.shared_lengths,
+            allow_precision_changes=self.options.allow_precision_changes,
+        )
+        self.loop.space = space
+        dropped = "".join(f"; dropped {d}" for d in space.dropped)
+        self._note(f"space '{space.name}': {len(space.dimensions())} dimensions{dropped}")
+        if self.options.recipes and self.options.sampler != "bruteforce" and not self.study.get_trials(deepcopy=False):
+            # A new study only: on resume the seeds are trials already, run or waiting in the queue.
+            seeds = expert_recipes(self.summary)
+            for note in seed_study(self.study, space, seeds, limit=max(1, self.options.trials // 2)):
+                self._note(note)
+        self.plan.trials = max(self.options.trials - self.loop.ledger.started(), 0)
+        waiting = False
+        workers = worker_devices(self.options.devices, self.options.workers or 1)
+        if len(workers) > 1:
+            shared = ", ".join(f"{workers.count(d)} on {d}" for d in dict.fromkeys(workers))
+            self._note(f"{len(workers)} workers ({shared}): compiles run side by side, measurements one at a time")
+            self.plan.workers = len(workers)
+        while True:
+            if len(workers) > 1:
+                TrialPool(self.loop, workers, more=self.budget.more, finished_one=self._finished_one).run()
+            while self.budget.more():
+                self.plan.run_started = time.monotonic()
+                self.loop.one_trial()
+                self._finished_one()
+            if not self.budget.others_finish_it():
+                break
+            if not waiting:
+                self._note(
+                    f"all {self.options.trials} trials of the study have started: waiting for other searches' last"
+                )
+                waiting = True
+            time.sleep(self.options.heartbeat_interval)
+        self.plan.trials = 0
+
+    def _finished_one(self) -> None:
+        self.plan.run_started = None
+        self.plan.trials = max(self.options.trials - self.loop.ledger.started(), 0)
+        self.plan.typical_run = self.loop.ledger.typical_seconds() or self.plan.typical_run
+
+    def _save_compile_cache(self, campaign: Campaign) -> None:
+        """Save the exported configuration's compile artifacts beside best.yaml, and time compiling with them."""
+        choice = exported_choice(self.study, campaign)
+        if choice.config.scope == "none":
+            return
+        self.plan.run_started = time.monotonic()
+        self._report(choice.trial, "compile cache: cold, then warm")
+        created = campaign.subjects[choice.subject].created
+        section, staged = record_compile_cache(self.harness, choice.config, created, self.options.out_dir)
+        if staged is not None:
+            os.replace(staged, self.options.out_dir / "compile_cache.bin")
+        self.study.set_user_attr("compile_cache", {**section, "subject": choice.subject})
+        self._note(compile_cache.describe(section))
+
+    # -- display -----------------------------------------------------------------------------
+
+    def _note(self, message: str) -> None:
+        self._report(None, "", message)
+
+    def _report(self, trial: int | None, phase: str, message: str = "") -> None:
+        with self.reporting:  # a pool's workers report from their threads
+            done = len(self.loop.ledger.finished())
+            eta = self.plan.eta(time.monotonic())
+            self.progress(Progress(done, self.options.trials, trial, phase, eta, message))
+
+
+def _baselines(search: _Search) -> dict[str, dict[str, Any]]:
+    """Eager and plain torch.compile, measured once per search session for pruning and the trials' speedups."""
+    baselines: dict[str, dict[str, Any]] = {}
+    for subject in Subject.baselines():
+        search.plan.run_started = time.monotonic()
+        search._report(None, f"baseline: {subject.description}")
+        created = utc_now()
+        run = run_trial(search.harness.request(subject.config, created=created))
+        search.plan.baselines -= 1
+        search.plan.run_started = None
+        if subject.name == "compile" and search.plan.typical_run is None:
+            search.plan.typical_run = run.wall_seconds
+        record = run.record()
+        if not record.complete and subject.name == "eager":
+            raise SearchError(
+                f"the workload does not run eagerly, so there is nothing to compare with: {record.reason}: "
+                f"{record.message}\n{record.stderr_tail}"
+            )
+        baselines[subject.name] = record.to_dict()
+        if subject.name == "compile" and (record.complete or record.reason in DETERMINISTIC_FAILURES):
+            # A plain trial would compile the same code again: its outcome is this run's (see `TrialLoop.plain_run`).
+            search.loop.plain_run = (run, created)
+        search.study.set_user_attr(f"baseline.{subject.name}", baselines[subject.name])
+        if run.environment:
+            search.study.set_user_attr("environment", run.environment)
+            search.loop.host = environment.host_key(run.environment)
+    # Each host's own baselines, under its key: a study several hosts share compares every
+    # trial with the baselines of the host that ran it (the trial's `baselines_of`).
+    search.study.set_user_attr(
+        f"baselines.{search.loop.host}",
+        {"host": socket.gethostname(), "environment": run.environment, "measured": utc_now(), **baselines},
+    )
+    return baselines
+
+
+def _confirm(search: _Search) -> Campaign | None:
+    """Re-measure the best trials with both baselines in rotated rounds; store the campaign in the study."""
+    count = search.options.confirm
+    top = (
+        search.loop.ledger.front_distinct(count) if search.objectives.multi else search.loop.ledger.best_distinct(count)
+    )
+    complete = [t for t in search.loop.ledger.finished() if t.state == optuna.trial.TrialState.COMPLETE]
+    if not top and (not count or not complete):
+        return None
+    which = "Pareto-front" if search.objectives.multi else "best"
+    what = (
+        f"the {which} {len(top)} trial(s) against eager and plain torch.compile"
+        if top
+        else "eager against plain torch.compile (every complete trial compiled plain torch.compile itself)"
+    )
+    search._note(f"confirming {what}: {search.options.rounds} to {search.options.max_rounds} rotated rounds")
+    subjects = Subject.baselines() + [
+        Subject(
+            name=f"trial {t.number}",
+            config=CompileConfig.from_dict(t.user_attrs["config"]),
+            created=t.user_attrs.get("created"),
+            trial=t.number,
+        )
+        for t in top
+    ]
+
+    search.plan.confirmation = len(subjects) * search.options.rounds
+    search.plan.run_started = time.monotonic()
+    search._report(None, "confirmation")
+
+    def shown(name: str, index: int, record: Any) -> None:
+        search.plan.confirmation = max(search.plan.confirmation - 1, 0)
+        search.plan.run_started = time.monotonic()
+        search._report(None, "confirmation")  # the same phase: only the ETA moves
+        outcome = (
+            f"{record.samples_per_second:.4g} samples/s" if record.complete else f"{record.state} ({record.reason})"
+        )
+        noisy = f"  [noisy: {record.noisy}]" if record.noisy else ""
+        search._note(f"confirm round {index + 1}: {name}: {outcome}{noisy}")
+
+    campaign = measure(
+        search.harness,
+        subjects,
+        objective=search.objective,
+        min_rounds=search.options.rounds,
+        max_rounds=search.options.max_rounds,
+        on_run=shown,
+    )
+    search.plan.confirmation, search.plan.run_started = 0, None
+    search.study.set_user_attr("confirmation", campaign.to_dict())
+    noise = campaign.noise()
+    if noise["noisy_runs"]:
+        search._note(
+            f"the machine was busy during {noise['noisy_runs']} of {noise['runs']} confirmation runs "
+            f"(load {span(noise.get('load'), missing='not reported')}); those were measured again"
+        )
+    return campaign

@@ -1,0 +1,695 @@
+"""Search spaces: declarative YAML files, adapted to the workload and device, sampled into CompileConfigs.
+
+A space file lists the choices for each dimension. `SearchSpace.adapt` drops what cannot
+apply (CUDA-graph modes on CPU, padding for static workloads, the optimizer for
+inference, scopes without blocks or modules, ...), so no trial is spent on a
+configuration that could only fail by construction.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from autotune.errors import AutotuneError, ConfigError, SpaceError
+from autotune.runtime.config import (
+    CUDA_GRAPH_OPTIONS,
+    MARK_AS,
+    MATMUL_PRECISIONS,
+    PADDING_WORDS,
+    PRECISION_OPTIONS,
+    SEARCHED_SCOPES,
+    STANCES,
+    CompileConfig,
+    InputKey,
+    ModuleSettings,
+    available_modes,
+    checked_mapping,
+    inductor_option_defaults,
+    mode_options,
+)
+from autotune.runtime.limits import printable, quote, read_yaml_file
+from autotune.runtime.summary import WorkloadSummary
+from autotune.workload import input_of
+
+__all__ = [
+    "BUNDLED_DIR",
+    "FEATURES",
+    "INFERENCE_ONLY_OPTIONS",
+    "KNOWN_MODES",
+    "KNOWN_OPTIONS",
+    "KnownOption",
+    "MAX_CHOICES",
+    "SearchSpace",
+    "adapt",
+    "bundled_spaces",
+    "has_feature",
+    "load_space",
+    "params_for",
+    "resolve_space_path",
+    "shared_length_groups",
+]
+
+_MAX_PROBES = 20_000
+_MAX_SPACE_BYTES = 256 * 1024
+_MAX_SPACE_VALUES = 10_000
+MAX_CHOICES = 64
+"""Choices one dimension may list; a longer list is a mistake or an attack, never a search."""
+
+BUNDLED_DIR = Path(__file__).resolve().parents[2] / "search_spaces"
+INFERENCE_ONLY_OPTIONS = ("freezing",)
+"""Inductor options that only make sense without autograd (freezing folds weights into constants)."""
+KNOWN_MODES = ("default", "lite", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+"""Modes a space may list; one the installed torch lacks (lite in older releases) is dropped with a note."""
+
+
+@dataclass(frozen=True)
+class KnownOption:
+    """An Inductor option autotune knows how to search: where it applies and what it needs."""
+
+    device: str = "any"
+    """'any', 'cpu' (the C++ backend's cpp.* options) or 'cuda' (Triton, GEMM backends, CUDA graphs)."""
+    needs: str | None = None
+    """An option that must be on for this one to change anything (e.g. max_autotune), or None."""
+    task: str | None = None
+    """'infer' for options that only make sense without autograd."""
+
+
+KNOWN_OPTIONS: Mapping[str, KnownOption] = {
+    "shape_padding": KnownOption(),
+    "coordinate_descent_tuning": KnownOption(),
+    "epilogue_fusion": KnownOption(),
+    "aggressive_fusion": KnownOption(),
+    "cpp_wrapper": KnownOption(),
+    "combo_kernels": KnownOption(device="cuda"),
+    "max_autotune_gemm_backends": KnownOption(device="cuda", needs="max_autotune"),
+    "triton.cudagraph_trees": KnownOption(device="cuda", needs="triton.cudagraphs"),
+    "triton.cudagraph_skip_dynamic_graphs": KnownOption(device="cuda", needs="triton.cudagraphs"),
+    "freezing": KnownOption(task="infer"),
+    "cpp.weight_prepack": KnownOption(device="cpu", needs="freezing", task="infer"),
+    "cpp.dynamic_threads": KnownOption(device="cpu"),
+    "cpp.min_chunk_size": KnownOption(device="cpu"),
+    "cpp.enable_unsafe_math_opt_flag": KnownOption(device="cpu"),
+}
+"""Options a space may list even when the installed torch lacks them: those are dropped with a note."""
+
+FEATURES: dict[str, tuple[str, str]] = {
+    "mark_as=unbacked": ("torch._dynamo.decorators", "mark_unbacked"),
+    # dynamic_sources entries with a per-axis ':N' suffix: without the parser of that suffix, an
+    # older torch would read 'L['x']:1' as a regex that never matches and mark nothing.
+    "mark_as=sources": ("torch._dynamo.variables.builder", "_parse_source_entry"),
+    "recompile_limit": ("torch", "compile:recompile_limit"),
+    "stance_after_warmup": ("torch.compiler", "set_stance:eager_on_recompile"),
+    "compiled_autograd": ("torch._dynamo.compiled_autograd", "_enable"),
+    "float32_matmul_precision": ("torch", "set_float32_matmul_precision"),
+}
+"""What the installed torch must have for a dimension's non-neutral choices ('dimension'), or for one
+choice ('dimension=choice'): (module, name) of a function, a function's keyword (`compile:recompile_limit`)
+or a stance `set_stance` documents (`set_stance:eager_on_recompile`)."""
+
+_DIMENSIONS = (
+    "mode",
+    "dynamic",
+    "fullgraph",
+    "scope",
+    "mark_dynamic",
+    "padding_alignment",
+    "compile_optimizer",
+    "optimizer_mode",
+    "optimizer_fullgraph",
+    "mark_as",
+    "recompile_limit",
+    "stance_after_warmup",
+    "compiled_autograd",
+    "float32_matmul_precision",
+)
+_NEWER = _DIMENSIONS[7:]
+_KEYS = ("description", "options", "module_modes", "group_mark_dynamic", *_DIMENSIONS)
+
+
+class Trial(Protocol):
+    """The part of `optuna.Trial` a space needs (so this module does not import Optuna)."""
+
+    def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchSpace:
+    """The choices per dimension; `suggest` turns a trial's answers into a CompileConfig."""
+
+    name: str
+    description: str
+    mode: tuple[str, ...] = ("default",)
+    dynamic: tuple[bool | None, ...] = (None,)
+    fullgraph: tuple[bool, ...] = (False,)
+    scope: tuple[str, ...] = ("whole",)
+    module_modes: bool = False
+    """Modular scope: choose a mode per module instead of one for all."""
+    mark_dynamic: tuple[bool, ...] = (False,)
+    """Per group of declared dynamic axes: whether it is marked dynamic."""
+    group_mark_dynamic: bool = True
+    """Ask once for inputs whose lengths always agree (input_ids/labels/attention_mask) instead of per axis."""
+    padding_alignment: tuple[Any, ...] = (None,)
+    compile_optimizer: tuple[bool, ...] = (False,)
+    optimizer_mode: tuple[str, ...] = ("default",)
+    """The compiled optimizer step's own mode (asked only when it is compiled)."""
+    optimizer_fullgraph: tuple[bool, ...] = (False,)
+    mark_as: tuple[str, ...] = ("dynamic",)
+    """How marked axes are marked (asked only when some are)."""
+    recompile_limit: tuple[int | None, ...] = (None,)
+    stance_after_warmup: tuple[str, ...] = ("default",)
+    compiled_autograd: tuple[bool, ...] = (False,)
+    float32_matmul_precision: tuple[str | None, ...] = (None,)
+    """Changes numerics: searched only with --allow-precision-changes."""
+    options: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    mark_groups: tuple[tuple[tuple[InputKey, int], ...], ...] = ()
+    """Filled by `adapt`: the (input, axis) groups marked together."""
+    module_paths: tuple[str, ...] = ()
+    """Filled by `adapt`: the workload's modules, for per-module modes."""
+    dropped: tuple[str, ...] = ()
+    """Filled by `adapt`: what was removed and why, for the user."""
+
+    def adapt(
+        self,
+        workload: WorkloadSummary,
+        device: str,
+        *,
+        graph_breaks: int = 0,
+        shared_lengths: Sequence[Sequence[tuple[InputKey, int]]] | None = None,
+        allow_precision_changes: bool = False,
+    ) -> SearchSpace:
+        """The space without choices that cannot apply to `workload` on `device`.
+
+        `graph_breaks` is what plain torch.compile saw (fullgraph=True would then only
+        fail); `shared_lengths` groups (input, axis) pairs whose lengths always agree;
+        settings that change numerics stay only with `allow_precision_changes`.
+        """
+        return adapt(
+            self,
+            workload,
+            device,
+            graph_breaks=graph_breaks,
+            shared_lengths=shared_lengths,
+            allow_precision_changes=allow_precision_changes,
+        )
+
+    def suggest(self, trial: Trial) -> CompileConfig:
+        """Ask the trial for every dimension that applies, given the answers so far."""
+        mode = _ask(trial, "mode", self.mode)
+        dynamic = _ask(trial, "dynamic", self.dynamic)
+        scope = _ask(trial, "scope", self.scope)
+        padding = _ask(trial, "padding_alignment", self.padding_alignment)
+        marks: list[tuple[InputKey, int]] = []
+        # mark_dynamic means nothing when every shape is dynamic, static, or padded to one length.
+        if dynamic is None and padding != "max":
+            for index, group in enumerate(self.mark_groups):
+                if _ask(trial, f"mark_dynamic.{_group_name(group, index)}", self.mark_dynamic):
+                    marks.extend(group)
+        # Every sampled option stays, even one equal to Inductor's default: under a mode that sets
+        # it otherwise (max-autotune's coordinate_descent_tuning), dropping it would flip it.
+        # An option that needs another (GEMM backends need max_autotune) is asked only when that one is on.
+        options: dict[str, Any] = {}
+        for name, values in sorted(self.options.items(), key=lambda item: _needs(item[0]) is not None):
+            need = _needs(name)
+            if need is None or {**mode_options(mode), **options}.get(need):
+                options[name] = _ask(trial, f"options.{name}", values)
+        settings: dict[str, ModuleSettings] = {}
+        if scope == "modular" and self.module_modes:
+            for path in self.module_paths:
+                module_mode = _ask(trial, f"module_mode.{path}", self.mode)
+                settings[path] = _settings(module_mode, options)
+        base = _settings(mode, options)
+        compile_optimizer = _ask(trial, "compile_optimizer", self.compile_optimizer)
+        try:
+            return CompileConfig(
+                mode=base.mode,
+                options=base.options,
+                dynamic=dynamic,
+                fullgraph=_ask(trial, "fullgraph", self.fullgraph),
+                scope=scope,
+                module_settings=settings,
+                mark_dynamic=tuple(marks),
+                padding_alignment=padding,
+                compile_optimizer=compile_optimizer,
+                optimizer_mode=_ask(trial, "optimizer_mode", self.optimizer_mode) if compile_optimizer else "default",
+                optimizer_fullgraph=compile_optimizer and _ask(trial, "optimizer_fullgraph", self.optimizer_fullgraph),
+                mark_as=_ask(trial, "mark_as", self.mark_as) if marks else "dynamic",
+                recompile_limit=_ask(trial, "recompile_limit", self.recompile_limit),
+                stance_after_warmup=_ask(trial, "stance_after_warmup", self.stance_after_warmup),
+                compiled_autograd=_ask(trial, "compiled_autograd", self.compiled_autograd),
+                float32_matmul_precision=_ask(trial, "float32_matmul_precision", self.float32_matmul_precision),
+            )
+        except ConfigError as exc:
+            raise SpaceError(f"{self.name}: the sampled configuration is invalid: {exc}") from exc
+
+    def dimensions(self) -> dict[str, tuple[Any, ...]]:
+        """Each dimension with more than one choice, for display."""
+        dims: dict[str, tuple[Any, ...]] = {
+            "mode": self.mode,
+            "dynamic": self.dynamic,
+            "fullgraph": self.fullgraph,
+            "scope": self.scope,
+            "padding_alignment": self.padding_alignment,
+            "compile_optimizer": self.compile_optimizer,
+            **{name: getattr(self, name) for name in _NEWER},
+            **{f"options.{k}": v for k, v in self.options.items()},
+        }
+        for index, group in enumerate(self.mark_groups):
+            dims[f"mark_dynamic.{_group_name(group, index)}"] = self.mark_dynamic
+        return {k: v for k, v in dims.items() if len(v) > 1}
+
+
+def adapt(
+    space: SearchSpace,
+    workload: WorkloadSummary,
+    device: str,
+    *,
+    graph_breaks: int = 0,
+    shared_lengths: Sequence[Sequence[tuple[InputKey, int]]] | None = None,
+    allow_precision_changes: bool = False,
+) -> SearchSpace:
+    """`space` without the choices that cannot apply to `workload` on `device` (see `SearchSpace.adapt`)."""
+    drop = _Dropped(on_gpu=device.startswith("cuda"), missing=f"not in the installed torch {_torch_version()}")
+    modes = drop.modes("mode", space.mode)
+    options = dict(space.options)
+    for name in list(options):
+        why = _option_dropped(name, workload.task, drop.on_gpu, allow_precision_changes)
+        if why:
+            drop.dropped.append(f"option {name}: {why.replace('missing', drop.missing)}")
+            del options[name]
+    fullgraph = drop.keep(
+        "fullgraph",
+        space.fullgraph,
+        lambda f: not (f and graph_breaks),
+        f"plain torch.compile saw {graph_breaks} graph break(s)",
+    )
+    scopes = drop.keep("scope", space.scope, lambda s: s != "regional" or bool(workload.blocks), "no repeated blocks")
+    scopes = drop.keep(
+        "scope", scopes, lambda s: s != "modular" or len(workload.modules) >= 2, "fewer than two modules"
+    )
+    optimizer = drop.keep(
+        "compile_optimizer",
+        space.compile_optimizer,
+        lambda c: workload.task == "train" or not c,
+        "inference has no optimizer",
+    )
+    for name, values in (("mode", modes), ("scope", scopes), ("fullgraph", fullgraph)):
+        if not values:
+            raise SpaceError(
+                f"{space.name}: no choice of {name} is left for this workload on {device}; dropped: {drop.dropped}."
+            )
+    return replace(
+        space,
+        mode=modes,
+        options=options,
+        fullgraph=fullgraph,
+        scope=scopes,
+        compile_optimizer=optimizer or (False,),
+        **_shape_choices(drop, space, workload),
+        **_newer_choices(drop, space, workload, allow_precision_changes),
+        mark_groups=_mark_groups(workload, shared_lengths if space.group_mark_dynamic else None),
+        module_paths=tuple(workload.modules),
+        dropped=tuple(drop.dropped),
+    )
+
+
+@dataclass
+class _Dropped:
+    """The choices `adapt` removes, each with why: what the search prints and records."""
+
+    on_gpu: bool
+    missing: str
+    """Why a choice the installed torch lacks is dropped."""
+    dropped: list[str] = field(default_factory=list)
+
+    def keep(self, name: str, values: tuple[Any, ...], allowed: Any, why: str) -> tuple[Any, ...]:
+        """The values `allowed` accepts; the others are recorded as dropped for `why`."""
+        kept = tuple(v for v in values if allowed(v))
+        if len(kept) < len(values):
+            self.dropped.append(f"{name} {[v for v in values if v not in kept]}: {why}")
+        return kept
+
+    def modes(self, name: str, values: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Compile modes the installed torch has, without CUDA-graph modes off a GPU."""
+        kept = self.keep(name, values, lambda m: m in available_modes(), self.missing)
+        return self.keep(
+            name, kept, lambda m: self.on_gpu or not _uses_cuda_graphs(mode_options(m)), "CUDA graphs need a GPU"
+        )
+
+
+def _shape_choices(drop: _Dropped, space: SearchSpace, workload: WorkloadSummary) -> dict[str, Any]:
+    """Padding and marking: nothing to do for static inputs, and no `max` padding without declared maxima."""
+    static = not workload.dynamic_dims
+    no_dynamic = "the workload declares no dynamic inputs"
+    padding = drop.keep("padding_alignment", space.padding_alignment, lambda p: not static or p is None, no_dynamic)
+    declared = all(
+        axis in workload.max_lengths.get(k, {}) for k, axes in workload.dynamic_dims.items() for axis in axes
+    )
+    padding = drop.keep(
+        "padding_alignment",
+        padding,
+        lambda p: p != "max" or declared,
+        "the workload declares no max_lengths to pad to",
+    )
+    marks = drop.keep("mark_dynamic", space.mark_dynamic, lambda m: not static or not m, no_dynamic)
+    return {"padding_alignment": padding or (None,), "mark_dynamic": marks or (False,)}
+
+
+def _newer_choices(
+    drop: _Dropped, space: SearchSpace, workload: WorkloadSummary, allow_precision_changes: bool
+) -> dict[str, Any]:
+    """The newer dimensions keep their neutral choice, and lose the others where they cannot apply."""
+    training = workload.task == "train"
+    static = not workload.dynamic_dims
+    no_dynamic = "the workload declares no dynamic inputs"
+    extra: dict[str, Any] = {"optimizer_mode": drop.modes("optimizer_mode", space.optimizer_mode)}
+    applies = {
+        "optimizer_mode": (training, "inference has no optimizer"),
+        "optimizer_fullgraph": (training, "inference has no optimizer"),
+        "mark_as": (not static, no_dynamic),
+        "recompile_limit": (not static, no_dynamic),
+        "stance_after_warmup": (not static, no_dynamic),
+        "compiled_autograd": (training, "inference has no backward pass"),
+        "float32_matmul_precision": (
+            allow_precision_changes,
+            "changes numerics; search it with --allow-precision-changes",
+        ),
+    }
+    for name, (ok, why) in applies.items():
+        neutral = _neutral(name)
+        values = drop.keep(name, extra.get(name, getattr(space, name)), lambda v, n=neutral, o=ok: v in n or o, why)
+        values = drop.keep(name, values, lambda v, n=neutral, d=name: v in n or has_feature(d, v), drop.missing)
+        extra[name] = values or neutral
+    extra["mark_as"] = drop.keep(
+        "mark_as",
+        extra["mark_as"],
+        lambda v: v != "sources" or not any(isinstance(k, int) for k in workload.dynamic_dims),
+        "positional inputs have no name to mark them by",
+    ) or _neutral("mark_as")
+    return extra
+
+
+def _option_dropped(name: str, task: str, on_gpu: bool, allow_precision_changes: bool) -> str | None:
+    """Why a space's Inductor option cannot apply here ('missing' for one the installed torch lacks), or None."""
+    known = KNOWN_OPTIONS.get(name, KnownOption())
+    if name not in inductor_option_defaults():
+        return "missing"
+    if name in CUDA_GRAPH_OPTIONS and not on_gpu:
+        return "CUDA graphs need a GPU"
+    if known.device == "cuda" and not on_gpu:
+        return "applies to GPU (Triton) code only"
+    if known.device == "cpu" and on_gpu:
+        return "applies to CPU (C++) code only"
+    if (name in INFERENCE_ONLY_OPTIONS or known.task == "infer") and task != "infer":
+        return "inference only"
+    if name in PRECISION_OPTIONS and not allow_precision_changes:
+        return "changes numerics; search it with --allow-precision-changes"
+    return None
+
+
+def _neutral(dimension: str) -> tuple[Any, ...]:
+    """A dimension's choice that changes nothing (the field's default in `SearchSpace`)."""
+    default: tuple[Any, ...] = SearchSpace.__dataclass_fields__[dimension].default  # type: ignore[assignment]
+    return default
+
+
+def has_feature(dimension: str, choice: Any = None) -> bool:
+    """Whether the installed torch has what `dimension`'s `choice` (or its non-neutral choices) need (see `FEATURES`)."""
+    probe = FEATURES.get(f"{dimension}={choice}") or FEATURES.get(dimension)
+    return probe is None or _probe(*probe)
+
+
+@functools.cache
+def _probe(module_name: str, name: str) -> bool:
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        return False
+    name, _, detail = name.partition(":")
+    function = getattr(module, name, None)
+    if function is None:
+        return False
+    if not detail:
+        return True
+    if name == "set_stance":
+        # set_stance accepts any name and fails only on the next compiled call; the stances it
+        # supports are the ones its documentation lists, each quoted.
+        return f'"{detail}"' in (inspect.getdoc(function) or "")
+    try:
+        return detail in inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _torch_version() -> str:
+    import torch  # loaded already by anything that adapts a space; not on `import autotune`
+
+    return str(torch.__version__)
+
+
+def _needs(option: str) -> str | None:
+    known = KNOWN_OPTIONS.get(option)
+    return known.needs if known else None
+
+
+def _ask(trial: Trial, name: str, choices: tuple[Any, ...]) -> Any:
+    # A single choice is not a question: leaving it out keeps the sampler's space small.
+    return choices[0] if len(choices) == 1 else trial.suggest_categorical(name, list(choices))
+
+
+def _settings(mode: str, options: Mapping[str, Any]) -> ModuleSettings:
+    # torch.compile takes a mode or options, not both: options carry the mode's own settings too.
+    if options:
+        return ModuleSettings(mode=None, options={**mode_options(mode), **options})
+    return ModuleSettings(mode=mode)
+
+
+def _uses_cuda_graphs(options: Mapping[str, Any]) -> bool:
+    return any(bool(options.get(name)) for name in CUDA_GRAPH_OPTIONS)
+
+
+def _group_name(group: Sequence[tuple[InputKey, int]], index: int) -> str:
+    key, axis = group[0]
+    return f"{key}:{axis}" if len(group) == 1 else f"{key}:{axis}+{len(group) - 1}"
+
+
+def _mark_groups(
+    workload: WorkloadSummary, shared: Sequence[Sequence[tuple[InputKey, int]]] | None
+) -> tuple[tuple[tuple[InputKey, int], ...], ...]:
+    pairs = [(key, axis) for key, axes in workload.dynamic_dims.items() for axis in axes]
+    if shared is None:
+        return tuple((pair,) for pair in pairs)
+    groups: list[tuple[tuple[InputKey, int], ...]] = []
+    placed: set[tuple[InputKey, int]] = set()
+    for group in shared:
+        members = tuple(p for p in group if p in pairs and p not in placed)
+        if members:
+            groups.append(members)
+            placed.update(members)
+    groups.extend((p,) for p in pairs if p not in placed)
+    return tuple(groups)
+
+
+def bundled_spaces() -> dict[str, Path]:
+    """The search spaces that ship with autotune, by name."""
+    return {path.stem: path for path in sorted(BUNDLED_DIR.glob("*.yaml"))}
+
+
+def resolve_space_path(name_or_path: str) -> Path:
+    """A bundled space's name (e.g. 'quick') or a path to a YAML file."""
+    bundled = bundled_spaces()
+    if name_or_path in bundled:
+        return bundled[name_or_path]
+    path = Path(name_or_path)
+    if not path.is_file():
+        raise SpaceError(
+            f"--space {quote(name_or_path)}: no such file, and not a bundled space; bundled: {sorted(bundled)}."
+        )
+    return path
+
+
+@functools.lru_cache(maxsize=32)
+def load_space(name_or_path: str) -> SearchSpace:
+    """Read and validate a search-space file (YAML through safe_load)."""
+    path = resolve_space_path(name_or_path)
+    origin = str(path)
+    try:
+        data = read_yaml_file(path, "a search space", max_bytes=_MAX_SPACE_BYTES, max_nodes=_MAX_SPACE_VALUES)
+    except ConfigError as exc:
+        raise SpaceError(str(exc)) from None
+    data = checked_mapping(data, _KEYS, origin, SpaceError)
+    if not isinstance(data.get("description"), str) or not data["description"].strip():
+        raise SpaceError(f"{origin}: 'description' must say what the space is for.")
+    values: dict[str, Any] = {"name": path.stem, "description": data["description"].strip()}
+    modes = (*KNOWN_MODES, *(m for m in available_modes() if m not in KNOWN_MODES))
+    checks = {
+        "mode": lambda v: v in modes,
+        "dynamic": lambda v: v is None or isinstance(v, bool),
+        "fullgraph": lambda v: isinstance(v, bool),
+        "scope": lambda v: v in SEARCHED_SCOPES,
+        "mark_dynamic": lambda v: isinstance(v, bool),
+        "padding_alignment": lambda v: v is None or v in PADDING_WORDS or (type(v) is int and v >= 2),
+        "compile_optimizer": lambda v: isinstance(v, bool),
+        "optimizer_mode": lambda v: v in modes,
+        "optimizer_fullgraph": lambda v: isinstance(v, bool),
+        "mark_as": lambda v: v in MARK_AS,
+        "recompile_limit": lambda v: v is None or (type(v) is int and v >= 1),
+        "stance_after_warmup": lambda v: v in STANCES,
+        "compiled_autograd": lambda v: isinstance(v, bool),
+        "float32_matmul_precision": lambda v: v is None or v in MATMUL_PRECISIONS,
+    }
+    allowed = {
+        "mode": f"one of {modes}",
+        "dynamic": "null, false or true",
+        "fullgraph": "false or true",
+        "scope": f"one of {SEARCHED_SCOPES}",
+        "mark_dynamic": "false or true",
+        "padding_alignment": f"null, an integer >= 2 or one of {PADDING_WORDS}",
+        "compile_optimizer": "false or true",
+        "optimizer_mode": f"one of {modes}",
+        "optimizer_fullgraph": "false or true",
+        "mark_as": f"one of {MARK_AS}",
+        "recompile_limit": "null (torch's default) or an integer >= 1",
+        "stance_after_warmup": f"one of {STANCES}",
+        "compiled_autograd": "false or true",
+        "float32_matmul_precision": f"null (torch's default) or one of {MATMUL_PRECISIONS}",
+    }
+    for name, check in checks.items():
+        if name in data:
+            values[name] = _choices(origin, name, data[name], check, allowed[name])
+    for flag in ("module_modes", "group_mark_dynamic"):
+        if flag in data:
+            if not isinstance(data[flag], bool):
+                raise SpaceError(f"{origin}: {flag}: {quote(data[flag])} must be true or false.")
+            values[flag] = data[flag]
+    values["options"] = _option_choices(origin, data.get("options") or {})
+    return SearchSpace(**values)
+
+
+def _choices(origin: str, name: str, raw: object, check: Any, allowed: str) -> tuple[Any, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise SpaceError(f"{origin}: {name}: expected a non-empty list of choices, got {quote(raw)}.")
+    _few_enough(origin, name, raw)
+    for value in raw:
+        if not check(value):
+            raise SpaceError(f"{origin}: {name}: {quote(value)} is not allowed; use {allowed}.")
+    if len(set(map(repr, raw))) != len(raw):
+        raise SpaceError(f"{origin}: {name}: {quote(raw)} lists a choice twice.")
+    return tuple(raw)
+
+
+def _few_enough(origin: str, name: str, choices: list[Any]) -> None:
+    if len(choices) > MAX_CHOICES:
+        raise SpaceError(f"{origin}: {name}: {len(choices)} choices; a dimension may list at most {MAX_CHOICES}.")
+
+
+def _option_choices(origin: str, raw: object) -> dict[str, tuple[Any, ...]]:
+    if not isinstance(raw, Mapping):
+        raise SpaceError(f"{origin}: options: expected a mapping of Inductor option to choices, got {quote(raw)}.")
+    result: dict[str, tuple[Any, ...]] = {}
+    if len(raw) > MAX_CHOICES:
+        raise SpaceError(f"{origin}: options: {len(raw)} Inductor options; a space may search at most {MAX_CHOICES}.")
+    for name, choices in raw.items():
+        name = printable(str(name))[:80]
+        if not isinstance(choices, list) or not choices:
+            raise SpaceError(f"{origin}: options.{name}: expected a non-empty list of choices, got {quote(choices)}.")
+        _few_enough(origin, f"options.{name}", choices)
+        if name in KNOWN_OPTIONS and name not in inductor_option_defaults():
+            # Known to autotune but not to this torch: `adapt` drops it with a note.
+            result[str(name)] = tuple(choices)
+            continue
+        for value in choices:
+            try:
+                CompileConfig(mode=None, options={name: value})
+            except ConfigError as exc:
+                raise SpaceError(f"{origin}: options.{name}: {quote(value)}: {exc}") from None
+        result[str(name)] = tuple(choices)
+    return result
+
+
+def params_for(space: SearchSpace, config: CompileConfig) -> dict[str, Any] | None:
+    """The answers that make `space.suggest` return `config`, or None when the space cannot express it.
+
+    Trials are enqueued by their answers (Optuna parameters), and a space that grew since the
+    configuration was found asks more or other questions than its trial answered; so the
+    answers are found again by trying them, pinning what maps straight onto a setting.
+    """
+    wanted = config.to_dict()
+    pinned = {
+        "dynamic": config.dynamic,
+        "scope": config.scope,
+        "padding_alignment": config.padding_alignment,
+        "fullgraph": config.fullgraph,
+        "compile_optimizer": config.compile_optimizer,
+        **{name: getattr(config, name) for name in _NEWER},
+        # A sampled option is kept as sampled (see `suggest`), and a group is marked whole or not at all.
+        **{f"options.{name}": value for name, value in config.options.items() if name in space.options},
+        **{
+            f"mark_dynamic.{_group_name(group, index)}": group[0] in config.mark_dynamic
+            for index, group in enumerate(space.mark_groups)
+        },
+    }
+    stack: list[dict[str, Any]] = [{}]
+    probes = 0
+    while stack and probes < _MAX_PROBES:
+        probes += 1
+        probe = _Probe(stack.pop(), pinned)
+        try:
+            found = space.suggest(probe)
+        except (AutotuneError, _Impossible):
+            found = None
+        if found is not None and found.to_dict() == wanted:
+            return probe.params
+        # Try the other answers of every open question, keeping the answers before it.
+        for index in reversed(range(len(probe.open))):
+            name, choices = probe.open[index]
+            before = {n: probe.params[n] for n, _ in probe.open[:index]}
+            stack.extend({**probe.fixed, **before, name: choice} for choice in reversed(choices[1:]))
+    return None
+
+
+class _Impossible(Exception):
+    """No choice of a question can give the wanted configuration."""
+
+
+class _Probe:
+    """A stand-in for an Optuna trial: fixed answers where given, else the first possible choice."""
+
+    def __init__(self, fixed: dict[str, Any], pinned: Mapping[str, Any]) -> None:
+        self.fixed = fixed
+        self.pinned = pinned
+        self.params: dict[str, Any] = {}
+        self.open: list[tuple[str, list[Any]]] = []
+
+    def suggest_categorical(self, name: str, choices: Any) -> Any:
+        if name in self.fixed:
+            value = self.fixed[name]
+        else:
+            possible = [c for c in choices if name not in self.pinned or _same(c, self.pinned[name])]
+            if not possible:
+                raise _Impossible(name)
+            value = possible[0]
+            if len(possible) > 1:
+                self.open.append((name, possible))
+        self.params[name] = value
+        return value
+
+
+def _same(a: Any, b: Any) -> bool:
+    # 1 == True in Python, but a padding of 1 is not dynamic=True: compare types too.
+    return type(a) is type(b) and a == b
+
+
+def shared_length_groups(summary: WorkloadSummary, batches: Sequence[Any]) -> list[list[tuple[InputKey, int]]]:
+    """Declared (input, axis) pairs grouped by equal lengths in every batch (e.g. input_ids/labels/attention_mask)."""
+    signature: dict[tuple[int, ...], list[tuple[InputKey, int]]] = {}
+    for key, axes in summary.dynamic_dims.items():
+        for axis in axes:
+            lengths = tuple(int(input_of(b, key).shape[axis]) for b in batches)
+            signature.setdefault(lengths, []).append((key, axis))
+    return list(signature.values())

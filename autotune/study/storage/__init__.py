@@ -1,0 +1,35 @@
+"""Where a study's records live: opening Optuna storages, the liveness of a shared study's trials, and the retune history file."""
+
+from __future__ import annotations
+
+from autotune.study.storage._heartbeat import (
+    MAX_RETRIES,
+    Heartbeat,
+    Liveness,
+    beats,
+    fail_stale,
+    grace_period,
+    retried_numbers,
+)
+from autotune.study.storage._history import HISTORY_FILE, append_history, read_history
+from autotune.study.storage._storage import create_study, load_search_study, open_storage, shown
+from autotune.study.storage._values import trial_rank, trial_value
+
+__all__ = [
+    "HISTORY_FILE",
+    "Heartbeat",
+    "Liveness",
+    "MAX_RETRIES",
+    "append_history",
+    "beats",
+    "create_study",
+    "fail_stale",
+    "grace_period",
+    "load_search_study",
+    "open_storage",
+    "read_history",
+    "retried_numbers",
+    "shown",
+    "trial_rank",
+    "trial_value",
+]
