@@ -3,9 +3,11 @@ long did it take to find?
 
 For each workload it runs one study (`--trials` trials), takes the best trial after the
 first N trials for several N, and measures eager, plain `torch.compile`, every applicable
-recipe from examples/recipes/ and those trials in one measurement campaign: fresh
-processes, the order rotated every round, ratios as medians of paired rounds with 95%
-intervals (the path `autotune search` confirms with). What autotune exports after
+recipe from examples/recipes/ and those trials with the measurement engine `autotune search`
+confirms with: each subject first alone and cold, then replicates in which all of them live
+side by side and take turns window by window on the same batches, ratios as geometric means
+over replicates with 95% t-intervals, replicates added until the best is decided against
+plain compile (a gain, a loss, or equivalent within 2%) or the budget is spent. What autotune exports after
 N trials is decided by the same rule as `autotune search`: the trial only when its interval
 against plain compile lies above 1, else plain compile (or eager when eager beat it). On one workload it also runs a reference search
 (brute force over the `quick` space: every configuration once, up to --reference-trials) and counts how many trials autotune needed to
@@ -33,8 +35,17 @@ from typing import Any
 import optuna
 
 from autotune.errors import AutotuneError, ConfigError
-from autotune.measure import Campaign, Harness, Objective, Subject, choose, read_recipes, without_cuda_graphs
-from autotune.measure import _campaign as measurement
+from autotune.measure import (
+    Budget,
+    Campaign,
+    Harness,
+    Objective,
+    Subject,
+    choose,
+    measure,
+    read_recipes,
+    without_cuda_graphs,
+)
 from autotune.measure.format import interval
 from autotune.runtime import environment
 from autotune.runtime.config import CompileConfig
@@ -184,17 +195,20 @@ def bench_workload(
         config = CompileConfig.from_dict(trial.user_attrs["config"])
         subjects.append(Subject(name=name, config=config, created=trial.user_attrs.get("created"), trial=trial.number))
         described[name] = config.describe()
-    print(f"   measuring {len(subjects)} subjects, {args.rounds} rotated round(s) or more", file=sys.stderr, flush=True)
-    campaign = measurement.measure(
+    print(f"   measuring {len(subjects)} subjects, {args.rounds} replicate(s) or more", file=sys.stderr, flush=True)
+    campaign = measure(
         harness,
         subjects,
         objective=Objective(),
-        min_rounds=args.rounds,
-        max_rounds=max(args.max_rounds, args.rounds),
+        budget=Budget(min_rounds=args.rounds, max_rounds=max(args.max_rounds, args.rounds)),
         on_run=lambda name, index, r: print(
-            f"   round {index + 1}: {name}: {_outcome(r)}", file=sys.stderr, flush=True
+            f"   {'first run' if index < 0 else f'replicate {index + 1}'}: {name}: {_outcome(r)}",
+            file=sys.stderr,
+            flush=True,
         ),
+        seed=args.seed,
     )
+    print(f"   {campaign.stopped}", file=sys.stderr, flush=True)
     rows, exported = _analyse(campaign, described, {str(n): name for n, name in winners.items()})
     finished = [
         t for t in trials if t.state.name in ("COMPLETE", "PRUNED", "FAIL") and "duplicate_of" not in t.user_attrs
@@ -205,6 +219,7 @@ def bench_workload(
         "winner_after": {str(n): name for n, name in winners.items()},
         "exported_after": exported,
         "rounds": campaign.rounds,
+        "design": campaign.design(),
         "noise": campaign.noise(),
         "campaign": campaign.to_dict(),
         "search_seconds": round(search_seconds, 1),
@@ -304,7 +319,12 @@ def _analyse(
     exported = {}
     for n, name in winners.items():
         choice = choose(campaign.only(list(dict.fromkeys(["eager", "compile", name]))))
-        exported[n] = {"subject": choice.subject, "exported": choice.exported, "verdict": choice.verdict}
+        exported[n] = {
+            "subject": choice.subject,
+            "exported": choice.exported,
+            "verdict": choice.verdict,
+            "decision": choice.decision,
+        }
     return rows, exported
 
 
@@ -326,7 +346,7 @@ def _figures(campaign: Campaign, name: str, description: str) -> dict[str, Any]:
     median = campaign.median_run(name)
     row.update(
         samples_per_second=statistics.median(r.samples_per_second or 0.0 for r in runs),
-        compile_seconds=median.compile_seconds if median else None,
+        compile_seconds=campaign.compile_seconds(name),
         peak_memory_mb=max(r.peak_memory_mb or 0.0 for r in runs),
         memory_kind=runs[0].memory_kind,
         fresh_recompiles=median.fresh_recompiles if median else None,
@@ -365,8 +385,9 @@ def render(results: dict[str, Any]) -> str:
         f"# autotune benchmark ({results['size']}{', smoke run' if results.get('smoke') else ''}, {m['device']})",
         "",
         f"Run {'started ' if _measured(results) else ''}{results['date']} on {machine_text(m)}. Space `{results['space']}`, {results['trials']} trials per workload, at least "
-        f"{results['rounds']} rotated measurement round(s) per subject. Throughput is samples/s on fresh batches "
-        "(median over rounds); ratios are medians of paired rounds with 95% t-intervals.",
+        f"{results['rounds']} replicate(s) of paired windows per subject, each subject first alone and cold. "
+        "Throughput is samples/s over one pass of the fresh stream, recompiles included (median over replicates); "
+        "ratios are geometric means of paired replicates with 95% t-intervals.",
         "",
     ]
     for name, bench in results["workloads"].items():
@@ -391,6 +412,18 @@ def render(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _design_text(bench: dict[str, Any]) -> str:
+    design = bench.get("design") or {}
+    if not design:
+        return f"{bench.get('rounds', '?')} rotated round(s) of fresh processes (the earlier measurement path)"
+    windows = design.get("windows_per_replicate") or []
+    parts = design.get("components") or {}
+    text = f"{design.get('replicates')} replicate(s) of {'/'.join(map(str, windows))} paired windows"
+    if parts and parts.get("replicates", 0) >= 2:
+        text += f" (window sd {parts['window_sd']}, replicate sd {parts['replicate_sd']})"
+    return text + f", {design.get('stopped') or 'stopped'}"
+
+
 def _span(values: dict[str, Any] | None) -> str:
     return f"{values['min']} to {values['max']}" if values else "–"
 
@@ -410,7 +443,10 @@ def _workload_table(bench: dict[str, Any]) -> list[str]:
             f"| {row['description']} |"
         )
     noise = bench.get("noise") or {}
-    exported = ", ".join(f"{n} trials → {e['exported']}" for n, e in bench.get("exported_after", {}).items())
+    exported = ", ".join(
+        f"{n} trials → {e['exported']} ({e.get('decision', 'undecided')})"
+        for n, e in bench.get("exported_after", {}).items()
+    )
     states = bench["trial_states"]
     overhead = bench["overhead_seconds"]
     failures = ", ".join(f"{k} {v}" for k, v in bench["failure_reasons"].items())
@@ -418,7 +454,7 @@ def _workload_table(bench: dict[str, Any]) -> list[str]:
         "",
         f"**What autotune exports** (the rule of `autotune search`): {exported or 'nothing completed'}.",
         f"Best trial after N trials: {', '.join(f'{n} → {s}' for n, s in bench['winner_after'].items()) or 'none'}.",
-        f"Measurement: {bench.get('rounds', '?')} round(s); {noise.get('noisy_runs', 0)} noisy run(s) measured again; "
+        f"Measurement: {_design_text(bench)}; {noise.get('noisy_runs', 0)} run(s) saw the machine busy; "
         f"1-minute load {_span(noise.get('load'))}, calibration probe {_span(noise.get('probe_ms'))} ms.",
         f"Study: {sum(states.values())} trials ({states['COMPLETE']} complete, {states['PRUNED']} pruned, "
         f"{states['FAIL']} failed{': ' + failures if failures else ''}) in {bench['search_seconds']:.0f} s; "
@@ -572,11 +608,9 @@ def _parser() -> argparse.ArgumentParser:
         help="hand-written recipes from examples/recipes/ to measure too (default: none; the study's seeded "
         "recipes are measured anyway)",
     )
+    p.add_argument("--rounds", type=int, default=3, help="replicates of paired windows, at least (default: 3)")
     p.add_argument(
-        "--rounds", type=int, default=3, help="rotated measurement rounds per subject, at least (default: 3)"
-    )
-    p.add_argument(
-        "--max-rounds", type=int, default=5, help="rounds at most, while intervals do not decide (default: 5)"
+        "--max-rounds", type=int, default=8, help="replicates at most, while the best is undecided (default: 8)"
     )
     p.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda when available)")
     p.add_argument("--seed", type=int, default=0)

@@ -33,8 +33,7 @@ from unittest import mock
 
 import optuna
 
-from autotune.measure import Harness, Objective, Subject
-from autotune.measure import _campaign as measurement
+from autotune.measure import Budget, Harness, Objective, Subject, measure
 from autotune.measure.format import interval
 from autotune.runtime.config import CompileConfig
 from autotune.study.search import SearchOptions, explore
@@ -202,9 +201,9 @@ def compare_winners(args: argparse.Namespace, spec: str, device: str, entry: dic
             by_config[key] = f"winner w{workers}"
             subjects.append(Subject(name=by_config[key], config=CompileConfig.from_dict(best["config"])))
         names[f"workers_{workers}"] = by_config[key]
-    print(f"== measuring {len(subjects)} subjects, {args.rounds} rotated rounds", file=sys.stderr, flush=True)
-    campaign = measurement.measure(
-        harness, subjects, objective=Objective(), min_rounds=args.rounds, max_rounds=args.rounds
+    print(f"== measuring {len(subjects)} subjects, {args.rounds} replicates", file=sys.stderr, flush=True)
+    campaign = measure(
+        harness, subjects, objective=Objective(), budget=Budget(min_rounds=args.rounds, max_rounds=args.rounds)
     )
     rows = {s.name: _figures(campaign, s.name, s.config.describe() if s.config else "eager") for s in subjects}
     return {"winner_of": names, "rows": rows, "noise": campaign.noise(), "campaign": campaign.to_dict()}

@@ -1,33 +1,42 @@
-"""The measurement campaign's statistics, the export rule and the retune decision, on synthetic runs.
+"""The measurement engine's statistics, stopping rules, export rule and retune decision, on synthetic runs.
 
-No worker runs here: campaigns are built from made-up figures, or measured with a stand-in
-for the runner that records the order in which subjects ran.
+No worker runs here: campaigns are built from made-up figures, or measured with stand-ins for
+the first runs and the replicates whose figures are known, so that each rule can be put at
+its boundary.
 """
 
 from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 
 from autotune import CompileConfig
 from autotune.measure import (
+    Budget,
     Campaign,
+    Components,
     Harness,
     Interval,
     Objective,
+    Replicate,
     Subject,
+    block_orders,
     choose,
+    co_residence,
+    components,
     confirmation_rows,
     decide,
     metrics,
-    paired_interval,
-    rotation,
+    outcome,
+    replicate_interval,
+    windows_per_replicate,
 )
-from autotune.measure import _campaign as measurement
+from autotune.measure import _engine as engine
 from autotune.runtime.summary import WorkloadSummary
-from autotune.trial.request import RunRecord, TrialRun
+from autotune.trial.request import RunRecord, TrialRun, noisy_reason, window_figures
 
 pytestmark = pytest.mark.parallel
 
@@ -35,121 +44,243 @@ THROUGHPUT = Objective()
 REGIONAL = CompileConfig(scope="regional")
 
 
-def run(samples_per_second: float | None, *, failed: str = "", probe: float = 0.004, noisy: str = "") -> RunRecord:
-    if failed:
-        return RunRecord(state="failed", reason=failed, message="it broke")
+def run(samples_per_second: float | None, *, failed: str = "", windows: list[float] | None = None) -> RunRecord:
+    if failed or samples_per_second is None:
+        return RunRecord(state="failed", reason=failed or "accuracy", message="it broke")
     return RunRecord(
         state="complete",
         samples_per_second=samples_per_second,
         batches_per_second=samples_per_second,
         compile_seconds=1.0,
-        probe_seconds=[probe, probe],
-        noisy=noisy,
+        windows=windows or [],
     )
 
 
 def campaign(**runs: list[float | None]) -> Campaign:
-    """A campaign whose subject `name` ran at the given samples/s, one value per round (None: failed)."""
+    """A campaign whose subject `name` ran at the given samples/s, one value per replicate (None: failed)."""
     result = Campaign(objective=THROUGHPUT)
     for name, values in runs.items():
         config = None if name == "eager" else (CompileConfig() if name == "compile" else REGIONAL)
         result.subjects[name] = Subject(name=name, config=config, trial=7 if name.startswith("trial") else None)
-        result.runs[name] = [run(v) if v is not None else run(None, failed="accuracy") for v in values]
-    result.orders = [rotation(list(runs), index) for index in range(max(len(v) for v in runs.values()))]
+        result.runs[name] = [run(v) for v in values]
+    count = max(len(v) for v in runs.values())
+    result.replicates = [Replicate(design="together", blocks=12, batches_per_window=4) for _ in range(count)]
     return result
 
 
-# -- rotation and intervals -----------------------------------------------------------------------
+# -- intervals over replicates --------------------------------------------------------------------
 
 
-def test_every_round_rotates_the_order_so_each_subject_leads_once() -> None:
-    names = ["eager", "compile", "trial 3"]
-    orders = [rotation(names, index) for index in range(3)]
-    assert orders == [["eager", "compile", "trial 3"], ["compile", "trial 3", "eager"], ["trial 3", "eager", "compile"]]
-    assert {order[0] for order in orders} == set(names) and {order[-1] for order in orders} == set(names)
+def test_the_interval_is_the_t_interval_of_the_replicates_log_ratios() -> None:
+    logs = [math.log(r) for r in (1.10, 1.12, 1.08, 1.11)]
+    interval = replicate_interval(logs, windows=48)
+    centre = sum(logs) / 4
+    sd = math.sqrt(sum((v - centre) ** 2 for v in logs) / 3)
+    assert interval.median == pytest.approx(math.exp(centre))
+    assert interval.low == pytest.approx(math.exp(centre - 3.182 * sd / 2), rel=1e-3), "t with 3 degrees of freedom"
+    assert (interval.rounds, interval.windows) == (4, 48)
+    assert replicate_interval([math.log(1.2)]) == Interval(
+        pytest.approx(1.2), pytest.approx(1.2), pytest.approx(1.2), 1
+    )
 
 
-def test_the_interval_brackets_the_median_and_narrows_with_agreeing_rounds() -> None:
-    spread = paired_interval([1.0, 1.3, 0.9, 1.2, 1.1])
-    assert spread.median == pytest.approx(1.1) and spread.low <= spread.median <= spread.high
-    tight = paired_interval([1.10, 1.11, 1.09, 1.10, 1.10])
-    assert tight.high - tight.low < spread.high - spread.low
-    assert tight.gain and not spread.gain, "only the agreeing rounds show a gain that excludes 1"
-    assert paired_interval([1.2]) == Interval(1.2, 1.2, 1.2, 1), "one round: a number, no spread"
-    assert paired_interval([1.1, 1.1]).low == pytest.approx(1.1), "identical rounds: no spread to widen"
-
-
-@pytest.mark.parametrize("rounds", [3, 4, 6])
-def test_the_interval_covers_the_true_ratio_95_times_in_100(rounds: int) -> None:
-    # Paired ratios that scatter log-normally around a true ratio of 1.15, as runs on a noisy machine do.
-    rng = random.Random(rounds)
+@pytest.mark.parametrize("replicates", [3, 4, 6])
+def test_the_interval_covers_the_true_ratio_95_times_in_100(replicates: int) -> None:
+    rng = random.Random(replicates)
     covered = 0
     for _ in range(2000):
-        interval = paired_interval([1.15 * math.exp(rng.gauss(0, 0.08)) for _ in range(rounds)])
+        interval = replicate_interval([math.log(1.15) + rng.gauss(0, 0.03) for _ in range(replicates)])
         covered += interval.low <= 1.15 <= interval.high
     assert 0.93 <= covered / 2000 <= 0.975
-    # The smallest and largest of the ratios, what a bootstrap of the median gives with so few
-    # rounds, would cover it only 1 - 2 / 2**rounds of the time (75% with 3 rounds).
 
 
-def test_ratios_pair_runs_of_the_same_round() -> None:
-    # The machine got twice as fast after round 1; paired ratios do not notice, a ratio of medians would.
+def test_ratios_pair_the_runs_of_one_replicate() -> None:
+    # The machine got twice as fast after replicate 1; paired ratios do not notice, a ratio of medians would.
     drifting = campaign(compile=[100, 200, 200], **{"trial 7": [110, 220, 220]})
     versus = drifting.ratio("trial 7", "compile")
     assert versus is not None and versus.median == pytest.approx(1.1) and versus.rounds == 3
     assert versus.low == pytest.approx(1.1) and versus.gain
 
 
-def test_rounds_where_either_side_failed_are_left_out_of_a_ratio() -> None:
+def test_replicates_where_either_side_failed_are_left_out_of_a_ratio() -> None:
     versus = campaign(compile=[100, None, 100], **{"trial 7": [120, 120, 130]}).ratio("trial 7", "compile")
     assert versus is not None and versus.rounds == 2
 
 
-def test_time_to_objectives_count_fewer_seconds_as_faster() -> None:
+def test_time_to_objectives_count_the_first_runs_compile_time() -> None:
     seconds = Campaign(objective=Objective.parse("time-to:10"))
-    for name, rate in (("compile", 10.0), ("trial 7", 20.0)):
+    for name, rate, cold in (("compile", 10.0, 1.0), ("trial 7", 20.0, 4.0)):
         seconds.subjects[name] = Subject(name=name, config=REGIONAL)
-        seconds.runs[name] = [run(rate), run(rate)]
+        # A replicate starts warm (0.1 s); what time-to:N counts is the first, cold compile.
+        seconds.runs[name] = [replace(run(rate), compile_seconds=0.1), replace(run(rate), compile_seconds=0.1)]
+        seconds.cold[name] = replace(run(rate), compile_seconds=cold)
     versus = seconds.ratio("trial 7", "compile")
-    assert versus is not None and versus.median == pytest.approx((1 + 10 / 10) / (1 + 10 / 20))
+    assert versus is not None and versus.median == pytest.approx((1 + 10 / 10) / (4 + 10 / 20))
+    assert seconds.compile_seconds("trial 7") == 4.0
 
 
-def test_a_campaign_round_trips_through_plain_data() -> None:
+def test_a_campaign_round_trips_through_plain_data_and_old_files_still_load() -> None:
     original = campaign(eager=[50, 55], compile=[100, 98], **{"trial 7": [120, None]})
+    original.cold["compile"] = run(100.0)
     again = Campaign.from_dict(original.to_dict())
     assert again.to_dict() == original.to_dict()
     assert again.ratio("trial 7", "compile") == original.ratio("trial 7", "compile")
+    old = {
+        "objective": "throughput",
+        "rounds": 2,
+        "orders": [["eager", "compile"], ["compile", "eager"]],
+        "subjects": {
+            "eager": {"config": None, "runs": [run(50.0).to_dict(), run(52.0).to_dict()]},
+            "compile": {"config": {}, "runs": [run(100.0).to_dict(), run(101.0).to_dict()]},
+        },
+        "remeasured": [],
+    }
+    loaded = Campaign.from_dict(old)
+    assert loaded.rounds == 2 and loaded.ratio("compile", "eager").rounds == 2
 
 
-# -- measuring: order, adaptive rounds, noise -----------------------------------------------------
+# -- what an interval decides, at each boundary --------------------------------------------------
 
 
-class FakeRunner:
-    """Stands in for `run_trial`: answers from a table of rates and records the order of the runs."""
+@pytest.mark.parametrize(
+    ("low", "high", "said"),
+    [
+        (1.001, 1.05, "gain"),
+        (0.999, 1.05, "undecided"),
+        (0.95, 0.999, "loss"),
+        (0.95, 1.001, "undecided"),
+        (1 / 1.02, 1.02, "equivalent"),
+        (0.985, 1.0201, "undecided"),
+        (0.9805, 1.019, "equivalent"),  # the band's low edge is 1 / 1.02 = 0.98039
+        (0.9803, 1.019, "undecided"),
+    ],
+)
+def test_an_interval_decides_gain_loss_equivalence_or_nothing(low: float, high: float, said: str) -> None:
+    assert outcome(Interval(1.0, low, high, 3), within=0.02) == said
 
-    def __init__(self, rates: dict[str, list[float]], noisy_once: str = "") -> None:
+
+def test_one_replicate_decides_nothing() -> None:
+    assert outcome(Interval(1.5, 1.4, 1.6, 1), within=0.02) == "undecided"
+
+
+# -- variance components and how many windows a replicate holds ---------------------------------
+
+
+def test_the_variance_components_separate_windows_from_replicates() -> None:
+    rng = random.Random(1)
+    per_replicate = []
+    for _ in range(40):
+        level = rng.gauss(0, 0.02)  # a process pair's own offset
+        per_replicate.append([level + rng.gauss(0, 0.06) for _ in range(30)])
+    parts = components(per_replicate)
+    assert parts is not None and parts.replicates == 40
+    assert math.sqrt(parts.window) == pytest.approx(0.06, rel=0.1)
+    assert math.sqrt(parts.replicate) == pytest.approx(0.02, rel=0.35)
+
+
+def test_more_windows_pay_when_windows_vary_more_and_replicates_cost_more() -> None:
+    parts = Components(window=0.05**2, replicate=0.01**2, windows=12, replicates=3)
+    best = windows_per_replicate(parts, window_seconds=1.0, replicate_seconds=10.0, least=4, most=100)
+    assert best == math.ceil(math.sqrt(10.0 / 1.0 * 0.05**2 / 0.01**2))  # sqrt(c_p / c_w * window / replicate)
+    cheaper = windows_per_replicate(parts, window_seconds=1.0, replicate_seconds=1.0, least=4, most=100)
+    assert cheaper < best
+    quiet = Components(window=0.05**2, replicate=0.0, windows=12, replicates=3)
+    assert windows_per_replicate(quiet, window_seconds=1.0, replicate_seconds=10.0, least=4, most=40) == 40
+    assert windows_per_replicate(parts, window_seconds=100.0, replicate_seconds=1.0, least=4, most=40) == 4
+
+
+# -- turns and who lives together -----------------------------------------------------------------
+
+
+def test_each_block_is_a_permutation_and_the_next_runs_it_backwards() -> None:
+    names = ["eager", "compile", "trial 3", "trial 5"]
+    orders = block_orders(names, 7, random.Random(3))
+    assert len(orders) == 7 and all(sorted(o) == sorted(names) for o in orders)
+    for first, second in zip(orders[::2], orders[1::2], strict=False):
+        assert second == first[::-1], "ABBA: drift within a block pair hits every subject alike"
+    assert len({tuple(o) for o in orders[::2]}) > 1, "random, never a fixed order"
+
+
+def test_subjects_live_together_only_when_their_memory_fits() -> None:
+    names = ["eager", "compile", "trial 1", "trial 2"]
+    memory = {"eager": 1000.0, "compile": 1200.0, "trial 1": 1300.0, "trial 2": 1400.0}
+    assert co_residence(names, memory, 10_000.0, "compile") == ("together", [names])
+    design, groups = co_residence(names, memory, 4000.0, "compile")
+    assert design == "pairs" and groups == [["compile", "eager"], ["compile", "trial 1"], ["compile", "trial 2"]]
+    assert co_residence(names, memory, 2000.0, "compile")[0] == "one at a time"
+    assert co_residence(names, {**memory, "trial 2": None}, 100.0, "compile")[0] == "together", "unknown fits"
+
+
+# -- a run's figures from its windows --------------------------------------------------------------
+
+
+def window(seconds: float, samples: int = 100, **extra: float) -> dict:
+    return {"seconds": seconds, "samples": samples, "batches": 10, **extra}
+
+
+def test_recompiles_in_windows_are_paid_once_per_pass_over_the_stream() -> None:
+    ready = {"stream_samples": 1000, "stream_batches": 100}
+    steady = window_figures([window(1.0), window(1.0)], ready)
+    assert steady["samples_per_second"] == pytest.approx(100.0) and steady["fresh_recompiles"] == 0
+    compiled = window_figures(
+        [window(3.0, recompiles=1, compile_seconds=2.0, compile_samples=10, compile_batches=1), window(1.0)], ready
+    )
+    # 190 samples in 2 s of steps that compiled nothing: 95 samples/s; one pass of the stream pays the 2 s once.
+    assert compiled["steady_samples_per_second"] == pytest.approx(95.0)
+    assert compiled["samples_per_second"] == pytest.approx(1000 / (1000 / 95.0 + 2.0))
+    assert compiled["fresh_recompiles"] == 1 and compiled["fresh_compile_seconds"] == 2.0
+    assert compiled["samples_per_second"] < steady["samples_per_second"], "a recompile costs"
+
+
+@pytest.mark.parametrize(("others", "busy"), [(0.24, False), (0.26, True)])
+def test_a_run_saw_the_machine_busy_when_other_processes_took_a_quarter_of_it(others: float, busy: bool) -> None:
+    figures = window_figures([window(1.0, others=0.0), window(1.0, others=others)], {})
+    assert bool(figures.get("noisy")) is busy
+
+
+@pytest.mark.parametrize(("fastest", "noisy"), [(149.0, False), (151.0, True)])
+def test_a_run_whose_windows_spread_by_half_is_marked_noisy(fastest: float, noisy: bool) -> None:
+    assert bool(noisy_reason([0.004, 0.004], [100.0, 120.0, fastest])) is noisy
+
+
+@pytest.mark.parametrize(("after", "noisy"), [(0.0059, False), (0.0061, True)])
+def test_a_run_whose_probe_slowed_by_half_is_marked_noisy(after: float, noisy: bool) -> None:
+    assert bool(noisy_reason([0.004, after], [100.0, 100.0])) is noisy
+
+
+# -- the engine: first runs, replicates, when it stops ---------------------------------------------
+
+
+class Stand:
+    """Stands in for first runs and replicates: each replicate's rate per subject from a table, in order."""
+
+    def __init__(self, rates: dict[str, list[float]], failing: tuple[str, ...] = ()) -> None:
         self.rates = rates
-        self.noisy_once = noisy_once
-        self.order: list[str] = []
+        self.failing = failing
+        self.first: list[str] = []
+        self.replicates: list[list[str]] = []
 
-    def __call__(self, request, monitor=None) -> TrialRun:
+    def first_run(self, request, monitor=None, gate=None) -> TrialRun:
         name = self.name_of(request)
-        rates = self.rates[name]
-        rate = rates[sum(1 for n in self.order if n == name) % len(rates)]
-        self.order.append(name)
-        noisy = ""
-        if name == self.noisy_once:
-            noisy, self.noisy_once = "a background job slowed the calibration probe", ""
-        return TrialRun(
-            state="complete",
-            result={
-                "samples_per_second": rate,
-                "batches_per_second": rate,
-                "compile_seconds": 0.0,
-                "probe_seconds": [0.004, 0.004],
-                "noisy": noisy,
-            },
-        )
+        self.first.append(name)
+        if name in self.failing:
+            return TrialRun(state="failed", reason="accuracy", message="it broke")
+        return TrialRun(state="complete", result={"samples_per_second": 1.0, "compile_seconds": 2.0})
+
+    def replicate(self, requests, groups, *, design, blocks, batches_per_window, window_seconds, rng, on_window=None):
+        index = len(self.replicates)
+        self.replicates.append(sorted(requests))
+        runs = {}
+        for name in requests:
+            rates = self.rates[name]
+            rate = rates[index % len(rates)]
+            runs[name] = TrialRun(
+                state="complete",
+                ready={"stream_samples": 100, "stream_batches": 10},
+                result={"samples_per_second": rate},
+                windows=[window(100 / rate) for _ in range(blocks)],
+            )
+        return Replicate(design=design, blocks=blocks, batches_per_window=4, seconds=1.0, ready_seconds=1.0), runs
 
     def name_of(self, request) -> str:
         if request.source is None:
@@ -162,72 +293,106 @@ def harness(toy_summary: WorkloadSummary) -> Harness:
     return Harness(spec="examples.toy:model", summary=toy_summary)
 
 
+@pytest.fixture
+def stand(monkeypatch) -> callable:
+    def install(rates: dict[str, list[float]], failing: tuple[str, ...] = ()) -> Stand:
+        fake = Stand(rates, failing)
+        monkeypatch.setattr(engine, "run_trial", fake.first_run)
+        monkeypatch.setattr(engine, "run_replicate", fake.replicate)
+        return fake
+
+    return install
+
+
 def subjects() -> list[Subject]:
     return [*Subject.baselines(), Subject(name="trial 7", config=REGIONAL, trial=7)]
 
 
-def test_measure_rotates_the_order_and_stops_once_the_leader_is_decided(harness, monkeypatch) -> None:
-    runner = FakeRunner({"eager": [50.0], "compile": [100.0], "trial 7": [130.0, 131.0, 129.0]})
-    monkeypatch.setattr(measurement, "run_trial", runner)
-    result = measurement.measure(harness, subjects(), objective=THROUGHPUT, min_rounds=3, max_rounds=6)
-    assert result.rounds == 3, "a clear gain is decided after the minimum rounds"
-    assert runner.order == [
-        *rotation(["eager", "compile", "trial 7"], 0),
-        *rotation(["eager", "compile", "trial 7"], 1),
-        *rotation(["eager", "compile", "trial 7"], 2),
-    ]
-    assert result.orders == [rotation(["eager", "compile", "trial 7"], i) for i in range(3)]
+def test_first_runs_then_replicates_until_the_leader_is_decided(harness, stand) -> None:
+    fake = stand({"eager": [50.0], "compile": [100.0], "trial 7": [130.0, 131.0, 129.0]})
+    result = engine.measure(harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=3, max_rounds=6))
+    assert fake.first == ["eager", "compile", "trial 7"], "each subject alone and cold first"
+    assert result.rounds == 3 and result.stopped.startswith("decided after 3 replicates: trial 7 against compile: gain")
+    assert result.compile_seconds("trial 7") == 2.0, "the compile time is the first run's"
 
 
-def test_measure_adds_rounds_while_the_interval_straddles_no_gain(harness, monkeypatch) -> None:
-    runner = FakeRunner({"eager": [50.0], "compile": [100.0], "trial 7": [90.0, 112.0, 95.0, 110.0]})
-    monkeypatch.setattr(measurement, "run_trial", runner)
-    result = measurement.measure(harness, subjects(), objective=THROUGHPUT, min_rounds=3, max_rounds=5)
-    assert result.rounds == 5, "undecided: rounds were added up to the budget"
+def test_a_subject_with_a_first_run_and_its_cache_is_not_run_cold_again(harness, stand, tmp_path) -> None:
+    fake = stand({"eager": [50.0], "compile": [100.0], "trial 7": [130.0]})
+    folder = tmp_path / "trial-7"
+    (folder / "inductor").mkdir(parents=True)
+    (folder / "inductor" / "entry").write_text("x")
+    known = Subject(name="trial 7", config=REGIONAL, trial=7, cache_dir=str(folder), cold=run(130.0))
+    engine.measure(harness, [*Subject.baselines(), known], objective=THROUGHPUT, budget=Budget(max_rounds=3))
+    assert fake.first == ["eager", "compile"]
+    gone = replace(known, cache_dir=str(tmp_path / "removed"))
+    fake = stand({"eager": [50.0], "compile": [100.0], "trial 7": [130.0]})
+    engine.measure(harness, [*Subject.baselines(), gone], objective=THROUGHPUT, budget=Budget(max_rounds=3))
+    assert fake.first == ["eager", "compile", "trial 7"], "its cache is gone: it runs cold again to fill one"
 
 
-def test_a_noisy_run_is_measured_again_and_kept_for_the_record(harness, monkeypatch) -> None:
-    runner = FakeRunner({"eager": [50.0], "compile": [100.0], "trial 7": [130.0]}, noisy_once="compile")
-    monkeypatch.setattr(measurement, "run_trial", runner)
-    result = measurement.measure(harness, subjects(), objective=THROUGHPUT, min_rounds=1, max_rounds=1)
-    assert runner.order.count("compile") == 2
-    assert [r["subject"] for r in result.remeasured] == ["compile"]
-    assert not result.runs["compile"][0].noisy and result.noise()["remeasured"] == 1
+def test_replicates_are_added_while_undecided_up_to_the_budget(harness, stand) -> None:
+    stand({"eager": [50.0], "compile": [100.0], "trial 7": [90.0, 112.0, 95.0, 110.0]})
+    result = engine.measure(harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=3, max_rounds=5))
+    assert result.rounds == 5 and result.stopped.startswith("budget spent: 5 replicates")
+    assert result.stopped.endswith("undecided")
 
 
-def test_a_subject_that_is_a_baseline_is_not_run_again_and_shares_its_runs(harness, monkeypatch) -> None:
-    runner = FakeRunner({"eager": [50.0, 52.0], "compile": [100.0, 90.0]})
-    monkeypatch.setattr(measurement, "run_trial", runner)
-    incumbent = Subject(name="incumbent", config=CompileConfig(), same_as="compile")
-    result = measurement.measure(
-        harness, [*Subject.baselines(), incumbent], objective=THROUGHPUT, min_rounds=2, max_rounds=2
+@pytest.mark.parametrize(("spread", "stops"), [(0.007, True), (0.012, False)])
+def test_equivalence_stops_the_measurement_only_inside_the_band(harness, stand, spread: float, stops: bool) -> None:
+    # The configuration runs as fast as plain compile; its three replicates scatter by +/- spread, so
+    # the t-interval (4.30 standard errors) is 0.017 wide each way for 0.007, inside +/-2%, and 0.030
+    # for 0.012, outside it: only the first stops as soon as it may.
+    trial = [100.0 * (1 + spread), 100.0, 100.0 * (1 - spread)]
+    stand({"eager": [50.0], "compile": [100.0], "trial 7": trial})
+    result = engine.measure(
+        harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=3, max_rounds=4, decide_within=0.02)
     )
-    assert runner.order == ["eager", "compile", "compile", "eager"], "two subjects run, in rotated rounds"
-    assert result.orders == [["eager", "compile"], ["compile", "eager"]]
+    assert (result.rounds == 3) is stops
+    assert result.stopped.startswith("decided after 3 replicates: trial 7 against compile: equivalent") is stops
+
+
+def test_precision_keeps_measuring_a_decided_ratio_until_it_is_narrow(harness, stand) -> None:
+    stand({"eager": [50.0], "compile": [100.0], "trial 7": [120.0, 130.0, 125.0, 126.0, 124.0, 125.0]})
+    loose = engine.measure(harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=3, max_rounds=8))
+    stand({"eager": [50.0], "compile": [100.0], "trial 7": [120.0, 130.0, 125.0, 126.0, 124.0, 125.0]})
+    tight = engine.measure(
+        harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=3, max_rounds=8, precision=0.03)
+    )
+    assert loose.rounds == 3, "a gain is decided at once"
+    assert tight.rounds > 3 and tight.ratio("trial 7", "compile").half_width <= 0.03
+    assert tight.stopped.startswith("precise after")
+
+
+def test_a_subject_that_fails_its_first_run_is_not_measured_again(harness, stand) -> None:
+    fake = stand({"eager": [50.0], "compile": [100.0], "trial 7": [130.0]}, failing=("trial 7",))
+    result = engine.measure(harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=2, max_rounds=2))
+    assert all(names == ["compile", "eager"] for names in fake.replicates)
+    assert result.failure("trial 7").reason == "accuracy"
+    assert choose(result).subject == "compile"
+
+
+def test_a_subject_that_is_a_baseline_is_not_run_again_and_shares_its_runs(harness, stand) -> None:
+    fake = stand({"eager": [50.0, 52.0, 51.0], "compile": [100.0, 90.0, 95.0]})
+    incumbent = Subject(name="incumbent", config=CompileConfig(), same_as="compile")
+    budget = Budget(min_rounds=2, max_rounds=2)
+    result = engine.measure(harness, [*Subject.baselines(), incumbent], objective=THROUGHPUT, budget=budget)
+    assert fake.first == ["eager", "compile"] and fake.replicates == [["compile", "eager"], ["compile", "eager"]]
     assert result.complete_runs("incumbent") == result.complete_runs("compile")
-    assert result.ratio("incumbent", "compile") == Interval(1.0, 1.0, 1.0, 2)
     assert result.ratio("incumbent", "eager") == result.ratio("compile", "eager")
-    assert result.noise()["runs"] == 4, "each run counted once"
+    assert result.ratio("incumbent", "compile") == Interval(1.0, 1.0, 1.0, 2, 24), "the same runs: exactly 1"
     (row,) = [r for r in confirmation_rows(result) if r["subject"] == "incumbent"]
     assert row["configuration"].endswith("(the compile runs: the same code)") and row["runs"] == 2
     again = Campaign.from_dict(result.to_dict())
     assert again.subjects["incumbent"].same_as == "compile" and again.to_dict() == result.to_dict()
-    # More rounds (a retune making sure of a regression) run the baselines only, and the incumbent has them too.
-    more = measurement.measure(harness, [], objective=THROUGHPUT, min_rounds=3, max_rounds=3, campaign=again)
-    assert runner.order[4:] == ["eager", "compile"] and len(more.complete_runs("incumbent")) == 3
+    # More replicates (a retune making sure of a regression) run the baselines only, and the incumbent has them too.
+    more = engine.measure(harness, [], objective=THROUGHPUT, budget=Budget(min_rounds=3, max_rounds=3), campaign=again)
+    assert len(fake.replicates) == 3 and len(more.complete_runs("incumbent")) == 3
 
 
 def test_a_subject_cannot_be_the_same_as_a_subject_that_is_not_measured(harness) -> None:
     stray = Subject(name="incumbent", config=CompileConfig(), same_as="trial 7")
     with pytest.raises(ValueError, match="'incumbent' is the same as 'trial 7'"):
-        measurement.measure(harness, [*Subject.baselines(), stray], objective=THROUGHPUT)
-
-
-def test_a_run_whose_probe_is_much_slower_than_the_campaigns_fastest_is_noisy() -> None:
-    quiet = campaign(eager=[50.0], compile=[100.0])
-    slow = run(120.0, probe=0.004 * 3)
-    assert measurement._is_noisy(quiet, slow) and "calibration probe took 12.0 ms" in slow.noisy
-    assert not measurement._is_noisy(quiet, run(120.0, probe=0.0045))
+        engine.measure(harness, [*Subject.baselines(), stray], objective=THROUGHPUT)
 
 
 # -- what is exported -----------------------------------------------------------------------------
@@ -235,18 +400,25 @@ def test_a_run_whose_probe_is_much_slower_than_the_campaigns_fastest_is_noisy() 
 
 def test_a_trial_is_exported_only_when_its_gain_over_plain_compile_survives_the_noise() -> None:
     clear = choose(campaign(eager=[50, 52, 51], compile=[100, 101, 99], **{"trial 7": [120, 121, 119]}))
-    assert (clear.subject, clear.trial, clear.config) == ("trial 7", 7, REGIONAL)
-    assert clear.verdict.startswith("trial 7 is exported: 1.20x")
+    assert (clear.subject, clear.trial, clear.config, clear.decision) == ("trial 7", 7, REGIONAL, "gain")
+    assert clear.verdict.startswith("trial 7 is exported: a gain, 1.20x")
     straddling = choose(campaign(eager=[50, 52, 51], compile=[100, 101, 99], **{"trial 7": [104, 96, 106]}))
-    assert (straddling.subject, straddling.config) == ("compile", CompileConfig())
-    assert "does not exclude no gain" in straddling.verdict
+    assert (straddling.subject, straddling.config, straddling.decision) == ("compile", CompileConfig(), "undecided")
+    assert "undecided within the measurement's budget" in straddling.verdict
+
+
+def test_a_configuration_equivalent_to_plain_compile_is_said_to_be() -> None:
+    twin = choose(campaign(eager=[50, 52, 51], compile=[100, 101, 99], **{"trial 7": [100.2, 101.1, 99.3]}))
+    assert twin.subject == "compile" and twin.decision == "equivalent"
+    assert "is equivalent to it" in twin.verdict and "inside +/-2%" in twin.verdict
 
 
 def test_when_every_configuration_trails_plain_compile_plain_compile_is_exported() -> None:
     chosen = choose(campaign(eager=[50, 52, 51], compile=[100, 101, 99], **{"trial 7": [80, 82, 79]}))
     assert chosen.exported == "plain torch.compile" and chosen.config == CompileConfig() and chosen.trial is None
+    assert chosen.decision == "loss"
     assert chosen.verdict.startswith(
-        "Plain torch.compile is exported: no configuration beat it (the best, trial 7, ran 0.80x"
+        "Plain torch.compile is exported: no configuration beat it: the best, trial 7, is slower, 0.80x"
     )
 
 
@@ -256,12 +428,23 @@ def test_when_eager_beats_plain_compile_nothing_is_compiled() -> None:
     assert chosen.verdict.startswith("No compilation is exported: eager ran 1.5")
 
 
-def test_the_metrics_record_ratios_with_intervals_the_verdict_and_the_noise() -> None:
+def test_the_metrics_record_ratios_the_decision_the_design_and_the_noise() -> None:
     measured = campaign(eager=[50, 52, 51], compile=[100, 101, 99], **{"trial 7": [120, 121, 119]})
     figures = metrics(measured, choose(measured))
-    assert figures["exported"] == "trial 7" and figures["rounds"] == 3
+    assert figures["exported"] == "trial 7" and figures["rounds"] == 3 and figures["decision"] == "gain"
     assert figures["vs_compile"]["low"] > 1 and figures["speedup_vs_compile"] == figures["vs_compile"]["median"]
+    assert figures["design"]["replicates"] == 3 and figures["design"]["co_residence"] == "together"
     assert figures["verdict"].startswith("trial 7 is exported") and figures["noise"]["runs"] == 9
+
+
+def test_a_configuration_confirmed_faster_than_plain_compile_but_slower_than_eager_is_not_exported() -> None:
+    measured = campaign(
+        eager=[170_000.0, 205_000.0], compile=[1389.0, 1376.0], **{"trial 7": [1392.0 * 1.0001, 1379.0 * 1.0002]}
+    )
+    assert measured.ratio("trial 7", "compile").low > 1.0
+    choice = choose(measured)
+    assert choice.subject == "eager" and choice.config.scope == "none"
+    assert "no configuration beat eager (the best, trial 7, ran 0.0" in choice.verdict
 
 
 # -- the retune decision --------------------------------------------------------------------------
@@ -287,19 +470,19 @@ def test_within_noise_the_incumbent_stays() -> None:
     assert (result.decision, result.replaced, result.regressions) == ("unchanged", False, [])
 
 
-def test_a_challenger_faster_in_every_round_replaces_the_incumbent() -> None:
+def test_a_challenger_faster_in_every_replicate_replaces_the_incumbent() -> None:
     result = verdict(retune_campaign([120, 121, 119], [140, 139, 141]))
     assert (result.decision, result.replaced) == ("improved", True)
     assert result.gain == pytest.approx(140 / 120 - 1, rel=0.02)
 
 
-def test_a_faster_median_with_one_losing_round_is_not_enough() -> None:
+def test_a_faster_estimate_with_one_losing_replicate_is_not_enough() -> None:
     result = verdict(retune_campaign([120, 121, 119], [140, 139, 110]))
     assert result.gain and result.gain > 0.03
     assert (result.decision, result.replaced) == ("unchanged", False)
 
 
-def test_one_round_is_not_a_measurement() -> None:
+def test_one_replicate_is_not_a_measurement() -> None:
     assert verdict(retune_campaign([100.0], [150.0])).replaced is False
 
 
@@ -313,16 +496,26 @@ def test_a_ratio_to_plain_compile_that_fell_beyond_the_recorded_interval_is_a_re
     tuned_at = Interval(1.30, 1.25, 1.35, 3)
     fell = verdict(retune_campaign([100, 101, 99]), compile=tuned_at)
     assert fell.decision == "regression"
-    assert (
-        "now runs 1.00x plain torch.compile" in fell.regressions[0]
-        and "against 1.30x [1.25, 1.35]" in fell.regressions[0]
-    )
+    assert "now runs 1.00x plain torch.compile" in fell.regressions[0]
+    assert "against 1.30x [1.25, 1.35]" in fell.regressions[0]
     held = verdict(retune_campaign([128, 131, 126]), compile=tuned_at)
     assert held.decision == "unchanged"
 
 
+@pytest.mark.parametrize(("now", "regressed"), [(119.5, False), (115.0, True)])
+def test_a_drop_smaller_than_max_regression_is_none_even_below_the_recorded_interval(
+    now: float, regressed: bool
+) -> None:
+    # Recorded 1.30x [1.28, 1.32]. Today's interval lies wholly below it either way; only a drop of
+    # more than --max-regression (10%: below 1.17x) is a regression.
+    tuned_at = Interval(1.30, 1.28, 1.32, 3)
+    measured = retune_campaign([now, now * 1.002, now * 0.998])
+    today = measured.ratio("incumbent", "compile")
+    assert today.high < tuned_at.low
+    assert (verdict(measured, compile=tuned_at).decision == "regression") is regressed
+
+
 def test_a_machine_that_got_slower_as_a_whole_is_no_regression() -> None:
-    # Everything runs at half the speed recorded in best.yaml; the ratios have not moved.
     slower_machine = retune_campaign([60, 61, 59], eager=[25, 25, 26], compile=[50, 50, 49])
     assert (
         verdict(slower_machine, compile=Interval(1.2, 1.15, 1.25, 3), eager=Interval(2.4, 2.3, 2.5, 3)).decision
@@ -333,16 +526,3 @@ def test_a_machine_that_got_slower_as_a_whole_is_no_regression() -> None:
 def test_a_drop_whose_interval_overlaps_the_recorded_one_is_not_called_a_regression() -> None:
     noisy = retune_campaign([100, 150, 100])
     assert verdict(noisy, compile=Interval(1.3, 1.0, 1.6, 3)).decision == "unchanged"
-
-
-def test_a_configuration_confirmed_faster_than_plain_compile_but_slower_than_eager_is_not_exported() -> None:
-    # Compiling costs a fixed pause per step: every compiled subject runs at ~1% of eager. The configuration
-    # (plain compile's twin) edges plain compile out by 0.2% in every round, an interval wholly above 1.
-    measured = campaign(
-        eager=[170_000.0, 205_000.0], compile=[1389.0, 1376.0], **{"trial 7": [1392.0 * 1.0001, 1379.0 * 1.0002]}
-    )
-    assert measured.ratio("trial 7", "compile").low > 1.0
-    choice = choose(measured)
-    assert choice.subject == "eager" and choice.config.scope == "none"
-    assert choice.verdict.startswith("No compilation is exported: eager ran ")
-    assert "no configuration beat eager (the best, trial 7, ran 0.0" in choice.verdict

@@ -32,8 +32,8 @@ from autotune.study.retune import _publish as publish
 from autotune.study.search import TrialLoop, load_space
 from autotune.study.search import _loop as trials
 from autotune.study.storage import create_study
-from autotune.trial import runner
-from autotune.trial.request import TrialRequest
+from autotune.trial import live, runner
+from autotune.trial.request import Protocol, TrialRequest
 from tests.short_runs import SHORT_FLAGS
 
 TARGETS = "tests.trial_targets.workloads"
@@ -80,7 +80,7 @@ def _loop(study: optuna.Study, trials: int = 3) -> TrialLoop:
     options = SimpleNamespace(
         trials=trials, reuse_since=0, max_compile_seconds=None, compile_budget=4.0, pruner="median", slow_ratio=0.5
     )
-    harness = SimpleNamespace(timeout=900.0)
+    harness = SimpleNamespace(timeout=900.0, device="cpu", protocol=Protocol())
     return TrialLoop(study, harness, options, Objective.parse("throughput"), lambda *args, **kwargs: None)  # type: ignore[arg-type]
 
 
@@ -189,7 +189,7 @@ def test_cpu_out_of_memory_is_recorded_as_oom() -> None:
 @pytest.mark.parametrize("oom_killer_ran", [True, False])
 def test_a_sigkill_is_called_a_likely_oom_only_when_the_kernel_counted_one(monkeypatch, oom_killer_ran: bool) -> None:
     counts = iter([7, 8 if oom_killer_ran else 7])
-    monkeypatch.setattr(runner, "oom_kills", lambda: next(counts))
+    monkeypatch.setattr(live, "oom_kills", lambda: next(counts))
     run = runner.run_trial(TrialRequest(spec=f"{TARGETS}:killed_from_outside", source=None, timeout=120))
     assert run.state == "failed"
     if oom_killer_ran:
@@ -212,7 +212,7 @@ _PARENT = textwrap.dedent(
     # A process started from a background job inherits SIGINT ignored, and Python then leaves it
     # so; a search run from a terminal gets Ctrl-C. Restore that, whatever started the tests.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    from autotune.trial.request import TrialRequest
+    from autotune.trial.request import Protocol, TrialRequest
     from autotune.trial.runner import run_trial
     run_trial(TrialRequest(spec="tests.trial_targets.workloads:hangs", source=None, timeout=600))
     """
@@ -261,11 +261,11 @@ def test_ctrl_c_during_a_trial_records_it_as_interrupted(tmp_path: Path, monkeyp
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(trials, "run_trial", interrupted)
+    monkeypatch.setattr(trials, "measure_trial", interrupted)
     study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'study.db'}", direction="maximize")
     loop = _loop(study)
     loop.harness.source = lambda config, created: "# generated"
-    loop.harness.request = lambda config, source: None
+    loop.harness.request = lambda config, source, cache_dir: None
     loop.space = load_space("quick")
     with pytest.raises(KeyboardInterrupt):
         loop.one_trial()

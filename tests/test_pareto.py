@@ -18,7 +18,6 @@ from autotune.measure import (
     choose_point,
     front,
     parse_pick,
-    rotation,
     subjects_to_confirm,
 )
 from autotune.trial.request import RunRecord
@@ -29,7 +28,7 @@ SPEED_AND_COMPILE = Objectives.parse("throughput,compile-time")
 
 
 def campaign(**subjects: tuple[list[float], float, float]) -> Campaign:
-    """Subject name -> (samples/s per round, compile seconds, peak MiB); rounds with a little spread."""
+    """Subject name -> (samples/s per replicate, compile seconds, peak MiB); replicates with a little spread."""
     result = Campaign(objective=Objective())
     for name, (rates, compile_seconds, memory) in subjects.items():
         config = (
@@ -49,7 +48,7 @@ def campaign(**subjects: tuple[list[float], float, float]) -> Campaign:
             )
             for rate in rates
         ]
-    result.orders = [rotation(list(subjects), index) for index in range(len(next(iter(subjects.values()))[0]))]
+    result.orders = [list(subjects) for _ in next(iter(subjects.values()))[0]]  # one replicate per figure
     return result
 
 

@@ -119,7 +119,7 @@ def test_a_search_whose_every_trial_trails_plain_compile_exports_plain_compile(s
     assert best.config == CompileConfig(), "regional compilation of Detour keeps its eager pause: slower"
     assert best.metrics["exported"] == "plain torch.compile" and best.metrics["trial"] is None
     assert best.metrics["verdict"].startswith("Plain torch.compile is exported: ")
-    assert "the best, trial 0, ran 0." in best.metrics["verdict"]
+    assert "the best, trial 0, is slower, 0." in best.metrics["verdict"]
     report = (searched / "report.md").read_text()
     assert best.metrics["verdict"] in report
 
@@ -338,7 +338,7 @@ def test_retunes_right_after_a_search_in_the_same_environment_raise_no_false_ala
         # Plain compile is measured once a round, as the baseline, and stays labelled as what it is.
         progress = capsys.readouterr().err
         assert "the incumbent is plain torch.compile: the compile baseline's runs are its own" in progress
-        assert "measuring eager, compile in rotated rounds" in progress and ": incumbent: " not in progress
+        assert "measuring eager, compile: each alone and cold first" in progress and ": incumbent: " not in progress
         assert load(best).metrics["exported"] == "plain torch.compile"
 
 

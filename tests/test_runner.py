@@ -12,8 +12,9 @@ from dataclasses import replace
 from autotune import CompileConfig, resolve
 from autotune.measure import Harness
 from autotune.runtime import codegen
+from autotune.trial.live import LiveWorker
 from autotune.trial.measure import PRECISION_TOLERANCE
-from autotune.trial.request import Protocol
+from autotune.trial.request import Protocol, TrialRun
 from autotune.trial.runner import TrialRequest, run_trial
 from tests.short_runs import SHORT
 
@@ -49,35 +50,62 @@ def _living_members(group: int) -> list[int]:
     return living
 
 
-def test_eager_trial_completes_with_windows_and_result() -> None:
+def test_eager_trial_completes_with_settle_windows_a_stream_pass_and_a_result() -> None:
     run = run_trial(
-        TrialRequest(spec="tests.trial_targets.workloads:tiny_train", source=None, protocol={"windows": 3}, timeout=120)
+        TrialRequest(
+            spec="tests.trial_targets.workloads:tiny_train", source=None, protocol={"settle_windows": 3}, timeout=120
+        )
     )
     assert run.state == "complete", run.message + run.stderr_tail
-    assert [w["index"] for w in run.windows] == [0, 1, 2]
-    assert run.result["samples_per_second"] > 0
+    assert len(run.ready["settle_windows"]) == 3
+    assert run.result["samples_per_second"] > 0 and run.result["fresh_batches"] == Protocol().fresh_batches
     assert run.result["compile_seconds"] == 0.0
     assert run.environment["device"] == "cpu"
 
 
-def test_window_and_fresh_stream_lengths_follow_the_protocol() -> None:
-    def run(**protocol: float) -> dict:
+def test_a_live_worker_measures_the_windows_it_is_asked_for_and_ends() -> None:
+    request = TrialRequest(
+        spec="tests.trial_targets.workloads:tiny_train",
+        source=None,
+        protocol=Protocol(**SHORT, fresh_batches=10).to_dict(),
+        timeout=120,
+    )
+    worker = LiveWorker(request).start()
+    try:
+        assert worker.until_ready()
+        assert worker.run.ready["stream_batches"] == 10
+        worker.pause()
+        worker.resume()
+        first = worker.window(0, 8, 4, passes=3)
+        second = worker.window(1, 2, 1)
+        assert first is not None and second is not None
+        assert (first["index"], first["batches"], second["batches"]) == (0, 12, 1), "a slice of 4, three passes"
+        assert first["samples"] == 12 * 6 and first["probe_seconds"] > 0
+    finally:
+        run = worker.end()
+    assert run.state == "complete", run.message + run.stderr_tail
+    assert [w["index"] for w in run.windows] == [0, 1]
+    assert not worker.alive and not worker.workdir.exists()
+    record = run.record()
+    assert record.windows and record.samples_per_second and record.fresh_recompiles == 0
+
+
+def test_settle_windows_follow_the_window_length() -> None:
+    def settled(window_seconds: float) -> TrialRun:
         request = TrialRequest(
             spec="tests.trial_targets.workloads:tiny_train",
             source=None,
-            protocol=Protocol(windows=2, **{**SHORT, **protocol}).to_dict(),  # type: ignore[arg-type]
+            protocol=Protocol(window_seconds=window_seconds, fresh_batches=0).to_dict(),
             timeout=120,
         )
-        outcome = run_trial(request)
-        assert outcome.state == "complete", outcome.message + outcome.stderr_tail
-        return {"passes": [w["passes"] for w in outcome.windows], **outcome.result}
+        worker = LiveWorker(request).start()
+        assert worker.until_ready(), worker.end().message
+        return worker.end()
 
-    short = run(window_seconds=1e-6, fresh_seconds=0)
-    assert short["passes"] == [1, 1] and short["fresh_passes"] == 1
-    long = run(window_seconds=30, fresh_seconds=0.5)
-    assert long["passes"] == [64, 64], "a window of a fast model stops at 64 passes"
-    assert long["fresh_passes"] > 1
-    assert long["fresh_passes"] * long["fresh_batches"] / long["batches_per_second"] >= 0.5, "the stream lasted 0.5 s"
+    short, long = settled(1e-6), settled(5.0)
+    assert short.state == long.state == "complete"
+    assert short.ready["settle_passes"] == 1
+    assert long.ready["settle_passes"] == 64, "a window of a fast model stops at 64 passes"
 
 
 def test_hanging_trial_is_killed_at_its_timeout_with_its_process_group(tmp_path, monkeypatch) -> None:
@@ -106,19 +134,21 @@ def test_raising_workload_fails_with_the_error_and_stderr_tail() -> None:
 
 
 def test_a_monitor_can_prune_a_trial_and_its_process_is_gone() -> None:
-    def stop_at_first_window(event):
-        if event and event["event"] == "window":
+    def stop_at_first_settle_window(event):
+        if event and event["event"] == "settle":
             return "pruned by the test"
         return None
 
-    run = run_trial(
+    worker = LiveWorker(
         TrialRequest(
-            spec="tests.trial_targets.workloads:tiny_train", source=None, protocol={"windows": 50}, timeout=120
+            spec="tests.trial_targets.workloads:tiny_train", source=None, protocol={"settle_windows": 50}, timeout=120
         ),
-        stop_at_first_window,
-    )
+        stop_at_first_settle_window,
+    ).start()
+    assert not worker.until_ready()
+    run = worker.end()
     assert run.state == "pruned" and run.message == "pruned by the test"
-    assert len(run.windows) == 1
+    assert _gone(worker.pid) and _living_members(worker.pid) == []
 
 
 def test_wrong_outputs_under_compile_fail_the_accuracy_check() -> None:

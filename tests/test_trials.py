@@ -9,7 +9,7 @@ import pytest
 
 from autotune import CompileConfig
 from autotune.errors import SearchError
-from autotune.measure import Harness, Objective
+from autotune.measure import Harness, Objective, Paired, Reference
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search import Monitor, SearchOptions, TrialLoop, compile_limit
 
@@ -120,27 +120,43 @@ def test_time_a_worker_stood_stopped_is_not_compile_time_and_shared_devices_wide
     assert monitor(None) is None, "30 s of it stood stopped while another worker measured"
 
 
-def _windows(monitor: Monitor, rates: list[float]) -> list[str | None]:
-    return [
-        monitor({"event": "window", "index": i, "samples_per_second": r, "batches_per_second": r})
-        for i, r in enumerate(rates)
-    ]
+def paired(trial_seconds: list[float], reference_seconds: list[float], over_eager: float = 2.0) -> Paired:
+    """A trial's blocks beside the reference's: each window 100 samples in the given seconds."""
+    reference = Reference(
+        worker=None,  # type: ignore[arg-type]
+        samples_per_second=200.0,
+        batches_per_second=20.0,
+        batches_per_window=10,
+        over_eager=over_eager,
+    )
+    result = Paired(reference=reference, ready={"stream_samples": 100, "stream_batches": 10})
+    for mine, theirs in zip(trial_seconds, reference_seconds, strict=True):
+        result.trial_windows.append({"seconds": mine, "samples": 100, "batches": 10})
+        result.reference_windows.append({"seconds": theirs, "samples": 100, "batches": 10})
+    return result
 
 
-def test_a_trial_measured_on_a_busy_machine_is_not_judged_by_its_windows() -> None:
+def test_the_slow_ratio_rule_judges_a_trial_beside_the_reference_not_alone() -> None:
     loop = loop_with(optuna.trial.TrialState.COMPLETE)
-    loop.baselines = {
-        "eager": {"steady_samples_per_second": 100.0, "probe_seconds": [0.010, 0.011]},
-        "compile": {"probe_seconds": [0.012, 0.010]},
-    }
-    calm = Monitor(loop, loop.study.ask(), "trial 1")
-    calm({"event": "probe", "seconds": 0.012})
-    assert _windows(calm, [20.0, 20.0])[-1] == "20 samples/s is below 50% of eager's 100"
-    busy_trial = loop.study.ask()
-    busy = Monitor(loop, busy_trial, "trial 2")
-    busy({"event": "probe", "seconds": 0.030})
-    assert _windows(busy, [20.0, 20.0, 20.0]) == [None, None, None]
-    assert "30.0 ms, over 1.5x the baselines' 10.0 ms" in busy_trial.user_attrs["not_pruned_because"]
+    loop.options.pruner = "none"
+    monitor = Monitor(loop, loop.study.ask(), "trial 1")
+    # The trial runs a fifth of plain compile's speed, which runs twice eager's: 0.4x eager.
+    slow = paired([5.0, 5.0], [1.0, 1.0])
+    assert monitor.block(paired([5.0], [1.0])) is None, "one block is not enough to judge"
+    assert monitor.block(slow) == "it ran 0.40x eager beside the reference, below --slow-ratio 0.5"
+    # A machine that got busy four times slower slows both sides of every pair alike: 1.1x the reference.
+    hogged = paired([4 / 1.1, 4 / 1.1, 4 / 1.1], [4.0, 4.0, 4.0])
+    assert hogged.trial_windows[0]["samples"] / hogged.trial_windows[0]["seconds"] < 0.5 * 100, "alone it looks slow"
+    assert Monitor(loop, loop.study.ask(), "trial 2").block(hogged) is None
+    assert hogged.ratio == pytest.approx(1.1) and hogged.samples_per_second == pytest.approx(220.0)
+
+
+def test_the_pruner_sees_the_paired_figure_at_each_block() -> None:
+    loop = loop_with(optuna.trial.TrialState.COMPLETE)
+    trial = loop.study.ask()
+    monitor = Monitor(loop, trial, "trial 1")
+    assert monitor.block(paired([0.5, 0.5], [1.0, 1.0])) is None
+    assert loop.study.trials[trial.number].intermediate_values == {1: pytest.approx(400.0)}, "2x the reference's 200"
 
 
 def test_pruning_savings_come_from_each_trial_s_own_measurements() -> None:
@@ -154,23 +170,23 @@ def test_pruning_savings_come_from_each_trial_s_own_measurements() -> None:
     trials = [
         trial(complete, phase_seconds={"compile": 30.0, "measure": 12.0}, windows=[1, 1, 1, 1, 1]),
         trial(complete, phase_seconds={"compile": 30.0, "measure": 10.0}, windows=[1, 1, 1, 1, 1]),
-        # pruned at its third window: 2 windows of 6 s / 3 left, and the fresh stream of at least 1 s
+        # pruned at its third block: 2 blocks of 6 s / 3 left (its stream pass is not counted)
         trial(pruned, phase_seconds={"compile": 30.0, "measure": 6.0}, windows=[1, 1, 1]),
         # stopped while compiling after 80 s: the study's shortest measurement (10 s) not run
         trial(pruned, phase_seconds={"compile": 80.0}),
         trial(pruned, phase_seconds={"compile": 80.0}, duplicate_of=3),  # reused, not run: saves nothing more
     ]
-    saved = pruning_savings(trials, {"windows": 5, "fresh_seconds": 1.0, "fresh_batches": 24})
+    saved = pruning_savings(trials, {"windows": 5, "fresh_batches": 24})
     assert saved == {
-        "saved_seconds": 15.0,
+        "saved_seconds": 14.0,
         "pruned_while_measuring": 1,
-        "measuring_seconds_saved": 5.0,
+        "measuring_seconds_saved": 4.0,
         "stopped_while_compiling": 1,
         "compile_seconds_spent": 80.0,
         "measurement_seconds_skipped": 10.0,
     }
     text = savings_text({"pruning": saved})
-    assert text.startswith("pruning saved at least 15.0 s") and "stopped while compiling after 80.0 s" in text
+    assert text.startswith("pruning saved at least 14.0 s") and "stopped while compiling after 80.0 s" in text
     assert savings_text({"pruning_saved_seconds": 12}) == "pruning saved about 12 s (estimated from median trial times)"
 
 
@@ -186,10 +202,14 @@ def test_speedups_name_the_host_whose_baselines_they_compare_with(monkeypatch) -
     loop.host = environment.host_key({"torch": "2.13.0", "device_name": "cpu"})
     assert loop.host != environment.host_key({"torch": "2.12.0", "device_name": "cpu"})
     monkeypatch.setattr(Harness, "source", lambda self, config, created: "# generated")
-    done = TrialRun(state="complete", result={"samples_per_second": 300.0, "batches_per_second": 3.0})
-    monkeypatch.setattr(trials_module, "run_trial", lambda request, monitor, gate: done)
-    monkeypatch.setattr(Harness, "request", lambda self, config, source: None)
+    done = TrialRun(state="complete", result={"samples_per_second": 30.0, "batches_per_second": 3.0})
+    beside = paired([1 / 1.5] * 3, [1.0] * 3)  # 1.5x the reference, which ran 2x eager
+    monkeypatch.setattr(trials_module, "measure_trial", lambda request, **kwargs: (done, beside))
+    monkeypatch.setattr(Harness, "request", lambda self, config, source, cache_dir: None)
     loop.one_trial()
     trial = loop.study.trials[-1]
     assert trial.user_attrs["speedup_vs_eager"] == 3.0 and trial.user_attrs["speedup_vs_compile"] == 1.5
     assert trial.user_attrs["baselines_of"] == loop.host
+    # What the sampler is told, and every table shows: the paired figure; the trial's own run stays beside it.
+    assert trial.value == pytest.approx(300.0) and trial.user_attrs["samples_per_second"] == pytest.approx(300.0)
+    assert trial.user_attrs["own_samples_per_second"] == 30.0

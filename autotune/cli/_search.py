@@ -170,48 +170,43 @@ def _measurement(g: Any) -> None:
     g.add_argument(
         "--confirm",
         type=int,
-        help="re-measure the best N trials with both baselines in rotated rounds before choosing "
+        help="measure the best N trials again with both baselines, in replicates of paired windows, before choosing "
         "(default: from --effort; 0 to skip)",
     )
     g.add_argument(
         "--rounds",
         type=int,
-        help="rotated confirmation rounds before the confirmation may stop (default: from --effort)",
+        help="replicates of the confirmation before it may stop: each is a new process per subject, warm from its "
+        "own cache, taking turns window by window with the others (default: from --effort)",
     )
     g.add_argument(
         "--max-rounds",
         type=int,
-        help="confirmation rounds at most, added while the leader's interval against plain compile does not decide "
+        help="replicates at most, added while the leader's interval against plain compile is undecided "
         "(default: from --effort)",
     )
     g.add_argument(
         "--windows",
         type=int,
         default=Protocol().windows,
-        help="steady-state measurement windows per trial (default: 5)",
+        help="paired windows each trial measures beside a live plain torch.compile; the pruner sees each "
+        "(default: %(default)s)",
     )
     g.add_argument(
         "--window-seconds",
         type=float,
         default=Protocol().window_seconds,
         metavar="SECONDS",
-        help="each window runs passes over the fixed batches until it lasts this long, at least (default: "
-        "%(default)s); longer windows average out more of a busy machine's jitter, shorter ones measure sooner",
+        help="a window is as many batches of the fresh stream as run in about this long, the same slice for every "
+        "subject it is compared with (default: %(default)s)",
     )
     g.add_argument(
         "--fresh-batches",
         type=int,
         default=Protocol().fresh_batches,
-        help="batches each run has not seen, run once after the steady-state windows: the throughput figure, "
-        "recompiles of new shapes included (default: %(default)s; 0: the fixed batches only)",
-    )
-    g.add_argument(
-        "--fresh-seconds",
-        type=float,
-        default=Protocol().fresh_seconds,
-        metavar="SECONDS",
-        help="the fresh batches run again until their stream lasts this long, at least (default: %(default)s): "
-        "a fast model's single pass would be too short to time",
+        help="the fresh stream: batches no run has seen before, which windows take in turn; a configuration that "
+        "meets a new length compiles inside its window, and that counts (default: %(default)s; 0: the fixed "
+        "batches only)",
     )
 
 
@@ -262,7 +257,7 @@ def protocol_from(args: argparse.Namespace) -> Protocol:
     """The measurement protocol of `autotune search`'s flags; a bad value is named by its flag."""
     from autotune.trial.request import Protocol  # lazy: see the package docstring
 
-    given = {name: getattr(args, name) for name in ("windows", "fresh_batches", "window_seconds", "fresh_seconds")}
+    given = {name: getattr(args, name) for name in ("windows", "fresh_batches", "window_seconds")}
     try:
         return Protocol(**given)
     except ConfigError as exc:

@@ -11,9 +11,10 @@ __all__ = ["DESCRIPTION", "EPILOG", "HELP", "NAME", "add_flags", "run"]
 NAME = "validate"
 HELP = "re-measure a saved configuration (best.yaml or a recipe) against eager and plain torch.compile"
 DESCRIPTION = (
-    "Measure a configuration file against eager and plain torch.compile in fresh processes, in rotated "
-    "rounds, and print its ratios to both with their intervals. Exit code 0 when the configuration runs "
-    "and matches eager in every round, 1 when it fails."
+    "Measure a configuration file against eager and plain torch.compile: each first alone and cold (compile "
+    "time, accuracy), then in replicates where all three live side by side and take turns window by window on "
+    "the same batches. Print its ratios to both with their 95%% intervals, what they decide, and how it was "
+    "measured. Exit code 0 when the configuration runs and matches eager, 1 when it fails."
 )
 EPILOG = None
 
@@ -23,17 +24,24 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", help="a best.yaml, or a recipe file with a `config:` section")
     p.add_argument("--model", metavar="PKG.MOD:ATTR", help="the workload (default: the one recorded in best.yaml)")
     p.add_argument("--device", metavar="cpu|cuda|cuda:N", help="default: cuda when available, else cpu")
+    p.add_argument("--repeats", type=int, default=3, help="replicates before it may stop (default: 3; at least 2)")
     p.add_argument(
-        "--repeats",
-        type=int,
-        default=3,
-        help="rotated rounds of eager, plain compile and the configuration (default: 3)",
+        "--max-rounds", type=int, default=20, help="replicates at most, while the interval is wider (default: 20)"
     )
     p.add_argument(
-        "--max-rounds",
-        type=int,
-        default=None,
-        help="rounds at most, added while the interval does not decide (default: --repeats)",
+        "--precision",
+        type=float,
+        default=0.03,
+        metavar="FRACTION",
+        help="measure until the interval against plain compile is at most this wide each way (default: 0.03, "
+        "i.e. +/-3%%)",
+    )
+    p.add_argument(
+        "--measure-seconds",
+        type=float,
+        default=180.0,
+        metavar="SECONDS",
+        help="stop adding replicates after this much measurement, first runs not included (default: 180)",
     )
     p.add_argument("--trial-timeout", type=float, default=900.0, metavar="SECONDS", help="limit per run (default: 900)")
     p.set_defaults(run=run)
@@ -49,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         repeats=args.repeats,
         max_rounds=args.max_rounds,
+        precision=args.precision,
+        measure_seconds=args.measure_seconds,
         trial_timeout=args.trial_timeout,
     )
     print(report.render())

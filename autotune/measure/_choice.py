@@ -1,12 +1,16 @@
 """What gets exported: never worse than the baselines, and the figures best.yaml records for it.
 
 The exported configuration is the best of {eager, plain torch.compile, every confirmed
-configuration}, judged on one campaign's paired rounds:
+configuration}, judged on one campaign's paired replicates:
 
 * a configuration is exported only when its interval against plain torch.compile lies
-  wholly above 1 (a gain that survives the noise); the best such one by median wins;
+  wholly above 1 (a gain that survives the noise); the best such one by its estimate wins;
 * otherwise plain torch.compile is exported (`CompileConfig()`), unless eager beat plain
   compile with an interval wholly above 1, in which case nothing is compiled.
+
+The verdict says in words what was decided for the best configuration against plain
+compile: a gain, a loss, equivalent (its interval inside the +/- `within` band), or
+undecided within the measurement's budget.
 
 `metrics` is the one builder of best.yaml's `metrics` section, for search, export and retune.
 """
@@ -18,7 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.measure._campaign import BASELINES, Campaign, Interval
+from autotune.measure._campaign import BASELINES, Campaign
+from autotune.measure._statistics import Interval, outcome
 from autotune.measure._tables import confirmation_rows
 from autotune.measure.format import interval as show_interval
 from autotune.runtime.config import CompileConfig
@@ -55,9 +60,11 @@ class Choice:
     trial: int | None
     verdict: str
     """One sentence: what is exported and why."""
+    decision: str = "undecided"
+    """What the campaign decided for the best configuration against plain torch.compile: one of OUTCOMES."""
 
 
-def choose(campaign: Campaign, *, min_gain: float = 0.0) -> Choice:
+def choose(campaign: Campaign, *, min_gain: float = 0.0, within: float = 0.02) -> Choice:
     """The subject to export from a campaign that measured both baselines and the candidates."""
     eager_vs_compile = campaign.ratio("eager", "compile")
     eager_leads = campaign.failure("compile") is not None or (
@@ -76,12 +83,15 @@ def choose(campaign: Campaign, *, min_gain: float = 0.0) -> Choice:
         versus, name = best
         subject = campaign.subjects[name]
         assert subject.config is not None
-        text = f"{name} is exported: {show_interval(versus.to_dict())} plain torch.compile"
+        text = f"{name} is exported: a gain, {show_interval(versus.to_dict())} plain torch.compile"
         eager = campaign.ratio(name, "eager")
         if eager is not None:
             text += f" and {show_interval(eager.to_dict())} eager"
-        return Choice(subject=name, exported=name, config=subject.config, trial=subject.trial, verdict=text + ".")
-    why = _why_no_trial(best, campaign) if best is not None or not eager_leads else _why_not_eager(campaign)
+        return Choice(
+            subject=name, exported=name, config=subject.config, trial=subject.trial, verdict=text + ".", decision="gain"
+        )
+    decision = outcome(best[0], within) if best is not None else "undecided"
+    why = _why_no_trial(best, campaign, within) if best is not None or not eager_leads else _why_not_eager(campaign)
     if eager_leads:
         reason = (
             "plain torch.compile failed"
@@ -94,6 +104,7 @@ def choose(campaign: Campaign, *, min_gain: float = 0.0) -> Choice:
             config=CompileConfig(scope="none"),
             trial=None,
             verdict=f"No compilation is exported: {reason}, and {why}.",
+            decision=decision,
         )
     return Choice(
         subject="compile",
@@ -101,6 +112,7 @@ def choose(campaign: Campaign, *, min_gain: float = 0.0) -> Choice:
         config=CompileConfig(),
         trial=None,
         verdict=f"Plain torch.compile is exported: {why}.",
+        decision=decision,
     )
 
 
@@ -120,14 +132,25 @@ def _why_not_eager(campaign: Campaign) -> str:
     return f"no configuration beat eager (the best, {name}, ran {show_interval(versus.to_dict() if versus else None)} eager)"
 
 
-def _why_no_trial(best: tuple[Interval, str] | None, campaign: Campaign) -> str:
+def _why_no_trial(best: tuple[Interval, str] | None, campaign: Campaign, within: float = 0.02) -> str:
     if best is None:
         measured = [n for n in campaign.subjects if n not in BASELINES]
         return "no configuration completed its confirmation runs" if measured else "no configuration was confirmed"
     versus, name = best
+    shown = show_interval(versus.to_dict())
+    said = outcome(versus, within)
+    if said == "equivalent":
+        return f"the best configuration, {name}, is equivalent to it: {shown}, inside +/-{within:.0%}"
+    if said == "loss":
+        return f"no configuration beat it: the best, {name}, is slower, {shown}"
+    if said == "gain":  # above 1, but not by the --min-gain asked for
+        return f"the best configuration, {name}, gained less than asked: {shown}"
     if versus.median <= 1.0:
-        return f"no configuration beat it (the best, {name}, ran {show_interval(versus.to_dict())})"
-    return f"the best configuration, {name}, ran {show_interval(versus.to_dict())}, an interval that does not exclude no gain"
+        return f"no configuration beat it: the best, {name}, ran {shown}, undecided within the measurement's budget"
+    return (
+        f"the best configuration, {name}, ran {shown}: undecided within the measurement's budget, "
+        "an interval that does not exclude no gain"
+    )
 
 
 def baseline_figures(campaign: Campaign, name: str) -> dict[str, Any]:
@@ -138,6 +161,7 @@ def baseline_figures(campaign: Campaign, name: str) -> dict[str, Any]:
         return {"state": "failed", "reason": failure.reason if failure else "not measured", "runs": []}
     data = record.to_dict()
     figures = {k: data[k] for k in BASELINE_FIELDS if k in data}
+    figures["compile_seconds"] = campaign.compile_seconds(name)
     figures["runs"] = [r.samples_per_second for r in campaign.complete_runs(name)]
     return figures
 
@@ -148,13 +172,16 @@ def metrics(campaign: Campaign, choice: Choice, *, extra: Mapping[str, Any] | No
     runs = campaign.complete_runs(choice.subject)
     figures: dict[str, Any] = {
         "exported": choice.exported,
+        "subject": choice.subject,
         "verdict": choice.verdict,
         "trial": choice.trial,
         "objective": str(campaign.objective),
         "unit": campaign.objective.unit,
         "value": campaign.value(choice.subject),
         "confirmed": True,
+        "decision": choice.decision,
         "rounds": campaign.rounds,
+        "design": campaign.design(),
         "noise": campaign.noise(),
         "confirmation": confirmation_rows(campaign),
     }
@@ -171,7 +198,7 @@ def metrics(campaign: Campaign, choice: Choice, *, extra: Mapping[str, Any] | No
             "max": max(windows, default=None),
             "windows": len(windows),
         }
-        figures["compile_seconds"] = statistics.median(r.compile_seconds or 0.0 for r in runs)
+        figures["compile_seconds"] = campaign.compile_seconds(choice.subject)
         figures.update(
             {
                 k: data.get(k)

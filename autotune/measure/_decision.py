@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.measure._campaign import BASELINES, Campaign, Interval
+from autotune.measure._campaign import BASELINES, Campaign
+from autotune.measure._statistics import Interval
 
 __all__ = ["DECISIONS", "Decision", "decide", "recorded_ratios"]
 
@@ -61,7 +62,7 @@ def decide(
             if now.median < before.median * (1 - max_regression) and now.high < before.low:
                 regressions.append(
                     f"the incumbent now runs {now.median:.2f}x {label} [{now.low:.2f}, {now.high:.2f}] over "
-                    f"{now.rounds} round(s), against {before.median:.2f}x [{before.low:.2f}, {before.high:.2f}] when "
+                    f"{now.rounds} replicate(s), against {before.median:.2f}x [{before.low:.2f}, {before.high:.2f}] when "
                     f"tuned: slower by more than --max-regression {max_regression:.0%}"
                 )
     gain = None
@@ -72,7 +73,7 @@ def decide(
         if failure is not None or not campaign.complete_runs(INCUMBENT):
             replaced = True
         elif versus is not None and versus.rounds >= 2:
-            # One round is a number, not a measurement: a challenger must win in several.
+            # One replicate is a number, not a measurement: a challenger must win in several.
             replaced = versus.median > 1 + min_gain and versus.low > 1.0
     decision = "regression" if regressions else ("improved" if replaced else "unchanged")
     return Decision(decision=decision, replaced=replaced, regressions=regressions, gain=gain)

@@ -103,7 +103,8 @@ def parse_pick(text: str) -> Pick:
 def points(campaign: Campaign, objectives: Objectives) -> list[Point]:
     """Every subject that completed its confirmation runs, with its confirmed figures.
 
-    Each figure is the lower median over the rounds, as in the confirmation table.
+    Each figure is the lower median over the replicates, as in the confirmation table; compile
+    time is the subject's first, cold run's.
     """
     found = []
     for name in campaign.subjects:
@@ -114,8 +115,8 @@ def points(campaign: Campaign, objectives: Objectives) -> list[Point]:
         found.append(
             Point(
                 name,
-                tuple(_lower_median([o.of(r) for r in runs]) for o in objectives),
-                _lower_median([r.compile_seconds or 0.0 for r in runs]),
+                tuple(_lower_median([campaign.value_of(name, r, o) for r in runs]) for o in objectives),
+                campaign.compile_seconds(name) or 0.0,
                 _lower_median(memory) if memory else None,
             )
         )
@@ -202,7 +203,7 @@ def _compile_bound(campaign: Campaign, pick: Pick) -> float | None:
     runs = campaign.complete_runs("compile")
     if not runs:
         return None  # plain compile failed: no yardstick, so no bound
-    return pick.bound * _lower_median([r.compile_seconds or 0.0 for r in runs])
+    return pick.bound * (campaign.compile_seconds("compile") or 0.0)
 
 
 def _choice(campaign: Campaign, name: str, verdict: str) -> Choice:

@@ -25,9 +25,8 @@ def confirmation_rows(campaign: Campaign) -> list[dict[str, Any]]:
             row["failure"] = failure.reason
         if runs:
             rates = sorted(r.samples_per_second or 0.0 for r in runs)
-            median = campaign.median_run(name)
             row["samples_per_second"] = rates[(len(rates) - 1) // 2]
-            row["compile_seconds"] = median.compile_seconds if median else None
+            row["compile_seconds"] = campaign.compile_seconds(name)
             for reference in ("compile", "eager"):
                 versus = campaign.ratio(name, reference) if name != reference else None
                 row[f"vs_{reference}"] = versus.to_dict() if versus else None

@@ -12,9 +12,11 @@ from pathlib import Path
 import yaml
 
 from autotune.errors import ConfigError, WorkloadError
-from autotune.measure._campaign import Campaign, Harness, Interval, RunCallback, Subject, measure
+from autotune.measure._campaign import Campaign, Harness, Subject
+from autotune.measure._engine import Budget, ReplicateCallback, RunCallback, first_blocks, measure
 from autotune.measure._objective import Objective
 from autotune.measure._recipes import read_recipe
+from autotune.measure._statistics import Interval, outcome
 from autotune.measure._tables import confirmation_table
 from autotune.measure.format import interval
 from autotune.runtime import tuned
@@ -22,7 +24,7 @@ from autotune.runtime.config import CompileConfig
 from autotune.trial.request import Protocol, check_device
 from autotune.workload import resolve
 
-__all__ = ["ValidationReport", "read_config_file", "validate"]
+__all__ = ["ValidationReport", "design_text", "read_config_file", "validate"]
 
 
 @dataclass(kw_only=True)
@@ -34,10 +36,12 @@ class ValidationReport:
     description: str
     config: CompileConfig
     campaign: Campaign
+    within: float = 0.02
+    """The band of equivalence around 1."""
 
     @property
     def ok(self) -> bool:
-        """The configuration completed (ran and matched eager) in every round."""
+        """The configuration completed (ran and matched eager) in every replicate."""
         return self.campaign.failure("config") is None and bool(self.campaign.complete_runs("config"))
 
     def speedup(self, over: str) -> Interval | None:
@@ -60,13 +64,10 @@ class ValidationReport:
             lines.append(
                 f"speedup: {interval(eager.to_dict() if eager else None)} over eager, "
                 f"{interval(compiled.to_dict() if compiled else None)} over plain torch.compile "
-                "(median of paired rounds, 95% t-interval)"
+                f"(geometric mean of paired replicates, 95% t-interval): {outcome(compiled, self.within)} "
+                "against plain torch.compile"
             )
-        noise = self.campaign.noise()
-        if noise["noisy_runs"]:
-            lines.append(
-                f"warning: the machine was busy during {noise['noisy_runs']} run(s); they were measured again."
-            )
+        lines += ["", design_text(self.campaign)]
         return "\n".join(lines)
 
 
@@ -89,14 +90,26 @@ def validate(
     model: str | None = None,
     device: str | None = None,
     repeats: int = 3,
-    max_rounds: int | None = None,
+    max_rounds: int = 20,
+    precision: float | None = 0.03,
+    measure_seconds: float | None = 180.0,
     trial_timeout: float = 900.0,
     protocol: Protocol | None = None,
     on_run: RunCallback | None = None,
+    on_replicate: ReplicateCallback | None = None,
 ) -> ValidationReport:
-    """Measure the configuration in `path` against both baselines: `repeats` rotated rounds, more if undecided."""
-    if repeats < 1:
-        raise ConfigError(f"--repeats {repeats}: must be >= 1.")
+    """Measure the configuration in `path` against both baselines, each first alone and cold, then in replicates.
+
+    Replicates are added from `repeats` until the interval against plain torch.compile is
+    within +/- `precision` (None: until it is decided), `max_rounds` replicates, or
+    `measure_seconds` of measurement after the first runs.
+    """
+    if repeats < 2:
+        raise ConfigError(
+            f"--repeats {repeats}: must be >= 2 (one replicate says nothing of the variation between them)."
+        )
+    if precision is not None and not 0 < precision < 1:
+        raise ConfigError(f"--precision {precision}: must be a fraction in (0, 1), e.g. 0.03 for +/-3%.")
     description, config, recorded = read_config_file(path)
     spec = model or recorded
     if not spec:
@@ -110,12 +123,39 @@ def validate(
         timeout=trial_timeout,
     )
     harness.source(config)  # a configuration that does not fit the workload is an error before anything runs
+    budget = Budget(
+        blocks=first_blocks(harness.protocol),
+        min_rounds=repeats,
+        max_rounds=max(max_rounds, repeats),
+        precision=precision,
+        seconds=measure_seconds,
+    )
     campaign = measure(
         harness,
         [*Subject.baselines(), Subject(name="config", config=config)],
         objective=Objective(),
-        min_rounds=repeats,
-        max_rounds=max(max_rounds or repeats, repeats),
+        budget=budget,
         on_run=on_run,
+        on_replicate=on_replicate,
     )
     return ValidationReport(path=str(path), model=spec, description=description, config=config, campaign=campaign)
+
+
+def design_text(campaign: Campaign) -> str:
+    """How a campaign measured, in two sentences: its replicates and windows, and why it stopped."""
+    design = campaign.design()
+    windows = design["windows_per_replicate"]
+    shown = f"{windows[0]}" if len(set(windows)) == 1 else f"{min(windows)} to {max(windows)}" if windows else "no"
+    parts = design.get("components") or {}
+    if parts.get("replicates", 0) < 2:
+        parts = {}  # one replicate shows nothing of the variation between replicates
+    text = (
+        f"Measured in {design['replicates']} replicate(s) of {shown} paired window(s) per subject "
+        f"({design['batches_per_window']} batch(es) of the fresh stream each, subjects alive {design['co_residence']})"
+    )
+    if parts:
+        text += (
+            f"; a window's paired log-ratio varied by {parts['window_sd']:.3f} (sd), a replicate's beyond its "
+            f"windows by {parts['replicate_sd']:.3f}"
+        )
+    return text + f". Stopped: {campaign.stopped or 'not measured'}."

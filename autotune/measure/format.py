@@ -36,7 +36,7 @@ def seconds(value: float | None) -> str:
 
 
 def interval(stat: Mapping[str, Any] | None) -> str:
-    """A ratio with its interval and rounds, e.g. '1.23x [1.10, 1.31] (3 rounds)'; '–' when there is none."""
+    """A ratio with its interval and replicates, e.g. '1.23x [1.10, 1.31] (3 replicates)'; '–' when there is none."""
     if not stat or stat.get("median") is None:
         return "–"
     text = ratio(stat["median"])
@@ -44,7 +44,9 @@ def interval(stat: Mapping[str, Any] | None) -> str:
         text += f" [{stat['low']:.2f}, {stat['high']:.2f}]"
     rounds = stat.get("rounds")
     if rounds:
-        text += f" ({rounds} round{'s' if rounds != 1 else ''})"
+        # Files of earlier versions measured rotated rounds of fresh processes; these measure replicates.
+        unit = "replicate" if "windows" in stat or stat.get("replicates") else "round"
+        text += f" ({rounds} {unit}{'s' if rounds != 1 else ''})"
     return text
 
 

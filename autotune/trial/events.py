@@ -12,24 +12,25 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
 __all__ = [
+    "COMMAND_FD_VARIABLE",
     "EVENT_FD_VARIABLE",
-    "GATE_FD_VARIABLE",
     "PARENT_PID_VARIABLE",
     "Events",
     "die_with_parent",
     "open_request",
     "parse_event",
-    "wait_for_turn",
+    "command_channel",
 ]
 
 EVENT_FD_VARIABLE = "AUTOTUNE_EVENT_FD"
 """The environment variable that names the worker's event file descriptor."""
-GATE_FD_VARIABLE = "AUTOTUNE_GATE_FD"
-"""Names the descriptor a worker that shares its device reads its turn to measure from (`autotune.trial.gate`)."""
+COMMAND_FD_VARIABLE = "AUTOTUNE_COMMAND_FD"
+"""Names the descriptor a ready worker reads its parent's commands from: measure a window, or end."""
 PARENT_PID_VARIABLE = "AUTOTUNE_PARENT_PID"
 """The worker exits when the process that started it is gone (it runs in a session of its own)."""
 
@@ -85,17 +86,21 @@ def open_request(argv: list[str] | None) -> tuple[dict[str, Any], Events]:
     return request, Events(os.fdopen(int(fd), "w", buffering=1) if fd else sys.stdout)
 
 
-def wait_for_turn(events: Events) -> bool:
-    """Ask the parent for the turn to measure and block until it is given; False when nobody gates this worker.
+def command_channel() -> Iterator[dict[str, Any]] | None:
+    """The parent's commands to a ready worker, one JSON object per line, until the parent closes the channel.
 
-    A worker alone on its device measures at once. One that shares it emits a "gate" event
-    and reads one byte from its gate descriptor, which the parent writes once every other
-    worker of the device is stopped; an end of file means the parent is gone, and so is the trial.
+    None for a worker started without a command channel (AUTOTUNE_COMMAND_FD unset): a one-shot run.
     """
-    fd = os.environ.get(GATE_FD_VARIABLE)
-    if not fd:
-        return False
-    events.emit("gate")
-    if not os.read(int(fd), 1):
-        os.killpg(os.getpgrp(), signal.SIGKILL)
-    return True
+    fd = os.environ.get(COMMAND_FD_VARIABLE)
+    return _commands(int(fd)) if fd else None
+
+
+def _commands(fd: int) -> Iterator[dict[str, Any]]:
+    with os.fdopen(fd, "r", buffering=1) as channel:
+        for line in channel:
+            try:
+                command = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(command, dict):
+                yield command

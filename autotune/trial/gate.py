@@ -1,15 +1,15 @@
 """Exclusive measurement for trial processes that share a device: one measures, the others stand still.
 
 Workers on one device compile side by side, but a clock is only honest when nothing else
-runs. A worker that reaches its measurement asks the gate for its turn and waits while
-another worker of its device measures; once it has the turn, every other worker of the
-device is stopped (SIGSTOP to its process group, which holds Inductor's compile workers
-too) until the measurement ends (SIGCONT). Each member keeps the intervals it spent
+runs. The parent of a worker that is ready to measure asks the gate for the device's turn
+and waits while another worker of the device measures; once it has the turn, every other
+worker of the device is stopped (SIGSTOP to its process group, which holds Inductor's
+compile workers too) until the measurement ends (SIGCONT). Each member keeps the intervals it spent
 stopped, so that its compile time and its time limits can leave them out, and the times it
 ran, so that a compile that ran beside another one can be marked as such.
 
-A parent that is killed cannot continue or end the workers it stopped, so the gate starts
-a guard process (`python -m autotune.trial.guard`) that kills every member's process group
+A parent that is killed cannot continue or end the workers it stopped, so every member is
+registered with the process's guard (`autotune.trial.guard`), which kills its process group
 once the parent's end of its pipe closes, however the parent died.
 """
 
@@ -18,11 +18,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
+
+from autotune.trial.guard import process_guard
 
 __all__ = ["GateClosed", "Member", "MeasurementGate", "overlap_seconds"]
 
@@ -84,7 +84,6 @@ class MeasurementGate:
         self._members: list[Member] = []
         self._holders: dict[str, Member] = {}
         self._closed = False
-        self._guard: subprocess.Popen[bytes] | None = _start_guard()
         self.history: list[Member] = []
         """Every member that ever joined, in order: the pool's record of who measured and compiled when."""
 
@@ -94,7 +93,7 @@ class MeasurementGate:
         """Register a worker's process group; it is stopped at once while another worker of its device measures."""
         member = Member(pgid=pgid, device=device)
         with self._condition:
-            self._tell_guard(f"+{pgid}")
+            process_guard().register(pgid)
             self._members.append(member)
             self.history.append(member)
             holder = self._holders.get(device)
@@ -115,7 +114,7 @@ class MeasurementGate:
             member.left = time.time()
             with contextlib.suppress(ValueError):
                 self._members.remove(member)
-            self._tell_guard(f"-{member.pgid}")
+            process_guard().forget(member.pgid)
 
     # -- turns -----------------------------------------------------------------------------------
 
@@ -153,18 +152,12 @@ class MeasurementGate:
             return concurrent
 
     def close(self) -> None:
-        """Kill every member's process group (stopped or not) and refuse further turns; stop the guard."""
+        """Kill every member's process group (stopped or not) and refuse further turns."""
         with self._condition:
             self._closed = True
             for member in self._members:
                 _signal(member.pgid, signal.SIGKILL)
             self._condition.notify_all()
-            guard, self._guard = self._guard, None
-        if guard is not None and guard.stdin is not None:
-            with contextlib.suppress(OSError):
-                guard.stdin.close()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                guard.wait(timeout=10)
 
     def __enter__(self) -> MeasurementGate:
         return self
@@ -190,24 +183,7 @@ class MeasurementGate:
             member.paused_since = time.time()
             _signal(member.pgid, signal.SIGSTOP)
 
-    def _tell_guard(self, line: str) -> None:
-        if self._guard is None or self._guard.stdin is None:
-            return
-        with contextlib.suppress(OSError, ValueError):
-            self._guard.stdin.write(f"{line}\n".encode())
-            self._guard.stdin.flush()
-
 
 def _signal(pgid: int, signum: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signum)
-
-
-def _start_guard() -> subprocess.Popen[bytes]:
-    # Its own session: a Ctrl-C meant for the search does not end it before the search has cleaned up.
-    return subprocess.Popen(
-        [sys.executable, "-m", "autotune.trial.guard", str(os.getpid())],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        start_new_session=True,
-    )

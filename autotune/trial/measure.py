@@ -25,6 +25,9 @@ __all__ = [
     "Stopwatch",
     "calibration_probe",
     "cpu_times",
+    "cpu_use",
+    "others_share",
+    "device_free_mb",
     "fail_on_recompile_limit",
     "frames_compiled",
     "load_average",
@@ -68,6 +71,18 @@ def peak_memory_mb(device: torch.device) -> float:
     return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
 
 
+def device_free_mb(device: torch.device) -> float | None:
+    """Free memory for another process: the CUDA driver's count on a GPU, MemAvailable (/proc/meminfo) on a CPU."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return free / 2**20
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 2**10
+    return None
+
+
 def calibration_probe(device: torch.device, repeats: int = 3) -> float:
     """Seconds a fixed amount of device work takes (median of `repeats`): slower means a busier machine.
 
@@ -104,6 +119,35 @@ def cpu_times() -> tuple[int, int] | None:
     except (OSError, ValueError, IndexError):
         return None
     return (ticks[7] if len(ticks) > 7 else 0), sum(ticks[:8])
+
+
+def cpu_use() -> tuple[int, int, int] | None:
+    """(ticks the machine was busy, ticks in all, ticks this process used), since boot, or None off Linux.
+
+    Busy counts user, nice, system, interrupts and steal; this process's ticks are its own
+    threads' user and system time (/proc/self/stat), OpenMP's included.
+    """
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
+        own = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        mine = int(own[11]) + int(own[12])
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields) - idle, sum(fields), mine
+
+
+def others_share(before: tuple[int, int, int] | None, after: tuple[int, int, int] | None) -> float | None:
+    """Share of the machine's CPU time that other processes used between two `cpu_use` readings.
+
+    What a window's clock felt of the rest of the machine: 0 on a quiet machine, 0.5 when
+    something kept one of two cores busy. None where the system does not say, or for a span
+    too short for the kernel's ticks to count.
+    """
+    if before is None or after is None or after[1] - before[1] < 10:
+        return None
+    others = (after[0] - before[0]) - (after[2] - before[2])
+    return max(0.0, min(1.0, others / (after[1] - before[1])))
 
 
 def steal_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:

@@ -15,7 +15,18 @@ from typing import Any
 
 from autotune.errors import ConfigError
 
-__all__ = ["Protocol", "RunRecord", "TrialRequest", "TrialRun", "check_device"]
+__all__ = [
+    "PROBE_SLOWDOWN",
+    "OTHERS_BUSY",
+    "WINDOW_SPREAD",
+    "Protocol",
+    "RunRecord",
+    "TrialRequest",
+    "TrialRun",
+    "check_device",
+    "noisy_reason",
+    "window_figures",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,33 +34,32 @@ class Protocol:
     """How a run is measured; the same for every trial and baseline of a study."""
 
     windows: int = 5
-    """Steady-state windows on the fixed batches after warm-up; the pruner sees each one."""
-    passes_per_window: int = 1
-    """Passes over the fixed batches in one window, at least (more for tiny, fast workloads: see `window_seconds`)."""
+    """Paired windows a search trial measures beside plain torch.compile; the pruner sees each one."""
     window_seconds: float = 0.5
-    """A window runs passes over the fixed batches until it lasts at least this long (64 passes at most):
-    longer windows average out more of a shared machine's jitter; shorter ones measure sooner."""
+    """How long a window lasts, about: a window is a slice of the fresh stream (the same slice for every subject it
+    is compared with), as many batches as last this long. Longer windows average out more jitter, shorter ones
+    follow the machine's drift more closely, which pairing cancels."""
+    settle_windows: int = 2
+    """Windows on the fixed batches after warm-up, before a subject is ready: one in which anything compiled is
+    measured again, so a ready subject has stopped compiling on the batches it has seen."""
     max_warmup_passes: int = 8
     """Warm-up passes allowed for the fixed batches' shapes to compile; a run still compiling after them fails."""
     fresh_batches: int = 24
-    """Batches the run has not seen, each run once after the windows: the throughput figure, recompiles included.
+    """The fresh stream: batches the run has not seen, drawn after the fixed ones. Windows take slices of it in
+    turn; the first time a configuration sees a length it compiles inside its window, and that counts.
     0 measures the fixed batches only."""
-    fresh_seconds: float = 1.0
-    """The fresh stream lasts at least this long: a fast model runs the fresh batches again after their first pass."""
     check_accuracy: bool = True
     """Compare loss and gradients (train) or outputs (infer) with eager before measuring."""
     threads: int = 0
     """CPU threads for torch and Inductor's kernels (0: every core this process may use); recorded per run."""
 
     def __post_init__(self) -> None:
-        for name in ("windows", "passes_per_window", "max_warmup_passes"):
+        for name in ("windows", "max_warmup_passes", "settle_windows"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"protocol.{name}: {value!r} must be an integer >= 1.")
         if not _seconds(self.window_seconds) or self.window_seconds <= 0:
             raise ConfigError(f"protocol.window_seconds: {self.window_seconds!r} must be a number of seconds > 0.")
-        if not _seconds(self.fresh_seconds) or self.fresh_seconds < 0:
-            raise ConfigError(f"protocol.fresh_seconds: {self.fresh_seconds!r} must be a number of seconds >= 0.")
         for name in ("fresh_batches", "threads"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -81,7 +91,10 @@ class TrialRequest:
     changes_precision: bool = False
     """The configuration changes numerics: its accuracy is checked against `PRECISION_TOLERANCE`."""
     timeout: float = 900.0
-    """Hard wall-clock limit for the whole worker, in seconds."""
+    """Hard wall-clock limit, in seconds, for the worker to be ready (build, compile, warm up), and for each window."""
+    cache_dir: str | None = None
+    """The subject's own Inductor and Triton cache folder, kept between its runs: its first run fills it (cold),
+    later runs start from it (warm). None: a temporary folder, removed with the run."""
     save_cache_path: str | None = None
     """Save the compile artifacts of this run to this file (see `autotune.runtime.compile_cache`)."""
     load_cache_path: str | None = None
@@ -97,9 +110,14 @@ class TrialRun:
     state: str
     reason: str = ""
     message: str = ""
+    ready: dict[str, Any] = field(default_factory=dict)
+    """The worker's "ready" event: compiled, checked, warmed up and settled on the fixed batches."""
     result: dict[str, Any] = field(default_factory=dict)
     compiled: dict[str, Any] = field(default_factory=dict)
     windows: list[dict[str, Any]] = field(default_factory=list)
+    """Each window the worker measured on a slice of the fresh stream, in order."""
+    fresh: dict[str, Any] = field(default_factory=dict)
+    """A timed pass over the whole stream (a first run's): recompiles of the stream's new shapes, counted and timed."""
     environment: dict[str, Any] = field(default_factory=dict)
     stderr_tail: str = ""
     wall_seconds: float = 0.0
@@ -110,6 +128,8 @@ class TrialRun:
     """Wall time the worker spent stopped by its parent (not part of any figure)."""
     measured_between: list[float] = field(default_factory=list)
     """A worker that shared its device: when (seconds since the epoch) it held the turn to measure."""
+    warm: bool = False
+    """The run started from its subject's cache folder, filled by an earlier run."""
 
     def record(self) -> RunRecord:
         """The plain figures of this run."""
@@ -119,15 +139,92 @@ class TrialRun:
             "message": self.message[:2000],
             "wall_seconds": round(self.wall_seconds, 3),
             "phase_seconds": {k: round(v, 3) for k, v in self.phase_seconds.items()},
-            "windows": [round(w["samples_per_second"], 4) for w in self.windows],
         }
         if self.paused_seconds:
             values["paused_seconds"] = round(self.paused_seconds, 3)
-        values.update({k: v for k, v in self.compiled.items() if k in _FIGURES})
-        values.update({k: v for k, v in self.result.items() if k in _FIGURES})
+        if self.warm:
+            values["warm"] = True
+        for source in (self.compiled, self.ready, self.result):
+            values.update({k: v for k, v in source.items() if k in _FIGURES})
+        if self.windows:
+            values.update(window_figures(self.windows, self.ready))
+        values.update({k: v for k, v in self.fresh.items() if k.startswith("fresh_")})
         if self.state == "failed":
             values["stderr_tail"] = self.stderr_tail[-3000:]
         return RunRecord.from_dict(values)
+
+
+def window_figures(windows: list[dict[str, Any]], ready: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's throughput from its windows on slices of the fresh stream: one pass over the stream, recompiles included.
+
+    Steps that compiled something are timed apart: the steady rate comes from the others,
+    and the seconds of the compiling steps are added once, as a run that passes over the
+    stream once pays them. So the figure means the same however many windows ran, and the
+    windows' drift, which hits every subject of a block alike, stays paired.
+    """
+    seconds = sum(float(w["seconds"]) for w in windows)
+    samples = sum(int(w["samples"]) for w in windows)
+    batches = sum(int(w["batches"]) for w in windows)
+    compiling = sum(float(w.get("compile_seconds", 0.0)) for w in windows)
+    steady_seconds = seconds - compiling
+    steady_samples = samples - sum(int(w.get("compile_samples", 0)) for w in windows)
+    steady_batches = batches - sum(int(w.get("compile_batches", 0)) for w in windows)
+    figures: dict[str, Any] = {
+        "windows": [round(int(w["samples"]) / float(w["seconds"]), 4) for w in windows],
+        "window_probe_ms": [round(float(w.get("probe_seconds", 0.0)) * 1e3, 3) for w in windows],
+        "window_recompiles": [int(w.get("recompiles", 0)) for w in windows],
+        "fresh_recompiles": sum(int(w.get("recompiles", 0)) for w in windows),
+        "fresh_compile_seconds": round(compiling, 4),
+        "load": [float(w["load"]) for w in windows if w.get("load") is not None][-1:],
+    }
+    if steady_seconds <= 0 or steady_samples <= 0:
+        return figures  # every step compiled: no steady rate to speak of
+    steady_sps, steady_bps = steady_samples / steady_seconds, steady_batches / steady_seconds
+    stream_samples = int(ready.get("stream_samples") or samples)
+    stream_batches = int(ready.get("stream_batches") or batches)
+    rates = [int(w["samples"]) / float(w["seconds"]) for w in windows if not w.get("recompiles")]
+    others = [float(w["others"]) for w in windows if w.get("others") is not None]
+    figures.update(
+        {
+            "steady_samples_per_second": steady_sps,
+            "samples_per_second": stream_samples / (stream_samples / steady_sps + compiling),
+            "batches_per_second": stream_batches / (stream_batches / steady_bps + compiling),
+            "samples_per_second_min": min(rates, default=None),
+            "samples_per_second_max": max(rates, default=None),
+        }
+    )
+    if others:
+        figures["window_others"] = [round(v, 3) for v in others]
+    if others and max(others) > OTHERS_BUSY:
+        # The probe is no judge here: the first work after a turn always finds the caches cold.
+        figures["noisy"] = f"other processes used up to {max(others):.0%} of the CPU during its windows"
+    return figures
+
+
+OTHERS_BUSY = 0.25
+"""A window during which other processes used more than this share of the machine's CPU saw it busy."""
+
+
+PROBE_SLOWDOWN = 1.5
+"""A calibration probe this many times slower than another of the same run marks the run noisy."""
+WINDOW_SPREAD = 1.5
+"""Windows without a compile whose fastest is this many times the slowest mark the run noisy."""
+
+
+def noisy_reason(probes: list[float], rates: list[float]) -> str:
+    """Why a run's figures were taken on a busy machine, or '' when they were not.
+
+    Its calibration probes (the same matrix work each time) differ by PROBE_SLOWDOWN or more,
+    or its windows that compiled nothing spread by WINDOW_SPREAD or more. Paired ratios do not
+    need this (load slows both sides of a pair); it is what the report says about the machine.
+    """
+    probes = [p for p in probes if p > 0]
+    if len(probes) >= 2 and max(probes) > PROBE_SLOWDOWN * min(probes):
+        return f"the calibration probe took from {min(probes) * 1e3:.1f} to {max(probes) * 1e3:.1f} ms"
+    rates = [r for r in rates if r > 0]
+    if len(rates) >= 2 and max(rates) > WINDOW_SPREAD * min(rates):
+        return f"its windows ranged from {min(rates):.4g} to {max(rates):.4g} samples/s"
+    return ""
 
 
 @dataclass(kw_only=True)
@@ -141,17 +238,36 @@ class RunRecord:
     message: str = ""
     """What the worker said about it, in a line."""
     samples_per_second: float | None = None
-    """The run's throughput: on the fresh batches, recompiles included (the fixed ones without a stream)."""
+    """The run's throughput over one pass of the fresh stream, recompiles of new shapes included (see
+    `window_figures`); the fixed batches' rate when there is no stream."""
     batches_per_second: float | None = None
     """Steps per second on the same batches as `samples_per_second`."""
     steady_samples_per_second: float | None = None
-    """Median of the steady-state windows on the fixed batches, after warm-up."""
+    """The rate of the steps that compiled nothing: on the stream's windows, or the fixed batches' settle windows."""
     samples_per_second_min: float | None = None
-    """The slowest steady-state window."""
+    """The slowest window that compiled nothing."""
     samples_per_second_max: float | None = None
-    """The fastest steady-state window."""
+    """The fastest window that compiled nothing."""
     windows: list[float] = field(default_factory=list)
-    """Every steady-state window's samples/s, in order."""
+    """Every window's samples/s, in order: slices of the fresh stream in a session (block by block), else the
+    settle windows on the fixed batches."""
+    window_probe_ms: list[float] = field(default_factory=list)
+    """The calibration probe timed just before each window, in milliseconds: the machine's state, window by window."""
+    window_recompiles: list[int] = field(default_factory=list)
+    """Frames compiled inside each window (a new shape of the stream)."""
+    window_others: list[float] = field(default_factory=list)
+    """Share of the machine's CPU that other processes used during each window (Linux /proc/stat)."""
+    settle_windows: list[float] = field(default_factory=list)
+    """The windows on the fixed batches before the run was ready, samples/s."""
+    windows_redone: int | None = None
+    """Settle windows measured again because something compiled inside them."""
+    stream_samples: int | None = None
+    """Samples in one pass over the fresh stream."""
+    stream_batches: int | None = None
+    """Batches in the fresh stream."""
+    warm: bool = False
+    """This run started from the subject's cache folder, filled by its first (cold) run: its compile time is the
+    warm one, not the subject's."""
     compile_seconds: float | None = None
     """Compile and warm-up on the fixed batches, without the accuracy check's eager reference (nor time stopped while
     another worker measured)."""
@@ -183,6 +299,9 @@ class RunRecord:
     """Frames compiled again for new guards."""
     threads: int | None = None
     """CPU threads torch used."""
+    device_free_mb: float | None = None
+    """Free memory of the device when the run was ready (CUDA: the driver's count), for choosing which subjects
+    can be alive together."""
     probe_seconds: list[float] = field(default_factory=list)
     """The calibration probe, timed before and after measuring: a slower probe means a busier machine."""
     load: list[float] = field(default_factory=list)

@@ -1,15 +1,25 @@
 """The trial process: `python -m autotune.trial.worker REQUEST.json`.
 
 It builds the workload, applies the configuration by executing the generated
-`apply_compilation.py` (none for the eager baseline), checks it against eager, and measures:
+`apply_compilation.py` (none for the eager baseline), checks it against eager, and gets ready:
 
 1. compile time: applying the configuration and warming up on the fixed batches until a
    pass compiles nothing new (the eager reference of the accuracy check is not in it);
-2. steady-state windows on the fixed batches (each one an event the pruner sees);
-3. a stream of fresh batches the run has not seen, each run once: the throughput figure,
-   with the recompiles of new shapes paid for and counted;
-4. a calibration probe before and after measuring, the load average and CPU steal, so the
-   parent can tell a busy machine from a slow configuration.
+2. settle windows on the fixed batches: a window in which anything compiled is measured
+   again, so a ready worker has stopped compiling on what it has seen.
+
+Then it says "ready" and does what its parent asks, one command per line on the descriptor
+named by AUTOTUNE_COMMAND_FD (without one, it ends at once):
+
+* `{"do": "window", "index": k, "start": s, "count": n}`: time batches s .. s+n-1 of the fresh
+  stream (modulo its length), each once, with the calibration probe just before; the steps
+  that compiled a new shape are timed apart and counted. The parent gives every subject of a
+  block the same slice, and stops the others (SIGSTOP) while one measures;
+* `{"do": "stream"}`: one timed pass over the whole stream, the compiles of new shapes
+  included and counted (a first run's figure); it also fills the subject's cache with every
+  shape the stream holds, for its later, warm runs;
+* `{"do": "end", "stream": true}`: optionally that pass, then the result: peak memory,
+  dynamo's counters, the load and CPU steal.
 
 It streams JSON-lines events to the parent on the file descriptor named by
 AUTOTUNE_EVENT_FD, exits when its parent dies, and never imports Optuna.
@@ -32,17 +42,20 @@ import torch
 from torch import nn
 
 from autotune.runtime import codegen, compile_cache, environment
-from autotune.trial.events import GATE_FD_VARIABLE, Events, open_request, wait_for_turn
+from autotune.trial.events import Events, command_channel, open_request
 from autotune.trial.measure import (
     PRECISION_TOLERANCE,
     Stopwatch,
     calibration_probe,
     compare,
     cpu_times,
+    cpu_use,
+    device_free_mb,
     dynamo_counts,
     fail_on_recompile_limit,
     frames_compiled,
     load_average,
+    others_share,
     peak_memory_mb,
     reset_peak_memory,
     steal_share,
@@ -51,16 +64,12 @@ from autotune.trial.measure import (
     tolerance_for,
     working_dtype,
 )
-from autotune.trial.request import Protocol
+from autotune.trial.request import Protocol, noisy_reason
 from autotune.workload import Workload, resolve, samples_in
 
 __all__ = ["StepRunner", "TrialFailure", "classify", "exit_now", "main", "to_device"]
 
 MAX_PASSES_PER_WINDOW = 64
-PROBE_SLOWDOWN = 1.5
-"""A probe this many times slower after measuring than before marks the run noisy."""
-WINDOW_SPREAD = 1.5
-"""Steady-state windows whose fastest is this many times the slowest mark the run noisy."""
 
 
 class TrialFailure(Exception):
@@ -97,45 +106,70 @@ class Trial:
     figures: dict[str, Any] = field(default_factory=dict)
 
     def run(self) -> None:
-        """Build, check, compile, measure and report."""
+        """Build, check, compile, settle; say ready; then measure windows until told to end."""
         self._build()
         self._compile()
-        if os.environ.get(GATE_FD_VARIABLE):
-            # Other workers share the device: measure only once they are stopped.
-            self._set_phase("wait")
-            wait_for_turn(self.events)
-        self._set_phase("measure")
-        load_before, cpu_before = load_average(), cpu_times()
+        self._settle()
+        self.load_before, self.cpu_before = load_average(), cpu_times()
+        self.events.emit("ready", **self.ready)
+        self._set_phase("ready")
+        commands = command_channel()
+        if commands is None:  # nobody to command it: a one-shot run, which ends with its stream
+            self._end(stream=True)
+            return
+        for command in commands:
+            if command.get("do") == "window":
+                self._set_phase("measure")
+                slice_ = (int(command["start"]), int(command["count"]))
+                measure_window(self, int(command["index"]), slice_, int(command.get("passes", 1)))
+            elif command.get("do") == "stream":
+                fresh_stream(self)
+            elif command.get("do") == "end":
+                self._end(stream=bool(command.get("stream")))
+                return
+        # The channel closed without an end: the parent is done with this worker.
+
+    def _settle(self) -> None:
+        """Windows on the fixed batches until `settle_windows` of them compiled nothing; the ready event's figures."""
+        self._set_phase("settle")
+        settle, redone = settle_windows(self)
+        rates = [w["samples_per_second"] for w in settle]
+        self.ready = {
+            **self.figures,
+            "settle_windows": rates,
+            "settle_passes": settle[0]["passes"],
+            "windows_redone": redone,
+            "steady_samples_per_second": statistics.median(rates),
+            "samples_per_second": statistics.median(rates),
+            "batches_per_second": statistics.median(w["batches_per_second"] for w in settle),
+            "stream_samples": sum(samples_in(b) for b in self.stream),
+            "stream_batches": len(self.stream),
+            "threads": torch.get_num_threads(),
+            "device_free_mb": device_free_mb(self.device),
+            **dynamo_counts(),
+        }
+
+    def _end(self, *, stream: bool) -> None:
+        """Optionally one pass over the whole stream, save the compile cache if asked, and send the result."""
         probe_before = calibration_probe(self.device)
-        self.events.emit("probe", seconds=probe_before)  # the parent's pruner trusts no window of a busy machine
-        windows = steady_windows(self)
-        fresh = fresh_stream(self)
+        fresh = fresh_stream(self) if stream and self.fresh else {}
         probe_after = calibration_probe(self.device)
         load_after, cpu_after = load_average(), cpu_times()
         if self.generated is not None and self.request.get("save_cache_path"):
             saved = compile_cache.save_compile_cache(self.request["save_cache_path"], str(self.device))
             self.events.emit("cache", **saved)
-        steady = statistics.median(w["samples_per_second"] for w in windows)
-        rates = [w["samples_per_second"] for w in windows]
+        figures = {**self.ready, **dynamo_counts()}
+        figures.update({k: v for k, v in fresh.items() if k in ("samples_per_second", "batches_per_second")})
         self.events.emit(
             "result",
-            samples_per_second=fresh["samples_per_second"] if fresh else steady,
-            batches_per_second=fresh["batches_per_second"]
-            if fresh
-            else statistics.median(w["batches_per_second"] for w in windows),
-            steady_samples_per_second=steady,
-            samples_per_second_min=min(rates),
-            samples_per_second_max=max(rates),
+            **figures,
+            **{k: v for k, v in fresh.items() if k.startswith("fresh_")},
             peak_memory_mb=peak_memory_mb(self.device),
             memory_kind="cuda_allocated" if self.device.type == "cuda" else "process_rss",
-            threads=torch.get_num_threads(),
             probe_seconds=[probe_before, probe_after],
-            load=[v for v in (load_before, load_after) if v is not None],
-            steal=steal_share(cpu_before, cpu_after),
-            noisy=_noise(probe_before, probe_after, rates),
-            **{k: v for k, v in fresh.items() if k.startswith("fresh_")},
-            **self.figures,
-            **dynamo_counts(),
+            load=[v for v in (self.load_before, load_after) if v is not None],
+            steal=steal_share(self.cpu_before, cpu_after),
+            noisy=noisy_reason([probe_before, probe_after], figures["settle_windows"]),
         )
 
     # -- building -------------------------------------------------------------------------------
@@ -153,6 +187,8 @@ class Trial:
         self.batches = [to_device(b, self.device) for b in self.workload.draw_batches(seed=seed)]
         drawn = self.workload.fresh_batches(seed=seed, count=self.protocol.fresh_batches)
         self.fresh = [to_device(b, self.device) for b in drawn]
+        # Windows take slices of the fresh stream; without one, of the fixed batches.
+        self.stream = self.fresh or self.batches
         self.model = self.workload.model.to(self.device)
         self.events.emit("environment", environment=environment.fingerprint(str(self.device)))
         source = self.request.get("source")
@@ -230,19 +266,20 @@ class Trial:
             self.step(self.model, self.optimizer, self.prepare(batch))
 
 
-def steady_windows(trial: Trial) -> list[dict[str, Any]]:
-    """Steady-state windows on the fixed batches; a window in which anything compiled is measured again."""
+def settle_windows(trial: Trial) -> tuple[list[dict[str, Any]], int]:
+    """Windows on the fixed batches until `settle_windows` compiled nothing; (those windows, how many were redone).
+
+    A window in which anything compiled is measured again: a ready subject has stopped
+    compiling on the batches it has seen. One that keeps compiling fails the run.
+    """
     samples = sum(samples_in(b) for b in trial.batches)
     clock = Stopwatch(trial.device)
     clock.start()
     trial.run_pass(trial.batches)
-    passes = min(
-        MAX_PASSES_PER_WINDOW,
-        max(trial.protocol.passes_per_window, math.ceil(trial.protocol.window_seconds / max(clock.elapsed(), 1e-6))),
-    )
+    passes = min(MAX_PASSES_PER_WINDOW, max(1, math.ceil(trial.protocol.window_seconds / max(clock.elapsed(), 1e-6))))
     windows: list[dict[str, Any]] = []
     redone = 0
-    while len(windows) < trial.protocol.windows:
+    while len(windows) < trial.protocol.settle_windows:
         frames = frames_compiled()
         clock.start()
         for _ in range(passes):
@@ -250,7 +287,7 @@ def steady_windows(trial: Trial) -> list[dict[str, Any]]:
         seconds = clock.elapsed()
         if frames_compiled() != frames:
             redone += 1
-            if redone > trial.protocol.windows:
+            if redone > trial.protocol.settle_windows + 2:
                 raise TrialFailure("unsettled", "kept compiling while measuring the same batches")
             continue
         window = {
@@ -261,56 +298,78 @@ def steady_windows(trial: Trial) -> list[dict[str, Any]]:
             "batches_per_second": len(trial.batches) * passes / seconds,
         }
         windows.append(window)
-        trial.events.emit("window", **window)
-    return windows
+        trial.events.emit("settle", **window)
+    return windows, redone
+
+
+def measure_window(trial: Trial, index: int, slice_: tuple[int, int], passes: int = 1) -> dict[str, Any]:
+    """Time `passes` passes over a slice (start, count) of the stream (modulo its length); the probe just before.
+
+    Every subject of a block gets the same slice; a fast one passes over it more often, so
+    that each window lasts about as long. The steps that compiled something (a shape this
+    run had not seen, in its first pass) are timed apart, so that the parent can count them
+    once and tell the steady rate from the cost of new shapes.
+    """
+    stream, (start, count) = trial.stream, slice_
+    batches = [stream[(start + offset) % len(stream)] for offset in range(count)] * max(passes, 1)
+    probe = calibration_probe(trial.device)
+    frames_before, use_before = frames_compiled(), cpu_use()
+    compile_seconds, compile_samples, compile_batches = 0.0, 0, 0
+    synchronize(trial.device)
+    started = time.perf_counter()
+    for batch in batches:
+        frames = frames_compiled()
+        step_started = time.perf_counter()
+        trial.step(trial.model, trial.optimizer, trial.prepare(batch))
+        if frames_compiled() != frames:
+            synchronize(trial.device)
+            compile_seconds += time.perf_counter() - step_started
+            compile_samples += samples_in(batch)
+            compile_batches += 1
+    synchronize(trial.device)
+    window = {
+        "index": index,
+        "seconds": time.perf_counter() - started,
+        "samples": sum(samples_in(b) for b in batches),
+        "batches": len(batches),
+        "recompiles": frames_compiled() - frames_before,
+        "compile_seconds": compile_seconds,
+        "compile_samples": compile_samples,
+        "compile_batches": compile_batches,
+        "probe_seconds": probe,
+        "others": others_share(use_before, cpu_use()),
+        "load": load_average(),
+    }
+    trial.events.emit("window", **window)
+    return window
 
 
 def fresh_stream(trial: Trial) -> dict[str, Any]:
-    """The fresh batches, timed as a whole: what a real run sees, the compiles of new shapes included.
-
-    Each fresh batch runs once; a stream shorter than `protocol.fresh_seconds` is run again
-    until it lasts that long, so that a fast model is timed over more than a few milliseconds.
-    """
-    if not trial.fresh:
-        return {}
+    """One pass over the fresh batches, timed as a whole: a first run's figure, the compiles of new shapes included."""
     frames_before = frames_compiled()
     compiling_seconds = 0.0
-    samples = steps = passes = 0
+    samples = 0
     synchronize(trial.device)
     started = time.perf_counter()
-    while True:
-        for batch in trial.fresh:
-            frames = frames_compiled()
-            step_started = time.perf_counter()
-            trial.step(trial.model, trial.optimizer, trial.prepare(batch))
-            if frames_compiled() != frames:
-                compiling_seconds += time.perf_counter() - step_started
-            samples += samples_in(batch)
-            steps += 1
-        passes += 1
-        synchronize(trial.device)
-        if time.perf_counter() - started >= trial.protocol.fresh_seconds:
-            break
+    for batch in trial.fresh:
+        frames = frames_compiled()
+        step_started = time.perf_counter()
+        trial.step(trial.model, trial.optimizer, trial.prepare(batch))
+        if frames_compiled() != frames:
+            synchronize(trial.device)
+            compiling_seconds += time.perf_counter() - step_started
+        samples += samples_in(batch)
+    synchronize(trial.device)
     elapsed = time.perf_counter() - started
     figures = {
         "samples_per_second": samples / elapsed,
-        "batches_per_second": steps / elapsed,
+        "batches_per_second": len(trial.fresh) / elapsed,
         "fresh_batches": len(trial.fresh),
-        "fresh_passes": passes,
         "fresh_recompiles": frames_compiled() - frames_before,
         "fresh_compile_seconds": compiling_seconds,
     }
     trial.events.emit("fresh", **figures)
     return figures
-
-
-def _noise(probe_before: float, probe_after: float, rates: list[float]) -> str:
-    """Why the machine looked busy during this run, or '' when it did not."""
-    if probe_after > PROBE_SLOWDOWN * probe_before or probe_before > PROBE_SLOWDOWN * probe_after:
-        return f"the calibration probe took {probe_before * 1e3:.1f} ms before measuring and {probe_after * 1e3:.1f} ms after"
-    if min(rates) > 0 and max(rates) > WINDOW_SPREAD * min(rates):
-        return f"steady-state windows ranged from {min(rates):.4g} to {max(rates):.4g} samples/s"
-    return ""
 
 
 class StepRunner:

@@ -3,8 +3,9 @@
 `python -m tests.trial_targets.gated request.json`, with the request's spec
 "COMPILE_SECONDS,MEASURE_SECONDS,FOLDER". While compiling it writes the time into
 FOLDER/ticks-PID every 10 ms, so a test sees exactly when it ran; it counts only the time
-it ran, so a pause makes its compile take longer by the clock. It then asks for its turn,
-"measures" by sleeping, and reports the measurement's start and end in its result.
+it ran, so a pause makes its compile take longer by the clock. It then says it is ready and,
+told to end with its stream pass (which its parent does in the device's turn), "measures" by
+sleeping, and reports the measurement's start and end in its result.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import sys
 import time
 
-from autotune.trial.events import open_request, wait_for_turn
+from autotune.trial.events import command_channel, open_request
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,12 +33,15 @@ def main(argv: list[str] | None = None) -> int:
             ticks.flush()
     settled = time.time()
     events.emit("compiled", compile_seconds=settled - started, compile_span=[started, settled], check_span=None)
-    events.emit("phase", phase="wait")
-    wait_for_turn(events)
+    events.emit("ready", compile_seconds=settled - started, settle_windows=[1.0])
+    events.emit("phase", phase="ready")
+    for command in command_channel() or [{"do": "end", "stream": True}]:
+        if command.get("do") == "end":
+            break
     events.emit("phase", phase="measure")
     measure_started = time.time()
     time.sleep(float(measure_seconds))
-    events.emit("window", index=0, seconds=float(measure_seconds), samples_per_second=1.0, batches_per_second=1.0)
+    events.emit("fresh", fresh_batches=1)
     events.emit(
         "result",
         samples_per_second=1.0,

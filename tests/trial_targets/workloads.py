@@ -314,3 +314,82 @@ def fails_after_two_runs() -> Workload:
         with open(counter) as runs:
             model.broken = len(runs.readlines()) > 2
     return tiny(model=model)
+
+
+SPIN_ITERATIONS = 20_000
+"""A spinning step's work: about a millisecond of Python arithmetic on this project's machines."""
+SPIN_FACTORS = {"highest": 1.00, "high": 0.95, "medium": 1.05}
+"""How much of that work a step does under each float32 matmul precision a configuration may set."""
+
+
+@torch.compiler.disable
+def _spin() -> None:
+    """CPU-bound work of a known amount, read from the process's float32 matmul precision when it runs.
+
+    Dynamo leaves this function to Python, so eager and compiled steps spin alike; a
+    configuration that sets the precision to 'high' spins 5% less, 'medium' 5% more.
+    """
+    total = 0
+    for value in range(int(SPIN_ITERATIONS * SPIN_FACTORS[torch.get_float32_matmul_precision()])):
+        total += value
+
+
+class Spins(TinyMLP):
+    """A step whose cost is known: the spin, and a tiny MLP. A busy machine slows the spin like any CPU work."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _spin()
+        return super().forward(x)
+
+
+def spins() -> Workload:
+    return tiny(model=Spins())
+
+
+@torch.compiler.disable
+def _phase(calls: list[int]) -> int:
+    """1 for the first 39 calls, 2 from then on; counted outside the compiled code, so only the result is guarded."""
+    calls[0] += 1
+    return 1 if calls[0] < 40 else 2
+
+
+class RecompilesOnce(TinyMLP):
+    """From its 40th call on, a Python int the compiled code specialises on changes once: one recompile, then none."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = [0]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        phase = _phase(self.calls)
+        return super().forward(x) * phase / phase
+
+
+def recompiles_once() -> Workload:
+    return tiny(model=RecompilesOnce())
+
+
+class SpinsAndHogsWhenFaster(Spins):
+    """The spinning step; under the 'high' precision it also starts two busy processes on its first call.
+
+    They spin until the worker that started them is gone, in sessions of their own (so a pause of
+    the worker does not pause them): its windows and the windows of whatever is measured beside
+    it all see a busy machine.
+    """
+
+    started = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.started and torch.get_float32_matmul_precision() == "high":
+            type(self).started = True
+            spin = (
+                "import os, time\nend = time.time() + 300\n"
+                f"while os.getppid() == {os.getpid()} and time.time() < end:\n    pass\n"
+            )
+            for _ in range(2):
+                subprocess.Popen([sys.executable, "-c", spin], start_new_session=True)
+        return super().forward(x)
+
+
+def spins_and_hogs_when_faster() -> Workload:
+    return tiny(model=SpinsAndHogsWhenFaster())

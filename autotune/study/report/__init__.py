@@ -15,13 +15,22 @@ from autotune.study.report._export import (
     trial_rows,
     write_trials_csv,
 )
-from autotune.study.report._plots import Plot, history, importances, pareto, retune_history, throughput_vs_compile
+from autotune.study.report._plots import (
+    Plot,
+    decision,
+    history,
+    importances,
+    pareto,
+    retune_history,
+    throughput_vs_compile,
+)
 from autotune.study.report._progress import Plan, Progress, ProgressCallback, quiet
-from autotune.study.report._report import write_report
+from autotune.study.report._report import DECIDE_WITHIN, write_report
 from autotune.study.report._verdict import BEST_TRIALS, best_trials, render_summary, savings_text
 
 __all__ = [
     "BEST_TRIALS",
+    "DECIDE_WITHIN",
     "Plan",
     "Plot",
     "Progress",
@@ -31,6 +40,7 @@ __all__ = [
     "best_trials",
     "campaign_of",
     "config_columns",
+    "decision",
     "duration",
     "export_from_storage",
     "export_study",

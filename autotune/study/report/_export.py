@@ -60,6 +60,8 @@ _CSV_COLUMNS = (
     "reason",
     "value",
     "samples_per_second",
+    "own_samples_per_second",
+    "paired_ratio",
     "steady_samples_per_second",
     "batches_per_second",
     "speedup_vs_eager",
@@ -307,8 +309,9 @@ def study_summary(study: optuna.Study) -> dict[str, Any]:
 def pruning_savings(trials: list[optuna.trial.FrozenTrial], protocol: Mapping[str, Any]) -> dict[str, Any]:
     """What pruning saved, from the study's own measurements (a lower bound: what a stopped compile had left is unknown).
 
-    - A trial pruned while measuring did not run its remaining windows (timed as its own
-      windows ran) nor its fresh stream (at least `fresh_seconds`).
+    - A trial pruned while measuring did not run its remaining paired blocks (timed as its own
+      blocks ran, the reference's window of each included), nor its pass over the stream
+      (not counted: a lower bound).
     - A trial stopped while compiling (the compile budget, the time-to bound) did not run a
       measurement: at least the shortest measurement phase a complete trial of this study
       took. Its compile time spent is recorded; how long the compile would have gone on is
@@ -322,7 +325,6 @@ def pruning_savings(trials: list[optuna.trial.FrozenTrial], protocol: Mapping[st
     ]
     shortest_measurement = min(measure_phases, default=0.0)
     windows = int(protocol.get("windows") or 0)
-    fresh = float(protocol.get("fresh_seconds") or 0.0) if protocol.get("fresh_batches", 1) else 0.0
     while_measuring = while_compiling = 0
     measuring_saved = skipped_saved = compile_spent = 0.0
     for trial in measured:
@@ -332,7 +334,7 @@ def pruning_savings(trials: list[optuna.trial.FrozenTrial], protocol: Mapping[st
         ran = len(trial.user_attrs.get("windows") or [])
         if ran and "measure" in phases:
             while_measuring += 1
-            measuring_saved += max(windows - ran, 0) * phases["measure"] / ran + fresh
+            measuring_saved += max(windows - ran, 0) * phases["measure"] / ran
         else:
             while_compiling += 1
             compile_spent += float(phases.get("compile", 0.0))

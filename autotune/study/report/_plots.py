@@ -16,7 +16,7 @@ import optuna
 
 from autotune.measure import Objective
 
-__all__ = ["Plot", "history", "importances", "pareto", "retune_history", "throughput_vs_compile"]
+__all__ = ["Plot", "decision", "history", "importances", "pareto", "retune_history", "throughput_vs_compile"]
 
 Plot = tuple[str, str]
 """(title, file name beside report.md), or (title, sentence) when it could not be drawn."""
@@ -55,6 +55,45 @@ def _save(plt: Any, ax: Any, out_dir: Path, name: str) -> str:
     return name
 
 
+def decision(out_dir: Path, rows: list[dict[str, Any]], within: float, exported: str | None) -> Plot:
+    """The decision itself: each confirmed subject's ratio to plain torch.compile with its 95% interval.
+
+    A forest plot: one row per subject, the estimate and its interval, 1 marked, and the
+    band of equivalence (+/- `within`) shaded; an interval wholly right of 1 is a gain.
+    """
+    title = "The decision: each subject against plain torch.compile"
+    shown = [r for r in rows if isinstance(r.get("vs_compile"), dict) and r["vs_compile"].get("median")]
+    if not shown:
+        return title, "Nothing was confirmed against plain torch.compile, so there is no decision to draw."
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.55 * (len(shown) + 1)))
+    ax.axvspan(1 / (1 + within), 1 + within, color="tab:green", alpha=0.15, label=f"equivalent (+/-{within:.0%})")
+    ax.axvline(1.0, color="black", linewidth=1, label="plain torch.compile")
+    labels = []
+    for y, row in enumerate(shown):
+        stat = row["vs_compile"]
+        low, high, centre = float(stat["low"]), float(stat["high"]), float(stat["median"])
+        color = "tab:blue" if low > 1 else "tab:red" if high < 1 else "tab:gray"
+        ax.errorbar(centre, y, xerr=[[centre - low], [high - centre]], fmt="o", color=color, capsize=4)
+        ax.annotate(
+            f"{centre:.2f}x [{low:.2f}, {high:.2f}]", (high, y), xytext=(6, -3), textcoords="offset points", fontsize=8
+        )
+        name = str(row["subject"])
+        labels.append(f"{name} (exported)" if name == exported else name)
+    ax.set_yticks(range(len(shown)), labels)
+    ax.invert_yaxis()
+    # Ratios multiply: on a log axis 0.5x and 2x lie as far from 1 on either side.
+    ax.set_xscale("log")
+    from matplotlib.ticker import FuncFormatter  # with matplotlib itself, only when a plot is drawn
+
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}x"))
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
+    ax.margins(x=0.3)
+    ax.set_xlabel("times as fast as plain torch.compile (geometric mean of paired replicates, 95% interval)")
+    ax.set_title(title)
+    return title, _save(plt, ax, out_dir, "decision.png")
+
+
 def history(
     out_dir: Path,
     study: optuna.Study,
@@ -82,7 +121,7 @@ def history(
         for name, label, style in (("eager", "eager", ":"), ("compile", "plain torch.compile", "--")):
             value = baselines.get(name, {}).get("samples_per_second")
             if value:
-                ax.axhline(value, linestyle=style, color="gray", label=f"{label} (confirmed)")
+                ax.axhline(value, linestyle=style, color="gray", label=f"{label} (search-time baseline)")
     if winner is not None:
         row = next((r for r in rows if r["number"] == winner), None)
         if row and row["value"] is not None:
@@ -97,13 +136,13 @@ def throughput_vs_compile(
 ) -> Plot:
     """Each complete trial's throughput against its compile time, with the baselines and the exported trial."""
     title = "Throughput vs compile time"
-    complete = [r for r in rows if r["state"] == "COMPLETE" and r.get("samples_per_second")]
+    complete = [r for r in rows if r["state"] == "COMPLETE" and _search_rate(r)]
     if not complete:
         return title, "No trial completed, so there is nothing to place."
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5))
     xs = [r["compile_seconds"] or 0.0 for r in complete]
-    ys = [r["samples_per_second"] for r in complete]
+    ys = [_search_rate(r) or 0.0 for r in complete]
     ax.scatter(xs, ys, label="trial", color="tab:blue")
     for (x, y), text in _labels(xs, ys, [f"#{row['number']}" for row in complete]):
         ax.annotate(text, (x, y), xytext=(4, 4), textcoords="offset points", fontsize=8)
@@ -116,15 +155,21 @@ def throughput_vs_compile(
                 marker=marker,
                 color="gray",
                 s=60,
-                label=f"{label} (confirmed)",
+                label=f"{label} (search-time baseline)",
             )
     chosen = next((r for r in complete if r["number"] == winner), None)
     if chosen is not None:
-        _ring(ax, chosen["compile_seconds"] or 0.0, chosen["samples_per_second"], f"exported: trial {winner}")
-    ax.set_xlabel("compile and warm-up seconds")
-    ax.set_ylabel("samples/s (search-time run)")
+        _ring(ax, chosen["compile_seconds"] or 0.0, _search_rate(chosen) or 0.0, f"exported: trial {winner}")
+    ax.set_xlabel("compile and warm-up seconds (first, cold run)")
+    ax.set_ylabel("samples/s (search time, paired with plain compile)")
     ax.set_title(title)
     return title, _save(plt, ax, out_dir, "throughput_vs_compile.png")
+
+
+def _search_rate(row: dict[str, Any]) -> float | None:
+    """A trial's search-time rate (paired with the live plain compile, where it was)."""
+    value = row.get("samples_per_second")
+    return float(value) if value else None
 
 
 def pareto(out_dir: Path, front: list[dict[str, Any]]) -> Plot:
@@ -145,7 +190,7 @@ def pareto(out_dir: Path, front: list[dict[str, Any]]) -> Plot:
         figures = picked["figures"]
         _ring(ax, figures["compile_seconds"], figures[speed_name], f"best.yaml: {picked['subject']}")
     ax.margins(x=0.12, y=0.12)  # room for the labels of the points at the edges
-    ax.set_xlabel("compile and warm-up seconds (median of the confirmation rounds)")
+    ax.set_xlabel("compile and warm-up seconds (first, cold run)")
     ax.set_ylabel(speed_name + (" (samples/s)" if speed_name == "throughput" else " (s)"))
     ax.set_title(title)
     return title, _save(plt, ax, out_dir, "pareto.png")

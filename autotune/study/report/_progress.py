@@ -35,6 +35,9 @@ class Plan:
     baselines: int = 2
     trials: int = 0
     confirmation: int = 0
+    """Runs of the confirmation before it starts (a first guess: every subject once per replicate)."""
+    confirmation_seconds: float | None = None
+    """Once the confirmation runs: seconds of it still ahead, at the pace of its replicates so far."""
     cache: int = 0
     typical_run: float | None = None
     """Seconds of a typical run: the median trial, or the compile baseline before any trial."""
@@ -47,8 +50,12 @@ class Plan:
         """Seconds until the search ends, or None before anything was timed."""
         if self.typical_run is None:
             return None
-        runs = self.baselines + self.trials / self.workers + self.confirmation + self.cache
         elapsed = now - self.run_started if self.run_started is not None else 0.0
+        if self.confirmation_seconds is not None:
+            # Measuring: the replicates left at the pace of those done, less the current one's time so far.
+            ahead = max(self.confirmation_seconds - elapsed, 0.0)
+            return self.cache * self.typical_run + ahead
+        runs = self.baselines + self.trials / self.workers + self.confirmation + self.cache
         return max(runs * self.typical_run - min(elapsed, self.typical_run), 0.0)
 
 

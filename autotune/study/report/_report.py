@@ -8,7 +8,7 @@ from typing import Any
 
 import optuna
 
-from autotune.measure import Campaign
+from autotune.measure import Campaign, design_text
 from autotune.measure.format import interval as show_interval
 from autotune.measure.format import number, span
 from autotune.runtime.tuned import TunedConfig
@@ -17,7 +17,10 @@ from autotune.study.report import _plots as plots
 from autotune.study.report._verdict import render_summary, savings_text
 from autotune.study.storage import read_history
 
-__all__ = ["write_report"]
+__all__ = ["DECIDE_WITHIN", "write_report"]
+
+DECIDE_WITHIN = 0.02
+"""The band of equivalence around plain torch.compile the confirmation decides with."""
 
 
 def write_report(
@@ -48,9 +51,13 @@ def write_report(
         "",
         render_summary(metrics, summary, markdown=True),
         "",
-        _noise_text(campaign),
-        "",
     ]
+    if confirmed:
+        title_, what = plots.decision(
+            out_dir, list(metrics.get("confirmation") or []), DECIDE_WITHIN, metrics.get("subject")
+        )
+        lines += [f"![{title_}]({what})" if what.endswith(".png") else what, ""]
+    lines += [_noise_text(campaign, confirmed), ""]
     if front:
         title_, name = plots.pareto(out_dir, front)
         lines += ["## Pareto front", "", _front_table(front), "", f"![{title_}]({name})", ""]
@@ -84,9 +91,11 @@ def write_report(
         "Every trial, with its parameters and reasons, is in `trials.csv`.",
         "",
     ]
+    # The search's plots place each trial's search-time figure beside the baselines of its session.
+    searched = {name: study.user_attrs.get(f"baseline.{name}") or {} for name in ("eager", "compile")}
     drawn = [
-        plots.history(out_dir, study, rows, dict(tuned.baselines), objective, winner),
-        plots.throughput_vs_compile(out_dir, rows, dict(tuned.baselines), winner),
+        plots.history(out_dir, study, rows, searched, objective, winner),
+        plots.throughput_vs_compile(out_dir, rows, searched, winner),
         plots.importances(out_dir, study),
     ]
     for title_, what in drawn:
@@ -117,15 +126,22 @@ def _front_table(front: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _noise_text(campaign: Campaign) -> str:
+def _noise_text(campaign: Campaign, confirmed: bool) -> str:
+    """How the figures above were measured, and the machine's state meanwhile."""
     noise = campaign.noise()
-    text = (
-        f"{campaign.rounds} rotated round(s); ratios are medians of paired rounds with 95% t-intervals of their logarithms. "
-        f"Machine load during the runs: {span(noise.get('load'), missing='not reported')}; calibration probe "
+    if confirmed and campaign.replicates:
+        text = design_text(campaign)
+    else:
+        text = "Search-time figures: each trial's own run, paired with the live plain compile of its session."
+    text += (
+        f" Machine load during the runs: {span(noise.get('load'), missing='not reported')}; calibration probe "
         f"{span(noise.get('probe_ms'), ' ms', missing='not timed')}."
     )
     if noise["noisy_runs"]:
-        text += f" {noise['noisy_runs']} run(s) were taken while the machine was busy and measured again."
+        text += (
+            f" {noise['noisy_runs']} run(s) saw the machine busy ({'; '.join(noise.get('busy') or [])}); the paired "
+            "ratios cancel what that did to both sides of each pair."
+        )
     return text
 
 

@@ -40,14 +40,15 @@ def render_summary(metrics: Mapping[str, Any], study: Mapping[str, Any], *, mark
         lines += [f"The search {metrics['stopped']}.", ""]
     confirmed = metrics.get("confirmed", True)
     lines.append(
-        "Confirmation: fresh processes, rotated rounds, medians of paired ratios with 95% intervals"
+        "Confirmation: each subject warm from its own cache, in replicates of paired windows; ratios are geometric "
+        "means over replicates with 95% intervals"
         if confirmed
         else "Search-time figures (not confirmed: --confirm 0)"
     )
     lines += ["", table(confirmation_cells(metrics.get("confirmation") or []), markdown), ""]
     lines += [
-        "During the search (each trial's own run, against the baselines measured when its session started;"
-        " the confirmation above decides):",
+        "During the search (each trial's first run, paired window by window with a live plain torch.compile of"
+        " its session; the confirmation above decides):",
         "",
         table(_search_cells(study.get("best_trials") or []), markdown),
         "",

@@ -18,6 +18,7 @@ A regression that no challenger fixes leaves the files as they were, so the next
 
 from __future__ import annotations
 
+import shutil
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from autotune.errors import ConfigError, RetuneError, SearchError
 from autotune.measure import (
     BASELINES,
     DECISIONS,
+    Budget,
     Campaign,
     Choice,
     Decision,
@@ -40,6 +42,7 @@ from autotune.measure import (
     baseline_figures,
     confirmation_table,
     decide,
+    first_blocks,
     measure,
     metrics,
     record_compile_cache,
@@ -59,7 +62,7 @@ from autotune.study.report import (
 )
 from autotune.study.retune import _publish as publish
 from autotune.study.retune._warmstart import WarmStart
-from autotune.study.search import bundled_spaces, load_space, shared_length_groups
+from autotune.study.search import CACHES_FOLDER, bundled_spaces, load_space, shared_length_groups
 from autotune.study.storage import HISTORY_FILE, append_history, load_search_study
 from autotune.trial.request import Protocol, check_device
 from autotune.workload import resolve
@@ -266,6 +269,12 @@ class _Retune:
         self.space_name = _space_name(self.path, options.space, self.tuned, self.study)
 
     def run(self) -> RetuneResult:
+        try:
+            return self._run()
+        finally:
+            shutil.rmtree(self.out_dir / CACHES_FOLDER, ignore_errors=True)
+
+    def _run(self) -> RetuneResult:
         challenger = self._challenger()
         campaign, verdict = self._measure(challenger)
         current = dict(campaign.environment or self.study.user_attrs.get("environment") or {})
@@ -334,7 +343,7 @@ class _Retune:
         )
         subjects = [*Subject.baselines(), incumbent, *([challenger] if challenger is not None else [])]
         measured = ", ".join(s.name for s in subjects if s.same_as is None)
-        self._note(f"measuring {measured} in rotated rounds")
+        self._note(f"measuring {measured}: each alone and cold first, then in replicates of paired windows")
         if baseline is not None:
             self._note(
                 f"the incumbent is {'plain torch.compile' if baseline == 'compile' else 'no compilation'}: "
@@ -343,43 +352,54 @@ class _Retune:
         return subjects
 
     def _measure(self, challenger: Subject | None) -> tuple[Campaign, Decision]:
-        """The campaign and what it decides; a regression is measured for every round the budget allows."""
+        """The campaign and what it decides; a regression is measured for every replicate the budget allows."""
 
         def shown(name: str, index: int, record: Any) -> None:
-            self._note(f"round {index + 1}: {name}: {_shown(record, self.objective)}")
+            what = "first run (cold)" if index < 0 else f"replicate {index + 1}"
+            self._note(f"{what}: {name}: {_shown(record, self.objective)}")
 
+        reference = "incumbent" if challenger is not None else "compile"
+        options = self.options
         campaign = measure(
             self.harness,
             self._subjects(challenger),
             objective=self.objective,
-            min_rounds=self.options.repeats,
-            max_rounds=self.options.max_rounds,
-            reference="incumbent" if challenger is not None else "compile",
+            budget=Budget(
+                min_rounds=options.repeats,
+                max_rounds=options.max_rounds,
+                reference=reference,
+                blocks=first_blocks(self.harness.protocol),
+            ),
             on_run=shown,
+            cache_root=self.out_dir / CACHES_FOLDER,
         )
-        if not campaign.complete_runs("eager"):
-            failure = campaign.failure("eager")
+        failure = campaign.failure("eager")
+        if failure is not None:
             raise RetuneError(
                 f"the workload {self.spec} does not run eagerly any more, so nothing can be compared: "
                 f"{failure.reason if failure else 'not measured'}: {failure.message if failure else ''}"
             )
         recorded = recorded_ratios(self.tuned.metrics)
-        options = self.options
         verdict = decide(campaign, recorded=recorded, min_gain=options.min_gain, max_regression=options.max_regression)
         if verdict.regressions and campaign.failure("incumbent") is None and campaign.rounds < options.max_rounds:
             # A regression is a claim a scheduler acts on: before making it, measure every round the budget allows.
             self._note(
-                f"the incumbent looks slower after {campaign.rounds} round(s); measuring up to {options.max_rounds} "
-                "to be sure"
+                f"the incumbent looks slower after {campaign.rounds} replicate(s); measuring up to "
+                f"{options.max_rounds} to be sure"
             )
             campaign = measure(
                 self.harness,
                 [],
                 objective=self.objective,
-                min_rounds=options.max_rounds,
-                max_rounds=options.max_rounds,
+                budget=Budget(
+                    min_rounds=options.max_rounds,
+                    max_rounds=options.max_rounds,
+                    reference=reference,
+                    blocks=first_blocks(self.harness.protocol),
+                ),
                 campaign=campaign,
                 on_run=shown,
+                cache_root=self.out_dir / CACHES_FOLDER,
             )
             verdict = decide(
                 campaign, recorded=recorded, min_gain=options.min_gain, max_regression=options.max_regression

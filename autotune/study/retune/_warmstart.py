@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -19,8 +20,9 @@ from autotune.measure import Harness, Objective, Subject
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.tuned import TunedConfig
 from autotune.study.report import ProgressCallback
-from autotune.study.search import SearchOptions, SearchSpace, explore, params_for
+from autotune.study.search import CACHES_FOLDER, SearchOptions, SearchSpace, explore, params_for
 from autotune.study.storage import load_search_study, trial_rank, trial_value
+from autotune.trial.request import RunRecord
 
 __all__ = ["WarmStart"]
 
@@ -70,8 +72,14 @@ class WarmStart:
             return self.study, None
         best = max(candidates, key=lambda t: trial_rank(t, self.objective))
         config = CompileConfig.from_dict(best.user_attrs["config"])
+        # Its run in this search was its first: the campaign starts it warm from the cache that run filled.
         return self.study, Subject(
-            name="challenger", config=config, created=best.user_attrs.get("created"), trial=best.number
+            name="challenger",
+            config=config,
+            created=best.user_attrs.get("created"),
+            trial=best.number,
+            cache_dir=str(Path(self.out_dir) / CACHES_FOLDER / f"trial-{best.number}"),
+            cold=RunRecord.from_dict({**best.user_attrs, "state": "complete"}),
         )
 
     def _complete(self) -> list[optuna.trial.FrozenTrial]:

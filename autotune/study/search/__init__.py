@@ -11,7 +11,7 @@ from autotune.study.search._opening import forget_new_study, open_search_study
 from autotune.study.search._options import PRUNERS, SAMPLERS, SearchOptions, default_study_name
 from autotune.study.search._pool import TrialPool, worker_devices
 from autotune.study.search._seeds import PAD_MULTIPLE, Seed, expert_recipes, seed_params, seed_study
-from autotune.study.search._session import explore, search
+from autotune.study.search._session import CACHES_FOLDER, explore, search
 from autotune.study.search._space import (
     BUNDLED_DIR,
     FEATURES,
@@ -32,6 +32,7 @@ from autotune.study.search._space import (
 
 __all__ = [
     "BUNDLED_DIR",
+    "CACHES_FOLDER",
     "DETERMINISTIC_FAILURES",
     "EFFORTS",
     "Effort",

@@ -28,7 +28,7 @@ class Effort:
         """One line for --help and the README."""
         return (
             f"space {self.space}, {self.trials} trials, the best {self.confirm} confirmed in "
-            f"{self.rounds}-{self.max_rounds} rounds"
+            f"{self.rounds}-{self.max_rounds} replicates"
         )
 
 

@@ -12,16 +12,20 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import random
 import socket
+import tempfile
 import threading
 import warnings
 from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import optuna
 
 from autotune.errors import ConfigError, SpaceError
-from autotune.measure import Harness, Objective, Objectives
+from autotune.measure import Harness, Objective, Objectives, Paired, Reference, measure_trial, start_reference
 from autotune.measure.format import utc_now
 from autotune.runtime.config import CompileConfig, is_plain_compile
 from autotune.study.search._ledger import StudyLedger
@@ -29,8 +33,7 @@ from autotune.study.search._monitor import LoopOptions, Monitor
 from autotune.study.search._space import SearchSpace
 from autotune.study.storage import Heartbeat
 from autotune.trial.gate import GateClosed, MeasurementGate
-from autotune.trial.request import TrialRun
-from autotune.trial.runner import run_trial
+from autotune.trial.request import RunRecord, TrialRun
 
 __all__ = ["DETERMINISTIC_FAILURES", "TrialLoop"]
 
@@ -69,6 +72,15 @@ class TrialLoop:
         for a reason a second run would repeat: a trial of that configuration on the same device takes its outcome
         rather than compiling the same code again."""
         self.exhausted = False
+        self.references: dict[str, Reference] = {}
+        """Per device, the live plain-compile worker trials are paired with (`autotune.measure.Reference`)."""
+        self.reference_name = "compile"
+        """Which baseline the references are: plain compile, or eager when plain compile failed."""
+        self.caches = Path(tempfile.gettempdir()) / f"autotune-caches-{os.getpid()}"
+        """Where each trial's compile-cache folder is kept, for its warm runs in the confirmation (the session sets it)."""
+        self.closing: list[Callable[[], None]] = []
+        """What `close` ends: the baselines' live workers."""
+        self.rng = random.Random(0)
         self.ledger = StudyLedger(study, self.objectives, timeout=harness.timeout, note=self._note)
         """What this session knows of the study's trials."""
         self.lock = threading.RLock()
@@ -155,43 +167,62 @@ class TrialLoop:
         recipe = trial.user_attrs.get("recipe")
         self.report(trial.number, f"trial {trial.number}: starting" + (f" (recipe {recipe})" if recipe else ""))
         monitor = Monitor(self, trial, f"trial {trial.number}")
-        run = run_trial(harness.request(config, source=source), monitor, gate)
+        cache = str(self.caches / f"trial-{trial.number}")
+        request = harness.request(config, source=source, cache_dir=cache)
+        run, paired = measure_trial(
+            request,
+            monitor=monitor,
+            on_block=monitor.block,
+            gate=gate,
+            reference=self.reference_for(harness),
+            blocks=harness.protocol.windows,
+            rng=self.rng,
+        )
         if self.stopping.is_set():
             raise KeyboardInterrupt  # the pool stopped: its worker was killed, whatever the run says
         if harness.device != self.harness.device:
             trial.set_user_attr("device", harness.device)
-        self._tell_run(trial, config, run, created)
+        self._tell_run(trial, config, run, created, paired=paired)
+
+    def close(self) -> None:
+        """End the live references (after the last trial, or when the search stops)."""
+        while self.closing:
+            self.closing.pop()()
+        for reference in self.references.values():
+            if reference.worker.alive:
+                reference.worker.end()
+        self.references.clear()
+
+    def reference_for(self, harness: Harness) -> Reference | None:
+        """The live reference of `harness`'s device: the baselines' on the first device, one started on others."""
+        with self.lock:
+            if harness.device not in self.references and self.references:
+                first = next(iter(self.references.values()))
+                cache = str(self.caches / f"compile-{harness.device.replace(':', '-')}")
+                self.references[harness.device] = start_reference(harness, first, cache)
+            return self.references.get(harness.device)
 
     def _tell_run(
-        self, trial: optuna.Trial, config: CompileConfig, run: TrialRun, created: str, *, reused: str = ""
+        self,
+        trial: optuna.Trial,
+        config: CompileConfig,
+        run: TrialRun,
+        created: str,
+        *,
+        reused: str = "",
+        paired: Paired | None = None,
     ) -> None:
         """Record `run`'s figures on the trial and tell its outcome; `reused` names the run it was when not its own."""
         record = run.record()
         also = f" (the run of {reused}, reused)" if reused else ""
         if reused:
-            # Same configuration, same code, same protocol and device, measured minutes ago in this session.
-            trial.set_user_attr("created", created)
-            trial.set_user_attr(
-                "source_sha256", hashlib.sha256(self.harness.source(config, created).encode()).hexdigest()
-            )
-            trial.set_user_attr("reused_run", reused)
-            if record.complete and not self.objectives.multi:
-                # Its windows, as the pruner would have seen them: later trials are judged against them.
-                for window in run.windows:
-                    value = self.objective.value(
-                        window["samples_per_second"], window["batches_per_second"], record.compile_seconds or 0.0
-                    )
-                    trial.report(value, int(window["index"]))
+            self._reused(trial, config, record, created, reused)
         if run.measured_between:
             trial.set_user_attr("measured_between", [round(t, 3) for t in run.measured_between])
         for key, value in record.to_dict().items():
             trial.set_user_attr(key, value)
-        for name in ("eager", "compile"):
-            base = self.baselines.get(name, {}).get("samples_per_second")
-            if record.complete and base:
-                trial.set_user_attr(f"speedup_vs_{name}", round((record.samples_per_second or 0.0) / base, 4))
-                trial.set_user_attr("baselines_of", self.host)
         if record.complete:
+            record = self._paired_figures(trial, record, paired, reused=bool(reused))
             values = self.objectives.values(record)
             self._tell(trial, values)
             shown = ", ".join(f"{v:.4g} {o.unit}" for v, o in zip(values, self.objectives, strict=True))
@@ -202,6 +233,52 @@ class TrialLoop:
         else:
             self._tell(trial, state=optuna.trial.TrialState.FAIL)
             self._note(f"trial {trial.number}: FAIL {record.reason}: {record.message}  {config.describe()}{also}")
+
+    def _reused(self, trial: optuna.Trial, config: CompileConfig, record: RunRecord, created: str, what: str) -> None:
+        """A trial that takes the plain compile baseline's run: the same code, protocol and device, minutes ago."""
+        trial.set_user_attr("created", created)
+        trial.set_user_attr("source_sha256", hashlib.sha256(self.harness.source(config, created).encode()).hexdigest())
+        trial.set_user_attr("reused_run", what)
+        if record.complete and not self.objectives.multi:
+            # Plain compile against itself: a ratio of 1 at every block, as the pruner would have seen it.
+            value = self.objective.value(
+                record.samples_per_second or 0.0, record.batches_per_second or 0.0, record.compile_seconds or 0.0
+            )
+            for step in range(self.harness.protocol.windows):
+                trial.report(value, step)
+
+    def _paired_figures(
+        self, trial: optuna.Trial, record: RunRecord, paired: Paired | None, *, reused: bool
+    ) -> RunRecord:
+        """The trial's figures against the baselines of this session; the record whose objective is told.
+
+        A paired trial's rate is its ratio to the reference, measured at the same moments on the
+        same batches, times the reference's rate when the session started: load on the machine
+        moves both sides of the ratio alike.
+        """
+        trial.set_user_attr("baselines_of", self.host)
+        if reused:
+            trial.set_user_attr("speedup_vs_compile", 1.0)
+            over_eager = self.baselines.get("compile", {}).get("speedup_vs_eager")
+            if over_eager:
+                trial.set_user_attr("speedup_vs_eager", over_eager)
+            return record
+        if paired is None or paired.samples_per_second is None:
+            return record
+        for key, value in paired.figures().items():
+            trial.set_user_attr(key, value)
+        if self.reference_name == "compile" and paired.ratio is not None:
+            trial.set_user_attr("speedup_vs_compile", round(paired.ratio, 4))
+        if paired.over_eager is not None:
+            trial.set_user_attr("speedup_vs_eager", round(paired.over_eager, 4))
+        # The figure every table and plot of the search shows is the paired one; the trial's own stays beside it.
+        trial.set_user_attr("own_samples_per_second", record.samples_per_second)
+        trial.set_user_attr("samples_per_second", round(paired.samples_per_second, 4))
+        return replace(
+            record,
+            samples_per_second=paired.samples_per_second,
+            batches_per_second=paired.batches_per_second or record.batches_per_second,
+        )
 
     def _note(self, message: str) -> None:
         self.report(None, "", message)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -10,7 +9,7 @@ from typing import Any, Protocol
 
 import optuna
 
-from autotune.measure import PROBE_SLOWDOWN, Objective, Objectives
+from autotune.measure import Objective, Objectives, Paired
 from autotune.study.search._ledger import StudyLedger
 
 __all__ = ["MIN_COMPILE_BUDGET", "LoopOptions", "Monitor", "Watched", "compile_limit"]
@@ -82,10 +81,7 @@ class Monitor:
         self.phase = "start"
         self.phase_started = time.monotonic()
         self.compile_seconds = 0.0
-        self.windows: list[float] = []
         self.limit, self.why = compile_limit(loop)
-        self.busy = ""
-        """Why this trial's windows are not judged: the calibration probe said the machine was busy."""
 
     def __call__(self, event: dict[str, Any] | None) -> str | None:
         if self.loop.stopping.is_set():
@@ -106,43 +102,28 @@ class Monitor:
             self.compile_seconds = float(event["compile_seconds"])
             if limit and self.compile_seconds > limit:
                 return f"compile took {self.compile_seconds:.0f} s, more than {limit:.0f} s: {self.why}"
-        elif kind == "probe":
-            self.busy = self._busy(float(event["seconds"]))
-            if self.busy:
-                self.trial.set_user_attr("not_pruned_because", self.busy)
-        elif kind == "window":
-            return self._window(event)
         return None
 
-    def _busy(self, probe: float) -> str:
-        """Why the machine looks busy now, from the calibration probe against the baselines' fastest; '' when it does not."""
-        probes = [
-            seconds
-            for record in self.loop.baselines.values()
-            for seconds in record.get("probe_seconds") or []
-            if seconds
-        ]
-        if probes and probe > PROBE_SLOWDOWN * min(probes):
-            return (
-                f"the calibration probe took {probe * 1e3:.1f} ms, over {PROBE_SLOWDOWN:g}x the baselines' "
-                f"{min(probes) * 1e3:.1f} ms: the machine was busy, so its windows were not judged"
-            )
-        return ""
+    def block(self, paired: Paired) -> str | None:
+        """Judge the trial after each paired block: the pruner, then the slow-ratio rule; a reason stops it.
 
-    def _window(self, event: dict[str, Any]) -> str | None:
-        if self.busy:
-            return None  # slow windows of a busy machine say nothing about the configuration
+        Both see the trial against the reference measured at the same moments, so a machine
+        that got busy meanwhile slows both sides alike and judges nothing.
+        """
+        if paired.samples_per_second is None:
+            return None
         objective = self.loop.objective
-        value = objective.value(event["samples_per_second"], event["batches_per_second"], self.compile_seconds)
-        step = int(event["index"])
-        self.windows.append(event["samples_per_second"])
+        value = objective.value(paired.samples_per_second, paired.batches_per_second or 0.0, self.compile_seconds)
+        step = paired.blocks - 1
         # Optuna's pruners judge one objective; a multi-objective study is pruned for slowness only.
         if not self.loop.objectives.multi:
             self.trial.report(value, step)
-        if not self.loop.objectives.multi and self.trial.should_prune():
-            return f"the {self.loop.options.pruner} pruner stopped it at window {step} ({value:.4g} {objective.unit})"
-        eager = self.loop.baselines.get("eager", {}).get("steady_samples_per_second")
-        ratio = self.loop.options.slow_ratio
-        if eager and len(self.windows) >= 2 and statistics.median(self.windows) < ratio * eager:
-            return f"{statistics.median(self.windows):.4g} samples/s is below {ratio:.0%} of eager's {eager:.4g}"
+            if self.trial.should_prune():
+                return (
+                    f"the {self.loop.options.pruner} pruner stopped it at window {step} ({value:.4g} {objective.unit}, "
+                    f"{paired.ratio:.2f}x the reference beside it)"
+                )
+        ratio, slow = paired.over_eager, self.loop.options.slow_ratio
+        if ratio is not None and paired.blocks >= 2 and ratio < slow:
+            return f"it ran {ratio:.2f}x eager beside the reference, below --slow-ratio {slow:g}"
         return None

@@ -15,6 +15,7 @@ leave that to it (`autotune export` writes the same files anywhere afterwards).
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import threading
 import time
@@ -24,11 +25,16 @@ import optuna
 
 from autotune.errors import AutotuneError, SearchError
 from autotune.measure import (
+    Budget,
     Campaign,
     Harness,
     Objectives,
+    ReplicateCallback,
+    RunCallback,
     Subject,
+    first_blocks,
     measure,
+    measure_baselines,
     record_compile_cache,
 )
 from autotune.measure.format import span, utc_now
@@ -52,10 +58,14 @@ from autotune.study.search._options import SearchOptions
 from autotune.study.search._pool import TrialPool, worker_devices
 from autotune.study.search._seeds import expert_recipes, seed_study
 from autotune.study.search._space import SearchSpace, load_space, shared_length_groups
-from autotune.trial.runner import remove_abandoned_workdirs, run_trial
+from autotune.trial.request import RunRecord
+from autotune.trial.runner import remove_abandoned_workdirs
 from autotune.workload import resolve
 
-__all__ = ["explore", "search"]
+__all__ = ["CACHES_FOLDER", "explore", "search"]
+
+CACHES_FOLDER = "caches"
+"""In the output folder during a search: each subject's compile-cache folder, for its warm runs; removed at the end."""
 
 
 def search(options: SearchOptions, progress: ProgressCallback | None = None) -> SearchResult | None:
@@ -109,9 +119,17 @@ class _Search:
         self.loop = TrialLoop(
             self.study, self.harness, options, self.objective, self._report, objectives=self.objectives
         )
+        self.loop.caches = options.out_dir / CACHES_FOLDER
         self.budget = TrialBudget(options, self.loop, self._note, started=self.started)
 
     def run(self) -> SearchResult | None:
+        try:
+            return self._run()
+        finally:
+            # The subjects' warm caches served the confirmation; compile_cache.bin holds the winner's.
+            shutil.rmtree(self.loop.caches, ignore_errors=True)
+
+    def _run(self) -> SearchResult | None:
         if self.options.doctor and "doctor" not in self.study.user_attrs:
             self._diagnose()
         self.explore()
@@ -152,6 +170,12 @@ class _Search:
 
     def explore(self) -> None:
         """Baselines, then trials until --trials, --timeout, too many failures or an exhausted space."""
+        try:
+            self._explore()
+        finally:
+            self.loop.close()  # the live plain-compile reference ends with the trials
+
+    def _explore(self) -> None:
         self.budget.start()
         removed = remove_abandoned_workdirs()
         if removed:
@@ -160,6 +184,7 @@ class _Search:
             self.loop.baselines = _baselines(self)
         except SearchError:
             if self.new_study:
+                shutil.rmtree(self.loop.caches, ignore_errors=True)  # the baselines' cache folders
                 forget_new_study(self.options, self.study)
             raise
         graph_breaks = int(self.loop.baselines["compile"].get("graph_breaks", 0) or 0)
@@ -234,47 +259,61 @@ class _Search:
 
 
 def _baselines(search: _Search) -> dict[str, dict[str, Any]]:
-    """Eager and plain torch.compile, measured once per search session for pruning and the trials' speedups."""
-    baselines: dict[str, dict[str, Any]] = {}
-    for subject in Subject.baselines():
-        search.plan.run_started = time.monotonic()
-        search._report(None, f"baseline: {subject.description}")
-        created = utc_now()
-        run = run_trial(search.harness.request(subject.config, created=created))
-        search.plan.baselines -= 1
-        search.plan.run_started = None
-        if subject.name == "compile" and search.plan.typical_run is None:
-            search.plan.typical_run = run.wall_seconds
-        record = run.record()
-        if not record.complete and subject.name == "eager":
-            raise SearchError(
-                f"the workload does not run eagerly, so there is nothing to compare with: {record.reason}: "
-                f"{record.message}\n{record.stderr_tail}"
-            )
-        baselines[subject.name] = record.to_dict()
-        if subject.name == "compile" and (record.complete or record.reason in DETERMINISTIC_FAILURES):
-            # A plain trial would compile the same code again: its outcome is this run's (see `TrialLoop.plain_run`).
-            search.loop.plain_run = (run, created)
-        search.study.set_user_attr(f"baseline.{subject.name}", baselines[subject.name])
-        if run.environment:
-            search.study.set_user_attr("environment", run.environment)
-            search.loop.host = environment.host_key(run.environment)
+    """Eager and plain torch.compile, cold and then paired, once per search session; plain compile stays alive.
+
+    Trials are paired with that live plain compile (the reference), so their figures compare
+    with it at the same moments; its cold compile time is the compile budget's yardstick.
+    """
+    loop = search.loop
+    search.plan.run_started = time.monotonic()
+    search._report(None, "baselines: eager, then plain torch.compile, then both in turn")
+    created = utc_now()
+    measured = measure_baselines(
+        search.harness, loop.caches, blocks=search.options.protocol.windows, seed=search.options.seed, created=created
+    )
+    search.plan.baselines, search.plan.run_started = 0, None
+    if search.plan.typical_run is None:
+        search.plan.typical_run = measured.compile_run.wall_seconds
+    if not measured.eager.complete:
+        measured.close()
+        raise SearchError(
+            f"the workload does not run eagerly, so there is nothing to compare with: {measured.eager.reason}: "
+            f"{measured.eager.message}\n{measured.eager.stderr_tail}"
+        )
+    baselines = {"eager": measured.eager.to_dict(), "compile": measured.compile.to_dict()}
+    if measured.reference is not None and measured.reference.over_eager:
+        baselines["compile"]["speedup_vs_eager"] = round(measured.reference.over_eager, 4)
+    loop.closing.append(measured.close)
+    if measured.reference is not None:
+        loop.references[search.harness.device] = measured.reference
+        loop.reference_name = measured.reference_name
+    if measured.compile.complete or measured.compile.reason in DETERMINISTIC_FAILURES:
+        # A plain trial would compile the same code again: its outcome is this run's (see `TrialLoop.plain_run`).
+        loop.plain_run = (measured.compile_run, created)
+    for name, figures in baselines.items():
+        search.study.set_user_attr(f"baseline.{name}", figures)
+    seen = measured.compile_run.environment or {}
+    if seen:
+        search.study.set_user_attr("environment", seen)
+        loop.host = environment.host_key(seen)
     # Each host's own baselines, under its key: a study several hosts share compares every
     # trial with the baselines of the host that ran it (the trial's `baselines_of`).
     search.study.set_user_attr(
-        f"baselines.{search.loop.host}",
-        {"host": socket.gethostname(), "environment": run.environment, "measured": utc_now(), **baselines},
+        f"baselines.{loop.host}",
+        {"host": socket.gethostname(), "environment": seen, "measured": utc_now(), **baselines},
     )
+    ratio = measured.reference.over_eager if measured.reference is not None else None
+    if ratio:
+        search._note(f"baselines: plain torch.compile ran {ratio:.2f}x eager, paired window by window")
     return baselines
 
 
 def _confirm(search: _Search) -> Campaign | None:
-    """Re-measure the best trials with both baselines in rotated rounds; store the campaign in the study."""
+    """Measure the best trials with both baselines in replicates of paired windows; store the campaign in the study."""
     count = search.options.confirm
-    top = (
-        search.loop.ledger.front_distinct(count) if search.objectives.multi else search.loop.ledger.best_distinct(count)
-    )
-    complete = [t for t in search.loop.ledger.finished() if t.state == optuna.trial.TrialState.COMPLETE]
+    ledger = search.loop.ledger
+    top = ledger.front_distinct(count) if search.objectives.multi else ledger.best_distinct(count)
+    complete = [t for t in ledger.finished() if t.state == optuna.trial.TrialState.COMPLETE]
     if not top and (not count or not complete):
         return None
     which = "Pareto-front" if search.objectives.multi else "best"
@@ -283,45 +322,79 @@ def _confirm(search: _Search) -> Campaign | None:
         if top
         else "eager against plain torch.compile (every complete trial compiled plain torch.compile itself)"
     )
-    search._note(f"confirming {what}: {search.options.rounds} to {search.options.max_rounds} rotated rounds")
-    subjects = Subject.baselines() + [
+    options = search.options
+    search._note(
+        f"confirming {what}: {options.rounds} to {options.max_rounds} replicates of paired windows, "
+        "each subject warm from its own cache"
+    )
+    campaign = measure(
+        search.harness,
+        _subjects(search, top),
+        objective=search.objective,
+        budget=Budget(min_rounds=options.rounds, max_rounds=options.max_rounds, blocks=first_blocks(options.protocol)),
+        on_run=_shown(search),
+        on_replicate=_planned(search),
+        cache_root=search.loop.caches,
+        seed=options.seed,
+    )
+    search.plan.confirmation_seconds, search.plan.run_started = 0.0, None
+    search.study.set_user_attr("confirmation", campaign.to_dict())
+    search._note(f"confirmation: {campaign.stopped}")
+    noise = campaign.noise()
+    if noise["noisy_runs"]:
+        search._note(
+            f"the machine was busy during {noise['noisy_runs']} of {noise['runs']} confirmation runs "
+            f"(load {span(noise.get('load'), missing='not reported')}); pairing cancels what it did to both sides"
+        )
+    return campaign
+
+
+def _subjects(search: _Search, top: list[optuna.trial.FrozenTrial]) -> list[Subject]:
+    """Both baselines and the trials to confirm, each with its first run and its own cache folder."""
+    caches = search.loop.caches
+    baselines = [
+        Subject(
+            name=name,
+            config=config,
+            cache_dir=str(caches / name),
+            cold=RunRecord.from_dict(search.study.user_attrs.get(f"baseline.{name}") or {}),
+        )
+        for name, config in (("eager", None), ("compile", CompileConfig()))
+    ]
+    return baselines + [
         Subject(
             name=f"trial {t.number}",
             config=CompileConfig.from_dict(t.user_attrs["config"]),
             created=t.user_attrs.get("created"),
             trial=t.number,
+            cache_dir=str(caches / f"trial-{t.number}"),
+            cold=RunRecord.from_dict({**t.user_attrs, "state": "complete"}),
         )
         for t in top
     ]
 
-    search.plan.confirmation = len(subjects) * search.options.rounds
-    search.plan.run_started = time.monotonic()
-    search._report(None, "confirmation")
 
-    def shown(name: str, index: int, record: Any) -> None:
-        search.plan.confirmation = max(search.plan.confirmation - 1, 0)
-        search.plan.run_started = time.monotonic()
-        search._report(None, "confirmation")  # the same phase: only the ETA moves
+def _shown(search: _Search) -> RunCallback:
+    def shown(name: str, index: int, record: RunRecord) -> None:
+        what = "first run (cold)" if index < 0 else f"replicate {index + 1}"
         outcome = (
             f"{record.samples_per_second:.4g} samples/s" if record.complete else f"{record.state} ({record.reason})"
         )
-        noisy = f"  [noisy: {record.noisy}]" if record.noisy else ""
-        search._note(f"confirm round {index + 1}: {name}: {outcome}{noisy}")
+        search._note(f"confirm {what}: {name}: {outcome}")
 
-    campaign = measure(
-        search.harness,
-        subjects,
-        objective=search.objective,
-        min_rounds=search.options.rounds,
-        max_rounds=search.options.max_rounds,
-        on_run=shown,
-    )
-    search.plan.confirmation, search.plan.run_started = 0, None
-    search.study.set_user_attr("confirmation", campaign.to_dict())
-    noise = campaign.noise()
-    if noise["noisy_runs"]:
-        search._note(
-            f"the machine was busy during {noise['noisy_runs']} of {noise['runs']} confirmation runs "
-            f"(load {span(noise.get('load'), missing='not reported')}); those were measured again"
-        )
-    return campaign
+    return shown
+
+
+def _planned(search: _Search) -> ReplicateCallback:
+    """Keep the ETA on the measurement: the replicates still needed at least, at the pace of those so far."""
+
+    def planned(campaign: Campaign, budget: Budget) -> None:
+        done = campaign.replicates
+        pace = sum(r.seconds for r in done) / len(done) if done else None
+        left = max(budget.min_rounds - len(done), 1)
+        running = len(done) < budget.max_rounds and not campaign.stopped
+        search.plan.confirmation_seconds = left * pace if pace is not None and running else 0.0
+        search.plan.run_started = time.monotonic()
+        search._report(None, f"confirmation: replicate {len(done) + 1} of {budget.min_rounds} to {budget.max_rounds}")
+
+    return planned

@@ -1,0 +1,273 @@
+"""The measurement engine: first runs, then replicates of paired windows until the question is decided.
+
+`measure` is what search confirmation, `autotune validate`, `autotune retune` and the
+benchmark call. It
+
+1. runs every subject that has no first run yet alone and cold, one after another, in a
+   cache folder of its own (`Campaign.cold`); a subject that fails there is not measured again;
+2. chooses who lives together from the first runs' memory (`co_residence`);
+3. runs replicates (`run_replicate`): new processes from the warm folders, turns window by
+   window; the first `PROBE_REPLICATES` hold `blocks` windows each, later ones as many as
+   the variance components and the costs of a window and of a replicate say
+   (`windows_per_replicate`);
+4. stops once at least `min_rounds` replicates ran and the leading configuration's ratio to
+   `reference` is decided (a gain, a loss, or equivalent within +/- `decide_within`) and, with
+   `precision`, its interval is that narrow; or when `max_rounds` replicates or
+   `budget_seconds` of measurement are spent, and says which (`Campaign.stopped`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from autotune.measure._campaign import Campaign, Harness, Subject, start
+from autotune.measure._objective import Objective
+from autotune.measure._session import batches_for, co_residence, run_replicate
+from autotune.measure._statistics import outcome, windows_per_replicate
+from autotune.trial.request import Protocol, RunRecord, TrialRequest
+from autotune.trial.runner import run_trial
+
+__all__ = ["Budget", "ReplicateCallback", "RunCallback", "first_blocks", "measure"]
+
+RunCallback = Callable[[str, int, RunRecord], None]
+"""Called after each run with the subject's name, the replicate (from 0; -1 for a first, cold run) and its record."""
+ReplicateCallback = Callable[[Campaign, "Budget"], None]
+"""Called before each replicate starts, with the campaign so far and the budget."""
+PROBE_REPLICATES = 2
+"""Replicates run with the initial number of windows, before the variance components say how many pay."""
+MOST_WINDOWS = 40
+"""Windows per replicate at most: past this, a replicate is long enough for the machine's state to change."""
+
+
+@dataclass(kw_only=True)
+class Budget:
+    """How much a campaign may measure, and when it is decided."""
+
+    min_rounds: int = 3
+    """Replicates before the campaign may stop."""
+    max_rounds: int = 6
+    """Replicates at most."""
+    blocks: int = 12
+    """Windows per subject in each of the first replicates (`first_blocks` gives it from the protocol)."""
+    most_blocks: int = MOST_WINDOWS
+    """Windows per subject in a replicate at most, whatever the variance components say."""
+    decide_within: float = 0.02
+    """The band around 1 inside which a ratio counts as no difference (equivalence)."""
+    precision: float | None = None
+    """Also measure until the leader's interval is at most this wide each way (0.03: +/-3%)."""
+    seconds: float | None = None
+    """Wall seconds of replicates (after the first runs) at most."""
+    reference: str = "compile"
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_rounds <= self.max_rounds:
+            raise ValueError(
+                f"rounds: 1 <= min_rounds <= max_rounds must hold, got ({self.min_rounds=}, {self.max_rounds=})"
+            )
+        if self.blocks < 2:
+            raise ValueError(f"blocks: {self.blocks} must be >= 2: a replicate's variance needs two windows")
+
+
+def first_blocks(protocol: Protocol) -> int:
+    """Windows per subject in a campaign's first replicates: twice a search trial's paired windows, at least 4."""
+    return max(4, 2 * protocol.windows)
+
+
+def measure(
+    harness: Harness,
+    subjects: Sequence[Subject],
+    *,
+    objective: Objective,
+    budget: Budget | None = None,
+    on_run: RunCallback | None = None,
+    on_replicate: ReplicateCallback | None = None,
+    campaign: Campaign | None = None,
+    cache_root: str | Path | None = None,
+    seed: int = 0,
+) -> Campaign:
+    """Measure `subjects` against each other; see the module docstring.
+
+    Given an earlier `campaign` of the same subjects, its replicates count and more are added.
+    `cache_root` holds the cache folders of subjects that have none (default: a temporary
+    folder, removed at the end).
+    """
+    budget = budget or Budget()
+    campaign = campaign if campaign is not None else start(harness, subjects, objective)
+    rng = random.Random(seed + 7919 * campaign.rounds)
+    with _cache_root(cache_root) as root:
+        folders = {
+            name: s.cache_dir or str(root / _folder_name(name))
+            for name, s in campaign.subjects.items()
+            if s.same_as is None
+        }
+        if cache_root is not None:
+            # A campaign continued later (a retune making sure of a regression) finds its subjects' folders again.
+            for name, folder in folders.items():
+                campaign.subjects[name] = replace(campaign.subjects[name], cache_dir=folder)
+        _first_runs(harness, campaign, folders, on_run)
+        started = time.monotonic()
+        while campaign.rounds < budget.max_rounds and _measurable(campaign):
+            if on_replicate:
+                on_replicate(campaign, budget)
+            _one_replicate(harness, campaign, folders, budget, rng, on_run)
+            why = _stop(campaign, budget, time.monotonic() - started)
+            if why:
+                campaign.stopped = why
+                break
+        else:
+            campaign.stopped = campaign.stopped or _spent(campaign, budget)
+    return campaign
+
+
+@contextlib.contextmanager
+def _cache_root(given: str | Path | None) -> Iterator[Path]:
+    if given is not None:
+        Path(given).mkdir(parents=True, exist_ok=True)
+        yield Path(given)
+        return
+    folder = Path(tempfile.mkdtemp(prefix="autotune-caches-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _folder_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
+
+
+def _first_runs(harness: Harness, campaign: Campaign, folders: dict[str, str], on_run: RunCallback | None) -> None:
+    """Each subject without a first run: alone, cold, in its empty folder; compile time, accuracy, one stream pass."""
+    for name in campaign.measured():
+        subject = campaign.subjects[name]
+        if name in campaign.cold and (subject.config is None or _has_cache(folders[name])):
+            continue  # its first run was made, and filled the folder its replicates start from
+        request = harness.request(subject.config, created=subject.created, cache_dir=folders[name])
+        run = run_trial(request)
+        campaign.environment = campaign.environment or dict(run.environment)
+        record = run.record()
+        campaign.cold[name] = record
+        if on_run:
+            on_run(name, -1, record)
+
+
+def _has_cache(folder: str) -> bool:
+    """Whether a subject's cache folder holds what a first run leaves (Inductor's caches)."""
+    return any((Path(folder) / "inductor").glob("*"))
+
+
+def _measurable(campaign: Campaign) -> bool:
+    """Whether two subjects are left to compare: one alone has no partner for a ratio."""
+    return sum(1 for n in campaign.measured() if campaign.failure(n) is None) >= 2
+
+
+def _one_replicate(
+    harness: Harness,
+    campaign: Campaign,
+    folders: dict[str, str],
+    budget: Budget,
+    rng: random.Random,
+    on_run: RunCallback | None,
+) -> None:
+    names = [n for n in campaign.measured() if campaign.failure(n) is None]
+    requests: dict[str, TrialRequest] = {}
+    for name in names:
+        subject = campaign.subjects[name]
+        request = harness.request(subject.config, created=subject.created, cache_dir=folders[name])
+        # The first run checked the configuration against eager; the same code needs no second check.
+        protocol = {**request.protocol, "check_accuracy": False}
+        requests[name] = replace(request, protocol=protocol)
+    memory = {n: (campaign.cold[n].peak_memory_mb if n in campaign.cold else None) for n in names}
+    design, groups = co_residence(names, memory, _free_mb(campaign), budget.reference)
+    batches: int | Callable[..., int] = (
+        campaign.replicates[0].batches_per_window
+        if campaign.replicates
+        else batches_for(harness.protocol.window_seconds)
+    )
+    replicate, runs = run_replicate(
+        requests,
+        groups,
+        design=design,
+        blocks=_blocks(campaign, budget, harness),
+        batches_per_window=batches,
+        window_seconds=harness.protocol.window_seconds,
+        rng=rng,
+    )
+    index = campaign.rounds
+    campaign.replicates.append(replicate)
+    for name in campaign.measured():
+        run = runs.get(name)
+        record = run.record() if run is not None else None
+        campaign.runs[name].append(record)
+        if run is not None:
+            campaign.environment = campaign.environment or dict(run.environment)
+        if record is not None and on_run:
+            on_run(name, index, record)
+
+
+def _free_mb(campaign: Campaign) -> float | None:
+    """What the device had free for the subjects: the most any first run saw beside its own use."""
+    seen = [
+        (r.device_free_mb or 0.0) + (r.peak_memory_mb or 0.0)
+        for r in campaign.cold.values()
+        if r.device_free_mb is not None
+    ]
+    return max(seen) if seen else None
+
+
+def _blocks(campaign: Campaign, budget: Budget, harness: Harness) -> int:
+    """Windows per subject in the next replicate: the initial number, then what the variance components say."""
+    if campaign.rounds < PROBE_REPLICATES:
+        return budget.blocks
+    leader = campaign.leader(budget.reference)
+    parts = campaign.components(leader, budget.reference) if leader else None
+    if parts is None or parts.replicates < 2:
+        return budget.blocks
+    subjects = max(len(campaign.measured()), 1)
+    ready = sum(r.ready_seconds for r in campaign.replicates) / campaign.rounds
+    window = harness.protocol.window_seconds * subjects  # a block: one window of every subject
+    return windows_per_replicate(
+        parts, window_seconds=window, replicate_seconds=ready, least=4, most=max(budget.most_blocks, budget.blocks)
+    )
+
+
+def _stop(campaign: Campaign, budget: Budget, spent: float) -> str:
+    """Why to stop now ('' to go on)."""
+    if campaign.rounds >= budget.min_rounds:
+        leader = campaign.leader(budget.reference)
+        versus = campaign.ratio(leader, budget.reference) if leader else None
+        said = outcome(versus, budget.decide_within)
+        if leader is None:
+            return "nothing left to compare"
+        if budget.precision is not None:
+            if versus is not None and versus.rounds >= 2 and versus.half_width <= budget.precision:
+                return (
+                    f"precise after {campaign.rounds} replicates: {leader} against {budget.reference} within "
+                    f"+/-{versus.half_width:.1%} ({said})"
+                )
+        elif said != "undecided":
+            return f"decided after {campaign.rounds} replicates: {leader} against {budget.reference}: {said}"
+    if budget.seconds is not None and spent >= budget.seconds:
+        return f"budget spent: {spent:.0f} s of measurement (--measure-seconds {budget.seconds:g}); " + _state(
+            campaign, budget
+        )
+    return ""
+
+
+def _spent(campaign: Campaign, budget: Budget) -> str:
+    if not _measurable(campaign):
+        return "nothing left to compare: every configuration but one failed"
+    return f"budget spent: {campaign.rounds} replicates (the most allowed); " + _state(campaign, budget)
+
+
+def _state(campaign: Campaign, budget: Budget) -> str:
+    leader = campaign.leader(budget.reference)
+    versus = campaign.ratio(leader, budget.reference) if leader else None
+    return f"{leader} against {budget.reference}: {outcome(versus, budget.decide_within)}"

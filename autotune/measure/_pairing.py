@@ -1,0 +1,205 @@
+"""Search-time figures paired with a warm plain torch.compile: what the pruner and the sampler see.
+
+A search keeps one plain-compile worker alive per device: the reference. Every trial, once
+ready, measures its windows in turn with the reference on the same slices of the fresh
+stream, each stopped while the other runs, ABBA. A trial's figure is then a ratio to plain
+compile measured at the same moments, which load on the machine does not bias, scaled by the
+reference's own rate when the search started so that it reads as samples per second
+(`Paired.samples_per_second`). The reference's windows start from the same slice for every
+trial; it has seen the stream before and compiles nothing in them, while a trial pays for
+the shapes it has not seen, as it would in a real run.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from autotune.measure._campaign import Harness
+from autotune.measure._session import calibrate
+from autotune.runtime.config import CompileConfig
+from autotune.trial.gate import MeasurementGate
+from autotune.trial.live import LiveWorker, Monitor
+from autotune.trial.request import TrialRequest, TrialRun, window_figures
+
+__all__ = ["Paired", "Reference", "measure_trial", "pair_windows", "start_reference"]
+
+BlockCallback = Callable[["Paired"], str | None]
+"""Called after each block with the figures so far; a returned reason stops the trial (pruning)."""
+
+
+@dataclass
+class Reference:
+    """The live plain-compile worker of a device, its rate when the search started, and its ratio to eager."""
+
+    worker: LiveWorker
+    samples_per_second: float
+    """Plain compile's rate in the baseline session (one pass over the stream, recompiles included)."""
+    batches_per_second: float
+    batches_per_window: int
+    """The slice of the stream a window covers, for every trial of the search."""
+    window_seconds: float = 0.5
+    """How long a window lasts, about: a fast subject passes over the slice more often."""
+    over_eager: float | None = None
+    """How many times faster than eager plain compile ran in the baseline session (paired), if eager ran."""
+
+
+@dataclass
+class Paired:
+    """A trial's windows beside the reference's, block by block, and what they say so far."""
+
+    reference: Reference
+    trial_windows: list[dict[str, Any]] = field(default_factory=list)
+    reference_windows: list[dict[str, Any]] = field(default_factory=list)
+    ready: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def blocks(self) -> int:
+        return min(len(self.trial_windows), len(self.reference_windows))
+
+    def _figures(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        n = self.blocks
+        return window_figures(self.trial_windows[:n], self.ready), window_figures(
+            self.reference_windows[:n], self.ready
+        )
+
+    @property
+    def ratio(self) -> float | None:
+        """How many times faster than plain compile the trial ran over the blocks so far (same slices, same time)."""
+        trial, reference = self._figures()
+        if not trial.get("samples_per_second") or not reference.get("samples_per_second"):
+            return None
+        return float(trial["samples_per_second"]) / float(reference["samples_per_second"])
+
+    @property
+    def batch_ratio(self) -> float | None:
+        trial, reference = self._figures()
+        if not trial.get("batches_per_second") or not reference.get("batches_per_second"):
+            return None
+        return float(trial["batches_per_second"]) / float(reference["batches_per_second"])
+
+    @property
+    def samples_per_second(self) -> float | None:
+        """The trial's rate as plain compile's baseline rate would put it: ratio times that rate."""
+        ratio = self.ratio
+        return ratio * self.reference.samples_per_second if ratio is not None else None
+
+    @property
+    def batches_per_second(self) -> float | None:
+        ratio = self.batch_ratio
+        return ratio * self.reference.batches_per_second if ratio is not None else None
+
+    @property
+    def over_eager(self) -> float | None:
+        """The trial's ratio to eager, through plain compile's paired ratio to eager."""
+        ratio = self.ratio
+        if ratio is None or self.reference.over_eager is None:
+            return None
+        return ratio * self.reference.over_eager
+
+    def figures(self) -> dict[str, Any]:
+        """What a trial records of its pairing."""
+        return {
+            "paired_ratio": round(self.ratio, 4) if self.ratio is not None else None,
+            "paired_blocks": self.blocks,
+            "reference_samples_per_second": round(self.reference.samples_per_second, 4),
+        }
+
+
+def pair_windows(
+    trial: LiveWorker,
+    reference: Reference,
+    *,
+    blocks: int,
+    rng: random.Random,
+    on_block: BlockCallback | None = None,
+) -> tuple[Paired, str | None]:
+    """`blocks` windows of a ready trial, each beside one of the reference on the same slice; (figures, stop reason).
+
+    Both workers are stopped while the other measures; the order inside a block alternates
+    (trial first, then reference first, at random), and the slices start from the stream's
+    beginning for every trial.
+    """
+    calibrate({"trial": trial})  # its step rate, timed alone: what its windows' passes follow
+    paired = Paired(reference=reference, ready=trial.run.ready)
+    stream = int(trial.run.ready.get("stream_batches") or 1)
+    batches = reference.batches_per_window
+    passes = {
+        "trial": trial.passes_for(batches, reference.window_seconds),
+        "reference": reference.worker.passes_for(batches, reference.window_seconds),
+    }
+    first_trial = rng.random() < 0.5
+    for block in range(blocks):
+        start = (block * batches) % stream
+        order = ("trial", "reference") if (block % 2 == 0) == first_trial else ("reference", "trial")
+        for who in order:
+            worker = trial if who == "trial" else reference.worker
+            worker.resume()
+            event = worker.window(block, start, batches, passes[who])
+            worker.pause()
+            if event is None:
+                return paired, None if who == "trial" else "the plain torch.compile reference stopped"
+            (paired.trial_windows if who == "trial" else paired.reference_windows).append(event)
+        if on_block is not None:
+            why = on_block(paired)
+            if why:
+                return paired, why
+    return paired, None
+
+
+def measure_trial(
+    request: TrialRequest,
+    *,
+    monitor: Monitor | None,
+    on_block: BlockCallback | None,
+    gate: MeasurementGate | None,
+    reference: Reference | None,
+    blocks: int,
+    rng: random.Random,
+) -> tuple[TrialRun, Paired | None]:
+    """A search trial: its first, cold run, paired with the reference once ready; (its run, its paired figures).
+
+    It then passes once over the whole stream (its first-run figures, and a cache that holds
+    every shape for the confirmation). A worker that shares its device holds the device's
+    turn while it measures. Without a reference (both baselines failed) it is not paired.
+    """
+    worker = LiveWorker(request, monitor, gate).start()
+    try:
+        if not worker.until_ready():
+            return worker.end(), None
+        if gate is not None and worker.member is not None:
+            gate.acquire(worker.member)
+        try:
+            paired, why = (None, None)
+            if reference is not None:
+                paired, why = pair_windows(worker, reference, blocks=blocks, rng=rng, on_block=on_block)
+            if why:
+                worker.stop(why)
+            elif worker.alive:
+                worker.resume()
+                worker.stream()
+        finally:
+            if gate is not None and worker.member is not None:
+                gate.release(worker.member)
+        return worker.end(), paired
+    except BaseException:
+        worker.kill()
+        raise
+
+
+def start_reference(harness: Harness, like: Reference, cache_dir: str) -> Reference:
+    """A reference for another device: plain compile started there, cold, with the first reference's figures."""
+    worker = LiveWorker(harness.request(CompileConfig(), cache_dir=cache_dir)).start()
+    if worker.until_ready():
+        worker.stream()
+    worker.pause()
+    return Reference(
+        worker=worker,
+        samples_per_second=like.samples_per_second,
+        batches_per_second=like.batches_per_second,
+        batches_per_window=like.batches_per_window,
+        window_seconds=like.window_seconds,
+        over_eager=like.over_eager,
+    )

@@ -1,0 +1,236 @@
+"""One replicate: subjects alive side by side, taking turns window by window on the same slices of the fresh stream.
+
+Every subject of a group is started from its own warm cache folder at once (their start-ups
+overlap; nothing is timed then), made ready, and stopped. Then the blocks: in each block every
+subject measures one window on the block's slice of the stream while all the others stand
+stopped (SIGSTOP), so nothing else of ours runs on its clock. The order inside a block is a
+random permutation, and the next block runs it backwards (ABBA), so that drift during a block
+pair hits every subject alike and no subject is always first. The parent waits on a pipe
+while a window runs: it reads nothing, draws nothing and starts nothing meanwhile.
+
+Which subjects may live together (`co_residence`) follows from the memory each one used in
+its first run against what the machine has free: everything at once, pairs of a subject and
+the reference, or one at a time; the campaign records which design ran.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from autotune.trial.live import LiveWorker
+from autotune.trial.request import TrialRequest, TrialRun
+
+__all__ = ["DESIGNS", "Replicate", "batches_for", "block_orders", "co_residence", "run_replicate"]
+
+DESIGNS = ("together", "pairs", "one at a time")
+"""Who lives together in a replicate: every subject, a subject and the reference, or one subject alone."""
+MEMORY_MARGIN = 1.25
+"""Subjects live together only when their first runs' peak memory, times this, fits in what is free."""
+
+WindowCallback = Callable[[str, int, dict[str, Any]], None]
+"""Called after each window with the subject, the block and the window's event."""
+
+
+@dataclass
+class Replicate:
+    """How one replicate ran: its design, blocks and slices, how long it took."""
+
+    design: str
+    """One of DESIGNS."""
+    blocks: int
+    """Windows each subject measured (one per block)."""
+    batches_per_window: int
+    """The slice of the stream one window covers, the same for every subject."""
+    orders: list[list[str]] = field(default_factory=list)
+    """The order of each block's turns."""
+    started: float = 0.0
+    """When it started (seconds since the epoch)."""
+    ready_seconds: float = 0.0
+    """Seconds from starting each group's processes until all were ready, summed: the cost of a new replicate."""
+    seconds: float = 0.0
+    """Its whole wall time."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "design": self.design,
+            "blocks": self.blocks,
+            "batches_per_window": self.batches_per_window,
+            "orders": self.orders,
+            "started": round(self.started, 3),
+            "ready_seconds": round(self.ready_seconds, 3),
+            "seconds": round(self.seconds, 3),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Replicate:
+        return cls(
+            design=str(data.get("design", "together")),
+            blocks=int(data.get("blocks", 0)),
+            batches_per_window=int(data.get("batches_per_window", 0)),
+            orders=[list(o) for o in data.get("orders", [])],
+            started=float(data.get("started", 0.0)),
+            ready_seconds=float(data.get("ready_seconds", 0.0)),
+            seconds=float(data.get("seconds", 0.0)),
+        )
+
+
+def block_orders(names: Sequence[str], blocks: int, rng: random.Random) -> list[list[str]]:
+    """The turns of each block: a random permutation, then the same backwards (ABBA), and so on."""
+    orders: list[list[str]] = []
+    while len(orders) < blocks:
+        forward = list(names)
+        rng.shuffle(forward)
+        orders += [forward, forward[::-1]]
+    return orders[:blocks]
+
+
+def co_residence(
+    names: Sequence[str], memory_mb: Mapping[str, float | None], free_mb: float | None, reference: str
+) -> tuple[str, list[list[str]]]:
+    """Which subjects live together: (design, groups), from their first runs' peak memory and the free memory.
+
+    Unknown figures (a first run that did not say) count as fitting: the design is then 'together'.
+    """
+
+    def fits(group: Sequence[str]) -> bool:
+        known = [memory_mb.get(n) for n in group]
+        if free_mb is None or any(m is None for m in known):
+            return True
+        return sum(m or 0.0 for m in known) * MEMORY_MARGIN <= free_mb
+
+    if fits(names):
+        return "together", [list(names)]
+    others = [n for n in names if n != reference]
+    if reference in names and all(fits([reference, n]) for n in others):
+        return "pairs", [[reference, n] for n in others]
+    return "one at a time", [[n] for n in names]
+
+
+def run_replicate(
+    requests: Mapping[str, TrialRequest],
+    groups: Sequence[Sequence[str]],
+    *,
+    design: str,
+    blocks: int,
+    batches_per_window: int | Callable[[Mapping[str, dict[str, Any]]], int],
+    window_seconds: float,
+    rng: random.Random,
+    on_window: WindowCallback | None = None,
+) -> tuple[Replicate, dict[str, TrialRun]]:
+    """Run one replicate: each group's subjects alive together, `blocks` windows each; (its record, each run).
+
+    `batches_per_window` may be a function of the subjects' ready events (chosen once the
+    first group is ready, from how fast they ran their settle windows).
+    """
+    replicate = Replicate(design=design, blocks=blocks, batches_per_window=0, started=time.time())
+    runs: dict[str, TrialRun] = {}
+    started = time.monotonic()
+    for group in groups:
+        group_started = time.monotonic()
+        # Started in a random order: a process started first or last may keep an edge for its whole
+        # life (memory placed first, a core of its own for a while), which must not always be one subject's.
+        order = [name for name in group if name not in runs]
+        rng.shuffle(order)
+        workers = {name: LiveWorker(requests[name]).start() for name in order}
+        try:
+            ready = _make_ready(workers, runs)
+            replicate.ready_seconds += time.monotonic() - group_started
+            rates = calibrate(workers)
+            if not replicate.batches_per_window:
+                chosen = batches_per_window(rates) if callable(batches_per_window) else batches_per_window
+                replicate.batches_per_window = max(1, int(chosen))
+            orders = block_orders(list(workers), blocks, rng)
+            _turns(workers, ready, orders, replicate.batches_per_window, window_seconds, on_window)
+            replicate.orders += orders
+        finally:
+            for name, worker in workers.items():
+                runs.setdefault(name, worker.end())
+    replicate.seconds = time.monotonic() - started
+    return replicate, runs
+
+
+def _make_ready(workers: dict[str, LiveWorker], runs: dict[str, TrialRun]) -> dict[str, dict[str, Any]]:
+    """Wait for every worker of a group to be ready, then stop them all; a worker that fails is ended."""
+    ready: dict[str, dict[str, Any]] = {}
+    for name, worker in list(workers.items()):
+        if worker.until_ready():
+            ready[name] = worker.run.ready
+        else:
+            runs[name] = worker.end()
+            del workers[name]
+    for worker in workers.values():
+        worker.pause()
+    return ready
+
+
+def _turns(
+    workers: dict[str, LiveWorker],
+    ready: Mapping[str, dict[str, Any]],
+    orders: list[list[str]],
+    batches: int,
+    window_seconds: float,
+    on_window: WindowCallback | None,
+) -> None:
+    stream = min((int(r.get("stream_batches") or 0) for r in ready.values()), default=0) or 1
+    passes = {name: worker.passes_for(batches, window_seconds) for name, worker in workers.items()}
+    for block, order in enumerate(orders):
+        start = (block * batches) % stream
+        for name in order:
+            worker = workers.get(name)
+            if worker is None or not worker.alive:
+                continue
+            worker.resume()
+            event = worker.window(block, start, batches, passes[name])
+            worker.pause()
+            if event is not None and on_window is not None:
+                on_window(name, block, event)
+
+
+CALIBRATION_SECONDS = 0.05
+"""A calibration window lasts at least this long: long enough to time a step, short enough to cost nothing."""
+
+
+def calibrate(workers: Mapping[str, LiveWorker]) -> dict[str, dict[str, Any]]:
+    """Each subject's step rate, timed alone once all are ready (their settle windows ran beside others' start-ups).
+
+    One short window per subject on the stream's first batches, the others stopped; it is not
+    counted (its index is -1), and it also wakes the subject after its stop. The rate goes
+    into its ready figures, where the window's slice and passes are chosen from.
+    """
+    rates: dict[str, dict[str, Any]] = {}
+    for name, worker in workers.items():
+        worker.resume()
+        count, passes = min(int(worker.run.ready.get("stream_batches") or 1), 8), 1
+        event = None
+        for _ in range(3):
+            event = worker.window(-1, 0, count, passes)
+            if event is None or float(event["seconds"]) >= CALIBRATION_SECONDS:
+                break
+            passes = min(64, passes * max(2, math.ceil(CALIBRATION_SECONDS / max(float(event["seconds"]), 1e-6))))
+        worker.pause()
+        if event is not None and float(event["seconds"]) > 0:
+            worker.run.ready["batches_per_second"] = int(event["batches"]) / float(event["seconds"])
+        rates[name] = worker.run.ready
+    return rates
+
+
+def batches_for(window_seconds: float) -> Callable[[Mapping[str, dict[str, Any]]], int]:
+    """A window's slice from the subjects' settle rates: as many batches as the slowest subject runs in that time.
+
+    Faster subjects pass over the slice several times (`LiveWorker.passes_for`), so every
+    window lasts about `window_seconds`.
+    """
+
+    def choose(ready: Mapping[str, dict[str, Any]]) -> int:
+        rates = [float(r.get("batches_per_second") or 0.0) for r in ready.values()]
+        rates = [r for r in rates if r > 0]
+        if not rates:
+            return 1
+        return max(1, math.ceil(window_seconds * min(rates)))
+
+    return choose

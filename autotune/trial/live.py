@@ -1,0 +1,423 @@
+"""A worker process kept alive between measurements: started, made ready, asked for windows, paused, ended.
+
+The parent starts `python -m autotune.trial.worker` in a session of its own, with a pipe for
+the worker's JSON-lines events and one for commands. It follows the events until the worker
+is ready (compiled, checked and settled), may then ask it for windows on slices of the fresh
+stream, stop it (SIGSTOP to its whole process group, Inductor's compile workers included)
+while others measure and continue it, and finally end it. Whatever happens, the process group
+is gone and the run's temporary folder removed when `end` or `kill` returns; the subject's own
+cache folder (`TrialRequest.cache_dir`) is kept for its next run.
+
+A monitor sees every event (and None about once a second) and may stop the run by returning
+why (pruning, a compile budget). Time the worker stood stopped is not counted against its
+time limits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Collection
+from pathlib import Path
+from typing import Any
+
+from autotune.trial.events import COMMAND_FD_VARIABLE, EVENT_FD_VARIABLE, PARENT_PID_VARIABLE, parse_event
+from autotune.trial.gate import MeasurementGate, Member, overlap_seconds
+from autotune.trial.guard import process_guard
+from autotune.trial.request import Protocol, TrialRequest, TrialRun
+
+__all__ = ["WORKDIR_PREFIX", "LiveWorker", "Monitor", "oom_kills"]
+
+WORKDIR_PREFIX = "autotune-trial-"
+"""A run's temporary folder is WORKDIR_PREFIX + the parent's pid + a random part, in the temp directory."""
+STDERR_TAIL_LINES = 25
+MAX_PASSES = 64
+"""Passes over its slice a window makes at most, for a subject far faster than the slowest."""
+Monitor = Callable[[dict[str, Any] | None], str | None]
+"""Called with each event (and with None about once a second); a returned string stops the trial as PRUNED."""
+
+
+class LiveWorker:
+    """One worker process seen from its parent; see the module docstring."""
+
+    def __init__(
+        self, request: TrialRequest, monitor: Monitor | None = None, gate: MeasurementGate | None = None
+    ) -> None:
+        self.request = request
+        self.monitor: Monitor = monitor or (lambda event: None)
+        self.gate = gate
+        self.member: Member | None = None
+        self.run = TrialRun(state="failed")
+        self.phase, self.phase_started = "start", time.monotonic()
+        self.stop_reason: str | None = None
+        self.ended = False
+        self.held = 0.0
+        """Seconds stopped by the gate or by `pause`, as last told to the monitor."""
+        self.paused_since: float | None = None
+        self.paused_total = 0.0
+        self._buffer = b""
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-"))
+
+    # -- the process -----------------------------------------------------------------------------
+
+    def start(self) -> LiveWorker:
+        """Write the request and start the worker in a session of its own, with its event and command pipes."""
+        request, workdir = self.request, self.workdir
+        cache = Path(request.cache_dir) if request.cache_dir else workdir
+        self.run.warm = cache.is_dir() and any((cache / "inductor").glob("*"))
+        (workdir / "request.json").write_text(json.dumps(_payload(request, workdir)))
+        if request.source is not None:
+            (workdir / "apply_compilation.py").write_text(request.source)
+        self.events_fd, event_write = os.pipe()
+        command_read, command_write = os.pipe()
+        env = _environment(cache, request, event_write)
+        env[COMMAND_FD_VARIABLE] = str(command_read)
+        self.stderr_path = workdir / "stderr.log"
+        self.started = self.phase_started = time.monotonic()
+        with open(self.stderr_path, "wb") as stderr:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", request.program, str(workdir / "request.json")],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=stderr,
+                stderr=stderr,
+                pass_fds=(event_write, command_read),
+                start_new_session=True,  # its own process group, so compile workers die with it
+                cwd=os.getcwd(),
+            )
+        os.close(event_write)
+        os.close(command_read)
+        self.commands = os.fdopen(command_write, "w", buffering=1)
+        self.pipe = os.fdopen(self.events_fd, "rb", buffering=0)
+        if self.gate is not None:
+            self.member = self.gate.join(self.process.pid, request.device)
+        # A worker may be stopped (SIGSTOP) while it waits: only a guard can end it if this process is killed.
+        process_guard().register(self.process.pid)
+        self.oom_kills_before = oom_kills()
+        return self
+
+    def passes_for(self, batches: int, window_seconds: float) -> int:
+        """Passes over a slice of `batches` that last about `window_seconds` at this worker's settle rate."""
+        rate = float(self.run.ready.get("batches_per_second") or 0.0)
+        return max(1, min(MAX_PASSES, round(window_seconds * rate / max(batches, 1))))
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def alive(self) -> bool:
+        return not self.ended and self.process.poll() is None
+
+    # -- following events ------------------------------------------------------------------------
+
+    def until_ready(self) -> bool:
+        """Follow the worker until it is ready; False when it failed, ended or was stopped before."""
+        return self.follow({"ready"}, self.request.timeout) is not None
+
+    def window(self, index: int, start: int, count: int, passes: int = 1) -> dict[str, Any] | None:
+        """Measure one window: `passes` passes over stream batches start .. start+count-1; its event, or None."""
+        if not self._send({"do": "window", "index": index, "start": start, "count": count, "passes": passes}):
+            return None
+        return self.follow({"window"}, self.request.timeout)
+
+    def stream(self) -> dict[str, Any] | None:
+        """One timed pass over the whole fresh stream (it fills the subject's cache); its event, or None."""
+        if not self._send({"do": "stream"}):
+            return None
+        return self.follow({"fresh"}, self.request.timeout)
+
+    def follow(self, until: Collection[str], limit: float) -> dict[str, Any] | None:
+        """Read events until one of a kind in `until` (returned), or the run ends, is stopped or runs out of time."""
+        deadline_base = time.monotonic()
+        held_base = self._standing()
+        while not self.stop_reason:
+            if self._standing() > self.held:
+                self.stop_reason = self.monitor({"event": "paused", "seconds": self._standing() - self.held})
+                self.held = self._standing()
+                if self.stop_reason:
+                    return None
+            remaining = limit - (time.monotonic() - deadline_base - (self._standing() - held_base))
+            if remaining <= 0:
+                self.stop_reason = "timeout"
+                return None
+            ready, _, _ = select.select([self.pipe], [], [], min(1.0, remaining))
+            if not ready:
+                self.stop_reason = self.monitor(None)
+                if self.process.poll() is not None:
+                    return None
+                continue
+            chunk = self.pipe.read(65536)
+            if not chunk:
+                return None
+            self._buffer += chunk
+            *lines, self._buffer = self._buffer.split(b"\n")
+            found = None
+            for line in lines:
+                event = parse_event(line)
+                if event is None:
+                    continue
+                self._take(event)
+                if self.stop_reason:
+                    return None
+                if event["event"] == "failed":
+                    return None
+                if event["event"] in until and found is None:
+                    found = event
+            if found is not None:
+                return found
+        return None
+
+    def _take(self, event: dict[str, Any]) -> None:
+        if event["event"] == "phase":
+            now = time.monotonic()
+            self.run.phase_seconds[self.phase] = self.run.phase_seconds.get(self.phase, 0.0) + now - self.phase_started
+            self.phase, self.phase_started = event["phase"], now
+        if event["event"] == "compiled" and self.gate is not None and self.member is not None:
+            _without_stops(self.gate, self.member, event)
+        _absorb(self.run, event)
+        self.stop_reason = self.monitor(event)
+
+    # -- turns -----------------------------------------------------------------------------------
+
+    def pause(self) -> None:
+        """Stop the worker's whole process group (it waits for a command, or compiles); see `resume`."""
+        if self.paused_since is None and self.alive:
+            _signal(self.process.pid, signal.SIGSTOP)
+            self.paused_since = time.monotonic()
+
+    def resume(self) -> None:
+        if self.paused_since is not None:
+            _signal(self.process.pid, signal.SIGCONT)
+            self.paused_total += time.monotonic() - self.paused_since
+            self.paused_since = None
+
+    def _standing(self) -> float:
+        """Seconds this worker stood stopped (by `pause` or the gate) or waited for a turn, so far."""
+        ongoing = time.monotonic() - self.paused_since if self.paused_since is not None else 0.0
+        gated = self.member.paused_seconds() + self.member.waited if self.member is not None else 0.0
+        return self.paused_total + ongoing + gated
+
+    def stop(self, reason: str) -> None:
+        """Stop the run for `reason` (pruning): `end` then kills the worker and records the run as pruned."""
+        self.stop_reason = reason
+
+    def snapshot(self) -> TrialRun:
+        """The run so far, as if it ended now: complete once ready (and not failed), with its windows and stream pass."""
+        run = copy.deepcopy(self.run)
+        run.wall_seconds = time.monotonic() - self.started
+        if run.ready and not run.reason:
+            run.state = "complete"
+        return run
+
+    # -- ending ----------------------------------------------------------------------------------
+
+    def end(self, *, stream: bool = False) -> TrialRun:
+        """Tell the worker to end (after one pass over the stream, with `stream`), collect its result, clean up."""
+        self.resume()
+        if self.alive and not self.stop_reason and self._send({"do": "end", "stream": stream}):
+            self.follow({"result"}, self.request.timeout)
+        return self._finish()
+
+    def kill(self) -> TrialRun:
+        """End the worker at once (its figures so far are kept), and clean up."""
+        self.stop_reason = self.stop_reason or "killed"
+        return self._finish()
+
+    def _send(self, command: dict[str, Any]) -> bool:
+        try:
+            self.commands.write(json.dumps(command) + "\n")
+            self.commands.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            return False
+        return True
+
+    def _finish(self) -> TrialRun:
+        if self.ended:
+            return self.run
+        self.ended = True
+        if self.stop_reason:
+            _kill_group(self.process)
+        self.resume()
+        with contextlib.suppress(OSError, ValueError):
+            self.commands.close()  # end of input: a worker still reading commands ends by itself
+        returncode = _wait(self.process, max(self.request.timeout - (time.monotonic() - self.started), 5.0))
+        _kill_group(self.process)  # anything the worker left behind
+        process_guard().forget(self.process.pid)
+        with contextlib.suppress(OSError):
+            self.pipe.close()
+        if self.gate is not None and self.member is not None:
+            self.gate.leave(self.member)
+            self.run.paused_seconds = self.member.paused_seconds()
+            measured = self.member.measured
+            self.run.measured_between = [measured[0][0], measured[-1][1]] if measured else []
+        self.run.paused_seconds += self.paused_total
+        try:
+            return _outcome(self, returncode)
+        finally:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _outcome(worker: LiveWorker, returncode: int | None) -> TrialRun:
+    """The run as the parent records it: complete, pruned, or failed with a reason."""
+    run, phase = worker.run, worker.phase
+    run.phase_seconds[phase] = run.phase_seconds.get(phase, 0.0) + time.monotonic() - worker.phase_started
+    run.wall_seconds = time.monotonic() - worker.started
+    run.stderr_tail = _tail(worker.stderr_path)
+    if worker.stop_reason == "timeout":
+        run.state, run.reason = "failed", "timeout"
+        run.message = f"the trial ran past its {worker.request.timeout:.0f} s limit in phase '{phase}' and was killed"
+    elif worker.stop_reason == "killed":
+        if run.state != "failed" or not run.reason:
+            run.state, run.reason, run.message = "failed", "killed", f"stopped by the search in phase '{phase}'"
+    elif worker.stop_reason:
+        run.state, run.reason, run.message = "pruned", "pruned", worker.stop_reason
+    elif run.result and returncode == 0 and not run.reason:
+        run.state = "complete"
+    elif not run.reason:
+        run.state, run.reason = "failed", "crash"
+        run.message = _died(worker, returncode)
+    return run
+
+
+def _died(worker: LiveWorker, returncode: int | None) -> str:
+    """What ended a worker that sent no result."""
+    phase = worker.phase
+    if returncode == -signal.SIGKILL and oom_kills() > worker.oom_kills_before:
+        worker.run.reason = "oom"
+        return (
+            f"the worker was killed (SIGKILL) in phase '{phase}' while the kernel's out-of-memory killer "
+            "ran (the oom_kill count in /proc/vmstat rose): likely out of memory"
+        )
+    if returncode is not None and returncode < 0:
+        message = f"the worker died from signal {signal.Signals(-returncode).name} in phase '{phase}'"
+        if returncode == -signal.SIGKILL:
+            message += " (sent by another process; the kernel counted no out-of-memory kill)"
+        return message
+    return f"the worker exited with code {returncode} in phase '{phase}' without a result"
+
+
+def _without_stops(gate: MeasurementGate, member: Member, event: dict[str, Any]) -> None:
+    """A gated worker's compile time, without the time it stood stopped while another worker measured."""
+    if not isinstance(event.get("compile_span"), list):
+        return
+    start, end = (float(t) for t in event["compile_span"])
+    stopped = overlap_seconds(member.paused, (start, end))
+    beside = gate.beside(member, (start, end))
+    if isinstance(event.get("check_span"), list):
+        # The accuracy check's eager reference is not compile time, stopped or beside another.
+        check = tuple(float(t) for t in event["check_span"])
+        stopped -= overlap_seconds(member.paused, (check[0], check[1]))
+        beside -= gate.beside(member, (check[0], check[1]))
+    compile_seconds = max(float(event.get("compile_seconds", 0.0)) - stopped, 0.0)
+    event["compile_seconds"] = compile_seconds
+    event["compile_paused_seconds"] = round(stopped, 3)
+    event["compile_concurrent_seconds"] = round(min(max(beside, 0.0), compile_seconds), 3)
+
+
+def _absorb(run: TrialRun, event: dict[str, Any]) -> None:
+    kind = event["event"]
+    if kind == "window" and int(event.get("index", 0)) >= 0:
+        run.windows.append(event)  # a calibration window (index -1) times a step, and counts for nothing else
+    elif kind == "compiled":
+        run.compiled = event
+    elif kind == "ready":
+        # The corrected compile time of a worker that shared its device is the one of its "compiled" event.
+        run.ready = {**event, **{k: v for k, v in run.compiled.items() if k.startswith("compile_")}}
+    elif kind == "environment":
+        run.environment = event.get("environment", {})
+    elif kind == "cache":
+        run.cache.update({k: v for k, v in event.items() if k not in ("event", "time")})
+    elif kind == "fresh":
+        run.fresh = event
+    elif kind == "result":
+        run.result = {**event, **{k: v for k, v in run.compiled.items() if k.startswith("compile_")}}
+    elif kind == "failed":
+        run.state, run.reason, run.message = "failed", str(event.get("reason")), str(event.get("message"))
+
+
+def _payload(request: TrialRequest, workdir: Path) -> dict[str, Any]:
+    return {
+        "spec": request.spec,
+        "device": _device_inside(request.device),
+        "seed": request.seed,
+        "protocol": request.protocol,
+        "uses_cuda_graphs": request.uses_cuda_graphs,
+        "falls_back_to_eager": request.falls_back_to_eager,
+        "changes_precision": request.changes_precision,
+        "source": request.source,
+        "source_path": str(workdir / "apply_compilation.py"),
+        "save_cache_path": request.save_cache_path,
+        "load_cache_path": request.load_cache_path,
+    }
+
+
+def _environment(cache: Path, request: TrialRequest, event_fd: int) -> dict[str, str]:
+    device = request.device
+    env = dict(os.environ)
+    env[PARENT_PID_VARIABLE] = str(os.getpid())
+    threads = Protocol.from_dict(request.protocol).threads
+    if threads:
+        # Inductor's C++ kernels use OpenMP threads, which read this before torch is imported.
+        env["OMP_NUM_THREADS"] = str(threads)
+    # The subject's own caches: Inductor's FX graph and AOTAutograd caches, autotuning results, Triton's kernels.
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(cache / "inductor")
+    env["TRITON_CACHE_DIR"] = str(cache / "triton")
+    env[EVENT_FD_VARIABLE] = str(event_fd)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
+    if device.startswith("cuda"):
+        index = device.partition(":")[2] or env.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+        env["CUDA_VISIBLE_DEVICES"] = index
+    return env
+
+
+def _device_inside(device: str) -> str:
+    # The worker sees only its own GPU, which CUDA_VISIBLE_DEVICES renumbers to 0.
+    return "cuda:0" if device.startswith("cuda") else device
+
+
+def oom_kills() -> int:
+    """The kernel's count of out-of-memory kills since boot (/proc/vmstat), or 0 where it does not say."""
+    try:
+        with open("/proc/vmstat") as stats:
+            for line in stats:
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _signal(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    _signal(process.pid, signal.SIGKILL)
+
+
+def _wait(process: subprocess.Popen[bytes], seconds: float) -> int | None:
+    try:
+        return process.wait(timeout=max(seconds, 5.0))
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        return process.wait()
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-STDERR_TAIL_LINES:])
