@@ -328,7 +328,7 @@ def test_retunes_right_after_a_search_in_the_same_environment_raise_no_false_ala
 ) -> None:
     best = copy_of(searched, tmp_path / "detour")
     assert load(best).config.scope == "whole", "the search exported plain compile, which skips the eager pause"
-    for attempt in range(3):
+    for attempt in range(2):
         code, out = run_cli(
             "retune", str(best), "--space", WIDE, "--trials", "0", "--top", "0", "--repeats", "2", "--max-rounds", "3",
             "--no-compile-cache",

@@ -149,8 +149,9 @@ def design_text(campaign: Campaign) -> str:
     parts = design.get("components") or {}
     if parts.get("replicates", 0) < 2:
         parts = {}  # one replicate shows nothing of the variation between replicates
+    spent = sum(r.seconds for r in campaign.replicates)
     text = (
-        f"Measured in {design['replicates']} replicate(s) of {shown} paired window(s) per subject "
+        f"Measured in {design['replicates']} replicate(s), {spent:.0f} s in all, of {shown} paired window(s) per subject "
         f"({design['batches_per_window']} batch(es) of the fresh stream each, subjects alive {design['co_residence']})"
     )
     if parts:

@@ -316,22 +316,26 @@ def fails_after_two_runs() -> Workload:
     return tiny(model=model)
 
 
-SPIN_ITERATIONS = 20_000
-"""A spinning step's work: about a millisecond of Python arithmetic on this project's machines."""
+SPIN_SECONDS = 0.001
+"""A spinning step's work: a millisecond of this thread's CPU time."""
 SPIN_FACTORS = {"highest": 1.00, "high": 0.95, "medium": 1.05}
 """How much of that work a step does under each float32 matmul precision a configuration may set."""
 
 
 @torch.compiler.disable
 def _spin() -> None:
-    """CPU-bound work of a known amount, read from the process's float32 matmul precision when it runs.
+    """CPU-bound work of an exactly known amount, read from the process's float32 matmul precision when it runs.
 
-    Dynamo leaves this function to Python, so eager and compiled steps spin alike; a
-    configuration that sets the precision to 'high' spins 5% less, 'medium' 5% more.
+    The step spins until its thread has used its share of CPU time, so its cost does not depend
+    on where the process's memory landed or on how fast the machine runs at the moment: two
+    processes of one configuration cost the same, and a busy machine stretches the step's wall
+    time by the CPU it takes away, as it does any step. Dynamo leaves this function to Python,
+    so eager and compiled steps spin alike; a configuration that sets the precision to 'high'
+    spins 5% less, 'medium' 5% more.
     """
-    total = 0
-    for value in range(int(SPIN_ITERATIONS * SPIN_FACTORS[torch.get_float32_matmul_precision()])):
-        total += value
+    end = time.thread_time() + SPIN_SECONDS * SPIN_FACTORS[torch.get_float32_matmul_precision()]
+    while time.thread_time() < end:
+        pass
 
 
 class Spins(TinyMLP):
