@@ -35,6 +35,7 @@ from autotune.measure import (
     windows_per_replicate,
 )
 from autotune.measure import _engine as engine
+from autotune.measure._statistics import REPLICATE_SD_FLOOR
 from autotune.runtime.summary import WorkloadSummary
 from autotune.trial.request import RunRecord, TrialRun, noisy_reason, window_figures
 
@@ -179,13 +180,17 @@ def test_the_variance_components_separate_windows_from_replicates() -> None:
 
 
 def test_more_windows_pay_when_windows_vary_more_and_replicates_cost_more() -> None:
-    parts = Components(window=0.05**2, replicate=0.01**2, windows=12, replicates=3)
+    parts = Components(window=0.05**2, replicate=0.02**2, windows=12, replicates=3)
     best = windows_per_replicate(parts, window_seconds=1.0, replicate_seconds=10.0, least=4, most=100)
-    assert best == math.ceil(math.sqrt(10.0 / 1.0 * 0.05**2 / 0.01**2))  # sqrt(c_p / c_w * window / replicate)
+    assert best == math.ceil(math.sqrt(10.0 / 1.0 * 0.05**2 / 0.02**2))  # sqrt(c_p / c_w * window / replicate)
     cheaper = windows_per_replicate(parts, window_seconds=1.0, replicate_seconds=1.0, least=4, most=100)
     assert cheaper < best
-    quiet = Components(window=0.05**2, replicate=0.0, windows=12, replicates=3)
-    assert windows_per_replicate(quiet, window_seconds=1.0, replicate_seconds=10.0, least=4, most=40) == 40
+    # Few replicates often show no variance between them; the plan assumes the least this machine
+    # showed instead of putting every window into one long replicate.
+    floor = math.ceil(math.sqrt(10.0 / 1.0 * 0.05**2 / REPLICATE_SD_FLOOR**2))
+    for shown in (0.0, 0.01**2):
+        quiet = Components(window=0.05**2, replicate=shown, windows=12, replicates=3)
+        assert windows_per_replicate(quiet, window_seconds=1.0, replicate_seconds=10.0, least=4, most=40) == floor < 40
     assert windows_per_replicate(parts, window_seconds=100.0, replicate_seconds=1.0, least=4, most=40) == 4
 
 
@@ -236,6 +241,16 @@ def test_recompiles_in_windows_are_paid_once_per_pass_over_the_stream() -> None:
 def test_a_run_saw_the_machine_busy_when_other_processes_took_a_quarter_of_it(others: float, busy: bool) -> None:
     figures = window_figures([window(1.0, others=0.0), window(1.0, others=others)], {})
     assert bool(figures.get("noisy")) is busy
+
+
+def test_quiet_windows_clear_what_the_start_up_said_about_the_machine() -> None:
+    # A replicate's subjects start together, so their settle windows spread; the measured windows,
+    # with nothing else on the CPU, are what says whether the machine was busy.
+    started = {"samples_per_second": 100.0, "noisy": "its windows ranged from 5.2 to 49 samples/s"}
+    quiet = TrialRun(state="complete", result=started, windows=[window(1.0, others=0.0), window(1.0, others=0.1)])
+    assert quiet.record().noisy == ""
+    busy = TrialRun(state="complete", result=started, windows=[window(1.0, others=0.0), window(1.0, others=0.4)])
+    assert busy.record().noisy.startswith("other processes used up to 40%")
 
 
 @pytest.mark.parametrize(("fastest", "noisy"), [(149.0, False), (151.0, True)])
@@ -335,6 +350,21 @@ def test_replicates_are_added_while_undecided_up_to_the_budget(harness, stand) -
     result = engine.measure(harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=3, max_rounds=5))
     assert result.rounds == 5 and result.stopped.startswith("budget spent: 5 replicates")
     assert result.stopped.endswith("undecided")
+
+
+def test_a_replicate_that_would_pass_the_seconds_budget_is_not_started(harness, stand) -> None:
+    # The stand's replicates take no wall time but say they took 1 s to start: the next one would
+    # take about that, which a budget of 0.5 s cannot hold, once the least replicates ran.
+    stand({"eager": [50.0], "compile": [100.0], "trial 7": [90.0, 112.0, 95.0, 110.0]})
+    tight = engine.measure(
+        harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=2, max_rounds=8, seconds=0.5)
+    )
+    assert tight.rounds == 2, tight.stopped
+    assert tight.stopped.startswith("budget spent: ") and "another replicate (about 1 s) would pass" in tight.stopped
+    roomy = engine.measure(
+        harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=2, max_rounds=8, seconds=60)
+    )
+    assert roomy.rounds == 8, "the undecided ratio is measured up to the most replicates"
 
 
 @pytest.mark.parametrize(("spread", "stops"), [(0.007, True), (0.012, False)])

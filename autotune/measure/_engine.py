@@ -117,7 +117,8 @@ def measure(
             if on_replicate:
                 on_replicate(campaign, budget)
             _one_replicate(harness, campaign, folders, budget, rng, on_run)
-            why = _stop(campaign, budget, time.monotonic() - started)
+            ahead = _next_seconds(campaign, _blocks(campaign, budget, harness))
+            why = _stop(campaign, budget, time.monotonic() - started, ahead)
             if why:
                 campaign.stopped = why
                 break
@@ -184,7 +185,7 @@ def _one_replicate(
         # The first run checked the configuration against eager; the same code needs no second check.
         protocol = {**request.protocol, "check_accuracy": False}
         requests[name] = replace(request, protocol=protocol)
-    memory = {n: (campaign.cold[n].peak_memory_mb if n in campaign.cold else None) for n in names}
+    memory = {n: _peak(campaign.cold.get(n)) for n in names}
     design, groups = co_residence(names, memory, _free_mb(campaign), budget.reference)
     batches: int | Callable[..., int] = (
         campaign.replicates[0].batches_per_window
@@ -210,6 +211,15 @@ def _one_replicate(
             campaign.environment = campaign.environment or dict(run.environment)
         if record is not None and on_run:
             on_run(name, index, record)
+
+
+def _peak(record: RunRecord | None) -> float | None:
+    """The most memory a subject's first run needed: its steady peak, or its compile-time peak where that is more
+    (a replicate's processes start together and compile, or load, side by side)."""
+    if record is None:
+        return None
+    peaks = [p for p in (record.peak_memory_mb, record.compile_peak_memory_mb) if p is not None]
+    return max(peaks) if peaks else None
 
 
 def _free_mb(campaign: Campaign) -> float | None:
@@ -238,8 +248,15 @@ def _blocks(campaign: Campaign, budget: Budget, harness: Harness) -> int:
     )
 
 
-def _stop(campaign: Campaign, budget: Budget, spent: float) -> str:
-    """Why to stop now ('' to go on)."""
+def _next_seconds(campaign: Campaign, blocks: int) -> float:
+    """What the next replicate will take, from the last one: its start-up, and its windows scaled to `blocks`."""
+    last = campaign.replicates[-1]
+    windows = max(last.seconds - last.ready_seconds, 0.0)
+    return last.ready_seconds + windows * blocks / max(last.blocks, 1)
+
+
+def _stop(campaign: Campaign, budget: Budget, spent: float, ahead: float = 0.0) -> str:
+    """Why to stop now ('' to go on); `ahead` is what the next replicate would take, which the budget must hold."""
     if campaign.rounds >= budget.min_rounds:
         leader = campaign.leader(budget.reference)
         versus = campaign.ratio(leader, budget.reference) if leader else None
@@ -254,9 +271,10 @@ def _stop(campaign: Campaign, budget: Budget, spent: float) -> str:
                 )
         elif said != "undecided":
             return f"decided after {campaign.rounds} replicates: {leader} against {budget.reference}: {said}"
-    if budget.seconds is not None and spent >= budget.seconds:
-        return f"budget spent: {spent:.0f} s of measurement (--measure-seconds {budget.seconds:g}); " + _state(
-            campaign, budget
+    if budget.seconds is not None and campaign.rounds >= budget.min_rounds and spent + ahead > budget.seconds:
+        return (
+            f"budget spent: {spent:.0f} s of measurement, and another replicate (about {ahead:.0f} s) would pass "
+            f"--measure-seconds {budget.seconds:g}; " + _state(campaign, budget)
         )
     return ""
 

@@ -28,6 +28,7 @@ from typing import Any
 
 __all__ = [
     "OUTCOMES",
+    "REPLICATE_SD_FLOOR",
     "Components",
     "Interval",
     "components",
@@ -40,6 +41,10 @@ __all__ = [
 
 OUTCOMES = ("gain", "loss", "equivalent", "undecided")
 """What an interval against 1 says."""
+REPLICATE_SD_FLOOR = 0.015
+"""The least standard deviation between replicates' paired log-ratios that windows per replicate are planned for:
+the smallest seen between new pairs of identical processes on the 2-core machine this was built on
+(outputs/benchmarks/noise.md: 0.015 to 0.076)."""
 
 
 @dataclass(frozen=True)
@@ -184,10 +189,12 @@ def windows_per_replicate(
 
     With R replicates of n windows, the variance of the mean is replicate/R + window/(R n),
     and the cost R (c_replicate + n c_window); minimising one for the other gives
-    n = sqrt(c_replicate / c_window * window / replicate) (Kalibera and Jones). With no
-    variance between replicates that shows, more windows are always cheaper: `most`.
+    n = sqrt(c_replicate / c_window * window / replicate) (Kalibera and Jones).
+
+    The variance between replicates is estimated from few of them, and often comes out 0; it
+    is never taken below `REPLICATE_SD_FLOOR` squared, the least this machine showed between
+    processes, or the rule would put every window into ever longer replicates.
     """
-    if parts.replicate <= 0:
-        return most
-    best = math.sqrt(replicate_seconds / max(window_seconds, 1e-9) * parts.window / parts.replicate)
+    replicate = max(parts.replicate, REPLICATE_SD_FLOOR**2)
+    best = math.sqrt(replicate_seconds / max(window_seconds, 1e-9) * parts.window / replicate)
     return max(least, min(most, math.ceil(best)))

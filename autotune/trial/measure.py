@@ -30,12 +30,14 @@ __all__ = [
     "device_free_mb",
     "fail_on_recompile_limit",
     "frames_compiled",
+    "watch_cuda_graph_recordings",
     "load_average",
     "steal_share",
     "working_dtype",
     "compare",
     "dynamo_counts",
     "peak_memory_mb",
+    "peak_reserved_mb",
     "reset_peak_memory",
     "synchronize",
     "tensor_leaves",
@@ -71,6 +73,14 @@ def peak_memory_mb(device: torch.device) -> float:
     return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
 
 
+def peak_reserved_mb(device: torch.device) -> float | None:
+    """Peak memory CUDA's caching allocator reserved since the last reset, in MiB: CUDA-graph pools and the
+    allocator's slack included, the CUDA context not. None off CUDA, where the resident set already says it."""
+    if device.type != "cuda":
+        return None
+    return torch.cuda.max_memory_reserved(device) / 2**20
+
+
 def device_free_mb(device: torch.device) -> float | None:
     """Free memory for another process: the CUDA driver's count on a GPU, MemAvailable (/proc/meminfo) on a CPU."""
     if device.type == "cuda":
@@ -86,9 +96,13 @@ def device_free_mb(device: torch.device) -> float | None:
 def calibration_probe(device: torch.device, repeats: int = 3) -> float:
     """Seconds a fixed amount of device work takes (median of `repeats`): slower means a busier machine.
 
-    The work is the same in every process of every study: chained 256x256 matrix products
-    on the run's device, with the thread count the run uses.
+    The work is the same in every process of every study. On a CPU: chained 256x256 matrix
+    products, with the thread count the run uses. On a GPU that would time kernel launches and
+    follow the configuration's own TF32 setting, so there it is `_cuda_probe`: a compute-bound
+    product in float16 (no TF32 question), timed with CUDA events.
     """
+    if device.type == "cuda":
+        return _cuda_probe(device, repeats)
     generator = torch.Generator().manual_seed(0)
     matrix = (torch.rand(256, 256, generator=generator) / 256).to(device)
     timings = []
@@ -100,6 +114,24 @@ def calibration_probe(device: torch.device, repeats: int = 3) -> float:
             product = product @ matrix + matrix
         synchronize(device)
         timings.append(time.perf_counter() - started)
+    return statistics.median(timings)
+
+
+def _cuda_probe(device: torch.device, repeats: int) -> float:
+    """A few milliseconds of half-precision 4096x4096 matrix products, timed on the device with CUDA events."""
+    generator = torch.Generator().manual_seed(0)
+    matrix = (torch.rand(4096, 4096, generator=generator) / 4096).to(device=device, dtype=torch.float16)
+    timings = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(device)
+        start.record()
+        for _ in range(8):
+            torch.mm(matrix, matrix)
+        end.record()
+        end.synchronize()
+        timings.append(start.elapsed_time(end) / 1e3)
+    del matrix
     return statistics.median(timings)
 
 
@@ -122,19 +154,34 @@ def cpu_times() -> tuple[int, int] | None:
 
 
 def cpu_use() -> tuple[int, int, int] | None:
-    """(ticks the machine was busy, ticks in all, ticks this process used), since boot, or None off Linux.
+    """(ticks the machine was busy, ticks in all, ticks this run used), since boot, or None off Linux.
 
-    Busy counts user, nice, system, interrupts and steal; this process's ticks are its own
-    threads' user and system time (/proc/self/stat), OpenMP's included.
+    Busy counts user, nice, system, interrupts and steal. This run's ticks are the user and
+    system time of every process in its process group: its own threads (OpenMP's included) and
+    the compile workers Inductor started for it, whose work is the run's own, not another load.
     """
     try:
         fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
-        own = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-        mine = int(own[11]) + int(own[12])
     except (OSError, ValueError, IndexError):
         return None
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return sum(fields) - idle, sum(fields), mine
+    return sum(fields) - idle, sum(fields), _group_ticks(os.getpgrp())
+
+
+def _group_ticks(group: int) -> int:
+    """User and system ticks of every live process in process group `group` (/proc/PID/stat)."""
+    ticks = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        # After the command name: state, ppid, pgrp, ... utime and stime are the 12th and 13th fields.
+        if len(stat) > 12 and int(stat[2]) == group:
+            ticks += int(stat[11]) + int(stat[12])
+    return ticks
 
 
 def others_share(before: tuple[int, int, int] | None, after: tuple[int, int, int] | None) -> float | None:
@@ -170,9 +217,35 @@ def fail_on_recompile_limit() -> None:
         torch._dynamo.config.fail_on_recompile_limit_hit = True
 
 
+_RECORDINGS = [0]
+"""CUDA graphs recorded so far in this process (counted once `watch_cuda_graph_recordings` ran)."""
+
+
+def _count_recording(args: Any) -> None:
+    trigger = getattr(args, "callback_trigger", None)
+    if getattr(trigger, "name", None) == "CUDAGRAPH_RECORDING":
+        _RECORDINGS[0] += 1
+
+
+def watch_cuda_graph_recordings() -> None:
+    """Count every CUDA graph recording from now on (once per process; harmless where none happen).
+
+    CUDA-graph trees warm a compiled function up on its first call and record it on the next,
+    and record again for each new input shape: compile-time work that moves none of dynamo's
+    counters. Dynamo calls its compile callbacks around each recording, which is where it is counted.
+    """
+    handler = getattr(torch._dynamo, "callback_handler", None)
+    if handler is not None and _count_recording not in handler.end_callbacks:
+        handler.register_end_callback(_count_recording)
+
+
 def frames_compiled() -> int:
-    """Frames dynamo has compiled so far in this process: one counter read, cheap enough for every timed step."""
-    return int(counters["frames"]["ok"])
+    """Compile events so far in this process: frames dynamo compiled and CUDA graphs recorded.
+
+    One counter read, cheap enough for every timed step. A warm-up pass, a settle window or a
+    step of the fresh stream that moved it compiled (or recorded) something and is treated so.
+    """
+    return int(counters["frames"]["ok"]) + _RECORDINGS[0]
 
 
 def dynamo_counts() -> dict[str, int]:
@@ -188,6 +261,8 @@ def dynamo_counts() -> dict[str, int]:
         "graph_breaks": int(graph_breaks),
         "recompiles": int(recompiles),
         "frames": int(counters["frames"]["ok"]),
+        "cuda_graph_recordings": _RECORDINGS[0],
+        "cuda_graph_skips": int(counters["inductor"]["cudagraph_skips"]),
     }
 
 

@@ -195,9 +195,11 @@ def window_figures(windows: list[dict[str, Any]], ready: Mapping[str, Any]) -> d
     )
     if others:
         figures["window_others"] = [round(v, 3) for v in others]
-    if others and max(others) > OTHERS_BUSY:
-        # The probe is no judge here: the first work after a turn always finds the caches cold.
-        figures["noisy"] = f"other processes used up to {max(others):.0%} of the CPU during its windows"
+    if others:
+        # The windows' own CPU accounting decides, not the probe (the first work after a turn always
+        # finds the caches cold) nor the settle windows, which ran while the other subjects started.
+        busy = max(others) > OTHERS_BUSY
+        figures["noisy"] = f"other processes used up to {max(others):.0%} of the CPU during its windows" if busy else ""
     return figures
 
 
@@ -288,7 +290,13 @@ class RunRecord:
     fresh_compile_seconds: float | None = None
     """Time spent in fresh-batch steps that compiled something."""
     peak_memory_mb: float | None = None
-    """Peak memory of the compiled steps: CUDA's allocator, or the process's resident set on the CPU."""
+    """Peak memory of the compiled steps once compiled: CUDA's allocator, or the process's resident set on the CPU."""
+    peak_reserved_mb: float | None = None
+    """On CUDA, the steady peak the caching allocator reserved (CUDA-graph pools and slack included)."""
+    compile_peak_memory_mb: float | None = None
+    """Peak memory while compiling and warming up (as `peak_memory_mb` counts it), the accuracy check left out."""
+    compile_peak_reserved_mb: float | None = None
+    """On CUDA, the peak reserved while compiling and warming up."""
     memory_kind: str | None = None
     """'cuda_allocated' or 'process_rss'."""
     graphs: int | None = None
@@ -297,6 +305,10 @@ class RunRecord:
     """Graph breaks dynamo counted."""
     recompiles: int | None = None
     """Frames compiled again for new guards."""
+    cuda_graph_recordings: int | None = None
+    """CUDA graphs recorded (warm-up and each new shape's recording count as compiling)."""
+    cuda_graph_skips: int | None = None
+    """Graphs torch ran without CUDA graphs although the configuration asked for them."""
     threads: int | None = None
     """CPU threads torch used."""
     device_free_mb: float | None = None
