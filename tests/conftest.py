@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+import torch
 
 from autotune import resolve
 from autotune.runtime.summary import WorkloadSummary
@@ -12,6 +13,9 @@ from autotune.workload import Workload
 from tests.postgres import PostgresMissing, running_server
 
 TOY = "examples.toy:model"
+
+collect_ignore = [] if torch.cuda.is_available() else ["gpu"]
+"""tests/gpu needs a CUDA device: `bash .ci/gpu` runs it where there is one; elsewhere it is not collected."""
 
 
 @pytest.fixture(scope="session")

@@ -210,6 +210,10 @@ def test_uses_cuda_graphs() -> None:
     assert CompileConfig(mode=None, options={"triton.cudagraphs": True}).uses_cuda_graphs
     modular = CompileConfig(scope="modular", module_settings={"head": ModuleSettings(mode="reduce-overhead")})
     assert modular.uses_cuda_graphs
+    # The compiled optimizer step's own mode counts: its graphs replay too, and the step must be marked.
+    optimizer = CompileConfig(compile_optimizer=True, optimizer_mode="reduce-overhead")
+    assert optimizer.uses_cuda_graphs
+    assert not CompileConfig(compile_optimizer=True, optimizer_mode="max-autotune-no-cudagraphs").uses_cuda_graphs
 
 
 NEWER = {

@@ -328,9 +328,13 @@ class CompileConfig:
 
     @property
     def uses_cuda_graphs(self) -> bool:
-        """Whether any compiled region replays CUDA graphs (needs a GPU and step marking)."""
+        """Whether any compiled region replays CUDA graphs (needs a GPU and step marking): the model, a module of
+        it, or the compiled optimizer step, whose mode may ask for them too."""
         settings = [ModuleSettings(mode=self.mode, options=self.options), *self.module_settings.values()]
-        return any(bool({**mode_options(s.mode), **s.options}.get(opt)) for s in settings for opt in CUDA_GRAPH_OPTIONS)
+        regions = [{**mode_options(s.mode), **s.options} for s in settings]
+        if self.compile_optimizer:
+            regions.append(mode_options(self.optimizer_mode))
+        return any(bool(region.get(opt)) for region in regions for opt in CUDA_GRAPH_OPTIONS)
 
     def compile_kwargs(self, module_path: str | None = None) -> dict[str, Any]:
         """Keyword arguments for `torch.compile` / `nn.Module.compile`, for the whole model or one module."""

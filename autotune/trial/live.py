@@ -30,6 +30,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
+from autotune.trial.devices import visible_device
 from autotune.trial.events import COMMAND_FD_VARIABLE, EVENT_FD_VARIABLE, PARENT_PID_VARIABLE, parse_event
 from autotune.trial.gate import MeasurementGate, Member, overlap_seconds
 from autotune.trial.guard import process_guard
@@ -376,8 +377,7 @@ def _environment(cache: Path, request: TrialRequest, event_fd: int) -> dict[str,
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
     if device.startswith("cuda"):
-        index = device.partition(":")[2] or env.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
-        env["CUDA_VISIBLE_DEVICES"] = index
+        env["CUDA_VISIBLE_DEVICES"] = visible_device(device, os.environ.get("CUDA_VISIBLE_DEVICES"))
     return env
 
 

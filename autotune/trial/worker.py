@@ -34,12 +34,13 @@ import statistics
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
+from torch.utils import _pytree as pytree
 
 from autotune.runtime import codegen, compile_cache, environment
 from autotune.trial.events import Events, command_channel, open_request
@@ -57,11 +58,13 @@ from autotune.trial.measure import (
     load_average,
     others_share,
     peak_memory_mb,
+    peak_reserved_mb,
     reset_peak_memory,
     steal_share,
     synchronize,
     tensor_leaves,
     tolerance_for,
+    watch_cuda_graph_recordings,
     working_dtype,
 )
 from autotune.trial.request import Protocol, noisy_reason
@@ -165,6 +168,7 @@ class Trial:
             **figures,
             **{k: v for k, v in fresh.items() if k.startswith("fresh_")},
             peak_memory_mb=peak_memory_mb(self.device),
+            peak_reserved_mb=peak_reserved_mb(self.device),
             memory_kind="cuda_allocated" if self.device.type == "cuda" else "process_rss",
             probe_seconds=[probe_before, probe_after],
             load=[v for v in (self.load_before, load_after) if v is not None],
@@ -213,11 +217,14 @@ class Trial:
         # The reference is the model itself, run eagerly before it is compiled: no second copy
         # of the weights on the device, and its time is not part of the compile time.
         reference = Reference.of(self.workload, self.model, self.batches[0], self.step) if checking else None
+        if reference is not None:
+            reference.other = next((b for b in self.batches[1:] if same_shapes(b, self.batches[0])), None)
         if reference is not None and self.request.get("changes_precision"):
             reference.tolerance = max(reference.tolerance, PRECISION_TOLERANCE)
             reference.why = f" (a precision-changing configuration: tolerance {reference.tolerance:g})"
         if not self.request.get("falls_back_to_eager"):
             fail_on_recompile_limit()
+        watch_cuda_graph_recordings()
         self._set_phase("compile")
         started, started_epoch = time.perf_counter(), time.time()
         if self.generated is not None and self.request.get("load_cache_path"):
@@ -238,7 +245,15 @@ class Trial:
         if self.generated is not None:
             self.generated.finish_warmup()
         compile_seconds = max(settled_at - started - excluded, 0.0) if self.generated is not None else 0.0
-        self.figures = {"compile_seconds": compile_seconds, "warmup_passes": passes}
+        self.figures = {
+            "compile_seconds": compile_seconds,
+            "warmup_passes": passes,
+            # Compiling (max-autotune's benchmark buffers, CUDA-graph recording) may need more than the steps
+            # do: its peak is kept apart, and the steady peak counts from here on.
+            "compile_peak_memory_mb": peak_memory_mb(self.device),
+            "compile_peak_reserved_mb": peak_reserved_mb(self.device),
+        }
+        reset_peak_memory(self.device)
         # Wall-clock spans, so that a parent that stopped this process for a while can leave that out.
         spans = {"compile_span": [started_epoch, started_epoch + settled_at - started], "check_span": check_span}
         self.events.emit("compiled", **self.figures, **spans, **dynamo_counts())
@@ -394,13 +409,30 @@ class StepRunner:
         if self.workload.task == "infer":
             with torch.no_grad():
                 output = self.forward(model, batch)
-            return [t.clone() for t in tensor_leaves(output)] if self.cuda_graphs else output
+            # Every subject reads what its step returned, at the same cost: a replayed CUDA graph
+            # must (its next replay overwrites the buffers), so the others do too.
+            return [t.clone() for t in tensor_leaves(output)]
         loss = self.workload.compute_loss(self.forward(model, batch), batch)
         self.backward(loss)
         assert optimizer is not None
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         return loss.detach().clone()
+
+
+def same_shapes(a: Any, b: Any) -> bool:
+    """Whether two batches hold tensors of the same shapes and dtypes in the same places."""
+    # Mappings the tree utilities do not know (a tokenizer's BatchEncoding) are read as dicts.
+    leaves_a, spec_a = pytree.tree_flatten(dict(a) if isinstance(a, Mapping) else a)
+    leaves_b, spec_b = pytree.tree_flatten(dict(b) if isinstance(b, Mapping) else b)
+    if spec_a != spec_b:
+        return False
+    for x, y in zip(leaves_a, leaves_b, strict=True):
+        if isinstance(x, torch.Tensor) != isinstance(y, torch.Tensor):
+            return False
+        if isinstance(x, torch.Tensor) and (x.shape != y.shape or x.dtype != y.dtype):
+            return False
+    return True
 
 
 @dataclass
@@ -423,6 +455,8 @@ class Reference:
     expected: list[tuple[str, torch.Tensor | None]]
     why: str = ""
     """Said after a failed comparison when the tolerance is not the dtype's own."""
+    other: Any = None
+    """Another batch of the same shapes, which CUDA-graph configurations warm up and record on before the check."""
 
     @classmethod
     def of(cls, workload: Workload, model: nn.Module, batch: Any, step: StepRunner) -> Reference:
@@ -449,9 +483,21 @@ class Reference:
         return [("loss", loss), *grads]
 
     def check(self, model: nn.Module, prepare: Callable[[Any], Any]) -> float:
-        """Compare the compiled model with the reference; returns the seconds to leave out of the compile time."""
+        """Compare the compiled model with the reference; returns the seconds to leave out of the compile time.
+
+        Under CUDA graphs the compared call is a replay: CUDA-graph trees run a function's first
+        call as a warm-up and record on the second, so two calls on another batch of the same
+        shapes come first. A replay that reads stale inputs (an address captured at recording, a
+        CPU scalar baked in) then returns that batch's figures, not the reference batch's.
+        """
         started = time.perf_counter()
         model.train(not self.eval_mode)
+        if self.step.cuda_graphs:
+            for _ in range(2):
+                torch.compiler.cudagraph_mark_step_begin()
+                self._compute(model, prepare(self.other if self.other is not None else self.batch), self.step.backward)
+                model.zero_grad(set_to_none=True)
+            torch.compiler.cudagraph_mark_step_begin()
         actual = self._compute(model, prepare(self.batch), self.step.backward)
         model.zero_grad(set_to_none=True)
         if len(actual) != len(self.expected):

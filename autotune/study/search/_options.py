@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 from autotune.errors import SearchError
 from autotune.measure import DEFAULT_PICK, Objectives, parse_pick
 from autotune.study.storage import Liveness
+from autotune.trial.devices import refuse_shared_exclusive
 from autotune.trial.request import Protocol, check_device
 
 __all__ = ["PRUNERS", "SAMPLERS", "SearchOptions", "default_study_name"]
@@ -125,6 +127,7 @@ class SearchOptions:
                 f"--workers {self.workers}: must be an integer >= the {len(self.devices)} device(s) of --device "
                 f"{','.join(self.devices)} (each device needs a worker)."
             )
+        refuse_shared_exclusive(self.devices, self.workers, os.environ.get("CUDA_VISIBLE_DEVICES"))
         Objectives.parse(self.objective)
         parse_pick(self.pick)
 

@@ -1,0 +1,164 @@
+"""The CUDA path's rules, checked without a GPU: which GPU a worker is given, when a GPU may not be shared,
+CUDA-graph recordings counted as compiling, the replayed accuracy check, the output-clone rule.
+
+What only a GPU can show is in tests/gpu (`bash .ci/gpu`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from autotune import ConfigError
+from autotune.trial import live, measure
+from autotune.trial.devices import refuse_shared_exclusive, visible_device
+from autotune.trial.request import TrialRequest
+from autotune.trial.worker import Reference, StepRunner, same_shapes
+
+pytestmark = pytest.mark.parallel
+
+GPU = "GPU-6a3c1f4e-8b2d-4c7a-9e1f-0d5b2a7c9e31"
+MIG = "MIG-1f2e3d4c-5b6a-7980-a1b2-c3d4e5f60718"
+
+
+@pytest.mark.parametrize(
+    ("device", "visible", "given"),
+    [
+        ("cuda:0", None, "0"),
+        ("cuda:3", None, "3"),
+        ("cuda", None, "0"),
+        ("cuda:0", "4,5", "4"),  # the parent's cuda:0 is physical GPU 4
+        ("cuda:1", "4,5", "5"),
+        ("cuda", "4,5", "4"),
+        ("cuda:1", f"{GPU},3", "3"),
+        ("cuda:0", GPU, GPU),
+        ("cuda:0", MIG, MIG),
+        ("cuda:0", " 2 , 7 ", "2"),
+    ],
+)
+def test_the_worker_gets_the_parents_nth_visible_gpu(device: str, visible: str | None, given: str) -> None:
+    assert visible_device(device, visible) == given
+
+
+@pytest.mark.parametrize(
+    ("device", "visible", "named"),
+    [
+        ("cuda:2", "4,5", "makes 2 GPU(s) visible, cuda:0 to cuda:1"),
+        ("cuda:0", "", "makes 0 GPU(s) visible"),
+        ("cuda:1", "3,-1,5", "makes 1 GPU(s) visible"),  # CUDA stops at the first entry it cannot use
+    ],
+)
+def test_a_device_the_parent_cannot_see_is_refused_by_name(device: str, visible: str, named: str) -> None:
+    with pytest.raises(ConfigError, match="CUDA_VISIBLE_DEVICES") as error:
+        visible_device(device, visible)
+    assert named in str(error.value) and device in str(error.value)
+
+
+def test_the_worker_environment_maps_the_device(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "6,7")
+    env = live._environment(tmp_path, TrialRequest(spec="m:f", source=None, device="cuda:1"), 3)
+    assert env["CUDA_VISIBLE_DEVICES"] == "7"
+    assert live._device_inside("cuda:1") == "cuda:0", "the worker sees only that GPU, as its cuda:0"
+
+
+def test_workers_that_would_share_an_exclusive_gpu_are_refused() -> None:
+    modes = {"cuda:0": "Default", "cuda:1": "Exclusive_Process"}
+    asked: list[str] = []
+
+    def mode_of(device: str, visible: str | None) -> str | None:
+        asked.append(device)
+        return modes[device]
+
+    refuse_shared_exclusive(["cuda:0", "cuda:1"], 2, None, mode_of)  # one worker per device: nothing shared
+    assert asked == []
+    refuse_shared_exclusive(["cuda:0"], 3, None, mode_of)  # a GPU in the default mode may be shared
+    with pytest.raises(ConfigError, match=r"--workers 4: cuda:1 is in compute mode 'Exclusive_Process'.*--workers 2"):
+        refuse_shared_exclusive(["cuda:0", "cuda:1"], 4, None, mode_of)
+    refuse_shared_exclusive(["cuda:0", "cuda:1"], 4, None, lambda device, visible: None)  # unknown: allowed
+
+
+class Returns(torch.nn.Module):
+    """An inference model that returns a buffer it keeps, as a replayed graph returns its static output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("kept", torch.zeros(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.kept
+
+
+def test_every_inference_step_clones_what_it_returns_not_only_cuda_graph_ones() -> None:
+    # A replayed CUDA graph returns its static buffers, which the next replay overwrites, so its step
+    # copies them; every other subject's step copies too, or reduce-overhead alone would pay for reading.
+    workload = SimpleNamespace(task="infer", autocast=None, run_forward=lambda model, batch: model(batch))
+    model = Returns()
+    step = StepRunner(workload, torch.device("cpu"), cuda_graphs=False)  # type: ignore[arg-type]
+    (out,) = step(model, None, torch.ones(3))
+    assert out.data_ptr() != model.kept.data_ptr() and torch.equal(out, model.kept)
+
+
+def test_a_cuda_graph_recording_counts_as_compiling() -> None:
+    # CUDA-graph trees record at run time, which moves none of dynamo's frame counters; torch calls
+    # dynamo's compile callbacks around each recording, and that is what a window's count must see.
+    from torch._dynamo.callback import CallbackTrigger
+
+    measure.watch_cuda_graph_recordings()
+    measure.watch_cuda_graph_recordings()  # twice is once
+    before, recorded = measure.frames_compiled(), measure.dynamo_counts()["cuda_graph_recordings"]
+    with torch._dynamo.callback_handler.install_callbacks(CallbackTrigger.CUDAGRAPH_RECORDING, "0/0"):
+        pass
+    assert measure.frames_compiled() == before + 1
+    assert measure.dynamo_counts()["cuda_graph_recordings"] == recorded + 1
+    with torch._dynamo.callback_handler.install_callbacks(CallbackTrigger.LAZY_BACKWARD, "0/0"):
+        pass  # a lazy backward compile is not a recording (its frames are counted by dynamo)
+    assert measure.dynamo_counts()["cuda_graph_recordings"] == recorded + 1
+
+
+def test_graphs_torch_ran_without_cuda_graphs_are_counted() -> None:
+    from torch._dynamo.utils import counters
+
+    skipped = measure.dynamo_counts()["cuda_graph_skips"]
+    counters["inductor"]["cudagraph_skips"] += 1
+    try:
+        assert measure.dynamo_counts()["cuda_graph_skips"] == skipped + 1
+    finally:
+        counters["inductor"]["cudagraph_skips"] -= 1
+
+
+def test_batches_of_the_same_shapes_are_told_from_others() -> None:
+    a = {"input_ids": torch.zeros(2, 8, dtype=torch.long), "labels": torch.zeros(2, 8, dtype=torch.long)}
+    assert same_shapes(a, {k: v + 1 for k, v in a.items()})
+    assert not same_shapes(a, {**a, "input_ids": torch.zeros(2, 9, dtype=torch.long)})
+    assert not same_shapes(a, {**a, "labels": torch.zeros(2, 8)})
+    assert not same_shapes(a, {"input_ids": a["input_ids"]})
+    assert same_shapes((torch.ones(3), 1), (torch.zeros(3), 2))
+
+
+class Seen(torch.nn.Module):
+    """An inference model that notes the first value of each batch it is called on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[float] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.seen.append(float(x[0]))
+        return x * 2
+
+
+def test_under_cuda_graphs_the_checked_call_is_a_replay_after_warm_up_and_recording_on_another_batch() -> None:
+    workload = SimpleNamespace(task="infer", autocast=None, run_forward=lambda model, batch: model(batch))
+    model, batch, other = Seen(), torch.full((4,), 1.0), torch.full((4,), 7.0)
+    for cuda_graphs, calls in ((False, [1.0, 1.0]), (True, [1.0, 7.0, 7.0, 1.0])):
+        model.seen.clear()
+        step = StepRunner(workload, torch.device("cpu"), cuda_graphs=cuda_graphs)  # type: ignore[arg-type]
+        reference = Reference.of(workload, model, batch, step)  # type: ignore[arg-type]
+        reference.other = other
+        reference.check(model, lambda b: b)
+        # The reference, then (under CUDA graphs) the warm-up and the recording on the other batch,
+        # and last the compared call, on the reference's batch.
+        assert model.seen == calls
