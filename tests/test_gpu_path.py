@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from autotune import ConfigError
+from autotune.runtime import environment
 from autotune.trial import live, measure
-from autotune.trial.devices import refuse_shared_exclusive, visible_device
+from autotune.trial.devices import compute_mode, refuse_shared_exclusive, visible_device
 from autotune.trial.request import TrialRequest
 from autotune.trial.worker import Reference, StepRunner, same_shapes
 
@@ -78,6 +79,13 @@ def test_workers_that_would_share_an_exclusive_gpu_are_refused() -> None:
     with pytest.raises(ConfigError, match=r"--workers 4: cuda:1 is in compute mode 'Exclusive_Process'.*--workers 2"):
         refuse_shared_exclusive(["cuda:0", "cuda:1"], 4, None, mode_of)
     refuse_shared_exclusive(["cuda:0", "cuda:1"], 4, None, lambda device, visible: None)  # unknown: allowed
+
+
+def test_the_compute_mode_is_asked_of_nvidia_smi_for_the_workers_gpu(monkeypatch) -> None:
+    asked: list[tuple[str, str | None]] = []
+    monkeypatch.setattr(environment, "query_gpu", lambda field, gpu=None: asked.append((field, gpu)) or "Default")
+    assert compute_mode("cuda:1", "4,5") == "Default" and asked == [("compute_mode", "5")]
+    assert compute_mode("cuda:0", MIG) is None, "nvidia-smi does not take MIG UUIDs: unknown"
 
 
 class Returns(torch.nn.Module):

@@ -29,6 +29,7 @@ __all__ = [
     "fingerprint",
     "host_key",
     "model_fingerprint",
+    "query_gpu",
     "version",
 ]
 
@@ -106,17 +107,19 @@ def differences(
 
 
 def _driver_version() -> str | None:
+    return query_gpu("driver_version")
+
+
+def query_gpu(field: str, gpu: str | None = None) -> str | None:
+    """One `nvidia-smi --query-gpu` field of `gpu` (an index or UUID; None: the first GPU), or None where
+    nvidia-smi is missing, fails or says nothing."""
+    command = ["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader", *(["-i", gpu] if gpu else [])]
     try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        )
+        out = subprocess.run(command, capture_output=True, text=True, timeout=30, check=True)
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip().splitlines()[0] if out.stdout.strip() else None
+    lines = out.stdout.strip().splitlines()
+    return lines[0].strip() if lines and lines[0].strip() else None
 
 
 def host_key(environment: Mapping[str, Any]) -> str:

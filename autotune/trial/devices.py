@@ -1,15 +1,14 @@
 """Which GPU a worker sees, and whether a GPU may be shared: read from the parent's environment and nvidia-smi.
 
-Nothing here imports torch: the parent decides these before any worker starts.
+The parent decides these before any worker starts, without initialising CUDA.
 """
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import Callable
 
 from autotune.errors import ConfigError
+from autotune.runtime import environment
 
 __all__ = ["SHARED_MODES", "compute_mode", "refuse_shared_exclusive", "visible_device"]
 
@@ -42,20 +41,9 @@ def compute_mode(device: str, visible: str | None) -> str | None:
     """The compute mode nvidia-smi reports for `device` ('Default', 'Exclusive_Process', 'Prohibited'), or None
     where it cannot say (no nvidia-smi, a MIG instance, an error)."""
     entry = visible_device(device, visible)
-    if entry.startswith("MIG-") or shutil.which("nvidia-smi") is None:
+    if entry.startswith("MIG-"):
         return None
-    try:
-        done = subprocess.run(
-            ["nvidia-smi", "--query-gpu=compute_mode", "--format=csv,noheader", "-i", entry],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    mode = done.stdout.strip()
-    return mode if done.returncode == 0 and mode else None
+    return environment.query_gpu("compute_mode", entry)
 
 
 def refuse_shared_exclusive(
