@@ -329,19 +329,9 @@ def measure_window(trial: Trial, index: int, slice_: tuple[int, int], passes: in
     batches = [stream[(start + offset) % len(stream)] for offset in range(count)] * max(passes, 1)
     probe = calibration_probe(trial.device)
     frames_before, use_before = frames_compiled(), cpu_use()
-    compile_seconds, compile_samples, compile_batches = 0.0, 0, 0
     synchronize(trial.device)
     started = time.perf_counter()
-    for batch in batches:
-        frames = frames_compiled()
-        step_started = time.perf_counter()
-        trial.step(trial.model, trial.optimizer, trial.prepare(batch))
-        if frames_compiled() != frames:
-            synchronize(trial.device)
-            compile_seconds += time.perf_counter() - step_started
-            compile_samples += samples_in(batch)
-            compile_batches += 1
-    synchronize(trial.device)
+    compile_seconds, compile_samples, compile_batches = run_steps(trial, batches)
     window = {
         "index": index,
         "seconds": time.perf_counter() - started,
@@ -359,22 +349,32 @@ def measure_window(trial: Trial, index: int, slice_: tuple[int, int], passes: in
     return window
 
 
-def fresh_stream(trial: Trial) -> dict[str, Any]:
-    """One pass over the fresh batches, timed as a whole: a first run's figure, the compiles of new shapes included."""
-    frames_before = frames_compiled()
-    compiling_seconds = 0.0
-    samples = 0
-    synchronize(trial.device)
-    started = time.perf_counter()
-    for batch in trial.fresh:
+def run_steps(trial: Trial, batches: list[Any]) -> tuple[float, int, int]:
+    """Run one step per batch, the steps that compiled (or recorded) something timed apart; synchronised at the end.
+
+    Returns (seconds, samples, batches) of those compiling steps.
+    """
+    seconds, samples, count = 0.0, 0, 0
+    for batch in batches:
         frames = frames_compiled()
         step_started = time.perf_counter()
         trial.step(trial.model, trial.optimizer, trial.prepare(batch))
         if frames_compiled() != frames:
             synchronize(trial.device)
-            compiling_seconds += time.perf_counter() - step_started
-        samples += samples_in(batch)
+            seconds += time.perf_counter() - step_started
+            samples += samples_in(batch)
+            count += 1
     synchronize(trial.device)
+    return seconds, samples, count
+
+
+def fresh_stream(trial: Trial) -> dict[str, Any]:
+    """One pass over the fresh batches, timed as a whole: a first run's figure, the compiles of new shapes included."""
+    frames_before = frames_compiled()
+    samples = sum(samples_in(b) for b in trial.fresh)
+    synchronize(trial.device)
+    started = time.perf_counter()
+    compiling_seconds, _, _ = run_steps(trial, trial.fresh)
     elapsed = time.perf_counter() - started
     figures = {
         "samples_per_second": samples / elapsed,
