@@ -141,8 +141,12 @@ def test_a_5_percent_faster_subject_is_a_gain_a_slower_one_a_loss_and_a_twin_equ
     harness, budget = spin_harness(f"{TARGETS}:spins"), Budget(min_rounds=3, max_rounds=3, blocks=8, most_blocks=8)
     campaign = engine.measure(harness, subjects, objective=Objective(), budget=budget, cache_root=tmp_path)
 
+    # The 5% subjects must be told apart from plain compile; the twin must not be, and its interval must lie within
+    # ±3% of it: a shared 2-core machine's processes differ by a few percent, and 6 replicates bound that to about 3%.
+    margins = {"faster": 0.02, "slower": 0.02, "twin": 0.03}
+
     def said() -> dict[str, str]:
-        return {name: outcome(campaign.ratio(name, "compile"), 0.02) for name in ("faster", "slower", "twin")}
+        return {name: outcome(campaign.ratio(name, "compile"), within) for name, within in margins.items()}
 
     # The engine stops on its leader; here every subject must be decided, so replicates are added one by one.
     while "undecided" in said().values() and campaign.rounds < 6:
@@ -150,7 +154,8 @@ def test_a_5_percent_faster_subject_is_a_gain_a_slower_one_a_loss_and_a_twin_equ
         campaign = engine.measure(
             harness, [], objective=Objective(), budget=more, campaign=campaign, cache_root=tmp_path
         )
-    assert said() == {"faster": "gain", "slower": "loss", "twin": "equivalent"}, (said(), campaign.design())
+    ratios = {name: campaign.ratio(name, "compile") for name in margins}
+    assert said() == {"faster": "gain", "slower": "loss", "twin": "equivalent"}, (ratios, campaign.design())
     assert choose(campaign).subject == "faster"
     twin_only = choose(campaign.only(["compile", "twin"]))
     assert twin_only.subject == "compile" and twin_only.decision == "equivalent", "no gain is claimed for a twin"
