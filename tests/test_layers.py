@@ -42,7 +42,7 @@ def copy_of_package(tmp_path: Path) -> Path:
 def test_the_package_keeps_every_contract(tmp_path: Path) -> None:
     done = lint_imports(copy_of_package(tmp_path))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "Contracts: 5 kept, 0 broken." in done.stdout
+    assert "Contracts: 8 kept, 0 broken." in done.stdout
 
 
 def test_a_runtime_module_importing_the_study_layer_breaks_the_layers(tmp_path: Path) -> None:
@@ -129,3 +129,19 @@ def test_the_length_check_finds_a_long_function_and_passes_a_short_one() -> None
     assert long_functions(f"def long():\n{body}", "m.py") == [f"m.py:1 long ({MAX_FUNCTION_LINES + 1} lines)"]
     short = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES - 1))
     assert long_functions(f"def short():\n{short}", "m.py") == []
+
+
+def test_the_core_importing_the_trainer_integration_or_transformers_breaks_a_contract(tmp_path: Path) -> None:
+    root = copy_of_package(tmp_path)
+    gate = root / "autotune" / "trial" / "gate.py"
+    gate.write_text(
+        gate.read_text().replace(
+            "from __future__ import annotations\n",
+            "from __future__ import annotations\n\nimport transformers\n\nimport autotune.integrations.transformers\n",
+            1,
+        )
+    )
+    done = lint_imports(root)
+    assert done.returncode == 1
+    assert "autotune.trial is not allowed to import autotune.integrations" in done.stdout
+    assert "autotune.trial is not allowed to import transformers" in done.stdout

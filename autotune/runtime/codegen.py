@@ -47,6 +47,7 @@ def generate(config: CompileConfig, workload: WorkloadSummary, *, created: str, 
     preamble = [_header(config, workload, created, version), "import torch", _settings(config, workload)]
     functions = [
         _apply_function(config),
+        _optimizer_function(config),
         _COMPILE_IN_PLACE,
         _prepare_function(),
         _finish_warmup_function(config),
@@ -256,16 +257,50 @@ def _apply_function(config: CompileConfig) -> str:
             *body,
         ]
     if config.compile_optimizer:
-        body += [
-            "if optimizer is not None:",
-            "    optimizer.step = torch.compile(optimizer.step, **OPTIMIZER_COMPILE_KWARGS)",
-        ]
+        body += ["if optimizer is not None:", "    compile_optimizer(optimizer)"]
     lines = [
         "def apply_compilation(model, optimizer=None):",
         '    """Compile `model` in place, so its state_dict keys stay the same; returns (model, optimizer)."""',
         *("    " + line for line in body),
         "    return model, optimizer",
     ]
+    return "\n".join(lines)
+
+
+def _optimizer_function(config: CompileConfig) -> str:
+    if config.compile_optimizer:
+        body = [
+            "eager_step = optimizer.step",
+            "compiled_step = torch.compile(eager_step, **OPTIMIZER_COMPILE_KWARGS)",
+            "",
+            "def step(*args, **kwargs):",
+            "    # torch's compiled Adam-family step writes NaN where a gradient is zero when the learning",
+            "    # rate is 0 (pytorch#126514), as on the first step of a warm-up from 0: such a step runs eagerly.",
+            '    if any(_is_zero(group["lr"]) for group in optimizer.param_groups):',
+            "        return eager_step(*args, **kwargs)",
+            "    return compiled_step(*args, **kwargs)",
+            "",
+            "optimizer.step = step",
+        ]
+    else:
+        body = ["# Nothing to do: this configuration leaves optimizer.step as it is."]
+    lines = [
+        "def compile_optimizer(optimizer):",
+        '    """Compile `optimizer.step` as configured (apply_compilation calls it; a loop that creates the',
+        '    optimizer later, such as a Trainer\'s, calls it once the optimizer exists)."""',
+        *("    " + line if line else "" for line in body),
+        "    return optimizer",
+    ]
+    if config.compile_optimizer:
+        lines += [
+            "",
+            "",
+            "def _is_zero(lr):",
+            '    """Whether a learning rate is 0; a device tensor is not read (that would wait for the device)."""',
+            "    if isinstance(lr, torch.Tensor):",
+            '        return lr.device.type == "cpu" and lr.numel() == 1 and float(lr) == 0.0',
+            "    return lr == 0",
+        ]
     return "\n".join(lines)
 
 
@@ -299,17 +334,21 @@ def _finish_warmup_function(config: CompileConfig) -> str:
 
 
 def _backward_function(config: CompileConfig) -> str:
+    run = ["if run is None:", "    loss.backward()", "else:", "    run(loss)"]
     if config.compiled_autograd:
         body = [
             "# Compiled autograd: the backward pass is captured as a graph and compiled as well.",
             "with torch._dynamo.compiled_autograd._enable(torch.compile(**BACKWARD_COMPILE_KWARGS)):",
-            "    loss.backward()",
+            *("    " + line for line in run),
         ]
     else:
-        body = ["loss.backward()"]
+        body = run
     lines = [
-        "def backward(loss):",
-        '    """Run the backward pass of `loss` the way autotune measured it."""',
+        "def backward(loss, run=None):",
+        '    """Run the backward pass of `loss` the way autotune measured it.',
+        "",
+        "    `run(loss)` replaces loss.backward() when given: a training library's own backward",
+        '    (accelerate\'s, which scales the loss) then runs inside the same setting."""',
         *("    " + line for line in body),
     ]
     return "\n".join(lines)

@@ -16,7 +16,7 @@ from torch import nn
 
 from autotune.errors import WorkloadError
 from autotune.runtime.limits import printable
-from autotune.workload import hf
+from autotune.workload import hf, trainer
 from autotune.workload.contract import Workload
 
 __all__ = ["resolve"]
@@ -121,6 +121,10 @@ def _public_callables(module: Any) -> list[str]:
 def _as_workload(target: Any, spec: str, called: bool) -> Workload:
     if isinstance(target, Workload):
         return target
+    if trainer.is_trainer(target):
+        # Said once, by the process that resolves the target for the user; a trial's worker keeps quiet.
+        inside_worker = "AUTOTUNE_EVENT_FD" in os.environ
+        return trainer.trainer_workload(target, report=None if inside_worker else _say)
     if isinstance(target, nn.Module):
         if hf.is_pretrained_model(target):
             return hf.workload_for(target)
@@ -156,5 +160,9 @@ def _as_workload(target: Any, spec: str, called: bool) -> Workload:
     kind = f"the class {target.__name__}" if isinstance(target, type) else f"an object of type {type(target).__name__}"
     raise WorkloadError(
         f"--model {spec!r}: {what} {kind}; accepted: an autotune.Workload, a torch.nn.Module, "
-        "or a zero-argument callable returning either."
+        "a transformers.Trainer, or a zero-argument callable returning one of them."
     )
+
+
+def _say(line: str) -> None:
+    print(f"autotune: {line}", file=sys.stderr, flush=True)
