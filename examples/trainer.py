@@ -116,6 +116,7 @@ def trainer(output_dir: str = "outputs/trainer-example", max_steps: int = 60, **
         "report_to": "none",
         "seed": 0,
         "dataloader_num_workers": 0,
+        "dataloader_pin_memory": torch.cuda.is_available(),  # pinning means nothing without a GPU, and warns
         "disable_tqdm": True,
         **arguments,
     }

@@ -27,6 +27,7 @@ from autotune.measure import (
     choose,
     co_residence,
     components,
+    confirmation_cells,
     confirmation_rows,
     decide,
     metrics,
@@ -556,3 +557,71 @@ def test_a_machine_that_got_slower_as_a_whole_is_no_regression() -> None:
 def test_a_drop_whose_interval_overlaps_the_recorded_one_is_not_called_a_regression() -> None:
     noisy = retune_campaign([100, 150, 100])
     assert verdict(noisy, compile=Interval(1.3, 1.0, 1.6, 3)).decision == "unchanged"
+
+
+# -- when compiling pays back -----------------------------------------------------------------------
+
+
+def _timed(**subjects: tuple[list[float], float]) -> Campaign:
+    """Subjects by (samples/s per replicate, compile seconds); 8 samples a step."""
+    made = Campaign(objective=THROUGHPUT)
+    for name, (rates, compile_seconds) in subjects.items():
+        config = None if name == "eager" else (CompileConfig() if name == "compile" else REGIONAL)
+        made.subjects[name] = Subject(name=name, config=config, trial=3 if name.startswith("trial") else None)
+        made.runs[name] = [
+            RunRecord(
+                state="complete", samples_per_second=r, batches_per_second=r / 8, compile_seconds=compile_seconds
+            )
+            for r in rates
+        ]
+    made.replicates = [Replicate(design="together", blocks=12, batches_per_window=4) for _ in rates]
+    return made
+
+
+def test_the_break_even_is_the_compile_time_over_the_time_each_step_saves() -> None:
+    # Eager: 800 samples/s at 8 a step, 10 ms a step. Twice as fast saves 5 ms a step: 30 s of compile pay back
+    # after 6,000 steps. Plain compile 1.25x faster saves 2 ms a step: its 20 s pay back after 10,000 steps.
+    timed = _timed(eager=([800.0] * 3, 0.0), compile=([1000.0] * 3, 20.0), trial=([1600.0] * 3, 30.0))
+    rows = {row["subject"]: row for row in confirmation_rows(timed)}
+    assert rows["eager"]["break_even_vs_eager"] is None
+    assert rows["trial"]["break_even_vs_eager"]["steps"] == 6000
+    assert rows["compile"]["break_even_vs_eager"]["steps"] == 10000
+    # Against plain compile, only the 10 s more it compiles count: 8 ms a step becomes 5 ms, so 3,334 steps.
+    assert rows["trial"]["break_even_vs_compile"]["steps"] == 3334
+    assert rows["trial"]["break_even_vs_compile"]["compile_seconds"] == 10
+    choice = choose(timed)
+    assert choice.subject == "trial"
+    assert choice.verdict.endswith("Its 30 s of compiling pays back against eager after 6,000 steps [6,000, 6,000].")
+    cells = confirmation_cells(confirmation_rows(timed))
+    assert cells[0][5] == "pays back after"
+    assert cells[3][5] == "6,000 steps [6,000, 6,000]; its extra compile vs plain compile: 3,334 steps [3,334, 3,334]"
+
+
+def test_a_subject_that_compiles_faster_owes_plain_compile_nothing_and_a_slower_one_never_pays_back() -> None:
+    timed = _timed(eager=([800.0, 820.0], 0.0), compile=([700.0, 690.0], 20.0), trial=([1000.0, 1010.0], 5.0))
+    rows = {row["subject"]: row for row in confirmation_rows(timed)}
+    assert rows["trial"]["break_even_vs_compile"] is None
+    assert rows["compile"]["break_even_vs_eager"]["steps"] is None
+    assert confirmation_cells(confirmation_rows(timed))[2][5] == "never (not faster)"
+    # A time-to objective names its horizon when the exported subject does not pay back within it.
+    short = replace(timed, objective=Objective("time-to", 100))
+    rows_short = {row["subject"]: row for row in confirmation_rows(short)}
+    assert rows_short["trial"]["break_even_vs_eager"]["steps"] > 100
+    from autotune.measure._choice import pay_back_sentence
+
+    assert "more than the 100 steps of the objective: over 100 steps, eager finishes first" in pay_back_sentence(
+        short, "trial"
+    )
+
+
+def test_an_interval_that_reaches_no_gain_has_no_upper_end_of_its_break_even() -> None:
+    timed = _timed(eager=([800.0, 800.0, 800.0], 0.0), compile=([1000.0, 1000.0, 1000.0], 20.0))
+    timed.runs["trial"] = [
+        RunRecord(state="complete", samples_per_second=r, batches_per_second=r / 8, compile_seconds=30.0)
+        for r in (790.0, 900.0, 1020.0)
+    ]
+    timed.subjects["trial"] = Subject(name="trial", config=REGIONAL, trial=3)
+    figures = confirmation_rows(timed)[2]["break_even_vs_eager"]
+    assert figures["steps"] is not None and figures["low"] is not None and figures["high"] is None
+    assert confirmation_cells(confirmation_rows(timed))[3][5].startswith(f"{figures['steps']:,.0f} steps [")
+    assert ", never]" in confirmation_cells(confirmation_rows(timed))[3][5]

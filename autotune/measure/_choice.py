@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from autotune.measure._breakeven import break_even, break_even_text
 from autotune.measure._campaign import BASELINES, Campaign
 from autotune.measure._statistics import Interval, outcome
 from autotune.measure._tables import confirmation_rows
@@ -65,7 +66,30 @@ class Choice:
 
 
 def choose(campaign: Campaign, *, min_gain: float = 0.0, within: float = 0.02) -> Choice:
-    """The subject to export from a campaign that measured both baselines and the candidates."""
+    """The subject to export from a campaign that measured both baselines and the candidates.
+
+    The verdict ends with when the exported subject's compile time is paid back against eager.
+    """
+    choice = _choose(campaign, min_gain=min_gain, within=within)
+    return replace(choice, verdict=f"{choice.verdict} {pay_back_sentence(campaign, choice.subject)}".strip())
+
+
+def pay_back_sentence(campaign: Campaign, name: str) -> str:
+    """When `name`'s compile time is paid back against eager, and whether within a time-to objective's steps."""
+    figures = break_even(campaign, name, "eager")
+    if figures is None:
+        return ""
+    cost = f"Its {figures['compile_seconds']:.0f} s of compiling"
+    steps, horizon = figures["steps"], campaign.objective.steps if campaign.objective.kind == "time-to" else None
+    if steps is None:
+        return f"{cost} never pays back against eager: it does not run faster than eager."
+    text = f"{cost} pays back against eager after {break_even_text(figures)}"
+    if horizon is not None and steps > horizon:
+        text += f", more than the {horizon:,} steps of the objective: over {horizon:,} steps, eager finishes first"
+    return text + "."
+
+
+def _choose(campaign: Campaign, *, min_gain: float, within: float) -> Choice:
     eager_vs_compile = campaign.ratio("eager", "compile")
     eager_leads = campaign.failure("compile") is not None or (
         eager_vs_compile is not None and eager_vs_compile.low > 1.0
@@ -184,6 +208,7 @@ def metrics(campaign: Campaign, choice: Choice, *, extra: Mapping[str, Any] | No
         "design": campaign.design(),
         "noise": campaign.noise(),
         "confirmation": confirmation_rows(campaign),
+        "break_even": {f"vs_{r}": break_even(campaign, choice.subject, r) for r in ("eager", "compile")},
     }
     if record is not None:
         data = record.to_dict()

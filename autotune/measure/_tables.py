@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from autotune.measure._breakeven import break_even, break_even_text
 from autotune.measure._campaign import Campaign
 from autotune.measure.format import interval, number
 
@@ -30,6 +31,7 @@ def confirmation_rows(campaign: Campaign) -> list[dict[str, Any]]:
             for reference in ("compile", "eager"):
                 versus = campaign.ratio(name, reference) if name != reference else None
                 row[f"vs_{reference}"] = versus.to_dict() if versus else None
+                row[f"break_even_vs_{reference}"] = break_even(campaign, name, reference)
         rows.append(row)
     return rows
 
@@ -41,12 +43,13 @@ def confirmation_table(campaign: Campaign, *, markdown: bool = False) -> str:
 
 def confirmation_cells(rows: Sequence[Mapping[str, Any]]) -> list[list[str]]:
     """The rows as table cells, a header first."""
-    cells = [["subject", "samples/s", "vs plain compile", "vs eager", "compile s", "runs", "configuration"]]
+    header = ["subject", "samples/s", "vs plain compile", "vs eager", "compile s", "pays back after", "runs"]
+    cells = [[*header, "configuration"]]
     for row in rows:
         name = str(row.get("subject"))
         if not row.get("runs"):
             failed = f"failed ({row['failure']})" if row.get("failure") else "not measured"
-            cells.append([name, failed, "", "", "", "0", str(row.get("configuration", ""))])
+            cells.append([name, failed, "", "", "", "", "0", str(row.get("configuration", ""))])
             continue
         ratios = [
             "1.00x" if name == reference else interval(row.get(f"vs_{reference}")) for reference in ("compile", "eager")
@@ -58,11 +61,21 @@ def confirmation_cells(rows: Sequence[Mapping[str, Any]]) -> list[list[str]]:
                 number(row.get("samples_per_second")),
                 *ratios,
                 number(row.get("compile_seconds")),
+                _pays_back(row),
                 runs,
                 str(row.get("configuration", "")),
             ]
         )
     return cells
+
+
+def _pays_back(row: Mapping[str, Any]) -> str:
+    """The steps after which the compile time is paid back against eager, and against plain compile when it applies."""
+    text = break_even_text(row.get("break_even_vs_eager"))
+    versus_compile = break_even_text(row.get("break_even_vs_compile"))
+    if versus_compile:
+        text = f"{text or '–'}; its extra compile vs plain compile: {versus_compile}"
+    return text or "–"
 
 
 def table(cells: list[list[str]], markdown: bool) -> str:
