@@ -94,6 +94,13 @@ def _check_fits(config: CompileConfig, workload: WorkloadSummary) -> None:
         if axis not in workload.dynamic_dims.get(key, ()):
             declared = {k: list(v) for k, v in workload.dynamic_dims.items()}
             raise ConfigError(f"mark_dynamic: ({key!r}, {axis}) is not a declared dynamic axis; declared: {declared}.")
+    for key, axes in config.padding_buckets.items():
+        undeclared = sorted(a for a in axes if a not in workload.dynamic_dims.get(key, ()))
+        if undeclared:
+            declared = {k: list(v) for k, v in workload.dynamic_dims.items()}
+            raise ConfigError(
+                f"padding_buckets: {key!r} axes {undeclared} are not declared dynamic; declared: {declared}."
+            )
     if config.padding_alignment is not None and not workload.dynamic_dims:
         raise ConfigError(
             f"padding_alignment: {config.padding_alignment!r} needs declared dynamic_dims, but the workload has none."
@@ -187,22 +194,24 @@ def _settings(config: CompileConfig, workload: WorkloadSummary) -> str:
         kwargs = {k: v for k, v in config.compile_kwargs().items() if k not in ("fullgraph", "recompile_limit")}
         blocks.append(_assign("# torch.compile arguments for the backward graph.", "BACKWARD_COMPILE_KWARGS", kwargs))
     dims = {validate_input_key(k, "dynamic_dims"): tuple(v) for k, v in workload.dynamic_dims.items()}
-    needed_lengths = config.padding_alignment == "max"
+    needed_lengths = config.padding_alignment in ("max", "buckets")
     blocks += [
         _assign("# Inputs whose length varies between batches: input -> axes.", "DYNAMIC_DIMS", dims),
         _assign(
             "# Padding value per input (others: 0, or False for bool tensors).", "PAD_VALUES", dict(workload.pad_values)
         ),
         _assign(
-            "# None: as given; an int: pad to a multiple; 'pow2'; 'max': the longest length tuned on.",
+            "# None: as given; an int: pad to a multiple; 'pow2'; 'max': the longest length tuned on;\n"
+            "# 'buckets': the smallest of PADDING_BUCKETS that fits.",
             "PADDING_ALIGNMENT",
             config.padding_alignment,
         ),
         _assign(
-            "# Longest length seen while tuning, per input and axis ('max' padding).",
+            "# Longest length seen while tuning, per input and axis ('max' padding, and above the last bucket).",
             "MAX_LENGTHS",
             {k: dict(v) for k, v in workload.max_lengths.items()} if needed_lengths else {},
         ),
+        _assign(_buckets_comment(config, workload), "PADDING_BUCKETS", _bucket_literal(config)),
         _assign(
             "# (input, axis) pairs passed to torch._dynamo.mark_dynamic.", "MARK_DYNAMIC", tuple(config.mark_dynamic)
         ),
@@ -223,6 +232,28 @@ def _settings(config: CompileConfig, workload: WorkloadSummary) -> str:
             )
         )
     return "\n\n".join(blocks)
+
+
+def _bucket_literal(config: CompileConfig) -> dict[Any, dict[int, tuple[int, ...]]]:
+    return {validate_input_key(k, "padding_buckets"): dict(axes) for k, axes in config.padding_buckets.items()}
+
+
+def _buckets_comment(config: CompileConfig, workload: WorkloadSummary) -> str:
+    """What the buckets are, and what happens to a length above the last one: padded to a maximum, or a new shape."""
+    if config.padding_alignment != "buckets":
+        return "# 'buckets' padding only: the lengths each input's axis is padded up to (none here)."
+    declared = all(
+        axis in workload.max_lengths.get(k, {}) for k, axes in config.padding_buckets.items() for axis in axes
+    )
+    above = (
+        "a longer batch is padded to the declared maximum (MAX_LENGTHS)"
+        if declared
+        else "a longer batch is left as it is, a new shape that compiles (no maximum was declared)"
+    )
+    return (
+        "# Padding buckets learned from the workload's lengths: a batch is padded to the smallest that fits;\n"
+        f"# {above}."
+    )
 
 
 def _apply_function(config: CompileConfig) -> str:
@@ -310,7 +341,7 @@ def _prepare_function() -> str:
             "def prepare_batch(batch):",
             '    """Pad the dynamic inputs as configured and mark the chosen axes dynamic; returns the batch."""',
             "    return prepare_inputs(",
-            "        batch, DYNAMIC_DIMS, PAD_VALUES, PADDING_ALIGNMENT, MAX_LENGTHS, MARK_DYNAMIC, MARK_AS",
+            "        batch, DYNAMIC_DIMS, PAD_VALUES, PADDING_ALIGNMENT, MAX_LENGTHS, MARK_DYNAMIC, MARK_AS, PADDING_BUCKETS",
             "    )",
         ]
     )

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from autotune.errors import AutotuneError, ConfigError
+from autotune.runtime.buckets import MAX_BUCKETS
 from autotune.runtime.limits import quote
 
 __all__ = [
@@ -42,14 +43,14 @@ __all__ = [
 InputKey = str | int
 """A batch input: a dict key, or a position in a tuple batch."""
 
-Padding = int | Literal["pow2", "max"] | None
+Padding = int | Literal["pow2", "max", "buckets"] | None
 """How dynamic axes are padded: as given (None), to a multiple, to powers of two, or to the longest length seen."""
 
 SCOPES = ("whole", "modular", "regional", "none")
 """What is compiled: the whole model, each module, each repeated block, or nothing (eager measured fastest)."""
 SEARCHED_SCOPES = SCOPES[:3]
 """The scopes a search space may offer; 'none' is what the export falls back to, not a search choice."""
-PADDING_WORDS = ("pow2", "max")
+PADDING_WORDS = ("pow2", "max", "buckets")
 CUDA_GRAPH_OPTIONS = ("triton.cudagraphs",)
 STRING_OPTIONS = frozenset(
     {
@@ -233,7 +234,11 @@ class CompileConfig:
     mark_dynamic: tuple[tuple[InputKey, int], ...] = ()
     """(input, axis) pairs given to `torch._dynamo.mark_dynamic` before each step."""
     padding_alignment: Padding = None
-    """Pad declared dynamic axes: None (as given), a multiple such as 8, 'pow2', or 'max' (longest seen)."""
+    """Pad declared dynamic axes: None (as given), a multiple such as 8, 'pow2', 'max' (longest seen), or
+    'buckets': to the smallest of `padding_buckets` that fits."""
+    padding_buckets: Mapping[InputKey, Mapping[int, tuple[int, ...]]] = field(default_factory=dict)
+    """'buckets' padding only: per input and axis, the increasing lengths a batch is padded up to
+    (learned from the workload's lengths by the search)."""
     options: Mapping[str, Any] = field(default_factory=dict)
     """Inductor options, e.g. {'shape_padding': True}; validated against torch._inductor.config."""
     scope: Literal["whole", "modular", "regional", "none"] = "whole"
@@ -271,6 +276,7 @@ class CompileConfig:
             raise ConfigError(f"backend: {quote(self.backend)} is not a dynamo backend; allowed: {_backends()}.")
         object.__setattr__(self, "mark_dynamic", _check_mark_dynamic(self.mark_dynamic))
         _check_padding(self.padding_alignment)
+        object.__setattr__(self, "padding_buckets", _check_buckets(self.padding_buckets, self.padding_alignment))
         object.__setattr__(self, "options", _check_options(self.options, "options"))
         _check_mode_and_options(self.mode, self.options, "config")
         if self.options and self.backend != "inductor":
@@ -373,6 +379,8 @@ class CompileConfig:
             "backend": self.backend,
             "mark_dynamic": marks,
             "padding_alignment": self.padding_alignment,
+            # Only 'buckets' padding has them; other configurations' files stay as they were.
+            **({"padding_buckets": _buckets_to_dict(self.padding_buckets)} if self.padding_buckets else {}),
             "options": dict(self.options),
             "scope": self.scope,
             "module_settings": {path: s.to_dict() for path, s in self.module_settings.items()},
@@ -404,6 +412,7 @@ class CompileConfig:
             raise ConfigError(f"module_settings: expected a mapping of module path to settings, got {quote(settings)}.")
         values["module_settings"] = {path: _module_settings_from(path, s) for path, s in settings.items()}
         values["options"] = values.get("options") or {}
+        values["padding_buckets"] = _buckets_from(values.get("padding_buckets") or {})
         return cls(**values)
 
     def describe(self) -> str:
@@ -420,7 +429,10 @@ class CompileConfig:
             parts.append("fullgraph")
         if self.mark_dynamic:
             parts.append("mark_dynamic=" + ",".join(f"{k}:{a}" for k, a in self.mark_dynamic))
-        if self.padding_alignment is not None:
+        if self.padding_alignment == "buckets":
+            shown = sorted({bounds for axes in self.padding_buckets.values() for bounds in axes.values()})
+            parts.append("pad=buckets" + "|".join("(" + ",".join(map(str, b)) + ")" for b in shown))
+        elif self.padding_alignment is not None:
             parts.append(f"pad={self.padding_alignment}")
         parts.extend(f"{k}={v}" for k, v in options.items())
         for path, s in self.module_settings.items():
@@ -486,6 +498,56 @@ def _check_padding(padding: object) -> None:
             f"padding_alignment: {quote(padding)} is not allowed; use None (as given), a multiple >= 2 "
             f"such as 8 or 32, or one of {PADDING_WORDS}."
         )
+
+
+def _check_buckets(buckets: object, padding: object) -> dict[InputKey, dict[int, tuple[int, ...]]]:
+    """Increasing lengths >= 1 per (input, axis); required by 'buckets' padding and refused without it."""
+    if not isinstance(buckets, Mapping):
+        raise ConfigError(f"padding_buckets: expected a mapping of input to axis to lengths, got {quote(buckets)}.")
+    if padding == "buckets" and not buckets:
+        raise ConfigError("padding_alignment: 'buckets' needs padding_buckets, the lengths to pad up to.")
+    if buckets and padding != "buckets":
+        raise ConfigError(
+            f"padding_buckets: they are the lengths 'buckets' padding pads to, but padding_alignment is {quote(padding)}."
+        )
+    checked: dict[InputKey, dict[int, tuple[int, ...]]] = {}
+    for key, axes in buckets.items():
+        validate_input_key(key, "padding_buckets")
+        if not isinstance(axes, Mapping) or not axes:
+            raise ConfigError(f"padding_buckets.{key}: expected a mapping of axis to lengths, got {quote(axes)}.")
+        for axis, bounds in axes.items():
+            if isinstance(axis, bool) or not isinstance(axis, int) or axis < 0:
+                raise ConfigError(f"padding_buckets.{key}: axis {quote(axis)} must be an integer >= 0.")
+            lengths = tuple(bounds) if isinstance(bounds, (list, tuple)) else ()
+            if not (
+                1 <= len(lengths) <= MAX_BUCKETS
+                and all(type(n) is int and n >= 1 for n in lengths)
+                and all(a < b for a, b in zip(lengths, lengths[1:], strict=False))
+            ):
+                raise ConfigError(
+                    f"padding_buckets.{key}.{axis}: {quote(bounds)} must be 1 to {MAX_BUCKETS} increasing lengths >= 1."
+                )
+            checked.setdefault(key, {})[axis] = lengths
+    return checked
+
+
+def _buckets_to_dict(buckets: Mapping[InputKey, Mapping[int, tuple[int, ...]]]) -> dict[InputKey, dict[int, list[int]]]:
+    return {key: {axis: list(bounds) for axis, bounds in axes.items()} for key, axes in buckets.items()}
+
+
+def _buckets_from(data: object) -> object:
+    """best.yaml's padding_buckets (input names as strings, positions as ints) for `_check_buckets`."""
+    if not isinstance(data, Mapping):
+        return data
+    # JSON (an Optuna trial's attributes) writes the axes as strings too.
+    return {
+        parse_input_key(key, "padding_buckets"): (
+            {int(a) if isinstance(a, str) and a.isdigit() else a: b for a, b in axes.items()}
+            if isinstance(axes, Mapping)
+            else axes
+        )
+        for key, axes in data.items()
+    }
 
 
 def _check_module_settings(settings: object, scope: str) -> Mapping[str, ModuleSettings]:

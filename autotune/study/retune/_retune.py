@@ -62,7 +62,7 @@ from autotune.study.report import (
 )
 from autotune.study.retune import _publish as publish
 from autotune.study.retune._warmstart import WarmStart
-from autotune.study.search import CACHES_FOLDER, bundled_spaces, load_space, shared_length_groups
+from autotune.study.search import CACHES_FOLDER, bundled_spaces, load_space, observed_lengths, shared_length_groups
 from autotune.study.storage import HISTORY_FILE, append_history, load_search_study
 from autotune.trial.request import Protocol, check_device
 from autotune.workload import resolve
@@ -257,6 +257,10 @@ class _Retune:
         batches = workload.draw_batches(seed=seed)
         summary = workload.summary(self.spec, batches)
         self.shared_lengths = shared_length_groups(summary, batches)
+        fresh = workload.fresh_batches(
+            seed=seed, count=Protocol.from_dict(self.settings.get("protocol") or {}).fresh_batches
+        )
+        self.lengths = observed_lengths(summary, [*batches, *fresh])
         self.model_fingerprint = environment.model_fingerprint(workload.model, environment.batch_shapes(batches))
         self.harness = Harness(
             spec=self.spec,
@@ -308,6 +312,7 @@ class _Retune:
             self.harness.device,
             graph_breaks=0,
             shared_lengths=self.shared_lengths,
+            lengths=self.lengths,
             allow_precision_changes=bool(self.settings.get("allow_precision_changes")),
         )
         warm = WarmStart(

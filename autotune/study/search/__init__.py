@@ -25,6 +25,7 @@ from autotune.study.search._space import (
     bundled_spaces,
     has_feature,
     load_space,
+    observed_lengths,
     params_for,
     resolve_space_path,
     shared_length_groups,
@@ -73,6 +74,7 @@ __all__ = [
     "search",
     "seed_params",
     "seed_study",
+    "observed_lengths",
     "shared_length_groups",
     "worker_devices",
 ]

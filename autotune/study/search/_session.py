@@ -57,7 +57,7 @@ from autotune.study.search._opening import forget_new_study, open_search_study
 from autotune.study.search._options import SearchOptions
 from autotune.study.search._pool import TrialPool, worker_devices
 from autotune.study.search._seeds import expert_recipes, seed_study
-from autotune.study.search._space import SearchSpace, load_space, shared_length_groups
+from autotune.study.search._space import SearchSpace, load_space, observed_lengths, shared_length_groups
 from autotune.trial.request import RunRecord
 from autotune.trial.runner import remove_abandoned_workdirs
 from autotune.workload import resolve
@@ -103,6 +103,9 @@ class _Search:
         self.summary = workload.summary(options.model, batches)
         self.model_fingerprint = environment.model_fingerprint(workload.model, environment.batch_shapes(batches))
         self.shared_lengths = shared_length_groups(self.summary, batches)
+        # Buckets are learned from the lengths a trial meets: the fixed batches and the fresh stream after them.
+        fresh = workload.fresh_batches(seed=options.seed, count=options.protocol.fresh_batches)
+        self.lengths = observed_lengths(self.summary, [*batches, *fresh])
         self.base_space = load_space(options.space)
         self.harness = Harness(
             spec=options.model,
@@ -193,6 +196,7 @@ class _Search:
             str(self.options.device),
             graph_breaks=graph_breaks,
             shared_lengths=self.shared_lengths,
+            lengths=self.lengths,
             allow_precision_changes=self.options.allow_precision_changes,
         )
         self.loop.space = space

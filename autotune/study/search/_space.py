@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from autotune.errors import AutotuneError, ConfigError, SpaceError
+from autotune.runtime.buckets import MAX_BUCKETS, choose_buckets
 from autotune.runtime.config import (
     CUDA_GRAPH_OPTIONS,
     MARK_AS,
@@ -50,6 +51,7 @@ __all__ = [
     "bundled_spaces",
     "has_feature",
     "load_space",
+    "observed_lengths",
     "params_for",
     "resolve_space_path",
     "shared_length_groups",
@@ -129,7 +131,7 @@ _DIMENSIONS = (
     "float32_matmul_precision",
 )
 _NEWER = _DIMENSIONS[7:]
-_KEYS = ("description", "options", "module_modes", "group_mark_dynamic", *_DIMENSIONS)
+_KEYS = ("description", "options", "module_modes", "group_mark_dynamic", "bucket_count", *_DIMENSIONS)
 
 
 class Trial(Protocol):
@@ -155,6 +157,8 @@ class SearchSpace:
     group_mark_dynamic: bool = True
     """Ask once for inputs whose lengths always agree (input_ids/labels/attention_mask) instead of per axis."""
     padding_alignment: tuple[Any, ...] = (None,)
+    bucket_count: tuple[int, ...] = (4,)
+    """'buckets' padding: how many lengths to learn (asked only when buckets are chosen)."""
     compile_optimizer: tuple[bool, ...] = (False,)
     optimizer_mode: tuple[str, ...] = ("default",)
     """The compiled optimizer step's own mode (asked only when it is compiled)."""
@@ -171,6 +175,8 @@ class SearchSpace:
     """Filled by `adapt`: the (input, axis) groups marked together."""
     module_paths: tuple[str, ...] = ()
     """Filled by `adapt`: the workload's modules, for per-module modes."""
+    length_groups: tuple[tuple[tuple[tuple[InputKey, int], ...], tuple[int, ...]], ...] = ()
+    """Filled by `adapt`: each group of (input, axis) pairs of equal lengths, with the lengths seen (for buckets)."""
     dropped: tuple[str, ...] = ()
     """Filled by `adapt`: what was removed and why, for the user."""
 
@@ -181,13 +187,16 @@ class SearchSpace:
         *,
         graph_breaks: int = 0,
         shared_lengths: Sequence[Sequence[tuple[InputKey, int]]] | None = None,
+        lengths: Mapping[tuple[InputKey, int], Sequence[int]] | None = None,
         allow_precision_changes: bool = False,
     ) -> SearchSpace:
         """The space without choices that cannot apply to `workload` on `device`.
 
         `graph_breaks` is what plain torch.compile saw (fullgraph=True would then only
         fail); `shared_lengths` groups (input, axis) pairs whose lengths always agree;
-        settings that change numerics stay only with `allow_precision_changes`.
+        `lengths` are each pair's lengths in the fixed and fresh batches, which 'buckets'
+        padding learns from (without them it is dropped); settings that change numerics
+        stay only with `allow_precision_changes`.
         """
         return adapt(
             self,
@@ -195,6 +204,7 @@ class SearchSpace:
             device,
             graph_breaks=graph_breaks,
             shared_lengths=shared_lengths,
+            lengths=lengths,
             allow_precision_changes=allow_precision_changes,
         )
 
@@ -204,6 +214,7 @@ class SearchSpace:
         dynamic = _ask(trial, "dynamic", self.dynamic)
         scope = _ask(trial, "scope", self.scope)
         padding = _ask(trial, "padding_alignment", self.padding_alignment)
+        buckets = self._buckets(_ask(trial, "bucket_count", self.bucket_count)) if padding == "buckets" else {}
         marks: list[tuple[InputKey, int]] = []
         # mark_dynamic means nothing when every shape is dynamic, static, or padded to one length.
         if dynamic is None and padding != "max":
@@ -235,6 +246,7 @@ class SearchSpace:
                 module_settings=settings,
                 mark_dynamic=tuple(marks),
                 padding_alignment=padding,
+                padding_buckets=buckets,
                 compile_optimizer=compile_optimizer,
                 optimizer_mode=_ask(trial, "optimizer_mode", self.optimizer_mode) if compile_optimizer else "default",
                 optimizer_fullgraph=compile_optimizer and _ask(trial, "optimizer_fullgraph", self.optimizer_fullgraph),
@@ -247,6 +259,15 @@ class SearchSpace:
         except ConfigError as exc:
             raise SpaceError(f"{self.name}: the sampled configuration is invalid: {exc}") from exc
 
+    def _buckets(self, count: int) -> dict[InputKey, dict[int, tuple[int, ...]]]:
+        """The `count` buckets learned from each group's lengths, for every (input, axis) of the group."""
+        buckets: dict[InputKey, dict[int, tuple[int, ...]]] = {}
+        for group, lengths in self.length_groups:
+            bounds = choose_buckets(lengths, count)
+            for key, axis in group:
+                buckets.setdefault(key, {})[axis] = bounds
+        return buckets
+
     def dimensions(self) -> dict[str, tuple[Any, ...]]:
         """Each dimension with more than one choice, for display."""
         dims: dict[str, tuple[Any, ...]] = {
@@ -255,6 +276,7 @@ class SearchSpace:
             "fullgraph": self.fullgraph,
             "scope": self.scope,
             "padding_alignment": self.padding_alignment,
+            **({"bucket_count": self.bucket_count} if "buckets" in self.padding_alignment else {}),
             "compile_optimizer": self.compile_optimizer,
             **{name: getattr(self, name) for name in _NEWER},
             **{f"options.{k}": v for k, v in self.options.items()},
@@ -271,6 +293,7 @@ def adapt(
     *,
     graph_breaks: int = 0,
     shared_lengths: Sequence[Sequence[tuple[InputKey, int]]] | None = None,
+    lengths: Mapping[tuple[InputKey, int], Sequence[int]] | None = None,
     allow_precision_changes: bool = False,
 ) -> SearchSpace:
     """`space` without the choices that cannot apply to `workload` on `device` (see `SearchSpace.adapt`)."""
@@ -310,9 +333,10 @@ def adapt(
         fullgraph=fullgraph,
         scope=scopes,
         compile_optimizer=optimizer or (False,),
-        **_shape_choices(drop, space, workload),
+        **_shape_choices(drop, space, workload, bool(lengths)),
         **_newer_choices(drop, space, workload, allow_precision_changes),
         mark_groups=_mark_groups(workload, shared_lengths if space.group_mark_dynamic else None),
+        length_groups=_length_groups(workload, shared_lengths, lengths or {}),
         module_paths=tuple(workload.modules),
         dropped=tuple(drop.dropped),
     )
@@ -342,8 +366,20 @@ class _Dropped:
         )
 
 
-def _shape_choices(drop: _Dropped, space: SearchSpace, workload: WorkloadSummary) -> dict[str, Any]:
-    """Padding and marking: nothing to do for static inputs, and no `max` padding without declared maxima."""
+def _length_groups(
+    workload: WorkloadSummary,
+    shared: Sequence[Sequence[tuple[InputKey, int]]] | None,
+    lengths: Mapping[tuple[InputKey, int], Sequence[int]],
+) -> tuple[tuple[tuple[tuple[InputKey, int], ...], tuple[int, ...]], ...]:
+    """Each group of equal-length pairs (each pair alone without groups) with its first pair's lengths."""
+    pairs = [(k, a) for k, axes in workload.dynamic_dims.items() for a in axes]
+    groups = [tuple(g) for g in shared] if shared else [(pair,) for pair in pairs]
+    return tuple((group, tuple(lengths[group[0]])) for group in groups if group and lengths.get(group[0]))
+
+
+def _shape_choices(drop: _Dropped, space: SearchSpace, workload: WorkloadSummary, sampled: bool) -> dict[str, Any]:
+    """Padding and marking: nothing to do for static inputs, no `max` padding without declared maxima,
+    and no buckets without lengths to learn them from."""
     static = not workload.dynamic_dims
     no_dynamic = "the workload declares no dynamic inputs"
     padding = drop.keep("padding_alignment", space.padding_alignment, lambda p: not static or p is None, no_dynamic)
@@ -355,6 +391,12 @@ def _shape_choices(drop: _Dropped, space: SearchSpace, workload: WorkloadSummary
         padding,
         lambda p: p != "max" or declared,
         "the workload declares no max_lengths to pad to",
+    )
+    padding = drop.keep(
+        "padding_alignment",
+        padding,
+        lambda p: p != "buckets" or sampled,
+        "no lengths were sampled to learn buckets from",
     )
     marks = drop.keep("mark_dynamic", space.mark_dynamic, lambda m: not static or not m, no_dynamic)
     return {"padding_alignment": padding or (None,), "mark_dynamic": marks or (False,)}
@@ -534,6 +576,7 @@ def load_space(name_or_path: str) -> SearchSpace:
         "scope": lambda v: v in SEARCHED_SCOPES,
         "mark_dynamic": lambda v: isinstance(v, bool),
         "padding_alignment": lambda v: v is None or v in PADDING_WORDS or (type(v) is int and v >= 2),
+        "bucket_count": lambda v: type(v) is int and 1 <= v <= MAX_BUCKETS,
         "compile_optimizer": lambda v: isinstance(v, bool),
         "optimizer_mode": lambda v: v in modes,
         "optimizer_fullgraph": lambda v: isinstance(v, bool),
@@ -550,6 +593,7 @@ def load_space(name_or_path: str) -> SearchSpace:
         "scope": f"one of {SEARCHED_SCOPES}",
         "mark_dynamic": "false or true",
         "padding_alignment": f"null, an integer >= 2 or one of {PADDING_WORDS}",
+        "bucket_count": f"an integer from 1 to {MAX_BUCKETS}",
         "compile_optimizer": "false or true",
         "optimizer_mode": f"one of {modes}",
         "optimizer_fullgraph": "false or true",
@@ -683,6 +727,15 @@ class _Probe:
 def _same(a: Any, b: Any) -> bool:
     # 1 == True in Python, but a padding of 1 is not dynamic=True: compare types too.
     return type(a) is type(b) and a == b
+
+
+def observed_lengths(summary: WorkloadSummary, batches: Sequence[Any]) -> dict[tuple[InputKey, int], list[int]]:
+    """Each declared (input, axis) pair's length in every batch: what 'buckets' padding learns from."""
+    return {
+        (key, axis): [int(input_of(b, key).shape[axis]) for b in batches]
+        for key, axes in summary.dynamic_dims.items()
+        for axis in axes
+    }
 
 
 def shared_length_groups(summary: WorkloadSummary, batches: Sequence[Any]) -> list[list[tuple[InputKey, int]]]:
