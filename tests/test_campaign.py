@@ -569,9 +569,7 @@ def _timed(**subjects: tuple[list[float], float]) -> Campaign:
         config = None if name == "eager" else (CompileConfig() if name == "compile" else REGIONAL)
         made.subjects[name] = Subject(name=name, config=config, trial=3 if name.startswith("trial") else None)
         made.runs[name] = [
-            RunRecord(
-                state="complete", samples_per_second=r, batches_per_second=r / 8, compile_seconds=compile_seconds
-            )
+            RunRecord(state="complete", samples_per_second=r, batches_per_second=r / 8, compile_seconds=compile_seconds)
             for r in rates
         ]
     made.replicates = [Replicate(design="together", blocks=12, batches_per_window=4) for _ in rates]

@@ -376,7 +376,12 @@ NEWER = [
     ),
     (
         CompileConfig(compiled_autograd=True),
-        ["def backward(loss, run=None):", "# Compiled autograd:", "BACKWARD_COMPILE_KWARGS = {", "compiled_autograd._enable("],
+        [
+            "def backward(loss, run=None):",
+            "# Compiled autograd:",
+            "BACKWARD_COMPILE_KWARGS = {",
+            "compiled_autograd._enable(",
+        ],
     ),
     (
         CompileConfig(compile_optimizer=True, optimizer_mode="max-autotune-no-cudagraphs"),

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from autotune import resolve
 from autotune.cli import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, main
 from autotune.errors import WorkloadError
 from autotune.study.doctor import Diagnosis, break_cause, diagnose, guard_hint, guard_text, size_change, value_guard
@@ -88,6 +89,21 @@ def test_recompiles_on_a_varying_length_name_the_input_axis_and_how_to_avoid_the
 
     declared = diagnose("tests.targets.doctor:varying_length_declared", protocol=FEW_FRESH)
     assert "the Workload declares it dynamic" in declared.recompiles[0].hint
+    # A declared axis: the verdict says what the search will try, and what learned buckets would waste.
+    verdict = declared.verdict()
+    assert "tokens:1, which the workload declares dynamic: the search tries marking it and padding it" in verdict
+    assert "mark it dynamic or pad to a multiple of 8" not in verdict
+    rows = {row["strategy"]: row for row in declared.padding}
+    workload = resolve("tests.targets.doctor:varying_length_declared")
+    seen = [*workload.draw_batches(0), *workload.fresh_batches(0, FEW_FRESH.fresh_batches)]
+    lengths = [int(batch["tokens"].shape[1]) for batch in seen]
+    assert declared.padding[0]["inputs"] == "tokens:1" and declared.padding[0]["batches"] == len(lengths)
+    assert rows["as given"]["shapes"] == len(set(lengths)) and rows["as given"]["waste"] == 0
+    assert rows["max (longest seen)"]["shapes"] == 1
+    assert rows["buckets (2)"]["shapes"] == min(2, len(set(lengths)))
+    assert rows["buckets (8)"]["waste"] <= rows["buckets (4)"]["waste"] <= rows["buckets (2)"]["waste"]
+    assert "Padding the varying lengths" in declared.render() and "buckets (4)" in declared.render()
+    assert Diagnosis.from_dict(declared.to_dict()).padding == declared.padding
 
 
 def test_transformers_loss_selection_is_found_with_its_fix_and_gone_once_fixed() -> None:

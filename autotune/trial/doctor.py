@@ -34,7 +34,7 @@ from torch._dynamo.utils import counters
 from autotune.trial.events import open_request
 from autotune.trial.request import Protocol
 from autotune.trial.worker import StepRunner, classify, exit_now, to_device
-from autotune.workload import input_keys, resolve
+from autotune.workload import input_keys, input_of, resolve
 
 __all__ = ["BreakLog", "main", "parse_break", "recompiles_since"]
 
@@ -173,6 +173,12 @@ def main(argv: list[str] | None = None) -> int:
             recompile_limit=int(getattr(torch._dynamo.config, "recompile_limit", 8)),
             task=workload.task,
             dynamic_dims={str(k): list(v) for k, v in workload.dynamic_dims.items()},
+            # Each declared axis's length in every batch: what padding would waste, and how many shapes it leaves.
+            lengths={
+                f"{k}:{axis}": [int(input_of(b, k).shape[axis]) for b in (*fixed, *fresh)]
+                for k, axes in workload.dynamic_dims.items()
+                for axis in axes
+            },
             inputs=[str(k) for k in input_keys(fixed[0])] if fixed else [],
             torch=torch.__version__,
         )

@@ -21,6 +21,7 @@ from typing import Any
 from autotune.errors import SearchError, WorkloadError
 from autotune.runtime.limits import printable
 from autotune.study.doctor._hints import break_cause, guard_hint, guard_text, size_change, value_guard
+from autotune.study.doctor._padding import padding_rows, padding_table
 from autotune.trial.request import Protocol, TrialRequest
 from autotune.trial.runner import run_trial
 
@@ -89,6 +90,8 @@ class Diagnosis:
     recompile_limit: int = 8
     torch: str = ""
     seconds: float = 0.0
+    padding: list[dict[str, Any]] = field(default_factory=list)
+    """Per group of declared axes and padding strategy: the share of positions padded and the shapes left."""
 
     @property
     def clean(self) -> bool:
@@ -119,14 +122,21 @@ class Diagnosis:
         if self.recompiles:
             total = self.recompile_count
             fixes: list[str] = []
-            sizes = [r.what for r in self.recompiles if r.kind == "size"]
+            declared = {row["inputs"].split(", ")[0]: row["inputs"] for row in self.padding}
+            grouped = {axis for inputs in declared.values() for axis in inputs.split(", ")}
+            sizes = [r.what for r in self.recompiles if r.kind == "size" and r.what not in grouped]
             if sizes:
                 them = "them" if len(sizes) > 1 else "it"
                 fixes.append(
                     f"on the length of {', '.join(sizes)}: mark {them} dynamic or pad to a multiple of {PAD_MULTIPLE}"
                 )
+            by_group: dict[str, list[str]] = {}
+            for what in dict.fromkeys(r.what for r in self.recompiles if r.kind == "size" and r.what in grouped):
+                inputs = next(i for i in declared.values() if what in i.split(", "))
+                by_group.setdefault(inputs, []).append(what)
+            fixes += [self._declared_fix(inputs, axes) for inputs, axes in by_group.items()]
             inner = [r.what for r in self.recompiles if r.kind == "inner"]
-            if inner and not sizes:
+            if inner and not any(r.kind == "size" for r in self.recompiles):
                 fixes.append(f"on the size of tensors the model computes ({', '.join(inner[:3])}): see the breaks")
             values = [r.what for r in self.recompiles if r.kind == "value"]
             if values:
@@ -135,6 +145,23 @@ class Diagnosis:
             fixes += [f"on {r.what}: {r.hint}" for r in self.recompiles if r.kind == "guard"][:2]
             parts.append(f"{total} recompile{'s' if total != 1 else ''}, " + "; ".join(fixes).rstrip(".") + ".")
         return " ".join(parts)
+
+    def _declared_fix(self, inputs: str, axes: Sequence[str]) -> str:
+        """For axes the workload declares dynamic: what the search tries, and what learned buckets would waste."""
+        rows = {row["strategy"]: row for row in self.padding if row["inputs"] == inputs}
+        buckets = rows.get("buckets (4)")
+        multiple = rows.get(f"multiple of {PAD_MULTIPLE}")
+        them = "them" if len(axes) > 1 else "it"
+        said = (
+            f"on the length of {', '.join(axes)}, which the workload declares dynamic: the search tries marking "
+            f"{them} and padding {them}"
+        )
+        if buckets and multiple:
+            said += (
+                f" (4 learned buckets would leave {buckets['shapes']} shapes and pad {buckets['waste']:.0%} of positions; "
+                f"a multiple of {PAD_MULTIPLE}, {multiple['shapes']} and {multiple['waste']:.0%})"
+            )
+        return said
 
     def render(self) -> str:
         """The verdict, then every break and recompile with its location, cause and fix."""
@@ -162,6 +189,13 @@ class Diagnosis:
                 lines.append(f"  {number}. {group.what}: {group.count} recompile(s) of {where}{sizes}{fresh}")
                 lines.append(f"     guard: {group.guard}")
                 lines.append(f"     fix: {group.hint}")
+        if self.padding:
+            lines += [
+                "",
+                "Padding the varying lengths, beyond what the batches hold already (each shape is a graph a static "
+                "compile builds)",
+            ]
+            lines += padding_table(self.padding)
         limited = [r for r in self.recompiles if r.count >= self.recompile_limit - 1]
         if limited:
             lines += [
@@ -190,7 +224,10 @@ class Diagnosis:
             for k in ("graphs", "fixed_batches", "fresh_batches", "recompile_limit", "torch", "seconds")
             if k in data
         }
-        return cls(spec=data["spec"], device=data["device"], breaks=breaks, recompiles=recompiles, **plain)
+        padding = [dict(row) for row in data.get("padding", [])]
+        return cls(
+            spec=data["spec"], device=data["device"], breaks=breaks, recompiles=recompiles, padding=padding, **plain
+        )
 
 
 def diagnose(
@@ -232,6 +269,7 @@ def from_findings(spec: str, device: str, found: Mapping[str, Any], seconds: flo
         recompile_limit=int(found.get("recompile_limit", 8)),
         torch=str(found.get("torch", "")),
         seconds=round(seconds, 1),
+        padding=padding_rows(found.get("lengths", {})),
     )
 
 
@@ -324,8 +362,8 @@ def _size_hint(name: str, axis: int, declared: Mapping[str, Sequence[int]]) -> s
     if axis in declared.get(name, []):
         return (
             f"its length varies from batch to batch. Mark it dynamic up front ({mark}) so one compile covers every "
-            f"length, or pad it to a multiple of {PAD_MULTIPLE}; the Workload declares it dynamic, so "
-            "`autotune search` tries both."
+            f"length, or pad it (to a multiple of {PAD_MULTIPLE}, or to buckets learned from its lengths: see "
+            "Padding below); the Workload declares it dynamic, so `autotune search` tries each."
         )
     return (
         f"its length varies from batch to batch. Mark it dynamic up front ({mark}), or pad it to a multiple of "
