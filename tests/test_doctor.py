@@ -189,3 +189,20 @@ def test_guards_are_read_into_what_changed() -> None:
     assert "problem_type" in guard_hint("0/0: self.config.problem_type is None")
     assert break_cause("Failed to trace builtin operator `print`", []) is not None
     assert break_cause("some new reason torch invents", ["forward"]) is None
+
+
+def test_the_compile_time_split_adds_up_and_says_what_would_shorten_it() -> None:
+    diagnosis = diagnose("tests.targets.doctor:repeated_blocks", protocol=FEW_FRESH, measure_compile=True)
+    split, measured = diagnosis.compile_split, diagnosis.compile_seconds
+    assert set(split) == {"tracing", "aot_autograd", "inductor", "autotuning", "cudagraphs"}
+    assert measured is not None and measured > 0 and split["tracing"] > 0 and split["inductor"] > 0
+    # torch's own metrics account for the compile the doctor timed (its first pass less a second one).
+    assert abs(sum(split.values()) - measured) <= 0.1 * measured, (split, measured)
+    text = diagnosis.render()
+    assert "Where plain torch.compile's" in text and "Inductor code generation and kernel compilation" in text
+    assert "regional compilation: blocks repeat" in text and "a warm compile cache" in text
+    assert "fewer recompiles" not in text  # none here
+    assert Diagnosis.from_dict(diagnosis.to_dict()).compile_split == split
+    # Without it, nothing is compiled with Inductor and nothing is said of compile time.
+    quick = diagnose("tests.targets.doctor:repeated_blocks", protocol=FEW_FRESH)
+    assert quick.compile_split == {} and "Where plain torch.compile's" not in quick.render()

@@ -103,6 +103,13 @@ def test_search_exports_every_file_with_baselines(searched, capsys) -> None:
     assert tuned.study["trials"]["total"] == 2
     rows = list(csv.DictReader((out / "trials.csv").open()))
     assert [r["number"] for r in rows] == ["0", "1"]
+    # Where each trial's compile time went, from torch's metrics: the parts are there and inside its compile time.
+    for row in rows:
+        if row["state"] == "COMPLETE":
+            parts = [float(row[f"compile_{p}_s"]) for p in ("tracing", "aot_autograd", "inductor")]
+            assert all(p >= 0 for p in parts) and 0 < sum(parts) <= float(row["compile_seconds"]) * 1.1, row
+    assert "## Where compile time goes" in (out / "report.md").read_text()
+    assert tuned.baselines["compile"]["compile_split"]["inductor"] > 0
     # The CSV says what each trial compiled: its effective configuration, column by column.
     study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
     for row, trial in zip(rows, study.trials, strict=True):

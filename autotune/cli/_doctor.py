@@ -21,6 +21,10 @@ EPILOG = f"""\
 The model is compiled with dynamo's `eager` backend: graph breaks and recompiles are decided by
 dynamo before any backend runs, so they are the ones plain torch.compile(model) has, found in
 seconds. It runs two passes over the workload's fixed batches, then --fresh-batches new ones.
+Then it compiles the model with plain torch.compile (Inductor) over the fixed batches and says
+where that compile time went (dynamo tracing, AOTAutograd, Inductor, autotuning, CUDA graphs,
+from torch's own compilation metrics) and what would shorten it; --no-compile-time skips that
+compile, which takes as long as the model takes to compile.
 
 exit codes:
   {EXIT_OK}  clean: no graph breaks, no recompiles
@@ -46,6 +50,12 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         type=int,
         default=Protocol().fresh_batches,
         help="new batches to run after the fixed ones, where new lengths show their recompiles (default: %(default)s)",
+    )
+    p.add_argument(
+        "--no-compile-time",
+        dest="compile_time",
+        action="store_false",
+        help="skip the plain torch.compile that splits where compile time goes",
     )
     p.add_argument(
         "--format", choices=("text", "json"), default="text", help="text for people (default), json for tools"
@@ -75,7 +85,12 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "text":
         print(f"autotune: doctor: running {args.model} on {device} under dynamo ...", file=sys.stderr)
     diagnosis = diagnose(
-        args.model, device, seed=args.seed, protocol=Protocol(fresh_batches=args.fresh_batches), timeout=args.timeout
+        args.model,
+        device,
+        seed=args.seed,
+        protocol=Protocol(fresh_batches=args.fresh_batches),
+        timeout=args.timeout,
+        measure_compile=args.compile_time,
     )
     if args.format == "json":
         print(json.dumps(diagnosis.to_dict(), indent=2))

@@ -186,8 +186,19 @@ def baseline_figures(campaign: Campaign, name: str) -> dict[str, Any]:
     data = record.to_dict()
     figures = {k: data[k] for k in BASELINE_FIELDS if k in data}
     figures["compile_seconds"] = campaign.compile_seconds(name)
+    figures["compile_split"] = _cold_split(campaign, name)
     figures["runs"] = [r.samples_per_second for r in campaign.complete_runs(name)]
     return figures
+
+
+def _cold_split(campaign: Campaign, name: str) -> dict[str, float]:
+    """Where the subject's cold compile went (its first run's split; a warm replicate's only when none is known)."""
+    subject = campaign.subjects.get(name)
+    first = campaign.cold.get(subject.same_as or name) if subject is not None else None
+    if first is not None and first.compile_split:
+        return dict(first.compile_split)
+    runs = campaign.complete_runs(name)
+    return dict(runs[0].compile_split) if runs and runs[0].compile_split else {}
 
 
 def metrics(campaign: Campaign, choice: Choice, *, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -224,6 +235,7 @@ def metrics(campaign: Campaign, choice: Choice, *, extra: Mapping[str, Any] | No
             "windows": len(windows),
         }
         figures["compile_seconds"] = campaign.compile_seconds(choice.subject)
+        figures["compile_split"] = _cold_split(campaign, choice.subject)
         figures.update(
             {
                 k: data.get(k)

@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import traceback
 from typing import Any, cast
 
 import torch
 import torch._dynamo
 from torch import nn
-from torch._dynamo.utils import counters
+from torch._dynamo.utils import clear_compilation_metrics, counters
 
+from autotune.trial.compile_split import compile_split
 from autotune.trial.events import open_request
 from autotune.trial.request import Protocol
 from autotune.trial.worker import StepRunner, classify, exit_now, to_device
@@ -162,8 +164,11 @@ def main(argv: list[str] | None = None) -> int:
                 for batch in batches:
                     step(compiled, optimizer, batch)
                 recompiles += recompiles_since(seen, phase)
+        timed = _timed_compile(model, step, optimizer, fixed, device, events) if request.get("measure_compile") else {}
         events.emit(
             "result",
+            **timed,
+            blocks=list(workload.block_paths()),
             breaks=log.breaks,
             recompiles=recompiles,
             graphs=int(counters["stats"]["unique_graphs"]),
@@ -187,6 +192,27 @@ def main(argv: list[str] | None = None) -> int:
         events.emit("failed", reason=classify(exc, "build" if phase == "build" else "run"), message=f"{exc}"[:2000])
         return 1
     return 0
+
+
+def _timed_compile(
+    model: nn.Module, step: StepRunner, optimizer: Any, fixed: list[Any], device: torch.device, events: Any
+) -> dict[str, Any]:
+    """Plain torch.compile over the fixed batches: its compile time (the first pass less a second one) and its split."""
+    events.emit("phase", phase="compile")
+    torch._dynamo.reset()
+    clear_compilation_metrics()
+    compiled = cast(nn.Module, torch.compile(model))
+
+    def one_pass() -> float:
+        started = time.perf_counter()
+        for batch in fixed:
+            step(compiled, optimizer, batch)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter() - started
+
+    first = one_pass()
+    return {"compile_seconds": round(max(first - one_pass(), 0.0), 3), "compile_split": compile_split()}
 
 
 if __name__ == "__main__":

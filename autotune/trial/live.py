@@ -359,6 +359,7 @@ def _payload(request: TrialRequest, workdir: Path) -> dict[str, Any]:
         "source_path": str(workdir / "apply_compilation.py"),
         "save_cache_path": request.save_cache_path,
         "load_cache_path": request.load_cache_path,
+        "measure_compile": request.measure_compile,
     }
 
 

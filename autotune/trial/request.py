@@ -101,6 +101,8 @@ class TrialRequest:
     """Load compile artifacts from this file before compiling, as `load_compile_cache` in the generated code does."""
     program: str = "autotune.trial.worker"
     """The module the process runs: the measuring worker, or `autotune.trial.doctor` for the compile doctor."""
+    measure_compile: bool = False
+    """The doctor only: after its analysis, compile with plain torch.compile and split where the time went."""
 
 
 @dataclass(kw_only=True)
@@ -297,6 +299,8 @@ class RunRecord:
     """Peak memory while compiling and warming up (as `peak_memory_mb` counts it), the accuracy check left out."""
     compile_peak_reserved_mb: float | None = None
     """On CUDA, the peak reserved while compiling and warming up."""
+    compile_split: dict[str, float] = field(default_factory=dict)
+    """Where the compile time went, in seconds per part (`autotune.trial.compile_split`), from torch's metrics."""
     memory_kind: str | None = None
     """'cuda_allocated' or 'process_rss'."""
     graphs: int | None = None

@@ -43,6 +43,7 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from autotune.runtime import codegen, compile_cache, environment
+from autotune.trial.compile_split import compile_split
 from autotune.trial.events import Events, command_channel, open_request
 from autotune.trial.measure import (
     PRECISION_TOLERANCE,
@@ -252,6 +253,7 @@ class Trial:
             # do: its peak is kept apart, and the steady peak counts from here on.
             "compile_peak_memory_mb": peak_memory_mb(self.device),
             "compile_peak_reserved_mb": peak_reserved_mb(self.device),
+            "compile_split": compile_split(),
         }
         reset_peak_memory(self.device)
         # Wall-clock spans, so that a parent that stopped this process for a while can leave that out.

@@ -89,3 +89,21 @@ class DataDependent(nn.Module):
 
 def data_dependent() -> Workload:
     return Workload(model=DataDependent(), batches=_fixed_length, task="infer")
+
+
+class Stack(nn.Module):
+    """Three repeated linear blocks (matrix products only: Inductor calls them out of line, so it compiles fast)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Linear(16, 16) for _ in range(3))
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def repeated_blocks() -> Workload:
+    return Workload(model=Stack(), batches=_fixed_length, task="infer")

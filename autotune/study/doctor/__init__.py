@@ -12,8 +12,11 @@ from autotune.study.doctor._hints import (
     size_change,
     value_guard,
 )
+from autotune.study.doctor._padding import BUCKET_COUNTS, SPLIT_NAMES, padding_rows
 
 __all__ = [
+    "BUCKET_COUNTS",
+    "SPLIT_NAMES",
     "BreakCause",
     "Diagnosis",
     "GraphBreak",
@@ -23,6 +26,7 @@ __all__ = [
     "diagnose",
     "guard_hint",
     "guard_text",
+    "padding_rows",
     "size_change",
     "value_guard",
 ]

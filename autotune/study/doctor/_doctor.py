@@ -21,7 +21,7 @@ from typing import Any
 from autotune.errors import SearchError, WorkloadError
 from autotune.runtime.limits import printable
 from autotune.study.doctor._hints import break_cause, guard_hint, guard_text, size_change, value_guard
-from autotune.study.doctor._padding import padding_rows, padding_table
+from autotune.study.doctor._padding import compile_time_lines, padding_rows, padding_table
 from autotune.trial.request import Protocol, TrialRequest
 from autotune.trial.runner import run_trial
 
@@ -92,6 +92,12 @@ class Diagnosis:
     seconds: float = 0.0
     padding: list[dict[str, Any]] = field(default_factory=list)
     """Per group of declared axes and padding strategy: the share of positions padded and the shapes left."""
+    compile_seconds: float | None = None
+    """Plain torch.compile's compile time over the fixed batches (when measured)."""
+    compile_split: dict[str, float] = field(default_factory=dict)
+    """Where that time went, in seconds per part (`autotune.trial.compile_split.SPLIT_PARTS`)."""
+    blocks: list[str] = field(default_factory=list)
+    """The repeated-block lists the regional scope would compile."""
 
     @property
     def clean(self) -> bool:
@@ -163,6 +169,25 @@ class Diagnosis:
             )
         return said
 
+    def _shorter(self) -> list[str]:
+        """What would shorten the compile, for this workload."""
+        ways = []
+        if self.blocks:
+            ways.append(
+                f"regional compilation: {', '.join(self.blocks)} repeat, and compiling one block for all of them "
+                "compiles a fraction of the model (the search tries scope=regional)"
+            )
+        ways.append(
+            "a warm compile cache: every search exports compile_cache.bin; load_compile_cache() before the first "
+            "step loads Inductor's artifacts instead of generating and compiling them again"
+        )
+        if self.recompile_count:
+            ways.append(
+                f"fewer recompiles: each of the {self.recompile_count} above compiled the model again (marking the "
+                "varying axes dynamic, or padding them, removes them)"
+            )
+        return ways
+
     def render(self) -> str:
         """The verdict, then every break and recompile with its location, cause and fix."""
         lines = [self.verdict()]
@@ -189,6 +214,8 @@ class Diagnosis:
                 lines.append(f"  {number}. {group.what}: {group.count} recompile(s) of {where}{sizes}{fresh}")
                 lines.append(f"     guard: {group.guard}")
                 lines.append(f"     fix: {group.hint}")
+        if self.compile_split:
+            lines += ["", *compile_time_lines(self.compile_seconds, self.compile_split, self._shorter())]
         if self.padding:
             lines += [
                 "",
@@ -226,14 +253,30 @@ class Diagnosis:
         }
         padding = [dict(row) for row in data.get("padding", [])]
         return cls(
-            spec=data["spec"], device=data["device"], breaks=breaks, recompiles=recompiles, padding=padding, **plain
+            spec=data["spec"],
+            device=data["device"],
+            breaks=breaks,
+            recompiles=recompiles,
+            padding=padding,
+            compile_seconds=data.get("compile_seconds"),
+            compile_split=dict(data.get("compile_split") or {}),
+            blocks=list(data.get("blocks") or []),
+            **plain,
         )
 
 
 def diagnose(
-    spec: str, device: str = "cpu", *, seed: int = 0, protocol: Protocol | None = None, timeout: float = 900.0
+    spec: str,
+    device: str = "cpu",
+    *,
+    seed: int = 0,
+    protocol: Protocol | None = None,
+    timeout: float = 900.0,
+    measure_compile: bool = False,
 ) -> Diagnosis:
     """Run the workload once under dynamo in a fresh process and explain its graph breaks and recompiles.
+
+    With `measure_compile`, it then compiles with plain torch.compile and splits where that time went.
 
     Raises WorkloadError when the workload cannot be built, SearchError when it fails to run (with why).
     """
@@ -245,6 +288,7 @@ def diagnose(
         protocol=(protocol or Protocol()).to_dict(),
         timeout=timeout,
         program="autotune.trial.doctor",
+        measure_compile=measure_compile,
     )
     run = run_trial(request)
     if run.state != "complete":
@@ -270,6 +314,9 @@ def from_findings(spec: str, device: str, found: Mapping[str, Any], seconds: flo
         torch=str(found.get("torch", "")),
         seconds=round(seconds, 1),
         padding=padding_rows(found.get("lengths", {})),
+        compile_seconds=found.get("compile_seconds"),
+        compile_split=dict(found.get("compile_split") or {}),
+        blocks=[str(b) for b in found.get("blocks", [])],
     )
 
 

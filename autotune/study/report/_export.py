@@ -39,6 +39,7 @@ from autotune.runtime.summary import WorkloadSummary
 from autotune.runtime.tuned import TunedConfig, write_atomic
 from autotune.study.report._verdict import best_trials
 from autotune.study.storage import load_search_study, trial_rank, trial_value
+from autotune.trial.compile_split import SPLIT_PARTS
 from autotune.trial.request import RunRecord
 
 __all__ = [
@@ -67,6 +68,7 @@ _CSV_COLUMNS = (
     "speedup_vs_eager",
     "speedup_vs_compile",
     "compile_seconds",
+    *(f"compile_{part}_s" for part in SPLIT_PARTS),
     "fresh_recompiles",
     "peak_memory_mb",
     "graphs",
@@ -262,6 +264,8 @@ def trial_rows(trials: list[optuna.trial.FrozenTrial]) -> list[dict[str, Any]]:
             "reason": attrs.get("reason", ""),
             "value": trial_value(trial),
             **{k: attrs.get(k) for k in _CSV_COLUMNS if k not in ("number", "state", "reason", "value")},
+            # Where its compile time went, one column per part (empty for a run that never compiled).
+            **{f"compile_{part}_s": (attrs.get("compile_split") or {}).get(part) for part in SPLIT_PARTS},
             "message": attrs.get("message", ""),
         }
         if isinstance(attrs.get("config"), dict):

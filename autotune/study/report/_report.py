@@ -12,7 +12,7 @@ from autotune.measure import Campaign, design_text
 from autotune.measure.format import interval as show_interval
 from autotune.measure.format import number, span
 from autotune.runtime.tuned import TunedConfig
-from autotune.study.doctor import Diagnosis
+from autotune.study.doctor import SPLIT_NAMES, Diagnosis
 from autotune.study.report import _plots as plots
 from autotune.study.report._verdict import render_summary, savings_text
 from autotune.study.storage import read_history
@@ -77,6 +77,9 @@ def write_report(
             "```",
             "",
         ]
+    split = _split_table(metrics, tuned.baselines)
+    if split:
+        lines += ["## Where compile time goes", "", split, ""]
     if tuned.compile_cache:
         lines += ["## Compile cache", "", _cache_text(tuned.compile_cache), ""]
     retunes = read_history(out_dir)
@@ -200,4 +203,26 @@ def _history_table(retunes: list[dict[str, Any]]) -> str:
             f"| {entry.get('date', '?')} | {entry.get('decision', '?')} | {shown} | {number(challenger.get('median'))} "
             f"| {number((bases.get('eager') or {}).get('median'))} | {number((bases.get('compile') or {}).get('median'))} | {changed} |"
         )
+    return "\n".join(lines)
+
+
+def _split_table(metrics: Mapping[str, Any], baselines: Mapping[str, Any]) -> str:
+    """The exported configuration's cold compile and plain compile's, part by part, side by side."""
+    columns = {"plain torch.compile": (baselines.get("compile") or {}).get("compile_split") or {}}
+    if metrics.get("subject") not in ("compile", "eager", None):
+        columns[f"exported ({metrics['subject']})"] = metrics.get("compile_split") or {}
+    if not any(columns.values()):
+        return ""
+    header = "| part | " + " | ".join(columns) + " |"
+    lines = [
+        "Each subject's first, cold compile, split by torch's own compilation metrics (seconds):",
+        "",
+        header,
+        "|---|" + "---|" * len(columns),
+    ]
+    for part, label in SPLIT_NAMES.items():
+        if any(split.get(part) for split in columns.values()) or part in ("tracing", "aot_autograd", "inductor"):
+            lines.append(f"| {label} | " + " | ".join(number(split.get(part)) for split in columns.values()) + " |")
+    totals = " | ".join(number(sum(split.values()) if split else None) for split in columns.values())
+    lines.append(f"| all of them | {totals} |")
     return "\n".join(lines)
