@@ -84,20 +84,21 @@ def test_the_measurement_engine_importing_optuna_breaks_its_contract(tmp_path: P
     assert "autotune.measure._campaign -> optuna" in done.stdout
 
 
-def test_the_report_importing_the_search_breaks_the_study_rooms(tmp_path: Path) -> None:
+def broken_by(tmp_path: Path, module: str, anchor: str, added: str) -> str:
+    """lint-imports' report on a copy of the package whose `module` imports `added` before `anchor`; it must fail."""
     root = copy_of_package(tmp_path)
-    verdict = root / "autotune" / "study" / "report" / "_verdict.py"
-    verdict.write_text(
-        verdict.read_text().replace(
-            "from autotune.measure import",
-            "from autotune.study.search import TrialLoop  # noqa: F401\nfrom autotune.measure import",
-            1,
-        )
-    )
+    path = root / module
+    path.write_text(path.read_text().replace(anchor, f"{added}\n{anchor}", 1))
     done = lint_imports(root)
-    assert done.returncode == 1
-    assert "Study rooms: storage < doctor < report < search < retune BROKEN" in done.stdout
-    assert "autotune.study.report._verdict -> autotune.study.search" in done.stdout
+    assert done.returncode == 1, done.stdout[-2000:]
+    return done.stdout
+
+
+def test_the_report_importing_the_search_breaks_the_study_rooms(tmp_path: Path) -> None:
+    added = "from autotune.study.search import TrialLoop  # noqa: F401"
+    report = broken_by(tmp_path, "autotune/study/report/_verdict.py", "from autotune.measure import", added)
+    assert "Study rooms: storage < doctor < report < search < retune BROKEN" in report
+    assert "autotune.study.report._verdict -> autotune.study.search" in report
 
 
 MAX_FUNCTION_LINES = 80
@@ -132,16 +133,7 @@ def test_the_length_check_finds_a_long_function_and_passes_a_short_one() -> None
 
 
 def test_the_core_importing_the_trainer_integration_or_transformers_breaks_a_contract(tmp_path: Path) -> None:
-    root = copy_of_package(tmp_path)
-    gate = root / "autotune" / "trial" / "gate.py"
-    gate.write_text(
-        gate.read_text().replace(
-            "from __future__ import annotations\n",
-            "from __future__ import annotations\n\nimport transformers\n\nimport autotune.integrations.transformers\n",
-            1,
-        )
-    )
-    done = lint_imports(root)
-    assert done.returncode == 1
-    assert "autotune.trial is not allowed to import autotune.integrations" in done.stdout
-    assert "autotune.trial is not allowed to import transformers" in done.stdout
+    added = "import transformers\n\nimport autotune.integrations.transformers\n"
+    report = broken_by(tmp_path, "autotune/trial/gate.py", "from autotune.trial.guard import process_guard", added)
+    assert "autotune.trial is not allowed to import autotune.integrations" in report
+    assert "autotune.trial is not allowed to import transformers" in report

@@ -68,20 +68,7 @@ def write_report(
             "Not drawn: the front is placed by confirmed figures, and nothing was confirmed.",
             "",
         ]
-    if summary.get("doctor"):
-        lines += [
-            "## Graph breaks and recompiles",
-            "",
-            "```",
-            Diagnosis.from_dict(summary["doctor"]).render(),
-            "```",
-            "",
-        ]
-    split = _split_table(metrics, tuned.baselines)
-    if split:
-        lines += ["## Where compile time goes", "", split, ""]
-    if tuned.compile_cache:
-        lines += ["## Compile cache", "", _cache_text(tuned.compile_cache), ""]
+    lines += _compile_sections(summary, metrics, tuned)
     retunes = read_history(out_dir)
     if retunes:
         title_, name = plots.retune_history(out_dir, retunes)
@@ -204,6 +191,20 @@ def _history_table(retunes: list[dict[str, Any]]) -> str:
             f"| {number((bases.get('eager') or {}).get('median'))} | {number((bases.get('compile') or {}).get('median'))} | {changed} |"
         )
     return "\n".join(lines)
+
+
+def _compile_sections(summary: Mapping[str, Any], metrics: Mapping[str, Any], tuned: TunedConfig) -> list[str]:
+    """The doctor's findings, where compile time goes, and the compile cache: each section when there is one."""
+    lines: list[str] = []
+    if summary.get("doctor"):
+        rendered = Diagnosis.from_dict(summary["doctor"]).render()
+        lines += ["## Graph breaks and recompiles", "", "```", rendered, "```", ""]
+    split = _split_table(metrics, tuned.baselines)
+    if split:
+        lines += ["## Where compile time goes", "", split, ""]
+    if tuned.compile_cache:
+        lines += ["## Compile cache", "", _cache_text(tuned.compile_cache), ""]
+    return lines
 
 
 def _split_table(metrics: Mapping[str, Any], baselines: Mapping[str, Any]) -> str:
