@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
@@ -26,12 +27,14 @@ from tests.short_runs import SHORT_FLAGS
 
 TARGET = "tests.trial_targets.workloads:tiny_infer"
 INTERVAL, GRACE = 1, 5
-# Default mode only: the cheapest compiles, still eight configurations to choose from.
+# Default mode only: the cheapest compiles, four configurations for the four trials. The workload is static and has
+# no repeated blocks, so padding and scopes would be dropped: an Inductor option makes the four, and two searches that
+# start together both find configurations left to run, instead of one of them taking the only two there would be.
 SPACE = """\
 description: Cheap configurations for the shared-study tests.
 dynamic: [null, true]
-padding_alignment: [null, 8]
-scope: [whole, regional]
+options:
+  epilogue_fusion: [true, false]
 """
 
 pytestmark = pytest.mark.slow
@@ -107,30 +110,36 @@ def test_a_search_killed_mid_trial_has_it_failed_within_the_grace_period_and_run
     postgres_url: str, tmp_path: Path
 ) -> None:
     study, trials = "one-host-dies", 4
+    # The doomed search starts alone and is frozen in its first trial (its host hangs, and its beats stop); only then
+    # does the survivor start, so that it cannot take every trial of the budget before the doomed one runs any.
+    said = (tmp_path / "doomed.txt").open("w")
+    doomed = subprocess.Popen(
+        _argv(postgres_url, study, tmp_path / "doomed", trials, "--confirm", "0"), stdout=said, stderr=said
+    )
+    running = _wait_for(
+        lambda now: [
+            t for t in now if t.state == optuna.trial.TrialState.RUNNING and t.user_attrs.get("pid") == doomed.pid
+        ],
+        postgres_url,
+        study,
+        lambda: (
+            doomed.poll() is None
+            or pytest.fail("the search to kill ended: " + (tmp_path / "doomed.txt").read_text()[-3000:])
+        ),
+    )
+    doomed.send_signal(signal.SIGSTOP)
     survivor = subprocess.Popen(
         _argv(postgres_url, study, tmp_path / "survivor", trials, "--confirm", "0"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    doomed = subprocess.Popen(
-        _argv(postgres_url, study, tmp_path / "doomed", trials, "--confirm", "0"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    _wait_for(
+        lambda now: [t for t in now if t.user_attrs.get("pid") == survivor.pid],
+        postgres_url,
+        study,
+        lambda: survivor.poll() is None or pytest.fail("the survivor ended before it searched"),
     )
-    deadline = time.monotonic() + 600
-    running: list[optuna.trial.FrozenTrial] = []
-    survivor_searching = False
-    while not (running and survivor_searching):
-        assert time.monotonic() < deadline and doomed.poll() is None, "the search to kill never ran a trial"
-        time.sleep(0.3)
-        try:
-            trials_now = _trials(postgres_url, study)
-        except KeyError:  # the study is not created yet
-            continue
-        live = optuna.trial.TrialState.RUNNING
-        running = [t for t in trials_now if t.state == live and t.user_attrs.get("pid") == doomed.pid]
-        survivor_searching = any(t.user_attrs.get("pid") == survivor.pid for t in trials_now)
     doomed.send_signal(signal.SIGKILL)
     killed = time.monotonic()
     doomed.wait()
@@ -155,3 +164,18 @@ def test_a_search_killed_mid_trial_has_it_failed_within_the_grace_period_and_run
     counted = [t for t in done if t.number != number]
     assert trials <= len(counted) <= trials + 1, "the abandoned trial's retry took its place in the budget"
     assert (tmp_path / "survivor" / "best.yaml").exists(), "the survivor finished the last trial, so it exports"
+
+
+def _wait_for(found: Any, url: str, study: str, alive: Any, seconds: float = 600) -> list[optuna.trial.FrozenTrial]:
+    """Poll the study's trials until `found(trials)` is non-empty (what it returns), while `alive()` holds."""
+    deadline = time.monotonic() + seconds
+    while True:
+        assert time.monotonic() < deadline, "timed out waiting on the study"
+        alive()
+        time.sleep(0.3)
+        try:
+            hits = found(_trials(url, study))
+        except KeyError:  # the study is not created yet
+            continue
+        if hits:
+            return hits
