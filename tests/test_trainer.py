@@ -18,7 +18,7 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from autotune import CompileConfig, cli, resolve
 from autotune.errors import ConfigError, WorkloadError
-from autotune.integrations.transformers import apply_to_trainer
+from autotune.integrations.transformers import apply_to_accelerate, apply_to_trainer
 from autotune.runtime import environment
 from autotune.runtime.tuned import EnvironmentMismatchWarning, TunedConfig, read
 from autotune.workload.trainer import infer_padding, trainer_workload
@@ -243,3 +243,29 @@ def test_the_example_trainer_is_searched_and_its_export_applies_to_a_new_trainer
     assert len(losses) == 6 and all(math.isfinite(x) for x in losses)
     if searched.config.scope != "none":
         assert getattr(trainer.model, "_compiled_call_impl", None) is not None
+
+
+@pytest.mark.parallel
+def test_a_loop_prepared_by_accelerate_gets_the_configuration_in_two_lines(tmp_path: Path) -> None:
+    from accelerate import Accelerator
+
+    best = _write(tmp_path / "best.yaml")
+    trainer = example.trainer()
+    model = example.model()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    accelerator = Accelerator(cpu=True)
+    model, optimizer, loader = accelerator.prepare(model, optimizer, trainer.get_train_dataloader())
+    tuned = apply_to_accelerate(model, optimizer, best)
+    inner = optimizer.optimizer
+    assert getattr(model, "_compiled_call_impl", None) is not None and inner.step.__name__ == "step"
+    assert isinstance(inner.param_groups[0]["lr"], torch.Tensor)
+    losses = []
+    for _, batch in zip(range(4), loader, strict=False):
+        prepared = tuned.prepare_batch(batch)
+        assert prepared["input_ids"].shape[1] % 8 == 0
+        loss = model(**prepared).loss
+        tuned.module.backward(loss, run=accelerator.backward)
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(float(loss))
+    assert all(math.isfinite(x) for x in losses) and losses[-1] < losses[0] + 0.5
