@@ -167,3 +167,43 @@ def test_static_shapes_with_four_buckets_compile_at_most_four_graphs_over_a_hund
 
 def _fields(summary: WorkloadSummary) -> dict:
     return {name: getattr(summary, name) for name in summary.__dataclass_fields__}
+
+
+def test_the_padding_benchmark_pits_learned_buckets_against_the_fixed_strategies() -> None:
+    from autotune import resolve
+    from autotune.study.search import observed_lengths
+    from examples.padding_benchmark import _markdown, _padded
+
+    spec = "examples.captioning:captioning_dynamic"
+    workload = resolve(spec)
+    fixed = workload.draw_batches()
+    summary = workload.summary(spec, fixed)
+    lengths = observed_lengths(summary, [*fixed, *workload.fresh_batches(count=8)])
+    subjects = {s.name: s.config for s in _padded(summary, lengths, fixed, 4)}
+    assert list(subjects) == ["pad 8", "pad pow2", "pad max", "buckets 4"]  # the captions declare their maximum
+    learned = subjects["buckets 4"].padding_buckets
+    seen = sorted({n for values in lengths.values() for n in values})
+    assert set(learned) == set(summary.dynamic_dims) and all(
+        bounds == choose_buckets(lengths[(key, 1)], 4) and bounds[-1] == seen[-1]
+        for key, axes in learned.items()
+        for bounds in axes.values()
+    )
+    text = _markdown(
+        {
+            "model": spec,
+            "date": "2026-11-25",
+            "machine": {"device_name": "cpu", "cores": 2, "torch": "t", "python": "p", "autotune": "a"},
+            "load_before": 0.1,
+            "load_after": 0.2,
+            "seconds": 10.0,
+            "waste": [
+                {"inputs": "labels:1", "strategy": "buckets (4)", "waste": 0.057, "shapes": 4, "buckets": [6, 16]}
+            ],
+            "subjects": [{"subject": "buckets 4", "fresh_recompiles": 2, "vs_compile": None}],
+            "stopped": "budget spent",
+        },
+        "(table)",
+        ["--buckets", "4"],
+    )
+    assert "`python -m examples.padding_benchmark --buckets 4`" in text
+    assert "| labels:1 | buckets (4) | 5.7% | 4 | 6, 16 |" in text and "| buckets 4 | 2 | – |" in text
