@@ -59,8 +59,8 @@ def _what(g: Any) -> None:
         "--model",
         required=True,
         metavar="PKG.MOD:ATTR",
-        help="the workload: a Workload, an nn.Module (transformers models get synthesised batches) or a zero-argument "
-        "factory of either",
+        help="the workload: a Workload, an nn.Module (transformers models get synthesised batches), a "
+        "transformers.Trainer (its model, batches, optimizer and loss), or a zero-argument factory of one of them",
     )
     levels = "; ".join(f"{name}: {level.describe()}" for name, level in EFFORTS.items())
     g.add_argument(
