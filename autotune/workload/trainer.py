@@ -84,9 +84,10 @@ class PaddingGuess:
             return "no input changes length between batches: every batch has the same shapes"
         lines = []
         for key, axes in self.dynamic_dims.items():
-            pad = "pad value unknown (no padded position seen), 0 assumed" if key in self.unsure else "padded with "
-            if key not in self.unsure:
-                pad += repr(self.pad_values.get(key, 0))
+            if key in self.unsure:
+                pad = "pad value unknown (no padded position seen), 0 assumed"
+            else:
+                pad = f"padded with {self.pad_values.get(key, 0)!r}"
             lines.append(f"{key}: axis {', '.join(str(a) for a in axes)} varies, {pad}")
         return "; ".join(lines)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from autotune.study.doctor._compile_time import SPLIT_NAMES
 from autotune.study.doctor._doctor import Diagnosis, GraphBreak, Recompile, diagnose
 from autotune.study.doctor._hints import (
     BreakCause,
@@ -12,7 +13,7 @@ from autotune.study.doctor._hints import (
     size_change,
     value_guard,
 )
-from autotune.study.doctor._padding import BUCKET_COUNTS, SPLIT_NAMES, padding_rows
+from autotune.study.doctor._padding import BUCKET_COUNTS, padding_rows
 
 __all__ = [
     "BUCKET_COUNTS",

@@ -20,8 +20,9 @@ from typing import Any
 
 from autotune.errors import SearchError, WorkloadError
 from autotune.runtime.limits import printable
+from autotune.study.doctor._compile_time import compile_time_lines
 from autotune.study.doctor._hints import break_cause, guard_hint, guard_text, size_change, value_guard
-from autotune.study.doctor._padding import compile_time_lines, padding_rows, padding_table
+from autotune.study.doctor._padding import padding_rows, padding_table
 from autotune.trial.request import Protocol, TrialRequest
 from autotune.trial.runner import run_trial
 
