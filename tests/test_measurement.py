@@ -164,8 +164,10 @@ def test_a_5_percent_faster_subject_is_a_gain_a_slower_one_a_loss_and_a_twin_equ
 
 
 def test_a_cpu_hog_started_in_the_middle_does_not_change_the_paired_decision(tmp_path: Path) -> None:
-    # Two busy processes start before the second replicate and stay to the end. The stand-ins run
-    # one thread: their cost is single-threaded Python, and OpenMP's barriers are not what is tested.
+    # Two busy processes start before the second replicate and stay to the end, halving every later
+    # replicate's speed: unpaired, that swamps the 15% gain. The stand-ins run one thread: their cost is
+    # single-threaded Python, and OpenMP's barriers are not what is tested. (With four processes on two
+    # cores, a 5% gain can stay undecided after 6 replicates: an honest answer, but not this test's.)
     hogs: list[subprocess.Popen] = []
 
     def hog_from_the_second_replicate(campaign, budget) -> None:
@@ -179,7 +181,7 @@ def test_a_cpu_hog_started_in_the_middle_does_not_change_the_paired_decision(tmp
     ]
     try:
         campaign = engine.measure(
-            with_protocol(spin_harness(f"{TARGETS}:spins"), threads=1),
+            with_protocol(spin_harness(f"{TARGETS}:spins_less"), threads=1),
             subjects,
             objective=Objective(),
             budget=Budget(min_rounds=3, max_rounds=6, blocks=8, most_blocks=8),
@@ -194,7 +196,8 @@ def test_a_cpu_hog_started_in_the_middle_does_not_change_the_paired_decision(tmp
     assert first is not None and max(first.window_others) < 0.25, "a quiet first replicate"
     assert all(r is not None and max(r.window_others) > 0.25 for r in later), "they took the machine from then on"
     assert all(r is not None and r.noisy for r in later), "and the runs say so"
-    assert outcome(campaign.ratio("faster", "compile"), 0.02) == "gain", campaign.design()
+    ratio = campaign.ratio("faster", "compile")
+    assert outcome(ratio, 0.02) == "gain", (ratio, campaign.design())
 
 
 def spin_harness(spec: str) -> Harness:
