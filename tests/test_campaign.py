@@ -23,6 +23,7 @@ from autotune.measure import (
     Objective,
     Replicate,
     Subject,
+    _session,
     block_orders,
     choose,
     co_residence,
@@ -38,7 +39,7 @@ from autotune.measure import (
 from autotune.measure import _engine as engine
 from autotune.measure._statistics import REPLICATE_SD_FLOOR
 from autotune.runtime.summary import WorkloadSummary
-from autotune.trial.request import RunRecord, TrialRun, noisy_reason, window_figures
+from autotune.trial.request import RunRecord, TrialRequest, TrialRun, noisy_reason, window_figures
 
 pytestmark = pytest.mark.parallel
 
@@ -215,6 +216,74 @@ def test_subjects_live_together_only_when_their_memory_fits() -> None:
     assert design == "pairs" and groups == [["compile", "eager"], ["compile", "trial 1"], ["compile", "trial 2"]]
     assert co_residence(names, memory, 2000.0, "compile")[0] == "one at a time"
     assert co_residence(names, {**memory, "trial 2": None}, 100.0, "compile")[0] == "together", "unknown fits"
+
+
+class StartLog:
+    """Stand-ins for live workers that log when each starts, gets ready and is stopped."""
+
+    def __init__(self, failing: str = "") -> None:
+        self.events: list[tuple[str, str]] = []
+        self.failing = failing
+
+    def worker(self, request):  # called as LiveWorker(request)
+        log, name = self, request.spec
+
+        class Worker:
+            run = TrialRun(state="complete", ready={"batches_per_second": 10.0})
+
+            def start(self):
+                log.events.append(("start", name))
+                return self
+
+            def until_ready(self) -> bool:
+                log.events.append(("ready", name))
+                return name != log.failing
+
+            def pause(self) -> None:
+                log.events.append(("pause", name))
+
+            def end(self) -> TrialRun:
+                log.events.append(("end", name))
+                return TrialRun(state="failed", reason="compile_error")
+
+        return Worker()
+
+
+@pytest.mark.parametrize(
+    ("device", "cores", "at_once"), [("cpu", 2, 1), ("cpu", 64, 1), ("cuda:0", 16, 4), ("cuda:0", 2, 1)]
+)
+def test_a_replicate_starts_its_subjects_as_the_host_has_cores_for_them(device, cores, at_once) -> None:
+    assert _session.starts_at_once(device, cores) == at_once
+
+
+def test_on_a_cpu_each_subject_is_ready_and_stopped_before_the_next_starts(monkeypatch) -> None:
+    # Start-ups that overlap on a 2-core host took twice as long as the same start-ups in a row.
+    log = StartLog(failing="b")
+    monkeypatch.setattr(_session, "LiveWorker", log.worker)
+    names = ["a", "b", "c"]
+    requests = {n: TrialRequest(spec=n, source=None, device="cpu") for n in names}
+    workers: dict = {}
+    runs: dict = {}
+    ready = _session._make_ready(requests, names, workers, runs)
+    assert log.events == [
+        ("start", "a"), ("ready", "a"), ("pause", "a"),
+        ("start", "b"), ("ready", "b"), ("end", "b"),
+        ("start", "c"), ("ready", "c"), ("pause", "c"),
+    ]  # fmt: skip
+    assert sorted(ready) == sorted(workers) == ["a", "c"] and runs["b"].reason == "compile_error"
+
+
+def test_beside_a_gpu_subjects_start_side_by_side_and_each_is_stopped_when_ready(monkeypatch) -> None:
+    log = StartLog()
+    monkeypatch.setattr(_session, "LiveWorker", log.worker)
+    monkeypatch.setattr(_session.os, "cpu_count", lambda: 8)
+    names = ["a", "b", "c"]
+    requests = {n: TrialRequest(spec=n, source=None, device="cuda:0") for n in names}
+    _session._make_ready(requests, names, {}, {})
+    assert log.events == [
+        ("start", "a"), ("start", "b"), ("ready", "a"), ("pause", "a"), ("ready", "b"), ("pause", "b"),
+        ("start", "c"), ("ready", "c"), ("pause", "c"),
+    ]  # fmt: skip
 
 
 # -- a run's figures from its windows --------------------------------------------------------------

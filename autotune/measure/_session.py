@@ -1,7 +1,10 @@
 """One replicate: subjects alive side by side, taking turns window by window on the same slices of the fresh stream.
 
-Every subject of a group is started from its own warm cache folder at once (their start-ups
-overlap; nothing is timed then), made ready, and stopped. Then the blocks: in each block every
+Every subject of a group is started from its own warm cache folder, made ready and stopped
+(nothing is timed then). How many start at once follows from the host's cores (`starts_at_once`):
+on a small CPU host one after the other, since start-ups that overlap there fight over the cores
+(OpenMP threads spin while their partners are descheduled) and took twice as long as the same
+start-ups in a row. Then the blocks: in each block every
 subject measures one window on the block's slice of the stream while all the others stand
 stopped (SIGSTOP), so nothing else of ours runs on its clock. The order inside a block is a
 random permutation, and the next block runs it backwards (ABBA), so that drift during a block
@@ -16,6 +19,7 @@ the reference, or one at a time; the campaign records which design ran.
 from __future__ import annotations
 
 import math
+import os
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -25,7 +29,7 @@ from typing import Any
 from autotune.trial.live import LiveWorker
 from autotune.trial.request import TrialRequest, TrialRun
 
-__all__ = ["DESIGNS", "Replicate", "batches_for", "block_orders", "co_residence", "run_replicate"]
+__all__ = ["DESIGNS", "Replicate", "batches_for", "block_orders", "co_residence", "run_replicate", "starts_at_once"]
 
 DESIGNS = ("together", "pairs", "one at a time")
 """Who lives together in a replicate: every subject, a subject and the reference, or one subject alone."""
@@ -136,9 +140,9 @@ def run_replicate(
         # life (memory placed first, a core of its own for a while), which must not always be one subject's.
         order = [name for name in group if name not in runs]
         rng.shuffle(order)
-        workers = {name: LiveWorker(requests[name]).start() for name in order}
+        workers: dict[str, LiveWorker] = {}
         try:
-            ready = _make_ready(workers, runs)
+            ready = _make_ready(requests, order, workers, runs)
             replicate.ready_seconds += time.monotonic() - group_started
             rates = calibrate(workers)
             if not replicate.batches_per_window:
@@ -154,17 +158,38 @@ def run_replicate(
     return replicate, runs
 
 
-def _make_ready(workers: dict[str, LiveWorker], runs: dict[str, TrialRun]) -> dict[str, dict[str, Any]]:
-    """Wait for every worker of a group to be ready, then stop them all; a worker that fails is ended."""
+def starts_at_once(device: str, cores: int | None = None) -> int:
+    """How many subjects of a replicate start side by side: their start-ups must not fight over the cores.
+
+    A warm start traces with dynamo and loads compiled graphs (mostly one Python thread), then
+    runs settle windows, which on a CPU device use every core. So on a CPU device they start one
+    at a time; beside a GPU each may have about four cores of the host.
+    """
+    cores = cores if cores is not None else (os.cpu_count() or 1)
+    return 1 if device == "cpu" else max(1, cores // 4)
+
+
+def _make_ready(
+    requests: Mapping[str, TrialRequest],
+    order: Sequence[str],
+    workers: dict[str, LiveWorker],
+    runs: dict[str, TrialRun],
+) -> dict[str, dict[str, Any]]:
+    """Start `order`'s workers into `workers`, a few at a time, each stopped once ready; a worker that fails is ended."""
     ready: dict[str, dict[str, Any]] = {}
-    for name, worker in list(workers.items()):
-        if worker.until_ready():
-            ready[name] = worker.run.ready
-        else:
-            runs[name] = worker.end()
-            del workers[name]
-    for worker in workers.values():
-        worker.pause()
+    at_once = starts_at_once(requests[order[0]].device) if order else 1
+    for first in range(0, len(order), at_once):
+        batch = order[first : first + at_once]
+        for name in batch:
+            workers[name] = LiveWorker(requests[name]).start()
+        for name in batch:
+            worker = workers[name]
+            if worker.until_ready():
+                ready[name] = worker.run.ready
+                worker.pause()
+            else:
+                runs[name] = worker.end()
+                del workers[name]
     return ready
 
 

@@ -180,7 +180,10 @@ class LiveWorker:
 
     def _take(self, event: dict[str, Any]) -> None:
         if event["event"] == "phase":
-            now = time.monotonic()
+            # When the worker entered the phase, not when this process read it: a worker stopped
+            # right after it said "ready" is read much later, and that wait is no part of settling.
+            late = max(0.0, time.time() - float(event.get("time") or time.time()))
+            now = time.monotonic() - late
             self.run.phase_seconds[self.phase] = self.run.phase_seconds.get(self.phase, 0.0) + now - self.phase_started
             self.phase, self.phase_started = event["phase"], now
         if event["event"] == "compiled" and self.gate is not None and self.member is not None:
