@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import io
+from types import SimpleNamespace
 
 import pytest
 
+from autotune.measure import Budget, Campaign, Objective, Replicate, Subject, expected_replicate_seconds
 from autotune.study.report import Plan, Progress, SearchDisplay, duration
 from autotune.study.report import _display as display_module
+from autotune.study.search import _session as _search_session
+from autotune.trial.request import Protocol, RunRecord
 
 pytestmark = pytest.mark.parallel
 
@@ -20,6 +24,34 @@ def test_the_eta_covers_trials_confirmation_and_the_compile_cache() -> None:
     plan.run_started = 0.0
     assert plan.eta(now=100.0) == 160.0, "an overlong run never counts below the runs that follow it"
     assert Plan(trials=5).eta(now=0.0) is None, "nothing timed yet: no guess"
+
+
+def test_the_confirmation_eta_counts_down_from_a_guess_made_before_its_first_replicate() -> None:
+    # Three subjects with known first runs; the guess is their warm starts and windows, three replicates of it.
+    firsts = {
+        "eager": RunRecord(state="complete", samples_per_second=100.0, phase_seconds={"start": 2.0}),
+        "compile": RunRecord(state="complete", samples_per_second=100.0, phase_seconds={"start": 2.0}, compile_split={"tracing": 1.0, "aot_autograd": 3.0, "inductor": 20.0}),
+        "trial 5": RunRecord(state="complete", samples_per_second=100.0, phase_seconds={"start": 2.0, "build": 1.0}, compile_seconds=30.0),
+    }  # fmt: skip
+    assert expected_replicate_seconds(firsts, blocks=10, window_seconds=0.5) == (2 + 6) + (2 + 4 + 6) + (3 + 10 + 6)
+    campaign = Campaign(
+        subjects={n: Subject(name=n, config=None) for n in firsts}, objective=Objective(), cold=dict(firsts)
+    )
+    notes: list[str] = []
+    search = SimpleNamespace(
+        plan=Plan(cache=1, typical_run=40.0),
+        options=SimpleNamespace(protocol=Protocol(window_seconds=0.5)),
+        _report=lambda trial, phase: notes.append(phase),
+    )
+    planned = _search_session._planned(search)
+    budget = Budget(min_rounds=3, max_rounds=6, blocks=10)
+    planned(campaign, budget)
+    first = search.plan.eta(now=search.plan.run_started)
+    assert first == 3 * 39 + 40, "three replicates of the guess, then the compile cache"
+    campaign.replicates.append(Replicate(design="together", blocks=10, batches_per_window=5, seconds=45.0))
+    planned(campaign, budget)
+    assert search.plan.eta(now=search.plan.run_started) == 2 * 45 + 40 < first, "then the pace of those done"
+    assert notes == ["confirmation: replicate 1 of 3 to 6", "confirmation: replicate 2 of 3 to 6"]
 
 
 def test_durations_read_like_a_person_would_say_them() -> None:

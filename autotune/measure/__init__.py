@@ -22,7 +22,15 @@ from autotune.measure._pareto import (
     subjects_to_confirm,
 )
 from autotune.measure._recipes import Recipe, read_recipe, read_recipes, without_cuda_graphs
-from autotune.measure._session import DESIGNS, Replicate, batches_for, block_orders, co_residence, run_replicate
+from autotune.measure._session import (
+    DESIGNS,
+    Replicate,
+    batches_for,
+    block_orders,
+    co_residence,
+    expected_replicate_seconds,
+    run_replicate,
+)
 from autotune.measure._statistics import (
     OUTCOMES,
     Components,
@@ -72,6 +80,7 @@ __all__ = [
     "choose",
     "choose_point",
     "co_residence",
+    "expected_replicate_seconds",
     "components",
     "confirmation_cells",
     "confirmation_rows",

@@ -27,9 +27,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.trial.live import LiveWorker
-from autotune.trial.request import TrialRequest, TrialRun
+from autotune.trial.request import RunRecord, TrialRequest, TrialRun
 
-__all__ = ["DESIGNS", "Replicate", "batches_for", "block_orders", "co_residence", "run_replicate", "starts_at_once"]
+__all__ = [
+    "DESIGNS",
+    "Replicate",
+    "batches_for",
+    "block_orders",
+    "co_residence",
+    "expected_replicate_seconds",
+    "run_replicate",
+    "starts_at_once",
+]
 
 DESIGNS = ("together", "pairs", "one at a time")
 """Who lives together in a replicate: every subject, a subject and the reference, or one subject alone."""
@@ -156,6 +165,27 @@ def run_replicate(
                 runs.setdefault(name, worker.end())
     replicate.seconds = time.monotonic() - started
     return replicate, runs
+
+
+def expected_replicate_seconds(firsts: Mapping[str, RunRecord | None], blocks: int, window_seconds: float) -> float:
+    """A guess at one replicate's seconds before any has run, from each subject's first (cold) run.
+
+    A warm start repeats what the caches do not hold: the process start and imports, dynamo's
+    tracing and AOTAutograd (their parts of the first run's compile split), and two settle
+    windows; then come the subject's `blocks` windows. Without a split, a third of the first
+    run's compile time stands for the warm compile.
+    """
+    total = 0.0
+    for record in firsts.values():
+        phases = record.phase_seconds if record is not None else {}
+        split = record.compile_split if record is not None else {}
+        if split:
+            warm = split.get("tracing", 0.0) + split.get("aot_autograd", 0.0)
+        else:
+            warm = (record.compile_seconds or 0.0) / 3 if record is not None else 0.0
+        start = phases.get("start", 2.0) + phases.get("build", 0.0)
+        total += start + warm + (2 + blocks) * window_seconds
+    return total
 
 
 def starts_at_once(device: str, cores: int | None = None) -> int:

@@ -32,6 +32,7 @@ from autotune.measure import (
     ReplicateCallback,
     RunCallback,
     Subject,
+    expected_replicate_seconds,
     first_blocks,
     measure,
     measure_baselines,
@@ -394,10 +395,14 @@ def _planned(search: _Search) -> ReplicateCallback:
 
     def planned(campaign: Campaign, budget: Budget) -> None:
         done = campaign.replicates
-        pace = sum(r.seconds for r in done) / len(done) if done else None
+        if done:
+            pace = sum(r.seconds for r in done) / len(done)
+        else:  # before the first: a guess from the subjects' first runs, so the ETA counts down from the start
+            firsts = {n: campaign.cold.get(n) for n in campaign.measured() if campaign.failure(n) is None}
+            pace = expected_replicate_seconds(firsts, budget.blocks, search.options.protocol.window_seconds)
         left = max(budget.min_rounds - len(done), 1)
         running = len(done) < budget.max_rounds and not campaign.stopped
-        search.plan.confirmation_seconds = left * pace if pace is not None and running else 0.0
+        search.plan.confirmation_seconds = left * pace if running else 0.0
         search.plan.run_started = time.monotonic()
         search._report(None, f"confirmation: replicate {len(done) + 1} of {budget.min_rounds} to {budget.max_rounds}")
 
