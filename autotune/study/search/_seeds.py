@@ -2,9 +2,9 @@
 
 Before the sampler proposes anything, a new study is given, as its first trials, the
 configurations that are worth trying on almost any model (`expert_recipes`): plain
-`torch.compile`, the declared dynamic inputs marked dynamic, regional compilation of the
-repeated blocks, `max-autotune-no-cudagraphs`, padding the dynamic axes to a multiple of
-8, and a compiled optimizer step for training.
+`torch.compile`, the declared dynamic inputs marked dynamic, a compiled optimizer step for
+training, regional compilation of the repeated blocks, `max-autotune-no-cudagraphs`, and
+padding the dynamic axes to a multiple of 8.
 
 A recipe is a few answers to the space's questions (`scope: regional`); every other
 question gets its neutral answer: the default mode, no marks, no padding, each Inductor
@@ -49,6 +49,10 @@ def expert_recipes(workload: WorkloadSummary) -> list[Seed]:
     seeds = [Seed("plain", "plain torch.compile(model)")]
     if dynamic:
         seeds.append(Seed("mark_dynamic", "the declared dynamic inputs marked dynamic", {"mark_dynamic": True}))
+    if workload.task == "train":
+        # Before regional and max-autotune: the optimizer step is where the benchmark's training
+        # gains came from (captioning_static 1.25x, the toy's winner), so a short budget keeps it.
+        seeds.append(Seed("compiled-optimizer", "optimizer.step compiled too", {"compile_optimizer": True}))
     seeds.append(Seed("regional", "each repeated block compiled once and reused", {"scope": "regional"}))
     seeds.append(
         Seed("max-autotune", "Inductor's autotuned kernels, no CUDA graphs", {"mode": "max-autotune-no-cudagraphs"})
@@ -57,8 +61,6 @@ def expert_recipes(workload: WorkloadSummary) -> list[Seed]:
         seeds.append(
             Seed("pad8", f"dynamic axes padded to a multiple of {PAD_MULTIPLE}", {"padding_alignment": PAD_MULTIPLE})
         )
-    if workload.task == "train":
-        seeds.append(Seed("compiled-optimizer", "optimizer.step compiled too", {"compile_optimizer": True}))
     return seeds
 
 
