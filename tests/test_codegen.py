@@ -433,6 +433,46 @@ def test_each_newer_dimension_is_readable_code_that_runs_without_autotune(
     assert all(result["state_dict_unchanged"] for result in report.values())
 
 
+PRECISION_CHILD = r"""
+import json, sys, torch
+# A user's script that already used the per-backend API (torch 2.9 and later); the legacy getter,
+# which Inductor calls when it keys GEMM autotuning, now raises on this torch.
+torch.backends.cuda.matmul.fp32_precision = "tf32"
+try:
+    torch.get_float32_matmul_precision()
+    mixed = "readable"
+except RuntimeError:
+    mixed = "raises"
+namespace = {}
+exec(compile(open(sys.argv[1]).read(), "apply_compilation.py", "exec"), namespace)
+namespace["apply_compilation"](torch.nn.Linear(4, 4))
+print(json.dumps({
+    "before": mixed,
+    "after": torch.get_float32_matmul_precision(),
+    "cuda_matmul": torch.backends.cuda.matmul.fp32_precision,
+    "cpu_matmul": torch.backends.mkldnn.matmul.fp32_precision,
+}))
+"""
+
+
+def test_the_generated_precision_setting_leaves_inductor_able_to_read_it(
+    toy_summary: WorkloadSummary, tmp_path
+) -> None:
+    # The per-backend API alone would leave torch.get_float32_matmul_precision() raising inside Inductor;
+    # the process-wide setter the generated code uses sets every backend and keeps it readable.
+    if not hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        pytest.fail(f"torch {torch.__version__} lacks the per-backend API this test is about")
+    path = tmp_path / "apply_compilation.py"
+    path.write_text(generate(CompileConfig(float32_matmul_precision="medium"), toy_summary))
+    child = subprocess.run(
+        [sys.executable, "-c", PRECISION_CHILD, str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert child.returncode == 0, child.stderr[-2000:]
+    seen = json.loads(child.stdout.splitlines()[-1])
+    assert seen["before"] == "raises", "this torch still mixes the two APIs badly: the reason for the choice"
+    assert seen == {"before": "raises", "after": "medium", "cuda_matmul": "tf32", "cpu_matmul": "bf16"}
+
+
 def test_a_precision_change_is_said_in_the_header(toy_summary: WorkloadSummary) -> None:
     source = generate(CompileConfig(float32_matmul_precision="medium"), toy_summary)
     header = ast.get_docstring(ast.parse(source)) or ""

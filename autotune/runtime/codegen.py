@@ -283,7 +283,10 @@ def _apply_function(config: CompileConfig) -> str:
     if config.float32_matmul_precision is not None:
         body = [
             "# Changes numerics (searched only with --allow-precision-changes): float32 matmuls may",
-            "# use faster, less exact passes (TF32 or bfloat16 where the hardware has them).",
+            "# use faster, less exact passes (TF32 or bfloat16 where the hardware has them). This is",
+            "# the process-wide setting, not the per-backend `fp32_precision` ones: Inductor reads it",
+            "# (torch.get_float32_matmul_precision), which raises once only those were set, and this",
+            "# call sets them all consistently.",
             f"torch.set_float32_matmul_precision({_literal(config.float32_matmul_precision)})",
             *body,
         ]
