@@ -221,6 +221,8 @@ def test_a_tuned_trainer_trains_as_eager_does_and_its_checkpoints_load_anywhere(
     assert max(abs(a - b) for a, b in zip(resumed, tuned[10:], strict=True)) < 1e-3, (resumed, tuned[10:])
 
 
+# Beside other tests: nothing here rests on a figure (no pruner, no slow-ratio rule, either export accepted).
+@pytest.mark.parallel
 def test_the_example_trainer_is_searched_and_its_export_applies_to_a_new_trainer(tmp_path: Path) -> None:
     out = tmp_path / "search"
     printed, progress = io.StringIO(), io.StringIO()
