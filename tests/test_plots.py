@@ -17,3 +17,27 @@ def test_points_close_together_share_one_label_and_others_keep_theirs() -> None:
         ((32.7, 1089.0), "#5"),
     ]
     assert [text for _, text in _labels([1.0], [2.0], ["#7"])] == ["#7"], "a single point: no span to divide by"
+
+
+def test_the_decision_plot_shows_every_interval_with_room_for_its_label_and_readable_ticks(
+    tmp_path, monkeypatch
+) -> None:
+    from autotune.study.report import _plots
+
+    drawn = {}
+    original = _plots._save
+
+    def keep(plt, ax, out_dir, name):
+        drawn["xlim"], drawn["ticks"] = ax.get_xlim(), list(ax.get_xticks())
+        return original(plt, ax, out_dir, name)
+
+    monkeypatch.setattr(_plots, "_save", keep)
+    rows = [
+        {"subject": "eager", "vs_compile": {"median": 0.88, "low": 0.78, "high": 1.01}},
+        {"subject": "trial 2", "vs_compile": {"median": 1.15, "low": 0.98, "high": 1.36}},
+    ]
+    title, shown = _plots.decision(tmp_path, rows, 0.02, "trial 2")
+    assert shown == "decision.png" and (tmp_path / "decision.png").stat().st_size > 0
+    left, right = drawn["xlim"]
+    assert left < 0.78 and right > 1.36 * 1.3, "the widest interval and the label beside it fit"
+    assert 1.0 in drawn["ticks"] and len(drawn["ticks"]) >= 4, drawn["ticks"]

@@ -55,6 +55,10 @@ def _save(plt: Any, ax: Any, out_dir: Path, name: str) -> str:
     return name
 
 
+RATIO_TICKS = (0.25, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 8.0)
+"""Where the decision plot's ratio axis is labelled (those inside its range)."""
+
+
 def decision(out_dir: Path, rows: list[dict[str, Any]], within: float, exported: str | None) -> Plot:
     """The decision itself: each confirmed subject's ratio to plain torch.compile with its 95% interval.
 
@@ -86,9 +90,14 @@ def decision(out_dir: Path, rows: list[dict[str, Any]], within: float, exported:
     ax.set_xscale("log")
     from matplotlib.ticker import FuncFormatter  # with matplotlib itself, only when a plot is drawn
 
+    # Room on the right for the labels beside each interval, and ticks a reader can read the ratios from.
+    lowest = min([1 / (1 + within), *(float(r["vs_compile"]["low"]) for r in shown)])
+    highest = max([1 + within, *(float(r["vs_compile"]["high"]) for r in shown)])
+    left, right = lowest / 1.05, highest * 1.35
+    ax.set_xlim(left, right)
+    ax.set_xticks([t for t in RATIO_TICKS if left <= t <= right] or [1.0])
     ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}x"))
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
-    ax.margins(x=0.3)
     ax.set_xlabel("times as fast as plain torch.compile (geometric mean of paired replicates, 95% interval)")
     ax.set_title(title)
     return title, _save(plt, ax, out_dir, "decision.png")
