@@ -31,6 +31,7 @@ from autotune.measure import (
     confirmation_cells,
     confirmation_rows,
     decide,
+    design_text,
     metrics,
     outcome,
     replicate_interval,
@@ -370,6 +371,8 @@ class Stand:
     def name_of(self, request) -> str:
         if request.source is None:
             return "eager"
+        if "max_autotune" in request.source:
+            return "trial 8"
         return "compile" if "scope=whole" in request.source else "trial 7"
 
 
@@ -692,3 +695,97 @@ def test_an_interval_that_reaches_no_gain_has_no_upper_end_of_its_break_even() -
     assert figures["steps"] is not None and figures["low"] is not None and figures["high"] is None
     assert confirmation_cells(confirmation_rows(timed))[3][5].startswith(f"{figures['steps']:,.0f} steps [")
     assert ", never]" in confirmation_cells(confirmation_rows(timed))[3][5]
+
+
+# -- racing: subjects that no longer bear on the question leave later replicates -------------------
+
+MAX_AUTOTUNE = CompileConfig(scope="regional", mode=None, options={"max_autotune": True})
+
+
+def racers() -> list[Subject]:
+    return [*subjects(), Subject(name="trial 8", config=MAX_AUTOTUNE, trial=8)]
+
+
+@pytest.mark.parametrize(("spread", "retired"), [(0.014, True), (0.017, False)])
+def test_a_configuration_decided_slower_than_the_leader_leaves_later_replicates(
+    harness, stand, spread: float, retired: bool
+) -> None:
+    # Trial 8 runs 0.9x the leader, then 0.9 * (1 + spread): over two replicates the t-interval's top
+    # (12.71 standard errors) is exp(log 0.9 + spread/2 + 6.35 * spread), below 1 only for spreads under 0.0154.
+    rates = {"eager": [50.0], "compile": [100.0], "trial 7": [100.0], "trial 8": [90.0, 90.0 * (1 + spread)]}
+    fake = stand(rates)
+    budget = Budget(min_rounds=4, max_rounds=4, race=True)
+    result = engine.measure(harness, racers(), objective=THROUGHPUT, budget=budget)
+    assert ("trial 8" in fake.replicates[2]) is not retired, fake.replicates
+    assert result.retired.get("trial 8", "").startswith("after replicate 2: slower than trial 7, 0.9") is retired
+    if retired:
+        assert result.ratio("trial 8", "compile").rounds == 2, "its figures rest on the replicates it ran in"
+        assert result.runs["trial 8"][2:] == [None, None]
+    assert all("compile" in names and "trial 7" in names for names in fake.replicates), "reference and leader stay"
+
+
+@pytest.mark.parametrize(("eager", "retired"), [([99.0, 99.13], True), ([99.0, 99.2], False)])
+def test_eager_leaves_later_replicates_only_once_decided_slower_than_plain_compile(
+    harness, stand, eager: list[float], retired: bool
+) -> None:
+    # Eager matters to the export while it might beat plain compile: then a configuration must beat eager too.
+    # At 0.99x, then 0.99x times 1.0013 or 1.002, the interval's top is just below 1, or just above it.
+    fake = stand({"eager": eager, "compile": [100.0], "trial 7": [100.0, 101.0, 99.0]})
+    result = engine.measure(harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=3, race=True))
+    assert ("eager" in fake.replicates[2]) is not retired, fake.replicates
+    assert result.retired.get("eager", "").startswith("after replicate 2: slower than compile") is retired
+
+
+def test_without_racing_every_subject_runs_every_replicate(harness, stand) -> None:
+    rates = {"eager": [50.0], "compile": [100.0], "trial 7": [100.0], "trial 8": [80.0]}
+    fake = stand(rates)
+    result = engine.measure(harness, racers(), objective=THROUGHPUT, budget=Budget(min_rounds=4, max_rounds=4))
+    assert all(len(names) == 4 for names in fake.replicates) and not result.retired
+
+
+def test_a_retired_subject_is_not_the_leader_and_its_retirement_is_kept(harness, stand) -> None:
+    rates = {"eager": [50.0], "compile": [100.0], "trial 7": [100.0, 100.0, 60.0, 60.0], "trial 8": [90.0]}
+    stand(rates)
+    result = engine.measure(
+        harness, racers(), objective=THROUGHPUT, budget=Budget(min_rounds=4, max_rounds=4, race=True)
+    )
+    # Trial 7 fell behind after trial 8 had left: trial 8, decided slower than it, is not made the leader again.
+    assert "trial 8" in result.retired and result.leader() == "trial 7"
+    again = Campaign.from_dict(result.to_dict())
+    assert again.retired == result.retired and again.design()["retired"] == result.retired
+
+
+def test_a_configuration_decided_slower_than_plain_compile_leaves_even_when_close_to_the_leader(harness, stand) -> None:
+    # Both configurations lose to plain compile; trial 8 cannot be told from the leader, but it cannot be exported.
+    rates = {"eager": [50.0], "compile": [100.0], "trial 7": [80.0, 81.0], "trial 8": [79.0, 81.5]}
+    fake = stand(rates)
+    result = engine.measure(harness, racers(), objective=THROUGHPUT, budget=Budget(min_rounds=3, race=True))
+    assert result.ratio("trial 8", "trial 7").high > 1.0
+    assert result.retired["trial 8"].startswith("after replicate 2: slower than compile")
+    assert fake.replicates[2] == ["compile", "trial 7"]
+
+
+def test_a_configuration_that_left_the_race_is_not_exported(harness, stand) -> None:
+    # Trial 8 left after two replicates, decided slower than trial 7, which then fell behind: trial 7 is
+    # the one measured to the end, and undecided; trial 8's two replicates alone cannot make it the export.
+    rates = {"eager": [50.0], "compile": [100.0], "trial 7": [120.0, 120.0, 95.0, 95.0], "trial 8": [110.0]}
+    stand(rates)
+    result = engine.measure(
+        harness, racers(), objective=THROUGHPUT, budget=Budget(min_rounds=4, max_rounds=4, race=True)
+    )
+    assert (
+        "trial 8" in result.retired
+        and result.ratio("trial 8", "compile").median > result.ratio("trial 7", "compile").median
+    )
+    assert choose(result).subject == "compile"
+
+
+def test_the_design_text_names_who_left_the_race_and_why(harness, stand) -> None:
+    rates = {"eager": [50.0], "compile": [100.0], "trial 7": [100.0], "trial 8": [90.0]}
+    stand(rates)
+    result = engine.measure(
+        harness, racers(), objective=THROUGHPUT, budget=Budget(min_rounds=3, max_rounds=3, race=True)
+    )
+    text = design_text(result)
+    assert "Left out of later replicates: eager (after replicate 2: slower than compile, 0.50x [0.50, 0.50]); " in text
+    assert "trial 8 (after replicate 2: slower than trial 7, 0.90x [0.90, 0.90])" in text

@@ -54,6 +54,29 @@ def test_the_confirmation_eta_counts_down_from_a_guess_made_before_its_first_rep
     assert notes == ["confirmation: replicate 1 of 3 to 6", "confirmation: replicate 2 of 3 to 6"]
 
 
+def test_a_subject_left_out_of_later_replicates_is_said_once_with_why() -> None:
+    firsts = {n: RunRecord(state="complete", samples_per_second=100.0) for n in ("eager", "compile", "trial 3")}
+    campaign = Campaign(
+        subjects={n: Subject(name=n, config=None) for n in firsts}, objective=Objective(), cold=dict(firsts)
+    )
+    said: list[str] = []
+    search = SimpleNamespace(
+        plan=Plan(),
+        options=SimpleNamespace(protocol=Protocol(window_seconds=0.5)),
+        _report=lambda trial, phase: None,
+        _note=said.append,
+    )
+    planned = _search_session._planned(search)
+    budget = Budget(min_rounds=3, max_rounds=6, blocks=10)
+    planned(campaign, budget)
+    campaign.retired["trial 3"] = "after replicate 2: slower than trial 5, 0.91x [0.85, 0.97]"
+    planned(campaign, budget)
+    planned(campaign, budget)
+    assert said == [
+        "confirm: trial 3 left out of later replicates, after replicate 2: slower than trial 5, 0.91x [0.85, 0.97]"
+    ]
+
+
 def test_durations_read_like_a_person_would_say_them() -> None:
     assert [duration(s) for s in (4.4, 65, 3725)] == ["4 s", "1 min 05 s", "1 h 02 min"]
 

@@ -137,6 +137,9 @@ class Campaign:
     """Why the measurement stopped: what it decided, or that its budget was spent."""
     orders: list[list[str]] = field(default_factory=list)
     """Files of earlier versions: the order of each rotated round (their runs were one per round)."""
+    retired: dict[str, str] = field(default_factory=dict)
+    """Subjects left out of later replicates because they no longer bear on the question, and why (racing: see
+    `autotune.measure._engine`). Their figures rest on the replicates they ran in."""
 
     @property
     def rounds(self) -> int:
@@ -146,6 +149,10 @@ class Campaign:
     def measured(self) -> list[str]:
         """The subjects that are run, in order: every one but those that are a baseline (`Subject.same_as`)."""
         return [name for name, subject in self.subjects.items() if subject.same_as is None]
+
+    def racing(self) -> list[str]:
+        """The subjects the next replicate runs: measured, not failed, not retired."""
+        return [n for n in self.measured() if self.failure(n) is None and n not in self.retired]
 
     def complete_runs(self, name: str) -> list[RunRecord]:
         return [r for r in self.runs.get(name, []) if r is not None and r.complete]
@@ -256,15 +263,21 @@ class Campaign:
             else None,
             "components": {"against": reference, "subject": leader, **parts.to_dict()} if parts and leader else None,
             "interval": "Student t over replicates of their paired log-ratios (df = replicates - 1)",
+            "retired": dict(self.retired),
             "stopped": self.stopped,
         }
 
     def leader(self, reference: str = "compile") -> str | None:
-        """The configuration whose ratio to `reference` is highest (the other baseline when there is none)."""
+        """The configuration still measured whose ratio to `reference` is highest (the other baseline when there is
+        none)."""
         names = [
             n
             for n, s in self.subjects.items()
-            if n not in BASELINES and s.config is not None and n != reference and s.same_as != reference
+            if n not in BASELINES
+            and s.config is not None
+            and n != reference
+            and s.same_as != reference
+            and n not in self.retired
         ]
         if not names:
             names = [n for n in BASELINES if n != reference and n in self.subjects]
@@ -274,7 +287,13 @@ class Campaign:
     def only(self, names: Sequence[str]) -> Campaign:
         """The same replicates, restricted to some subjects (e.g. the baselines and one candidate)."""
         kept = [n for n in names if n in self.subjects]
-        view = Campaign(objective=self.objective, replicates=self.replicates, orders=self.orders, stopped=self.stopped)
+        view = Campaign(
+            objective=self.objective,
+            replicates=self.replicates,
+            orders=self.orders,
+            stopped=self.stopped,
+            retired={n: why for n, why in self.retired.items() if n in kept},
+        )
         view.subjects = {n: self.subjects[n] for n in kept}
         view.runs = {n: self.runs[n] for n in kept}
         view.cold = {n: r for n, r in self.cold.items() if n in kept}
@@ -295,6 +314,8 @@ class Campaign:
         }
         if self.orders:
             data["orders"] = self.orders
+        if self.retired:
+            data["retired"] = dict(self.retired)
         return data
 
     def _subject_dict(self, name: str, subject: Subject) -> dict[str, Any]:
@@ -317,6 +338,7 @@ class Campaign:
             orders=[list(o) for o in data.get("orders", [])],
             replicates=[Replicate.from_dict(r) for r in data.get("replicates") or [] if isinstance(r, Mapping)],
             stopped=str(data.get("stopped") or ""),
+            retired={str(k): str(v) for k, v in (data.get("retired") or {}).items()},
         )
         for name, entry in (data.get("subjects") or {}).items():
             config = CompileConfig.from_dict(entry["config"]) if entry.get("config") is not None else None

@@ -98,6 +98,8 @@ def _choose(campaign: Campaign, *, min_gain: float, within: float) -> Choice:
     for name, subject in campaign.subjects.items():
         if name in BASELINES or subject.config is None or campaign.failure(name) is not None:
             continue
+        if name in campaign.retired:
+            continue  # decided slower than another configuration, or than plain compile: it left the race
         versus = campaign.ratio(name, "compile")
         # Where eager is confirmed faster than plain compile, a configuration must beat eager too.
         if versus is not None and (not eager_leads or _beats(campaign.ratio(name, "eager"), min_gain)):

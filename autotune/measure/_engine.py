@@ -10,7 +10,10 @@ benchmark call. It
    window; the first `PROBE_REPLICATES` hold `blocks` windows each, later ones as many as
    the variance components and the costs of a window and of a replicate say
    (`windows_per_replicate`);
-4. stops once at least `min_rounds` replicates ran and the leading configuration's ratio to
+4. with `race`, leaves out of later replicates the subjects that no longer bear on the question
+   (`retire`): a configuration decided slower than the leader or than `reference`, eager
+   decided slower than `reference`. The leader and `reference` always run;
+5. stops once at least `min_rounds` replicates ran and the leading configuration's ratio to
    `reference` is decided (a gain, a loss, or equivalent within +/- `decide_within`) and, with
    `precision`, its interval is that narrow; or when `max_rounds` replicates or
    `budget_seconds` of measurement are spent, and says which (`Campaign.stopped`).
@@ -34,7 +37,7 @@ from autotune.measure._statistics import outcome, windows_per_replicate
 from autotune.trial.request import Protocol, RunRecord, TrialRequest
 from autotune.trial.runner import run_trial
 
-__all__ = ["Budget", "ReplicateCallback", "RunCallback", "first_blocks", "measure"]
+__all__ = ["Budget", "ReplicateCallback", "RunCallback", "first_blocks", "measure", "retire"]
 
 RunCallback = Callable[[str, int, RunRecord], None]
 """Called after each run with the subject's name, the replicate (from 0; -1 for a first, cold run) and its record."""
@@ -65,6 +68,8 @@ class Budget:
     seconds: float | None = None
     """Wall seconds of replicates (after the first runs) at most."""
     reference: str = "compile"
+    race: bool = False
+    """Leave out of later replicates the subjects that no longer bear on the question (see `retire`)."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_rounds <= self.max_rounds:
@@ -114,6 +119,8 @@ def measure(
         _first_runs(harness, campaign, folders, on_run)
         started = time.monotonic()
         while campaign.rounds < budget.max_rounds and _measurable(campaign):
+            if budget.race:
+                retire(campaign, budget.reference)  # before a replicate: only one that runs can leave anyone out
             if on_replicate:
                 on_replicate(campaign, budget)
             _one_replicate(harness, campaign, folders, budget, rng, on_run)
@@ -148,7 +155,7 @@ def _first_runs(harness: Harness, campaign: Campaign, folders: dict[str, str], o
     """Each subject without a first run: alone, cold, in its empty folder; compile time, accuracy, one stream pass."""
     for name in campaign.measured():
         subject = campaign.subjects[name]
-        if name in campaign.cold and (subject.config is None or _has_cache(folders[name])):
+        if name in campaign.cold and (subject.config is None or has_warm_cache(folders[name])):
             continue  # its first run was made, and filled the folder its replicates start from
         request = harness.request(subject.config, created=subject.created, cache_dir=folders[name])
         run = run_trial(request)
@@ -159,14 +166,47 @@ def _first_runs(harness: Harness, campaign: Campaign, folders: dict[str, str], o
             on_run(name, -1, record)
 
 
-def _has_cache(folder: str) -> bool:
+def has_warm_cache(folder: str) -> bool:
     """Whether a subject's cache folder holds what a first run leaves (Inductor's caches)."""
     return any((Path(folder) / "inductor").glob("*"))
 
 
 def _measurable(campaign: Campaign) -> bool:
     """Whether two subjects are left to compare: one alone has no partner for a ratio."""
-    return sum(1 for n in campaign.measured() if campaign.failure(n) is None) >= 2
+    return len(campaign.racing()) >= 2
+
+
+def retire(campaign: Campaign, reference: str = "compile") -> dict[str, str]:
+    """Racing: leave out of later replicates each subject that no longer bears on the question; the ones retired now.
+
+    The question is the leader against `reference`, and what is exported: the best configuration
+    decided a gain. So, once its interval (over the replicates so far, at least two) says so:
+
+    * a configuration slower than the leader, or slower than `reference`, cannot be exported;
+    * eager slower than `reference` cannot make a configuration need to beat eager too.
+
+    The leader and `reference` always run. A retired subject keeps its figures, over the
+    replicates it ran in, and `Campaign.retired` says after which replicate and why.
+    """
+    if campaign.rounds < 2:
+        return {}
+    leader = campaign.leader(reference)
+    now: dict[str, str] = {}
+    for name in campaign.racing():
+        if name in (reference, leader):
+            continue
+        subject = campaign.subjects[name]
+        rivals = [reference] if subject.config is None else [r for r in (leader, reference) if r is not None]
+        for rival in rivals:
+            versus = campaign.ratio(name, rival)
+            if versus is not None and versus.rounds >= 2 and versus.high < 1.0:
+                now[name] = (
+                    f"after replicate {campaign.rounds}: slower than {rival}, {versus.median:.2f}x "
+                    f"[{versus.low:.2f}, {versus.high:.2f}]"
+                )
+                break
+    campaign.retired.update(now)
+    return now
 
 
 def _one_replicate(
@@ -177,7 +217,7 @@ def _one_replicate(
     rng: random.Random,
     on_run: RunCallback | None,
 ) -> None:
-    names = [n for n in campaign.measured() if campaign.failure(n) is None]
+    names = campaign.racing()
     requests: dict[str, TrialRequest] = {}
     for name in names:
         subject = campaign.subjects[name]
@@ -240,7 +280,7 @@ def _blocks(campaign: Campaign, budget: Budget, harness: Harness) -> int:
     parts = campaign.components(leader, budget.reference) if leader else None
     if parts is None or parts.replicates < 2:
         return budget.blocks
-    subjects = max(len(campaign.measured()), 1)
+    subjects = max(len(campaign.racing()), 1)
     ready = sum(r.ready_seconds for r in campaign.replicates) / campaign.rounds
     window = harness.protocol.window_seconds * subjects  # a block: one window of every subject
     return windows_per_replicate(

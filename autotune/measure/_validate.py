@@ -129,6 +129,7 @@ def validate(
         max_rounds=max(max_rounds, repeats),
         precision=precision,
         seconds=measure_seconds,
+        race=True,
     )
     campaign = measure(
         harness,
@@ -159,4 +160,7 @@ def design_text(campaign: Campaign) -> str:
             f"; a window's paired log-ratio varied by {parts['window_sd']:.3f} (sd), a replicate's beyond its "
             f"windows by {parts['replicate_sd']:.3f}"
         )
+    retired = design.get("retired") or {}
+    if retired:
+        text += ". Left out of later replicates: " + "; ".join(f"{name} ({why})" for name, why in retired.items())
     return text + f". Stopped: {campaign.stopped or 'not measured'}."

@@ -336,7 +336,12 @@ def _confirm(search: _Search) -> Campaign | None:
         search.harness,
         _subjects(search, top),
         objective=search.objective,
-        budget=Budget(min_rounds=options.rounds, max_rounds=options.max_rounds, blocks=first_blocks(options.protocol)),
+        budget=Budget(
+            min_rounds=options.rounds,
+            max_rounds=options.max_rounds,
+            blocks=first_blocks(options.protocol),
+            race=True,
+        ),
         on_run=_shown(search),
         on_replicate=_planned(search),
         cache_root=search.loop.caches,
@@ -393,12 +398,18 @@ def _shown(search: _Search) -> RunCallback:
 def _planned(search: _Search) -> ReplicateCallback:
     """Keep the ETA on the measurement: the replicates still needed at least, at the pace of those so far."""
 
+    told: set[str] = set()
+
     def planned(campaign: Campaign, budget: Budget) -> None:
+        for name, why in campaign.retired.items():
+            if name not in told:
+                told.add(name)
+                search._note(f"confirm: {name} left out of later replicates, {why}")
         done = campaign.replicates
         if done:
             pace = sum(r.seconds for r in done) / len(done)
         else:  # before the first: a guess from the subjects' first runs, so the ETA counts down from the start
-            firsts = {n: campaign.cold.get(n) for n in campaign.measured() if campaign.failure(n) is None}
+            firsts = {n: campaign.cold.get(n) for n in campaign.racing()}
             pace = expected_replicate_seconds(firsts, budget.blocks, search.options.protocol.window_seconds)
         left = max(budget.min_rounds - len(done), 1)
         running = len(done) < budget.max_rounds and not campaign.stopped
