@@ -149,6 +149,10 @@ def test_describe_says_what_was_measured() -> None:
         "compile cache: compile_cache.bin (2 KiB); compile and warm-up took 9.5 s cold and 3.2 s with the cache loaded"
     )
     assert "not saved (the cold run failed)" in compile_cache.describe({"saved": False, "note": "the cold run failed"})
+    measured = {**section, "saved_from": compile_cache.SAVED_FROM_MEASURED}
+    assert compile_cache.describe(measured).startswith(
+        "compile cache: compile_cache.bin (2 KiB) (saved from the cache of the run that was measured); "
+    )
 
 
 def test_generated_code_loads_the_cache_beside_it_by_default(tmp_path: Path) -> None:

@@ -1,4 +1,10 @@
-"""The winner's compile cache: run it cold saving its artifacts, then warm with them loaded, and time both."""
+"""The winner's compile cache: save its artifacts from a run, then load them in a fresh worker, and time both.
+
+The artifacts come from the run that was measured where there is one: a worker started from the
+confirmed subject's own cache folder saves exactly what the confirmation ran (max-autotune's
+kernel choices included), and costs a warm start instead of another cold compile. The cold
+compile time reported is then that subject's first run's.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from autotune.measure._campaign import Harness, with_protocol
-from autotune.runtime.compile_cache import CACHE_FILE
+from autotune.measure._engine import has_warm_cache
+from autotune.runtime.compile_cache import CACHE_FILE, SAVED_FROM_COLD, SAVED_FROM_MEASURED
 from autotune.runtime.config import CompileConfig
 from autotune.trial.runner import run_trial
 
@@ -17,14 +24,23 @@ __all__ = ["record_compile_cache"]
 
 
 def record_compile_cache(
-    harness: Harness, config: CompileConfig, created: str | None, folder: str | os.PathLike[str]
+    harness: Harness,
+    config: CompileConfig,
+    created: str | None,
+    folder: str | os.PathLike[str],
+    *,
+    warm_from: str | None = None,
+    cold_seconds: float | None = None,
 ) -> tuple[dict[str, Any], Path | None]:
-    """Run a configuration cold in a fresh worker that saves its artifacts, then in another with them loaded.
+    """Run a configuration in a worker that saves its artifacts, then in a fresh one with them loaded.
 
-    Returns best.yaml's `compile_cache` section (both compile times, the file's fingerprint)
-    and the saved file, staged in `folder` under a temporary name for the caller to move into
-    place. The file is None, and the section says why, when a run failed or nothing was saved.
-    Both runs use fresh Inductor and Triton caches, so the second one starts from the file alone.
+    The saving run starts from `warm_from`, the cache folder of the measured subject, when it
+    holds Inductor's caches and `cold_seconds` (that subject's cold compile time) is known;
+    otherwise it compiles cold in a fresh cache. Returns best.yaml's `compile_cache` section
+    (both compile times, the file's fingerprint) and the saved file, staged in `folder` under a
+    temporary name for the caller to move into place. The file is None, and the section says
+    why, when a run failed or nothing was saved. The run with the file loaded uses fresh Inductor
+    and Triton caches, so it starts from the file alone.
     """
     # The writer's pid in the name lets a later run remove the file if this process is killed (see publish).
     fd, name = tempfile.mkstemp(prefix=f".{CACHE_FILE}.{os.getpid()}.", suffix=".staged", dir=folder)
@@ -32,10 +48,13 @@ def record_compile_cache(
     staged = Path(name)
     # Compile time does not depend on how long throughput is measured: one window and no stream is enough.
     request = with_protocol(harness, windows=1, fresh_batches=0).request(config, created=created)
-    cold = run_trial(replace(request, save_cache_path=str(staged)))
-    if cold.state != "complete" or not cold.cache.get("saved"):
+    measured = warm_from is not None and cold_seconds is not None and has_warm_cache(warm_from)
+    saving = replace(request, save_cache_path=str(staged), cache_dir=warm_from if measured else None)
+    saver = run_trial(saving)
+    if saver.state != "complete" or not saver.cache.get("saved"):
         staged.unlink(missing_ok=True)
-        why = cold.cache.get("message") or f"the cold run {cold.state}: {cold.reason} {cold.message}".strip()
+        what = "the run from the measured cache" if measured else "the cold run"
+        why = saver.cache.get("message") or f"{what} {saver.state}: {saver.reason} {saver.message}".strip()
         return {"saved": False, "note": why}, None
     warm = run_trial(replace(request, load_cache_path=str(staged)))
     if warm.state != "complete" or not warm.cache.get("loaded"):
@@ -45,18 +64,20 @@ def record_compile_cache(
             "saved": False,
             "note": why if warm.state != "complete" else "the saved cache could not be loaded",
         }, None
-    cold_seconds = float(cold.result["compile_seconds"])
+    if not measured or cold_seconds is None:
+        cold_seconds = float(saver.result["compile_seconds"])
     warm_seconds = float(warm.result["compile_seconds"])
     section = {
         "file": CACHE_FILE,
         "saved": True,
-        "bytes": cold.cache["bytes"],
-        "sha256": cold.cache["sha256"],
-        "artifacts": cold.cache.get("artifacts", {}),
-        "fingerprint": cold.cache["fingerprint"],
+        "bytes": saver.cache["bytes"],
+        "sha256": saver.cache["sha256"],
+        "artifacts": saver.cache.get("artifacts", {}),
+        "fingerprint": saver.cache["fingerprint"],
         "cold_compile_seconds": round(cold_seconds, 3),
         "cached_compile_seconds": round(warm_seconds, 3),
         "load_seconds": round(float(warm.cache.get("load_seconds", 0.0)), 3),
         "saved_fraction": round(1 - warm_seconds / cold_seconds, 3) if cold_seconds > 0 else None,
+        "saved_from": SAVED_FROM_MEASURED if measured else SAVED_FROM_COLD,
     }
     return section, staged

@@ -26,6 +26,8 @@ __all__ = [
     "CACHE_FILE",
     "FINGERPRINT_KEYS",
     "MAGIC",
+    "SAVED_FROM_COLD",
+    "SAVED_FROM_MEASURED",
     "describe",
     "load_compile_cache",
     "read_header",
@@ -185,11 +187,19 @@ def read_header(path: str | os.PathLike[str]) -> Mapping[str, Any]:
     return header if isinstance(header, dict) and header.get("format") == MAGIC else {}
 
 
+SAVED_FROM_MEASURED = "measured cache"
+"""A `compile_cache` section's `saved_from` when the artifacts came from the measured subject's own cache folder."""
+SAVED_FROM_COLD = "cold compile"
+"""... and when they came from a compile in an empty cache."""
+
+
 def describe(section: Mapping[str, Any]) -> str:
     """One line on a `compile_cache` section, for terminals and reports."""
     if not section.get("saved"):
         return f"compile cache: not saved ({section.get('note', 'not measured')})"
+    measured = section.get("saved_from") == SAVED_FROM_MEASURED
+    source = " (saved from the cache of the run that was measured)" if measured else ""
     return (
-        f"compile cache: {section['file']} ({section['bytes'] / 1024:.0f} KiB); compile and warm-up took "
+        f"compile cache: {section['file']} ({section['bytes'] / 1024:.0f} KiB){source}; compile and warm-up took "
         f"{section['cold_compile_seconds']:.1f} s cold and {section['cached_compile_seconds']:.1f} s with the cache loaded"
     )

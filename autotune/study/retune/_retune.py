@@ -458,9 +458,16 @@ def _publish(
     cache: dict[str, Any] = {}
     staged = None
     if run.options.compile_cache and subject.config.scope != "none":
-        run._note("compile cache: cold, then warm")
+        run._note("compile cache: saved from the measured cache, then loaded")
         try:
-            cache, staged = record_compile_cache(run.harness, subject.config, subject.created, run.out_dir)
+            cache, staged = record_compile_cache(
+                run.harness,
+                subject.config,
+                subject.created,
+                run.out_dir,
+                warm_from=campaign.subjects[subject.same_as or name].cache_dir,
+                cold_seconds=campaign.compile_seconds(name),
+            )
         except ConfigError as exc:
             cache = {"saved": False, "note": str(exc)}
         run._note(compile_cache.describe(cache))

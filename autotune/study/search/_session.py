@@ -150,7 +150,7 @@ class _Search:
             )
         self.study.set_user_attr("search_wall_seconds", round(time.monotonic() - self.started, 1))
         if self.options.compile_cache:
-            self._save_compile_cache(campaign_of(self.study)[0])
+            self._save_compile_cache(campaign_of(self.study)[0], campaign)
         return export_study(self.study, self.options.out_dir)
 
     def _diagnose(self) -> None:
@@ -237,15 +237,26 @@ class _Search:
         self.plan.trials = max(self.options.trials - self.loop.ledger.started(), 0)
         self.plan.typical_run = self.loop.ledger.typical_seconds() or self.plan.typical_run
 
-    def _save_compile_cache(self, campaign: Campaign) -> None:
-        """Save the exported configuration's compile artifacts beside best.yaml, and time compiling with them."""
+    def _save_compile_cache(self, campaign: Campaign, measured: Campaign | None) -> None:
+        """Save the exported configuration's compile artifacts beside best.yaml, and time compiling with them.
+
+        `measured` is this session's confirmation, whose subjects know their cache folders (the
+        stored campaign does not keep paths that are gone once the search ends).
+        """
         choice = exported_choice(self.study, campaign)
         if choice.config.scope == "none":
             return
         self.plan.run_started = time.monotonic()
-        self._report(choice.trial, "compile cache: cold, then warm")
-        created = campaign.subjects[choice.subject].created
-        section, staged = record_compile_cache(self.harness, choice.config, created, self.options.out_dir)
+        self._report(choice.trial, "compile cache: save, then load")
+        subject = campaign.subjects[choice.subject]
+        section, staged = record_compile_cache(
+            self.harness,
+            choice.config,
+            subject.created,
+            self.options.out_dir,
+            warm_from=_cache_folder(measured, subject.same_as or choice.subject),
+            cold_seconds=campaign.compile_seconds(choice.subject),
+        )
         if staged is not None:
             os.replace(staged, self.options.out_dir / "compile_cache.bin")
         self.study.set_user_attr("compile_cache", {**section, "subject": choice.subject})
@@ -261,6 +272,12 @@ class _Search:
             done = len(self.loop.ledger.finished())
             eta = self.plan.eta(time.monotonic())
             self.progress(Progress(done, self.options.trials, trial, phase, eta, message))
+
+
+def _cache_folder(campaign: Campaign | None, name: str) -> str | None:
+    """The cache folder a subject of this session's confirmation ran in, if any."""
+    subject = campaign.subjects.get(name) if campaign is not None else None
+    return subject.cache_dir if subject is not None else None
 
 
 def _baselines(search: _Search) -> dict[str, dict[str, Any]]:
