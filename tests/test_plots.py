@@ -42,3 +42,22 @@ def test_the_decision_plot_shows_every_interval_with_room_for_its_label_and_read
     assert left < 0.78 and right > 1.36 * 1.3, "the widest interval and the label beside it fit"
     visible = [t for t in drawn["ticks"] if left <= t <= right]
     assert 1.0 in visible and len(visible) >= 4, ("a reader needs labelled ratios on the axis", drawn["ticks"])
+
+
+def test_a_subject_that_left_the_later_replicates_says_on_how_many_it_rests(tmp_path, monkeypatch) -> None:
+    from autotune.study.report import _plots
+
+    texts = {}
+    original = _plots._save
+
+    def keep(plt, ax, out_dir, name):
+        texts["labels"] = [t.get_text() for t in ax.texts]
+        return original(plt, ax, out_dir, name)
+
+    monkeypatch.setattr(_plots, "_save", keep)
+    rows = [
+        {"subject": "eager", "vs_compile": {"median": 0.91, "low": 0.90, "high": 0.92, "rounds": 2}},
+        {"subject": "trial 2", "vs_compile": {"median": 1.14, "low": 1.08, "high": 1.21, "rounds": 3}},
+    ]
+    _plots.decision(tmp_path, rows, 0.02, "trial 2")
+    assert texts["labels"] == ["0.91x [0.90, 0.92] (2 replicates)", "1.14x [1.08, 1.21]"]

@@ -229,7 +229,7 @@ def test_the_example_trainer_is_searched_and_its_export_applies_to_a_new_trainer
     with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(progress):
         code = cli.main(
             [
-                "search", "--model", SPEC, "--space", SPACE, "--trials", "1", "--confirm", "1",
+                "search", "--no-doctor", "--model", SPEC, "--space", SPACE, "--trials", "1", "--confirm", "1",
                 "--rounds", "2", "--max-rounds", "2", "--windows", "3", *SHORT_FLAGS, "--device", "cpu",
                 "--out", str(out), "--no-compile-cache", "--pruner", "none", "--slow-ratio", "0",
             ]

@@ -74,13 +74,21 @@ def decision(out_dir: Path, rows: list[dict[str, Any]], within: float, exported:
     ax.axvspan(1 / (1 + within), 1 + within, color="tab:green", alpha=0.15, label=f"equivalent (+/-{within:.0%})")
     ax.axvline(1.0, color="black", linewidth=1, label="plain torch.compile")
     labels = []
+    # A subject that left the later replicates (racing) rests on fewer: its label says how many.
+    most = max(int(r["vs_compile"].get("rounds") or 0) for r in shown)
     for y, row in enumerate(shown):
         stat = row["vs_compile"]
         low, high, centre = float(stat["low"]), float(stat["high"]), float(stat["median"])
         color = "tab:blue" if low > 1 else "tab:red" if high < 1 else "tab:gray"
         ax.errorbar(centre, y, xerr=[[centre - low], [high - centre]], fmt="o", color=color, capsize=4)
+        rounds = int(stat.get("rounds") or 0)
+        fewer = f" ({rounds} replicates)" if 0 < rounds < most else ""
         ax.annotate(
-            f"{centre:.2f}x [{low:.2f}, {high:.2f}]", (high, y), xytext=(6, -3), textcoords="offset points", fontsize=8
+            f"{centre:.2f}x [{low:.2f}, {high:.2f}]{fewer}",
+            (high, y),
+            xytext=(6, -3),
+            textcoords="offset points",
+            fontsize=8,
         )
         name = str(row["subject"])
         labels.append(f"{name} (exported)" if name == exported else name)
