@@ -250,7 +250,9 @@ def _scale(g: Any) -> None:
 
 def _output(g: Any) -> None:
     g.add_argument("--out", metavar="DIR", help="output folder (default: outputs/<study-name>)")
-    add_no_compile_cache(g, "saving them costs two more runs of the winner")
+    add_no_compile_cache(
+        g, "saving them costs two more runs of the winner: one warm from its measured cache, one with the file loaded"
+    )
 
 
 def protocol_from(args: argparse.Namespace) -> Protocol:
