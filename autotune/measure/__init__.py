@@ -7,7 +7,7 @@ from autotune.measure._cache import record_compile_cache
 from autotune.measure._campaign import BASELINES, PROBE_SLOWDOWN, Campaign, Harness, Subject, with_protocol
 from autotune.measure._choice import BASELINE_FIELDS, Choice, baseline_figures, choose, metrics
 from autotune.measure._decision import DECISIONS, Decision, decide, recorded_ratios
-from autotune.measure._engine import Budget, ReplicateCallback, RunCallback, first_blocks, measure, retire
+from autotune.measure._engine import Budget, ReplicateCallback, RunCallback, first_blocks, measure
 from autotune.measure._objective import OBJECTIVE_HELP, Objective, Objectives, faster
 from autotune.measure._pairing import Paired, Reference, measure_trial, pair_windows, start_reference
 from autotune.measure._pareto import (
@@ -106,7 +106,6 @@ __all__ = [
     "record_compile_cache",
     "recorded_ratios",
     "replicate_interval",
-    "retire",
     "run_replicate",
     "start_reference",
     "subjects_to_confirm",
