@@ -15,7 +15,7 @@ import torch
 from autotune import ConfigError
 from autotune.runtime import environment
 from autotune.trial import live, measure
-from autotune.trial.devices import compute_mode, refuse_shared_exclusive, visible_device
+from autotune.trial.devices import compute_mode, core_sets, refuse_shared_exclusive, visible_device
 from autotune.trial.request import TrialRequest
 from autotune.trial.worker import Reference, StepRunner, same_shapes
 
@@ -170,3 +170,40 @@ def test_under_cuda_graphs_the_checked_call_is_a_replay_after_warm_up_and_record
         # The reference, then (under CUDA graphs) the warm-up and the recording on the other batch,
         # and last the compared call, on the reference's batch.
         assert model.seen == calls
+
+
+def test_workers_on_different_gpus_get_disjoint_cores_and_workers_of_one_device_share_theirs() -> None:
+    assert core_sets(["cuda:0", "cuda:1", "cuda:0"], list(range(8))) == {
+        "cuda:0": (0, 1, 2, 3),
+        "cuda:1": (4, 5, 6, 7),
+    }
+    assert core_sets(["cuda:0", "cuda:1", "cuda:2"], [0, 1, 2, 3, 5, 7, 9]) == {
+        "cuda:0": (0, 1, 2),
+        "cuda:1": (3, 5),
+        "cuda:2": (7, 9),
+    }
+    assert core_sets(["cpu", "cpu"], [0, 1]) == {}, "one device: its workers measure in turns, on every core"
+    assert core_sets(["cuda:0", "cuda:1", "cuda:2"], [0, 1]) == {}, "fewer cores than devices: nothing to split"
+
+
+def test_a_pool_worker_gets_its_devices_cores_and_a_share_of_a_gpu_it_shares(monkeypatch) -> None:
+    from autotune.measure import Harness
+    from autotune.study.search._pool import TrialPool
+    from autotune.workload import resolve
+
+    spec = "tests.trial_targets.workloads:tiny_infer"
+    workload = resolve(spec)
+    harness = Harness(spec=spec, summary=workload.summary(spec, workload.draw_batches()))
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(8)))
+    loop = SimpleNamespace(harness=harness)
+    pool = TrialPool(loop, ["cuda:0", "cuda:1", "cuda:0"], more=lambda: False, finished_one=lambda: None)  # type: ignore[arg-type]
+    first, second = pool.harness_for("cuda:0"), pool.harness_for("cuda:1")
+    assert (first.device, first.cpus, first.memory_share) == ("cuda:0", (0, 1, 2, 3), 0.5)
+    assert (second.device, second.cpus, second.memory_share) == ("cuda:1", (4, 5, 6, 7), None)
+    request = first.request(None)
+    assert (request.cpus, request.memory_share) == ((0, 1, 2, 3), 0.5)
+    env = live._environment(Path("/tmp/cache"), request, 9)
+    assert env["TORCHINDUCTOR_COMPILE_THREADS"] == "4" and env["OMP_NUM_THREADS"] == "4"
+    assert live._payload(request, Path("/tmp/work"))["memory_share"] == 0.5
+    cpu = TrialPool(loop, ["cpu", "cpu"], more=lambda: False, finished_one=lambda: None)  # type: ignore[arg-type]
+    assert (cpu.harness_for("cpu").cpus, cpu.harness_for("cpu").memory_share) == (None, None)

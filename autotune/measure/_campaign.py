@@ -49,6 +49,10 @@ class Harness:
     seed: int = 0
     protocol: Protocol = field(default_factory=Protocol)
     timeout: float = 900.0
+    cpus: tuple[int, ...] | None = None
+    """The host CPUs its workers may use (None: all); see `TrialRequest.cpus`."""
+    memory_share: float | None = None
+    """The share of a shared GPU's memory each worker may allocate (None: no cap)."""
 
     def source(self, config: CompileConfig, created: str | None = None) -> str:
         """The generated apply_compilation.py for `config` (raises ConfigError when it does not fit)."""
@@ -76,6 +80,8 @@ class Harness:
             changes_precision=bool(config and config.changes_precision),
             timeout=self.timeout,
             cache_dir=cache_dir,
+            cpus=self.cpus,
+            memory_share=self.memory_share,
         )
 
 

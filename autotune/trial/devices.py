@@ -10,7 +10,7 @@ from collections.abc import Callable
 from autotune.errors import ConfigError
 from autotune.runtime import environment
 
-__all__ = ["SHARED_MODES", "compute_mode", "refuse_shared_exclusive", "visible_device"]
+__all__ = ["SHARED_MODES", "compute_mode", "core_sets", "refuse_shared_exclusive", "visible_device"]
 
 SHARED_MODES = ("Default",)
 """nvidia-smi compute modes in which several processes may use one GPU at once."""
@@ -63,3 +63,24 @@ def refuse_shared_exclusive(
                 f"may use it, and {workers} workers on {len(devices)} device(s) would share it. Use --workers "
                 f"{len(devices)} (one per device), or a GPU in compute mode 'Default'."
             )
+
+
+def core_sets(devices: list[str], cpus: list[int]) -> dict[str, tuple[int, ...]]:
+    """Disjoint sets of the host's `cpus`, one per distinct device of `devices`, in order; {} to leave them shared.
+
+    Workers on different GPUs run at once: without a share of its own, one worker's compile
+    (Inductor uses every core it may) takes the cores another needs to launch its kernels while
+    it measures. Workers of one device measure one at a time and share its set. With one device,
+    or fewer CPUs than devices, nothing is split.
+    """
+    distinct = list(dict.fromkeys(devices))
+    if len(distinct) < 2 or len(cpus) < len(distinct):
+        return {}
+    ordered = sorted(cpus)
+    size, extra = divmod(len(ordered), len(distinct))
+    sets, start = {}, 0
+    for index, device in enumerate(distinct):
+        end = start + size + (1 if index < extra else 0)
+        sets[device] = tuple(ordered[start:end])
+        start = end
+    return sets

@@ -20,6 +20,7 @@ __all__ = [
     "COMMAND_FD_VARIABLE",
     "EVENT_FD_VARIABLE",
     "PARENT_PID_VARIABLE",
+    "PAUSE_FD_VARIABLE",
     "Events",
     "die_with_parent",
     "open_request",
@@ -31,6 +32,8 @@ EVENT_FD_VARIABLE = "AUTOTUNE_EVENT_FD"
 """The environment variable that names the worker's event file descriptor."""
 COMMAND_FD_VARIABLE = "AUTOTUNE_COMMAND_FD"
 """Names the descriptor a ready worker reads its parent's commands from: measure a window, or end."""
+PAUSE_FD_VARIABLE = "AUTOTUNE_PAUSE_FD"
+"""Names the descriptor on which the worker answers SIGTSTP once it has gone quiet (see `autotune.trial.gate`)."""
 PARENT_PID_VARIABLE = "AUTOTUNE_PARENT_PID"
 """The worker exits when the process that started it is gone (it runs in a session of its own)."""
 

@@ -8,6 +8,16 @@ compile workers too) until the measurement ends (SIGCONT). Each member keeps the
 stopped, so that its compile time and its time limits can leave them out, and the times it
 ran, so that a compile that ran beside another one can be marked as such.
 
+On a GPU a stopped process's queued kernels would still run, and its cached memory would stay
+reserved, on the measuring worker's clock and memory. So a worker that said it can be paused
+(`Member.pausable`) on a device where pausing must be quiet is asked first: it gets SIGTSTP,
+whose handler in the worker synchronises the device, releases the allocator's cached blocks and
+answers on its pause pipe; then its group is stopped. A worker that does not answer within
+QUIET_SECONDS (a long C call) is stopped all the same.
+
+A worker that ran out of memory beside others is run again alone (`alone`): while one thread
+holds a device alone, no new worker is admitted there, and it waits for the others to leave.
+
 A parent that is killed cannot continue or end the workers it stopped, so every member is
 registered with the process's guard (`autotune.trial.guard`), which kills its process group
 once the parent's end of its pipe closes, however the parent died.
@@ -17,14 +27,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from autotune.trial.guard import process_guard
 
-__all__ = ["GateClosed", "Member", "MeasurementGate", "overlap_seconds"]
+__all__ = ["QUIET_SECONDS", "GateClosed", "Member", "MeasurementGate", "overlap_seconds", "quiet_on_gpus"]
+
+QUIET_SECONDS = 3.0
+"""How long a pausable worker is given to synchronise and release its cached memory before it is stopped anyway."""
 
 Interval = tuple[float, float]
 """(start, end) in seconds since the epoch (time.time())."""
@@ -49,6 +64,14 @@ class Member:
     """Intervals this worker held the turn."""
     waited: float = 0.0
     """Seconds this worker waited for its turn."""
+    pausable: bool = False
+    """The worker has its pause handler (it said so): it can be asked to go quiet before it is stopped."""
+    answers: int | None = None
+    """The read end of the worker's pause pipe, on which its handler answers SIGTSTP (None: it has none)."""
+    quiet_pauses: int = 0
+    """Pauses before which the worker answered that it had gone quiet."""
+    late_pauses: int = 0
+    """Pauses for which it did not answer within QUIET_SECONDS and was stopped all the same."""
 
     def paused_seconds(self, now: float | None = None) -> float:
         """Seconds stopped so far, a pause still going on included."""
@@ -76,18 +99,60 @@ def overlap_seconds(intervals: list[Interval], span: Interval) -> float:
     return sum(max(0.0, min(end, high) - max(start, low)) for start, end in intervals)
 
 
+def quiet_on_gpus(device: str) -> bool:
+    """Whether a worker of `device` is asked to go quiet before it is stopped: on GPUs, whose queued work and
+    cached memory a stopped process keeps."""
+    return device.startswith("cuda")
+
+
 class MeasurementGate:
     """The turn to measure, one per device, shared by the threads that run the workers of one search."""
 
-    def __init__(self) -> None:
+    def __init__(self, quiet: Callable[[str], bool] = quiet_on_gpus) -> None:
         self._condition = threading.Condition()
         self._members: list[Member] = []
         self._holders: dict[str, Member] = {}
+        self._alone: dict[str, int] = {}
+        """Device -> the thread that holds it alone."""
+        self._quiet = quiet
         self._closed = False
         self.history: list[Member] = []
         """Every member that ever joined, in order: the pool's record of who measured and compiled when."""
 
     # -- membership ------------------------------------------------------------------------------
+
+    def admit(self, device: str) -> None:
+        """Wait while another thread holds `device` alone (see `alone`); call before starting a worker there."""
+        me = threading.get_ident()
+        with self._condition:
+            while self._alone.get(device, me) != me and not self._closed:
+                self._condition.wait(timeout=0.5)
+            if self._closed:
+                raise GateClosed("the search is stopping")
+
+    @contextlib.contextmanager
+    def alone(self, device: str) -> Iterator[None]:
+        """Hold `device` alone: no worker of another thread is admitted there, and those there have left.
+
+        For a run that failed beside other workers for want of memory: run again alone, it says
+        whether the configuration itself does not fit.
+        """
+        me = threading.get_ident()
+        with self._condition:
+            while self._alone.get(device, me) != me and not self._closed:
+                self._condition.wait(timeout=0.5)
+            self._alone[device] = me
+            while any(m.device == device for m in self._members) and not self._closed:
+                self._condition.wait(timeout=0.5)
+            if self._closed:
+                self._alone.pop(device, None)
+                raise GateClosed("the search is stopping")
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._alone.pop(device, None)
+                self._condition.notify_all()
 
     def join(self, pgid: int, device: str) -> Member:
         """Register a worker's process group; it is stopped at once while another worker of its device measures."""
@@ -115,6 +180,7 @@ class MeasurementGate:
             with contextlib.suppress(ValueError):
                 self._members.remove(member)
             process_guard().forget(member.pgid)
+            self._condition.notify_all()  # a thread waiting to hold the device alone
 
     # -- turns -----------------------------------------------------------------------------------
 
@@ -181,7 +247,29 @@ class MeasurementGate:
     def _pause(self, member: Member) -> None:
         if member.paused_since is None:
             member.paused_since = time.time()
+            if member.pausable and member.answers is not None and self._quiet(member.device):
+                if _go_quiet(member.pgid, member.answers):
+                    member.quiet_pauses += 1
+                else:
+                    member.late_pauses += 1
             _signal(member.pgid, signal.SIGSTOP)
+
+
+def _go_quiet(pid: int, answers: int) -> bool:
+    """Ask the worker `pid` to finish its device's work and release cached memory; whether it answered in time."""
+    with contextlib.suppress(BlockingIOError, OSError):
+        while os.read(answers, 64):  # answers to earlier asks that came late
+            pass
+    try:
+        os.kill(pid, signal.SIGTSTP)
+    except (ProcessLookupError, PermissionError):
+        return False
+    readable, _, _ = select.select([answers], [], [], QUIET_SECONDS)
+    if not readable:
+        return False
+    with contextlib.suppress(BlockingIOError, OSError):
+        os.read(answers, 64)
+    return True
 
 
 def _signal(pgid: int, signum: int) -> None:

@@ -31,7 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from autotune.trial.devices import visible_device
-from autotune.trial.events import COMMAND_FD_VARIABLE, EVENT_FD_VARIABLE, PARENT_PID_VARIABLE, parse_event
+from autotune.trial.events import (
+    COMMAND_FD_VARIABLE,
+    EVENT_FD_VARIABLE,
+    PARENT_PID_VARIABLE,
+    PAUSE_FD_VARIABLE,
+    parse_event,
+)
 from autotune.trial.gate import MeasurementGate, Member, overlap_seconds
 from autotune.trial.guard import process_guard
 from autotune.trial.request import Protocol, TrialRequest, TrialRun
@@ -78,10 +84,15 @@ class LiveWorker:
         (workdir / "request.json").write_text(json.dumps(_payload(request, workdir)))
         if request.source is not None:
             (workdir / "apply_compilation.py").write_text(request.source)
+        if self.gate is not None:
+            self.gate.admit(request.device)  # not while another thread holds the device alone
         self.events_fd, event_write = os.pipe()
         command_read, command_write = os.pipe()
+        self.answers, answer_write = os.pipe()
+        os.set_blocking(self.answers, False)
         env = _environment(cache, request, event_write)
         env[COMMAND_FD_VARIABLE] = str(command_read)
+        env[PAUSE_FD_VARIABLE] = str(answer_write)
         self.stderr_path = workdir / "stderr.log"
         self.started = self.phase_started = time.monotonic()
         with open(self.stderr_path, "wb") as stderr:
@@ -91,16 +102,23 @@ class LiveWorker:
                 stdin=subprocess.DEVNULL,
                 stdout=stderr,
                 stderr=stderr,
-                pass_fds=(event_write, command_read),
+                pass_fds=(event_write, command_read, answer_write),
                 start_new_session=True,  # its own process group, so compile workers die with it
                 cwd=os.getcwd(),
             )
+        if request.cpus:
+            # Before torch starts its threads (it is still importing): they, and Inductor's compile
+            # processes, inherit the set.
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(self.process.pid, request.cpus)
         os.close(event_write)
         os.close(command_read)
+        os.close(answer_write)
         self.commands = os.fdopen(command_write, "w", buffering=1)
         self.pipe = os.fdopen(self.events_fd, "rb", buffering=0)
         if self.gate is not None:
             self.member = self.gate.join(self.process.pid, request.device)
+            self.member.answers = self.answers
         # A worker may be stopped (SIGSTOP) while it waits: only a guard can end it if this process is killed.
         process_guard().register(self.process.pid)
         self.oom_kills_before = oom_kills()
@@ -188,6 +206,8 @@ class LiveWorker:
             self.phase, self.phase_started = event["phase"], now
         if event["event"] == "compiled" and self.gate is not None and self.member is not None:
             _without_stops(self.gate, self.member, event)
+        if event["event"] == "pausable" and self.member is not None:
+            self.member.pausable = True
         _absorb(self.run, event)
         self.stop_reason = self.monitor(event)
 
@@ -261,9 +281,12 @@ class LiveWorker:
             self.pipe.close()
         if self.gate is not None and self.member is not None:
             self.gate.leave(self.member)
+            self.run.quiet_pauses = [self.member.quiet_pauses, self.member.late_pauses]
             self.run.paused_seconds = self.member.paused_seconds()
             measured = self.member.measured
             self.run.measured_between = [measured[0][0], measured[-1][1]] if measured else []
+        with contextlib.suppress(OSError):
+            os.close(self.answers)
         self.run.paused_seconds += self.paused_total
         try:
             return _outcome(self, returncode)
@@ -363,6 +386,7 @@ def _payload(request: TrialRequest, workdir: Path) -> dict[str, Any]:
         "save_cache_path": request.save_cache_path,
         "load_cache_path": request.load_cache_path,
         "measure_compile": request.measure_compile,
+        "memory_share": request.memory_share,
     }
 
 
@@ -377,6 +401,11 @@ def _environment(cache: Path, request: TrialRequest, event_fd: int) -> dict[str,
     # The subject's own caches: Inductor's FX graph and AOTAutograd caches, autotuning results, Triton's kernels.
     env["TORCHINDUCTOR_CACHE_DIR"] = str(cache / "inductor")
     env["TRITON_CACHE_DIR"] = str(cache / "triton")
+    if request.cpus:
+        # The worker's share of the host's cores: its kernels' threads and Inductor's compile processes.
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = str(len(request.cpus))
+        if not threads:
+            env["OMP_NUM_THREADS"] = str(len(request.cpus))
     env[EVENT_FD_VARIABLE] = str(event_fd)
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))

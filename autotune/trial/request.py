@@ -103,6 +103,13 @@ class TrialRequest:
     """The module the process runs: the measuring worker, or `autotune.trial.doctor` for the compile doctor."""
     measure_compile: bool = False
     """The doctor only: after its analysis, compile with plain torch.compile and split where the time went."""
+    cpus: tuple[int, ...] | None = None
+    """The host CPUs the worker may use (its affinity, its kernels' threads and Inductor's compile processes).
+    Workers on different GPUs get disjoint sets, so one's compile does not take the cores another measures
+    with. None: every CPU this process may use."""
+    memory_share: float | None = None
+    """On a GPU that workers share: the share of its memory this worker may allocate
+    (`torch.cuda.set_per_process_memory_fraction`). None: no cap."""
 
 
 @dataclass(kw_only=True)
@@ -132,6 +139,8 @@ class TrialRun:
     """A worker that shared its device: when (seconds since the epoch) it held the turn to measure."""
     warm: bool = False
     """The run started from its subject's cache folder, filled by an earlier run."""
+    quiet_pauses: list[int] = field(default_factory=list)
+    """A worker that shared its device: [pauses before which it went quiet, pauses it was stopped without]."""
 
     def record(self) -> RunRecord:
         """The plain figures of this run."""

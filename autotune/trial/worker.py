@@ -22,7 +22,10 @@ named by AUTOTUNE_COMMAND_FD (without one, it ends at once):
   dynamo's counters, the load and CPU steal.
 
 It streams JSON-lines events to the parent on the file descriptor named by
-AUTOTUNE_EVENT_FD, exits when its parent dies, and never imports Optuna.
+AUTOTUNE_EVENT_FD, exits when its parent dies, and never imports Optuna. Given a pause
+descriptor (AUTOTUNE_PAUSE_FD), it answers SIGTSTP there once it has gone quiet: on a GPU, its
+queued work finished and the allocator's cached blocks released, so that the worker its parent
+stops next does not run on, or hold memory from, another worker's measurement.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import signal
 import statistics
 import sys
 import time
@@ -44,7 +48,7 @@ from torch.utils import _pytree as pytree
 
 from autotune.runtime import codegen, compile_cache, environment
 from autotune.trial.compile_split import compile_split
-from autotune.trial.events import Events, command_channel, open_request
+from autotune.trial.events import PAUSE_FD_VARIABLE, Events, command_channel, open_request
 from autotune.trial.measure import (
     PRECISION_TOLERANCE,
     Stopwatch,
@@ -71,7 +75,7 @@ from autotune.trial.measure import (
 from autotune.trial.request import Protocol, noisy_reason
 from autotune.workload import Workload, resolve, samples_in
 
-__all__ = ["StepRunner", "TrialFailure", "classify", "exit_now", "main", "to_device"]
+__all__ = ["StepRunner", "TrialFailure", "answer_pauses", "classify", "exit_now", "main", "to_device"]
 
 MAX_PASSES_PER_WINDOW = 64
 
@@ -87,6 +91,8 @@ class TrialFailure(Exception):
 def main(argv: list[str] | None = None) -> int:
     """Run the trial described by the request file; returns 0 when it completed, 1 when it failed."""
     request, events = open_request(argv)
+    if answer_pauses():
+        events.emit("pausable")
     trial = Trial(request, events)
     try:
         trial.run()
@@ -184,6 +190,10 @@ class Trial:
         self.device = torch.device(self.request["device"])
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
+            share = self.request.get("memory_share")
+            if share:
+                # Workers share this GPU: one that grows past its share fails alone instead of starving another.
+                torch.cuda.set_per_process_memory_fraction(float(share), self.device)
         if self.protocol.threads:
             torch.set_num_threads(self.protocol.threads)
         self._set_phase("build")
@@ -527,6 +537,30 @@ class Reference:
                     "accuracy", f"{what} differs from eager: relative error {error:.3g} > tolerance{self.why}"
                 )
         return time.perf_counter() - started if self.training and self.eval_mode else 0.0
+
+
+def answer_pauses() -> bool:
+    """Handle SIGTSTP by going quiet and answering on the pause descriptor; False without one (nothing installed).
+
+    Python runs the handler between two bytecodes of the main thread: never inside a kernel
+    launch or an allocation. While a CUDA graph is being recorded, synchronising would break
+    the recording, so the handler only answers.
+    """
+    fd = os.environ.get(PAUSE_FD_VARIABLE)
+    if not fd:
+        return False
+    answer = int(fd)
+
+    def go_quiet(signum: int, frame: object) -> None:
+        with contextlib.suppress(Exception):
+            if torch.cuda.is_initialized() and not torch.cuda.is_current_stream_capturing():
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+        with contextlib.suppress(OSError):
+            os.write(answer, b".")
+
+    signal.signal(signal.SIGTSTP, go_quiet)
+    return True
 
 
 def classify(exc: BaseException, phase: str) -> str:

@@ -65,3 +65,96 @@ def test_cuda_graph_recording_is_part_of_the_compile_time_and_skips_are_reported
     assert record.cuda_graph_skips is not None
     assert record.peak_reserved_mb and record.peak_memory_mb and record.peak_reserved_mb >= record.peak_memory_mb
     assert record.compile_peak_memory_mb and record.compile_peak_memory_mb > 0
+
+
+class StaleGraph(torch.nn.Module):
+    """A hand-made CUDA graph with the fault the replayed check exists for: it warms up on its first call,
+    records on its second, and from then on replays without copying the new batch into its static input."""
+
+    def __init__(self, linear: torch.nn.Linear) -> None:
+        super().__init__()
+        self.linear = linear
+        self.calls = 0
+        self.graph: torch.cuda.CUDAGraph | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if self.calls == 1:
+            return self.linear(x)
+        if self.graph is None:
+            self.static_in = x.clone()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                self.linear(self.static_in)
+            torch.cuda.current_stream().wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self.static_out = self.linear(self.static_in)
+            return self.static_out
+        self.graph.replay()  # the fault: x is never copied into self.static_in
+        return self.static_out
+
+
+def test_the_replayed_accuracy_check_catches_a_stale_static_input() -> None:
+    from types import SimpleNamespace
+
+    import pytest
+
+    from autotune.trial.worker import Reference, StepRunner, TrialFailure
+
+    device = torch.device("cuda")
+    workload = SimpleNamespace(task="infer", autocast=None, run_forward=lambda model, batch: model(batch))
+    linear = torch.nn.Linear(16, 16).to(device)
+    batch, other = torch.randn(8, 16, device=device), torch.randn(8, 16, device=device)
+    for cuda_graphs in (True, False):
+        step = StepRunner(workload, device, cuda_graphs=cuda_graphs)  # type: ignore[arg-type]
+        reference = Reference.of(workload, linear, batch, step)  # type: ignore[arg-type]
+        reference.other = other
+        if cuda_graphs:
+            # Warm-up and recording on the other batch, then a replay on this one: it returns the other's outputs.
+            with pytest.raises(TrialFailure, match="differs from eager"):
+                reference.check(StaleGraph(linear), lambda b: b)
+        else:
+            # The first call alone is the warm-up, which is right: without a replay the fault is not seen.
+            reference.check(StaleGraph(linear), lambda b: b)
+
+
+def test_the_gpu_probe_is_stable_on_an_idle_gpu() -> None:
+    from autotune.trial.measure import calibration_probe
+
+    device = torch.device("cuda")
+    calibration_probe(device)  # the first call pays for the allocation and the kernels' loading
+    probes = [calibration_probe(device) for _ in range(10)]
+    assert min(probes) > 0
+    assert max(probes) / min(probes) < 1.2, probes  # PROBE_SLOWDOWN flags 1.5x
+
+
+def test_two_workers_on_one_gpu_measure_one_at_a_time_and_go_quiet_before_they_stop(tmp_path) -> None:
+    import threading
+
+    from autotune.measure import measure_trial
+    from autotune.trial.gate import MeasurementGate
+
+    runs = []
+    gate = MeasurementGate()
+
+    def one(config: CompileConfig, folder: str) -> None:
+        request = harness().request(config, cache_dir=str(tmp_path / folder))
+        run, _ = measure_trial(request, monitor=None, on_block=None, gate=gate, reference=None, blocks=1, rng=None)  # type: ignore[arg-type]
+        runs.append(run)
+
+    threads = [
+        threading.Thread(target=one, args=(CompileConfig(), "plain")),
+        threading.Thread(target=one, args=(CompileConfig(mode="max-autotune-no-cudagraphs"), "autotune")),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(600)
+    gate.close()
+    assert len(runs) == 2 and all(run.state == "complete" for run in runs), [(r.reason, r.message) for r in runs]
+    (a_start, a_end), (b_start, b_end) = sorted(tuple(run.measured_between) for run in runs)
+    assert a_end <= b_start, "two measurements overlapped"
+    quiet = [run.quiet_pauses for run in runs if run.paused_seconds > 0]
+    assert quiet and all(pauses[0] >= 1 for pauses in quiet), quiet  # a paused worker went quiet first

@@ -1,16 +1,18 @@
 """A stand-in trial process for the measurement gate's tests: it "compiles" and "measures" by the clock.
 
 `python -m tests.trial_targets.gated request.json`, with the request's spec
-"COMPILE_SECONDS,MEASURE_SECONDS,FOLDER". While compiling it writes the time into
+"COMPILE_SECONDS,MEASURE_SECONDS,FOLDER[,deaf]". While compiling it writes the time into
 FOLDER/ticks-PID every 10 ms, so a test sees exactly when it ran; it counts only the time
 it ran, so a pause makes its compile take longer by the clock. It then says it is ready and,
 told to end with its stream pass (which its parent does in the device's turn), "measures" by
-sleeping, and reports the measurement's start and end in its result.
+sleeping, and reports the measurement's start and end in its result. A "deaf" one says it can
+be paused quietly but ignores the SIGTSTP that asks it to, as a worker stuck in a long C call would.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -19,7 +21,10 @@ from autotune.trial.events import command_channel, open_request
 
 def main(argv: list[str] | None = None) -> int:
     request, events = open_request(argv)
-    compile_seconds, measure_seconds, folder = request["spec"].split(",")
+    compile_seconds, measure_seconds, folder, *flags = request["spec"].split(",")
+    if "deaf" in flags:
+        signal.signal(signal.SIGTSTP, signal.SIG_IGN)
+        events.emit("pausable")
     events.emit("phase", phase="compile")
     started = time.time()
     ran, last = 0.0, time.monotonic()

@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import os
 import random
+import shutil
 import socket
 import tempfile
 import threading
@@ -33,9 +34,9 @@ from autotune.study.search._monitor import LoopOptions, Monitor
 from autotune.study.search._space import SearchSpace
 from autotune.study.storage import Heartbeat
 from autotune.trial.gate import GateClosed, MeasurementGate
-from autotune.trial.request import RunRecord, TrialRun
+from autotune.trial.request import RunRecord, TrialRequest, TrialRun
 
-__all__ = ["DETERMINISTIC_FAILURES", "TrialLoop"]
+__all__ = ["DETERMINISTIC_FAILURES", "TrialLoop", "crowded_out"]
 
 DETERMINISTIC_FAILURES = ("invalid_config", "accuracy", "graph_break", "compile_error", "recompile_limit", "unsettled")
 """Failure reasons that measuring again would repeat, so a twin may reuse them."""
@@ -43,6 +44,11 @@ DETERMINISTIC_FAILURES = ("invalid_config", "accuracy", "graph_break", "compile_
 
 Report = Callable[..., None]
 """(trial number or None, phase, message="") -> None: the search's display."""
+
+
+def crowded_out(run: TrialRun, workers_per_device: int) -> bool:
+    """Whether `run` ran out of memory where other workers shared its device: not yet the configuration's own fault."""
+    return workers_per_device > 1 and run.state == "failed" and run.reason == "oom"
 
 
 class TrialLoop:
@@ -169,15 +175,26 @@ class TrialLoop:
         monitor = Monitor(self, trial, f"trial {trial.number}")
         cache = str(self.caches / f"trial-{trial.number}")
         request = harness.request(config, source=source, cache_dir=cache)
-        run, paired = measure_trial(
-            request,
-            monitor=monitor,
-            on_block=monitor.block,
-            gate=gate,
-            reference=self.reference_for(harness),
-            blocks=harness.protocol.windows,
-            rng=self.rng,
-        )
+
+        def measure(request: TrialRequest) -> tuple[TrialRun, Paired | None]:
+            return measure_trial(
+                request,
+                monitor=monitor,
+                on_block=monitor.block,
+                gate=gate,
+                reference=self.reference_for(harness),
+                blocks=harness.protocol.windows,
+                rng=self.rng,
+            )
+
+        run, paired = measure(request)
+        if gate is not None and crowded_out(run, self.workers_per_device):
+            # Other workers held memory on the device: run alone, the trial says whether it fits by itself.
+            self._note(f"trial {trial.number}: out of memory beside other workers on {harness.device}; again alone")
+            shutil.rmtree(cache, ignore_errors=True)  # its second run is a first run too: cold
+            with gate.alone(harness.device):
+                run, paired = measure(replace(request, memory_share=None))
+            trial.set_user_attr("ran_alone", "out of memory beside other workers of its device")
         if self.stopping.is_set():
             raise KeyboardInterrupt  # the pool stopped: its worker was killed, whatever the run says
         if harness.device != self.harness.device:

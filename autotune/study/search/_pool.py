@@ -7,6 +7,10 @@ device compile side by side but measure one at a time, the others stopped meanwh
 trial and telling its outcome; Optuna's TPE sampler scores the trials still running with a
 constant liar, so that workers do not propose the same configuration together.
 
+Workers on different devices get disjoint shares of the host's CPU cores, so that one's
+compile does not slow another's measurement; workers that share a GPU each get an equal share
+of its memory, and a trial that runs out of memory there is run again alone (`TrialLoop`).
+
 Ctrl-C stops every worker: the threads' monitors end their trials as interrupted, the gate
 kills every worker's process group, and a guard process does the same if the search itself
 is killed.
@@ -16,10 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import threading
 from collections.abc import Callable
 
+from autotune.measure import Harness
 from autotune.study.search._loop import TrialLoop
+from autotune.trial.devices import core_sets
 from autotune.trial.gate import GateClosed, MeasurementGate
 
 __all__ = ["TrialPool", "worker_devices"]
@@ -78,6 +85,13 @@ class TrialPool:
         if self._errors:
             raise self._errors[0]
 
+    def harness_for(self, device: str) -> Harness:
+        """The harness of a worker on `device`: its share of the host's cores and, on a shared GPU, of its memory."""
+        cores = core_sets(self.devices, sorted(os.sched_getaffinity(0))).get(device)
+        sharing = self.devices.count(device)
+        share = round(1.0 / sharing, 4) if sharing > 1 and device.startswith("cuda") else None
+        return dataclasses.replace(self.loop.harness, device=device, cpus=cores, memory_share=share)
+
     def _stop(self, threads: list[threading.Thread]) -> None:
         self.loop.stopping.set()
         if self.gate is not None:
@@ -87,7 +101,7 @@ class TrialPool:
 
     def _work(self, device: str) -> None:
         loop = self.loop
-        harness = dataclasses.replace(loop.harness, device=device)
+        harness = self.harness_for(device)
         try:
             while not loop.stopping.is_set():
                 with loop.lock:

@@ -1,0 +1,205 @@
+"""Workers that share a device or a host: paused quietly, a trial out of memory beside others run again alone,
+and workers on different devices given cores of their own.
+
+What a GPU adds (a stopped process's queued kernels and cached memory) is what the quiet pause is
+for; its mechanics, the worker's SIGTSTP handler and the gate's wait for its answer, run here on
+the CPU with the GPU's rule turned on (`MeasurementGate(quiet=...)`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from autotune.study.search import SearchOptions, explore
+from autotune.study.search._loop import crowded_out
+from autotune.study.search._pool import TrialPool
+from autotune.trial import gate as gate_module
+from autotune.trial.gate import MeasurementGate
+from autotune.trial.live import LiveWorker
+from autotune.trial.request import Protocol, TrialRequest, TrialRun
+
+TINY = "tests.trial_targets.workloads:tiny_infer"
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0]
+
+
+def _stopped(pid: int) -> bool:
+    """Whether `pid` stands stopped, given the moment SIGSTOP takes to land."""
+    deadline = time.monotonic() + 2.0
+    while _state(pid) != "T" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return _state(pid) == "T"
+
+
+def _eager(**changes: object) -> TrialRequest:
+    protocol = Protocol(window_seconds=0.1, fresh_batches=4, settle_windows=1).to_dict()
+    return dataclasses.replace(TrialRequest(spec=TINY, source=None, protocol=protocol, timeout=120), **changes)
+
+
+def _sleeper() -> subprocess.Popen:
+    return subprocess.Popen(["sleep", "120"], start_new_session=True)
+
+
+def test_a_pausable_worker_goes_quiet_and_answers_before_it_is_stopped() -> None:
+    sleeper = _sleeper()
+    gate = MeasurementGate(quiet=lambda device: True)  # the GPU's rule, on the CPU
+    worker = LiveWorker(_eager(), gate=gate).start()
+    try:
+        assert worker.until_ready(), worker.end().stderr_tail
+        assert worker.member is not None and worker.member.pausable, "the worker said it has its pause handler"
+        holder = gate.join(sleeper.pid, "cpu")
+        gate.acquire(holder)  # another worker measures: this one goes quiet, then stands still
+        assert _stopped(worker.pid)
+        assert (worker.member.quiet_pauses, worker.member.late_pauses) == (1, 0)
+        gate.release(holder)
+        assert worker.window(0, 0, 2) is not None, "the worker measures again once continued"
+        run = worker.end()
+    finally:
+        worker.kill()
+        sleeper.kill()
+        gate.close()
+    assert run.state == "complete", (run.reason, run.message, run.stderr_tail)
+    assert run.quiet_pauses == [1, 0]
+
+
+def test_a_worker_that_does_not_answer_is_stopped_all_the_same(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(gate_module, "QUIET_SECONDS", 0.5)
+    sleeper = _sleeper()
+    gate = MeasurementGate(quiet=lambda device: True)
+    deaf = TrialRequest(spec=f"0.1,0.1,{tmp_path},deaf", source=None, program="tests.trial_targets.gated", timeout=60)
+    worker = LiveWorker(deaf, gate=gate).start()
+    try:
+        assert worker.until_ready()
+        assert worker.member is not None and worker.member.pausable
+        holder = gate.join(sleeper.pid, "cpu")
+        asked = time.monotonic()
+        gate.acquire(holder)
+        assert time.monotonic() - asked >= 0.5, "the gate waited for an answer first"
+        assert _stopped(worker.pid)
+        assert (worker.member.quiet_pauses, worker.member.late_pauses) == (0, 1)
+        gate.release(holder)
+        run = worker.end(stream=True)
+    finally:
+        worker.kill()
+        sleeper.kill()
+        gate.close()
+    assert run.state == "complete", (run.reason, run.message, run.stderr_tail)
+
+
+def test_a_worker_that_never_said_it_can_be_paused_is_stopped_at_once(tmp_path: Path) -> None:
+    sleeper = _sleeper()
+    gate = MeasurementGate(quiet=lambda device: True)
+    plain = TrialRequest(spec=f"0.1,0.1,{tmp_path}", source=None, program="tests.trial_targets.gated", timeout=60)
+    worker = LiveWorker(plain, gate=gate).start()
+    try:
+        assert worker.until_ready()
+        assert worker.member is not None and not worker.member.pausable
+        holder = gate.join(sleeper.pid, "cpu")
+        asked = time.monotonic()
+        gate.acquire(holder)
+        assert time.monotonic() - asked < gate_module.QUIET_SECONDS
+        assert _stopped(worker.pid)
+        assert (worker.member.quiet_pauses, worker.member.late_pauses) == (0, 0)
+        gate.release(holder)
+    finally:
+        worker.kill()
+        sleeper.kill()
+        gate.close()
+
+
+def test_holding_a_device_alone_waits_for_its_workers_and_admits_no_new_one() -> None:
+    sleeper = _sleeper()
+    gate = MeasurementGate()
+    there = gate.join(sleeper.pid, "cuda:0")
+    alone, admitted = threading.Event(), threading.Event()
+    done = threading.Event()
+
+    def hold() -> None:
+        with gate.alone("cuda:0"):
+            alone.set()
+            done.wait(10)
+
+    def start_another() -> None:
+        gate.admit("cuda:0")
+        admitted.set()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert not alone.wait(0.5), "a worker was still on the device"
+        newcomer = threading.Thread(target=start_another)
+        newcomer.start()
+        gate.admit("cuda:1")  # another device is not held
+        gate.leave(there)
+        assert alone.wait(5), "the device was held alone once its worker left"
+        assert not admitted.wait(0.5), "no worker is admitted while the device is held alone"
+        done.set()
+        assert admitted.wait(5), "admitted once the device is free again"
+        newcomer.join(5)
+    finally:
+        done.set()
+        holder.join(5)
+        sleeper.kill()
+        gate.close()
+
+
+def test_a_worker_given_cores_uses_those_only() -> None:
+    last = max(os.sched_getaffinity(0))
+    worker = LiveWorker(_eager(cpus=(last,))).start()
+    try:
+        assert worker.until_ready(), worker.end().stderr_tail
+        assert os.sched_getaffinity(worker.pid) == {last}
+        assert worker.run.ready["threads"] == 1, "torch's threads follow the worker's share of the cores"
+        run = worker.end()
+    finally:
+        worker.kill()
+    assert run.state == "complete", (run.reason, run.message, run.stderr_tail)
+
+
+def test_a_trial_out_of_memory_beside_other_workers_runs_again_alone(tmp_path: Path, monkeypatch) -> None:
+    # What the pool gives workers that share a GPU, a share of its memory, given here on the CPU. The workload
+    # runs out of memory in any worker given a share, so each trial's first run fails and its second, alone,
+    # without a share, completes; alone, nothing else compiles beside it.
+    shared = TrialPool.harness_for
+    monkeypatch.setattr(
+        TrialPool, "harness_for", lambda pool, device: dataclasses.replace(shared(pool, device), memory_share=0.5)
+    )
+    space = tmp_path / "two.yaml"
+    space.write_text("description: two configurations\nmode: [default]\ndynamic: [false, true]\n")
+    options = SearchOptions(
+        model="tests.trial_targets.workloads:crowded_infer",
+        space=str(space),
+        trials=2,
+        workers=2,
+        sampler="bruteforce",
+        device="cpu",
+        out=str(tmp_path / "out"),
+        doctor=False,
+        pruner="none",
+        slow_ratio=0.0,
+    )
+    trials = explore(options).get_trials(deepcopy=False)
+    assert len(trials) == 2
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials), [t.user_attrs for t in trials]
+    assert all(t.user_attrs.get("ran_alone") for t in trials), [t.user_attrs for t in trials]
+    assert all(t.user_attrs.get("compile_concurrent_seconds", 0) == 0 for t in trials), [
+        t.user_attrs.get("compile_concurrent_seconds") for t in trials
+    ]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_only_an_out_of_memory_failure_beside_other_workers_is_run_again(workers: int) -> None:
+    assert crowded_out(TrialRun(state="failed", reason="oom"), workers) is (workers > 1)
+    assert not crowded_out(TrialRun(state="failed", reason="accuracy"), 2)
+    assert not crowded_out(TrialRun(state="complete"), 2)
