@@ -320,6 +320,7 @@ def _analyse(
     for n, name in winners.items():
         choice = choose(campaign.only(list(dict.fromkeys(["eager", "compile", name]))))
         exported[n] = {
+            "winner": name,
             "subject": choice.subject,
             "exported": choice.exported,
             "verdict": choice.verdict,
@@ -428,6 +429,13 @@ def _span(values: dict[str, Any] | None) -> str:
     return f"{values['min']} to {values['max']}" if values else "–"
 
 
+def _exported_why(exported: dict[str, Any]) -> str:
+    """Why the search's rule exports what it does: the decision on its best trial, or that plain compile was best."""
+    if exported.get("winner") == "compile":
+        return "the best trial of the search was plain torch.compile itself"
+    return str(exported.get("decision", "undecided"))
+
+
 def _workload_table(bench: dict[str, Any]) -> list[str]:
     lines = [
         "| subject | samples/s | vs plain compile | vs eager | vs best recipe | compile s | new-shape compiles | configuration |",
@@ -444,8 +452,7 @@ def _workload_table(bench: dict[str, Any]) -> list[str]:
         )
     noise = bench.get("noise") or {}
     exported = ", ".join(
-        f"{n} trials → {e['exported']} ({e.get('decision', 'undecided')})"
-        for n, e in bench.get("exported_after", {}).items()
+        f"{n} trials → {e['exported']} ({_exported_why(e)})" for n, e in bench.get("exported_after", {}).items()
     )
     states = bench["trial_states"]
     overhead = bench["overhead_seconds"]
