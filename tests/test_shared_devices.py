@@ -73,21 +73,30 @@ def test_a_pausable_worker_goes_quiet_and_answers_before_it_is_stopped() -> None
     assert run.quiet_pauses == [1, 0]
 
 
-def test_a_worker_that_does_not_answer_is_stopped_all_the_same(tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.parametrize(("flags", "pausable", "counts"), [(",deaf", True, (0, 1)), ("", False, (0, 0))])
+def test_a_worker_that_does_not_answer_or_never_said_it_could_is_stopped_all_the_same(
+    tmp_path: Path, monkeypatch, flags: str, pausable: bool, counts: tuple[int, int]
+) -> None:
+    # A deaf worker says it can be paused but ignores the ask: the gate waits QUIET_SECONDS, then stops it.
+    # One that never said so is stopped at once.
     monkeypatch.setattr(gate_module, "QUIET_SECONDS", 0.5)
     sleeper = _sleeper()
     gate = MeasurementGate(quiet=lambda device: True)
-    deaf = TrialRequest(spec=f"0.1,0.1,{tmp_path},deaf", source=None, program="tests.trial_targets.gated", timeout=60)
-    worker = LiveWorker(deaf, gate=gate).start()
+    spec = f"0.1,0.1,{tmp_path}{flags}"
+    worker = LiveWorker(
+        TrialRequest(spec=spec, source=None, program="tests.trial_targets.gated", timeout=60), gate=gate
+    )
+    worker.start()
     try:
         assert worker.until_ready()
-        assert worker.member is not None and worker.member.pausable
+        assert worker.member is not None and worker.member.pausable is pausable
         holder = gate.join(sleeper.pid, "cpu")
         asked = time.monotonic()
         gate.acquire(holder)
-        assert time.monotonic() - asked >= 0.5, "the gate waited for an answer first"
+        waited = time.monotonic() - asked
+        assert (waited >= 0.5) is pausable, f"waited {waited:.2f} s for an answer"
         assert _stopped(worker.pid)
-        assert (worker.member.quiet_pauses, worker.member.late_pauses) == (0, 1)
+        assert (worker.member.quiet_pauses, worker.member.late_pauses) == counts
         gate.release(holder)
         run = worker.end(stream=True)
     finally:
@@ -95,27 +104,6 @@ def test_a_worker_that_does_not_answer_is_stopped_all_the_same(tmp_path: Path, m
         sleeper.kill()
         gate.close()
     assert run.state == "complete", (run.reason, run.message, run.stderr_tail)
-
-
-def test_a_worker_that_never_said_it_can_be_paused_is_stopped_at_once(tmp_path: Path) -> None:
-    sleeper = _sleeper()
-    gate = MeasurementGate(quiet=lambda device: True)
-    plain = TrialRequest(spec=f"0.1,0.1,{tmp_path}", source=None, program="tests.trial_targets.gated", timeout=60)
-    worker = LiveWorker(plain, gate=gate).start()
-    try:
-        assert worker.until_ready()
-        assert worker.member is not None and not worker.member.pausable
-        holder = gate.join(sleeper.pid, "cpu")
-        asked = time.monotonic()
-        gate.acquire(holder)
-        assert time.monotonic() - asked < gate_module.QUIET_SECONDS
-        assert _stopped(worker.pid)
-        assert (worker.member.quiet_pauses, worker.member.late_pauses) == (0, 0)
-        gate.release(holder)
-    finally:
-        worker.kill()
-        sleeper.kill()
-        gate.close()
 
 
 def test_holding_a_device_alone_waits_for_its_workers_and_admits_no_new_one() -> None:
