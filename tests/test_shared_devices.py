@@ -51,6 +51,7 @@ def _sleeper() -> subprocess.Popen:
     return subprocess.Popen(["sleep", "120"], start_new_session=True)
 
 
+@pytest.mark.parallel  # no clock decides it: the gate waits for an answer, or 0.5 s, whatever the load
 def test_a_pausable_worker_goes_quiet_and_answers_before_it_is_stopped() -> None:
     sleeper = _sleeper()
     gate = MeasurementGate(quiet=lambda device: True)  # the GPU's rule, on the CPU
@@ -73,6 +74,7 @@ def test_a_pausable_worker_goes_quiet_and_answers_before_it_is_stopped() -> None
     assert run.quiet_pauses == [1, 0]
 
 
+@pytest.mark.parallel  # no clock decides it: the gate waits for an answer, or 0.5 s, whatever the load
 @pytest.mark.parametrize(("flags", "pausable", "counts"), [(",deaf", True, (0, 1)), ("", False, (0, 0))])
 def test_a_worker_that_does_not_answer_or_never_said_it_could_is_stopped_all_the_same(
     tmp_path: Path, monkeypatch, flags: str, pausable: bool, counts: tuple[int, int]
@@ -106,6 +108,7 @@ def test_a_worker_that_does_not_answer_or_never_said_it_could_is_stopped_all_the
     assert run.state == "complete", (run.reason, run.message, run.stderr_tail)
 
 
+@pytest.mark.parallel
 def test_holding_a_device_alone_waits_for_its_workers_and_admits_no_new_one() -> None:
     sleeper = _sleeper()
     gate = MeasurementGate()
@@ -142,6 +145,7 @@ def test_holding_a_device_alone_waits_for_its_workers_and_admits_no_new_one() ->
         gate.close()
 
 
+@pytest.mark.parallel
 def test_a_worker_given_cores_uses_those_only() -> None:
     last = max(os.sched_getaffinity(0))
     worker = LiveWorker(_eager(cpus=(last,))).start()
@@ -186,6 +190,7 @@ def test_a_trial_out_of_memory_beside_other_workers_runs_again_alone(tmp_path: P
     ]
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("workers", [1, 2])
 def test_only_an_out_of_memory_failure_beside_other_workers_is_run_again(workers: int) -> None:
     assert crowded_out(TrialRun(state="failed", reason="oom"), workers) is (workers > 1)
