@@ -222,7 +222,9 @@ def _scale(g: Any) -> None:
         type=int,
         metavar="N",
         help="trials run at once (default: one per device); workers that share a device compile side by side and "
-        "measure one at a time, the others stopped meanwhile",
+        "measure one at a time, the others stopped meanwhile (on a GPU once their queued work is done and their "
+        "cached memory released; each may use an equal share of its memory, and a trial out of memory there runs "
+        "again alone); workers on different GPUs get their own share of the host's CPU cores",
     )
     g.add_argument(
         "--storage",
