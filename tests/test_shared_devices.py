@@ -8,6 +8,7 @@ the CPU with the GPU's rule turned on (`MeasurementGate(quiet=...)`).
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import os
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 import optuna
 import pytest
 
+from autotune.study.report import trial_rows, write_trials_csv
 from autotune.study.search import SearchOptions, explore
 from autotune.study.search._loop import crowded_out
 from autotune.study.search._pool import TrialPool
@@ -71,7 +73,7 @@ def test_a_pausable_worker_goes_quiet_and_answers_before_it_is_stopped() -> None
         sleeper.kill()
         gate.close()
     assert run.state == "complete", (run.reason, run.message, run.stderr_tail)
-    assert run.quiet_pauses == [1, 0]
+    assert run.quiet_pauses == [1, 0] and run.record().quiet_pauses == [1, 0], "the study records it"
 
 
 @pytest.mark.parallel  # no clock decides it: the gate waits for an answer, or 0.5 s, whatever the load
@@ -182,6 +184,9 @@ def test_a_trial_out_of_memory_beside_other_workers_runs_again_alone(tmp_path: P
         slow_ratio=0.0,
     )
     trials = explore(options).get_trials(deepcopy=False)
+    rows = list(csv.DictReader(write_trials_csv(tmp_path, trial_rows(trials)).open()))
+    assert [row["ran_alone"] for row in rows] == ["out of memory beside other workers of its device"] * 2
+    assert [float(row["compile_concurrent_seconds"]) for row in rows] == [0.0, 0.0]
     assert len(trials) == 2
     assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials), [t.user_attrs for t in trials]
     assert all(t.user_attrs.get("ran_alone") for t in trials), [t.user_attrs for t in trials]

@@ -155,6 +155,8 @@ class TrialRun:
             values["paused_seconds"] = round(self.paused_seconds, 3)
         if self.warm:
             values["warm"] = True
+        if any(self.quiet_pauses):
+            values["quiet_pauses"] = list(self.quiet_pauses)
         for source in (self.compiled, self.ready, self.result):
             values.update({k: v for k, v in source.items() if k in _FIGURES})
         if self.windows:
@@ -290,6 +292,9 @@ class RunRecord:
     """Seconds of the compile during which another worker of the device ran too: such a compile is slower than alone."""
     paused_seconds: float | None = None
     """Seconds the whole run stood stopped while other workers of its device measured."""
+    quiet_pauses: list[int] | None = None
+    """On a shared GPU: [pauses before which the worker went quiet (queued work done, cached memory released),
+    pauses it was stopped without answering in time]."""
     warmup_passes: int | None = None
     """Passes over the fixed batches until one compiled nothing."""
     fresh_batches: int | None = None

@@ -75,6 +75,12 @@ _CSV_COLUMNS = (
     "graph_breaks",
     "recompiles",
     "wall_seconds",
+    # Workers that shared a device (--workers): how the trial stood beside the others.
+    "device",
+    "paused_seconds",
+    "compile_concurrent_seconds",
+    "quiet_pauses",
+    "ran_alone",
     "duplicate_of",
     "description",
 )
