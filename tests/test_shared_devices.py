@@ -24,7 +24,7 @@ from autotune.study.search import SearchOptions, explore
 from autotune.study.search._loop import crowded_out
 from autotune.study.search._pool import TrialPool
 from autotune.trial import gate as gate_module
-from autotune.trial.gate import MeasurementGate
+from autotune.trial.gate import GateClosed, MeasurementGate
 from autotune.trial.live import LiveWorker
 from autotune.trial.request import Protocol, TrialRequest, TrialRun
 
@@ -201,3 +201,13 @@ def test_only_an_out_of_memory_failure_beside_other_workers_is_run_again(workers
     assert crowded_out(TrialRun(state="failed", reason="oom"), workers) is (workers > 1)
     assert not crowded_out(TrialRun(state="failed", reason="accuracy"), 2)
     assert not crowded_out(TrialRun(state="complete"), 2)
+
+
+@pytest.mark.parallel
+def test_a_worker_not_admitted_because_the_search_stops_starts_nothing_and_leaves_no_folder() -> None:
+    gate = MeasurementGate()
+    gate.close()
+    worker = LiveWorker(_eager(), gate=gate)
+    with pytest.raises(GateClosed):
+        worker.start()
+    assert not hasattr(worker, "process") and not worker.workdir.exists()

@@ -38,7 +38,7 @@ from autotune.trial.events import (
     PAUSE_FD_VARIABLE,
     parse_event,
 )
-from autotune.trial.gate import MeasurementGate, Member, overlap_seconds
+from autotune.trial.gate import GateClosed, MeasurementGate, Member, overlap_seconds
 from autotune.trial.guard import process_guard
 from autotune.trial.request import Protocol, TrialRequest, TrialRun
 
@@ -85,7 +85,11 @@ class LiveWorker:
         if request.source is not None:
             (workdir / "apply_compilation.py").write_text(request.source)
         if self.gate is not None:
-            self.gate.admit(request.device)  # not while another thread holds the device alone
+            try:
+                self.gate.admit(request.device)  # not while another thread holds the device alone
+            except GateClosed:
+                shutil.rmtree(workdir, ignore_errors=True)  # nothing started: nothing else will remove it
+                raise
         self.events_fd, event_write = os.pipe()
         command_read, command_write = os.pipe()
         self.answers, answer_write = os.pipe()
