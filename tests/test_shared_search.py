@@ -19,6 +19,7 @@ from typing import Any
 
 import optuna
 import pytest
+import sqlalchemy
 import yaml
 
 from autotune import cli
@@ -116,18 +117,29 @@ def test_a_search_killed_mid_trial_has_it_failed_within_the_grace_period_and_run
     doomed = subprocess.Popen(
         _argv(postgres_url, study, tmp_path / "doomed", trials, "--confirm", "0"), stdout=said, stderr=said
     )
-    running = _wait_for(
-        lambda now: [
-            t for t in now if t.state == optuna.trial.TrialState.RUNNING and t.user_attrs.get("pid") == doomed.pid
-        ],
-        postgres_url,
-        study,
-        lambda: (
-            doomed.poll() is None
-            or pytest.fail("the search to kill ended: " + (tmp_path / "doomed.txt").read_text()[-3000:])
-        ),
-    )
-    doomed.send_signal(signal.SIGSTOP)
+    while True:
+        running = _wait_for(
+            lambda now: [
+                t for t in now if t.state == optuna.trial.TrialState.RUNNING and t.user_attrs.get("pid") == doomed.pid
+            ],
+            postgres_url,
+            study,
+            lambda: (
+                doomed.poll() is None
+                or pytest.fail("the search to kill ended: " + (tmp_path / "doomed.txt").read_text()[-3000:])
+            ),
+        )
+        doomed.send_signal(signal.SIGSTOP)
+        # A trial that copies a twin's outcome, or plain compile's, ends milliseconds after it starts: it may have
+        # ended between the read and the stop. A search frozen inside a transaction holds the trial's row locked,
+        # and the survivor would wait on it, as on a host that hangs mid-write, until its connection drops. Only a
+        # search frozen between writes, with its trial still running, is the one to kill.
+        time.sleep(0.5)
+        if not _open_transactions(postgres_url) and (
+            _trials(postgres_url, study)[running[0].number].state == optuna.trial.TrialState.RUNNING
+        ):
+            break
+        doomed.send_signal(signal.SIGCONT)
     survivor = subprocess.Popen(
         _argv(postgres_url, study, tmp_path / "survivor", trials, "--confirm", "0"),
         stdout=subprocess.PIPE,
@@ -164,6 +176,16 @@ def test_a_search_killed_mid_trial_has_it_failed_within_the_grace_period_and_run
     counted = [t for t in done if t.number != number]
     assert trials <= len(counted) <= trials + 1, "the abandoned trial's retry took its place in the budget"
     assert (tmp_path / "survivor" / "best.yaml").exists(), "the survivor finished the last trial, so it exports"
+
+
+def _open_transactions(url: str) -> int:
+    """How many other sessions of the server are inside a transaction (the tests' own reads are not)."""
+    query = (
+        "select count(*) from pg_stat_activity where backend_type = 'client backend'"
+        " and pid <> pg_backend_pid() and xact_start is not null"
+    )
+    with _storage(url).engine.connect() as connection:
+        return int(connection.execute(sqlalchemy.text(query)).scalar_one())
 
 
 def _wait_for(found: Any, url: str, study: str, alive: Any, seconds: float = 600) -> list[optuna.trial.FrozenTrial]:

@@ -206,8 +206,11 @@ def test_speedups_name_the_host_whose_baselines_they_compare_with(monkeypatch) -
     beside = paired([1 / 1.5] * 3, [1.0] * 3)  # 1.5x the reference, which ran 2x eager
     monkeypatch.setattr(trials_module, "measure_trial", lambda request, **kwargs: (done, beside))
     monkeypatch.setattr(Harness, "request", lambda self, config, source, cache_dir: None)
+    # Whole-model scope: never the study's regional trial, whose outcome the loop would copy instead of measuring.
+    loop.study.enqueue_trial({"scope": "whole"})
     loop.one_trial()
     trial = loop.study.trials[-1]
+    assert trial.params["scope"] == "whole" and "duplicate_of" not in trial.user_attrs
     assert trial.user_attrs["speedup_vs_eager"] == 3.0 and trial.user_attrs["speedup_vs_compile"] == 1.5
     assert trial.user_attrs["baselines_of"] == loop.host
     # What the sampler is told, and every table shows: the paired figure; the trial's own run stays beside it.
