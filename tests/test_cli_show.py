@@ -117,3 +117,15 @@ def test_show_errors_are_one_line_and_exit_2(
     assert captured.out == ""
     assert captured.err.startswith("autotune: error: ") and said in captured.err
     assert "Traceback" not in captured.err
+
+
+def test_every_command_s_help_prints_percent_signs_once(capsys: pytest.CaptureFixture[str]) -> None:
+    from autotune.cli import build_parser
+
+    (commands,) = [a for a in build_parser()._actions if a.choices and a.dest == "==SUPPRESS=="]
+    assert {"search", "validate", "retune"} <= set(commands.choices)
+    for name in commands.choices:
+        with pytest.raises(SystemExit):
+            main([name, "--help"])
+        printed = capsys.readouterr().out
+        assert "%%" not in printed, f"`autotune {name} --help` shows an escaped percent sign"
