@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+import select
 from dataclasses import replace
 
 import pytest
@@ -40,7 +41,8 @@ from autotune.measure import (
 from autotune.measure import _engine as engine
 from autotune.measure._statistics import REPLICATE_SD_FLOOR
 from autotune.runtime.summary import WorkloadSummary
-from autotune.trial.request import RunRecord, TrialRequest, TrialRun, noisy_reason, window_figures
+from autotune.trial.live import LiveWorker
+from autotune.trial.request import Protocol, RunRecord, TrialRequest, TrialRun, noisy_reason, window_figures
 
 pytestmark = pytest.mark.parallel
 
@@ -222,9 +224,10 @@ def test_subjects_live_together_only_when_their_memory_fits() -> None:
 class StartLog:
     """Stand-ins for live workers that log when each starts, gets ready and is stopped."""
 
-    def __init__(self, failing: str = "") -> None:
+    def __init__(self, failing: str = "", not_held: str = "") -> None:
         self.events: list[tuple[str, str]] = []
         self.failing = failing
+        self.not_held = not_held
 
     def worker(self, request):  # called as LiveWorker(request)
         log, name = self, request.spec
@@ -232,9 +235,17 @@ class StartLog:
         class Worker:
             run = TrialRun(state="complete", ready={"batches_per_second": 10.0})
 
-            def start(self):
-                log.events.append(("start", name))
+            def start(self, *, hold: bool = False):
+                log.events.append(("start held" if hold else "start", name))
                 return self
+
+            def until_held(self) -> bool:
+                log.events.append(("held", name))
+                return name != log.not_held
+
+            def release(self) -> bool:
+                log.events.append(("go", name))
+                return True
 
             def until_ready(self) -> bool:
                 log.events.append(("ready", name))
@@ -257,21 +268,34 @@ def test_a_replicate_starts_its_subjects_as_the_host_has_cores_for_them(device, 
     assert _session.starts_at_once(device, cores) == at_once
 
 
-def test_on_a_cpu_each_subject_is_ready_and_stopped_before_the_next_starts(monkeypatch) -> None:
-    # Start-ups that overlap on a 2-core host took twice as long as the same start-ups in a row.
-    log = StartLog(failing="b")
+def test_on_a_cpu_subjects_import_together_then_each_is_ready_and_stopped_before_the_next_goes_on(
+    monkeypatch,
+) -> None:
+    # Start-ups that overlap on a 2-core host took twice as long as the same start-ups in a row; imports take a core each.
+    log = StartLog(failing="b", not_held="d")
     monkeypatch.setattr(_session, "LiveWorker", log.worker)
-    names = ["a", "b", "c"]
+    names = ["a", "b", "c", "d"]
     requests = {n: TrialRequest(spec=n, source=None, device="cpu") for n in names}
     workers: dict = {}
     runs: dict = {}
     ready = _session._make_ready(requests, names, workers, runs)
     assert log.events == [
-        ("start", "a"), ("ready", "a"), ("pause", "a"),
-        ("start", "b"), ("ready", "b"), ("end", "b"),
-        ("start", "c"), ("ready", "c"), ("pause", "c"),
+        ("start held", "a"), ("start held", "b"), ("start held", "c"), ("start held", "d"),
+        ("held", "a"), ("held", "b"), ("held", "c"), ("held", "d"), ("end", "d"),
+        ("go", "a"), ("ready", "a"), ("pause", "a"),
+        ("go", "b"), ("ready", "b"), ("end", "b"),
+        ("go", "c"), ("ready", "c"), ("pause", "c"),
     ]  # fmt: skip
     assert sorted(ready) == sorted(workers) == ["a", "c"] and runs["b"].reason == "compile_error"
+    assert runs["d"].reason == "compile_error", "a worker that failed while it imported is ended, never let go"
+
+
+def test_a_subject_alone_is_not_held(monkeypatch) -> None:
+    log = StartLog()
+    monkeypatch.setattr(_session, "LiveWorker", log.worker)
+    requests = {"a": TrialRequest(spec="a", source=None, device="cpu")}
+    _session._make_ready(requests, ["a"], {}, {})
+    assert log.events == [("start", "a"), ("ready", "a"), ("pause", "a")]
 
 
 def test_beside_a_gpu_subjects_start_side_by_side_and_each_is_stopped_when_ready(monkeypatch) -> None:
@@ -282,8 +306,9 @@ def test_beside_a_gpu_subjects_start_side_by_side_and_each_is_stopped_when_ready
     requests = {n: TrialRequest(spec=n, source=None, device="cuda:0") for n in names}
     _session._make_ready(requests, names, {}, {})
     assert log.events == [
-        ("start", "a"), ("start", "b"), ("ready", "a"), ("pause", "a"), ("ready", "b"), ("pause", "b"),
-        ("start", "c"), ("ready", "c"), ("pause", "c"),
+        ("start held", "a"), ("start held", "b"), ("start held", "c"), ("held", "a"), ("held", "b"), ("held", "c"),
+        ("go", "a"), ("go", "b"), ("ready", "a"), ("pause", "a"), ("ready", "b"), ("pause", "b"),
+        ("go", "c"), ("ready", "c"), ("pause", "c"),
     ]  # fmt: skip
 
 
@@ -789,3 +814,31 @@ def test_the_design_text_names_who_left_the_race_and_why(harness, stand) -> None
     text = design_text(result)
     assert "Left out of later replicates: eager (after replicate 2: slower than compile, 0.50x [0.50, 0.50]); " in text
     assert "trial 8 (after replicate 2: slower than trial 7, 0.90x [0.90, 0.90])" in text
+
+
+@pytest.mark.parallel  # nothing is timed: it checks what each worker did, and in which order
+def test_held_workers_import_side_by_side_and_build_nothing_until_let_go() -> None:
+    protocol = Protocol(window_seconds=0.1, fresh_batches=4, settle_windows=1).to_dict()
+    request = TrialRequest(spec="tests.trial_targets.workloads:tiny_infer", source=None, protocol=protocol, timeout=120)
+    first, second, dropped = (LiveWorker(request).start(hold=True) for _ in range(3))
+    try:
+        assert first.until_held() and second.until_held() and dropped.until_held()
+        assert first.phase == second.phase == "held"
+        assert first.release() and first.until_ready()
+        first.pause()
+        assert not select.select([second.pipe], [], [], 0.5)[0], "the held worker said nothing more: it built nothing"
+        assert second.release() and second.until_ready()
+        runs = [first.end(), second.end(), dropped.end()]
+    finally:
+        for worker in (first, second, dropped):
+            worker.kill()
+    for run in runs[:2]:
+        assert run.state == "complete", (run.reason, run.message, run.stderr_tail)
+        assert run.phase_seconds["held"] > 0 and run.phase_seconds["build"] > 0
+    # The second stood held through the first's build, compile and settle.
+    assert runs[1].phase_seconds["held"] > sum(runs[0].phase_seconds[p] for p in ("build", "compile", "settle")), (
+        runs[0].phase_seconds,
+        runs[1].phase_seconds,
+    )
+    # Ended while held, a worker exits instead of taking the end for its go.
+    assert runs[2].state == "failed" and "phase 'held'" in runs[2].message, runs[2].message

@@ -1,10 +1,12 @@
 """One replicate: subjects alive side by side, taking turns window by window on the same slices of the fresh stream.
 
 Every subject of a group is started from its own warm cache folder, made ready and stopped
-(nothing is timed then). How many start at once follows from the host's cores (`starts_at_once`):
-on a small CPU host one after the other, since start-ups that overlap there fight over the cores
-(OpenMP threads spin while their partners are descheduled) and took twice as long as the same
-start-ups in a row. Then the blocks: in each block every
+(nothing is timed then). Their processes start together and import side by side (Python, torch
+and the workload's module take one core each), then hold; how many then go on at once to build,
+compile and settle follows from the host's cores (`starts_at_once`): on a small CPU host one
+after the other, since those steps overlapping there fight over the cores (OpenMP threads spin
+while their partners are descheduled) and took twice as long as the same steps in a row. Then
+the blocks: in each block every
 subject measures one window on the block's slice of the stream while all the others stand
 stopped (SIGSTOP), so nothing else of ours runs on its clock. The order inside a block is a
 random permutation, and the next block runs it backwards (ABBA), so that drift during a block
@@ -205,13 +207,26 @@ def _make_ready(
     workers: dict[str, LiveWorker],
     runs: dict[str, TrialRun],
 ) -> dict[str, dict[str, Any]]:
-    """Start `order`'s workers into `workers`, a few at a time, each stopped once ready; a worker that fails is ended."""
+    """Start `order`'s workers into `workers`, each stopped once ready; a worker that fails is ended.
+
+    All start at once but hold after their imports, which take one core each; then they are let
+    go on a few at a time (`starts_at_once`) to build, compile and settle.
+    """
     ready: dict[str, dict[str, Any]] = {}
     at_once = starts_at_once(requests[order[0]].device) if order else 1
+    hold = len(order) > at_once
+    for name in order:
+        workers[name] = LiveWorker(requests[name]).start(hold=hold)
+    if hold:
+        for name in order:
+            if not workers[name].until_held():
+                runs[name] = workers.pop(name).end()
+    order = [name for name in order if name in workers]
     for first in range(0, len(order), at_once):
         batch = order[first : first + at_once]
         for name in batch:
-            workers[name] = LiveWorker(requests[name]).start()
+            if hold:
+                workers[name].release()
         for name in batch:
             worker = workers[name]
             if worker.until_ready():

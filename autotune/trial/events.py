@@ -19,6 +19,7 @@ from typing import Any, TextIO
 __all__ = [
     "COMMAND_FD_VARIABLE",
     "EVENT_FD_VARIABLE",
+    "HOLD_VARIABLE",
     "PARENT_PID_VARIABLE",
     "PAUSE_FD_VARIABLE",
     "Events",
@@ -26,6 +27,7 @@ __all__ = [
     "open_request",
     "parse_event",
     "command_channel",
+    "wait_for_go",
 ]
 
 EVENT_FD_VARIABLE = "AUTOTUNE_EVENT_FD"
@@ -34,6 +36,8 @@ COMMAND_FD_VARIABLE = "AUTOTUNE_COMMAND_FD"
 """Names the descriptor a ready worker reads its parent's commands from: measure a window, or end."""
 PAUSE_FD_VARIABLE = "AUTOTUNE_PAUSE_FD"
 """Names the descriptor on which the worker answers SIGTSTP once it has gone quiet (see `autotune.trial.gate`)."""
+HOLD_VARIABLE = "AUTOTUNE_HOLD"
+"""Set (to 1) for a worker started beside others: once imported, it says "held" and waits for a line on its commands."""
 PARENT_PID_VARIABLE = "AUTOTUNE_PARENT_PID"
 """The worker exits when the process that started it is gone (it runs in a session of its own)."""
 
@@ -87,6 +91,26 @@ def open_request(argv: list[str] | None) -> tuple[dict[str, Any], Events]:
     die_with_parent()
     fd = os.environ.get(EVENT_FD_VARIABLE)
     return request, Events(os.fdopen(int(fd), "w", buffering=1) if fd else sys.stdout)
+
+
+def wait_for_go() -> bool:
+    """Block until the parent's first command; True when it is `{"do": "go"}`, False for any other or a closed channel.
+
+    Read a byte at a time, straight from the descriptor, so that nothing after the line is taken
+    from `command_channel`, which reads the same descriptor later.
+    """
+    fd = int(os.environ[COMMAND_FD_VARIABLE])
+    line = b""
+    while not line.endswith(b"\n"):
+        byte = os.read(fd, 1)
+        if not byte:
+            return False
+        line += byte
+    try:
+        command = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(command, dict) and command.get("do") == "go"
 
 
 def command_channel() -> Iterator[dict[str, Any]] | None:

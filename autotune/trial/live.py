@@ -34,6 +34,7 @@ from autotune.trial.devices import visible_device
 from autotune.trial.events import (
     COMMAND_FD_VARIABLE,
     EVENT_FD_VARIABLE,
+    HOLD_VARIABLE,
     PARENT_PID_VARIABLE,
     PAUSE_FD_VARIABLE,
     parse_event,
@@ -76,8 +77,11 @@ class LiveWorker:
 
     # -- the process -----------------------------------------------------------------------------
 
-    def start(self) -> LiveWorker:
-        """Write the request and start the worker in a session of its own, with its event and command pipes."""
+    def start(self, *, hold: bool = False) -> LiveWorker:
+        """Write the request and start the worker in a session of its own, with its event and command pipes.
+
+        With `hold`, the worker imports, says "held" and waits for `release` before it builds anything.
+        """
         request, workdir = self.request, self.workdir
         cache = Path(request.cache_dir) if request.cache_dir else workdir
         self.run.warm = cache.is_dir() and any((cache / "inductor").glob("*"))
@@ -97,6 +101,8 @@ class LiveWorker:
         env = _environment(cache, request, event_write)
         env[COMMAND_FD_VARIABLE] = str(command_read)
         env[PAUSE_FD_VARIABLE] = str(answer_write)
+        if hold:
+            env[HOLD_VARIABLE] = "1"
         self.stderr_path = workdir / "stderr.log"
         self.started = self.phase_started = time.monotonic()
         with open(self.stderr_path, "wb") as stderr:
@@ -146,6 +152,14 @@ class LiveWorker:
     def until_ready(self) -> bool:
         """Follow the worker until it is ready; False when it failed, ended or was stopped before."""
         return self.follow({"ready"}, self.request.timeout) is not None
+
+    def until_held(self) -> bool:
+        """Follow a worker started with `hold` until it has imported and waits; False when it failed or ended."""
+        return self.follow({"held"}, self.request.timeout) is not None
+
+    def release(self) -> bool:
+        """Let a held worker go on to build, compile and settle; False when it is gone."""
+        return self._send({"do": "go"})
 
     def window(self, index: int, start: int, count: int, passes: int = 1) -> dict[str, Any] | None:
         """Measure one window: `passes` passes over stream batches start .. start+count-1; its event, or None."""

@@ -8,7 +8,8 @@ It builds the workload, applies the configuration by executing the generated
 2. settle windows on the fixed batches: a window in which anything compiled is measured
    again, so a ready worker has stopped compiling on what it has seen.
 
-Then it says "ready" and does what its parent asks, one command per line on the descriptor
+Started beside other subjects (AUTOTUNE_HOLD set), it first imports, says "held" and waits for
+its parent's go (`hold`). Then it says "ready" and does what its parent asks, one command per line on the descriptor
 named by AUTOTUNE_COMMAND_FD (without one, it ends at once):
 
 * `{"do": "window", "index": k, "start": s, "count": n}`: time batches s .. s+n-1 of the fresh
@@ -31,6 +32,7 @@ stops next does not run on, or hold memory from, another worker's measurement.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import math
 import os
 import signal
@@ -48,7 +50,15 @@ from torch.utils import _pytree as pytree
 
 from autotune.runtime import codegen, compile_cache, environment
 from autotune.trial.compile_split import compile_split
-from autotune.trial.events import PAUSE_FD_VARIABLE, Events, command_channel, open_request
+from autotune.trial.events import (
+    COMMAND_FD_VARIABLE,
+    HOLD_VARIABLE,
+    PAUSE_FD_VARIABLE,
+    Events,
+    command_channel,
+    open_request,
+    wait_for_go,
+)
 from autotune.trial.measure import (
     PRECISION_TOLERANCE,
     Stopwatch,
@@ -75,7 +85,7 @@ from autotune.trial.measure import (
 from autotune.trial.request import Protocol, noisy_reason
 from autotune.workload import Workload, resolve, samples_in
 
-__all__ = ["StepRunner", "TrialFailure", "answer_pauses", "classify", "exit_now", "main", "to_device"]
+__all__ = ["StepRunner", "TrialFailure", "answer_pauses", "classify", "exit_now", "hold", "main", "to_device"]
 
 MAX_PASSES_PER_WINDOW = 64
 
@@ -93,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     request, events = open_request(argv)
     if answer_pauses():
         events.emit("pausable")
+    if not hold(request, events):
+        return 1
     trial = Trial(request, events)
     try:
         trial.run()
@@ -104,6 +116,24 @@ def main(argv: list[str] | None = None) -> int:
         events.emit("failed", reason=classify(exc, trial.phase), message=_one_line(exc), phase=trial.phase)
         return 1
     return 0
+
+
+def hold(request: Mapping[str, Any], events: Events) -> bool:
+    """Started beside other subjects (HOLD_VARIABLE set): import the workload's module, say "held", wait for the go.
+
+    Starting Python, importing torch and the workload's module take one core each, so subjects
+    started together share those seconds; building, compiling and settling, which use every
+    core, wait for the parent's go, given to one subject at a time. False when the parent
+    asked for anything else (it ends the worker) or closed the channel.
+    """
+    if not os.environ.get(HOLD_VARIABLE) or not os.environ.get(COMMAND_FD_VARIABLE):
+        return True
+    module = str(request.get("spec") or "").partition(":")[0]
+    with contextlib.suppress(Exception):  # a module that fails to import fails again, and is classified, in build
+        importlib.import_module(module)
+    events.emit("phase", phase="held")
+    events.emit("held")
+    return wait_for_go()
 
 
 @dataclass
@@ -121,8 +151,10 @@ class Trial:
         self._compile()
         self._settle()
         self.load_before, self.cpu_before = load_average(), cpu_times()
-        self.events.emit("ready", **self.ready)
+        # The phase first: the parent may stop the worker as soon as it reads "ready", and a phase
+        # said after that stop would count the stop as settling.
         self._set_phase("ready")
+        self.events.emit("ready", **self.ready)
         commands = command_channel()
         if commands is None:  # nobody to command it: a one-shot run, which ends with its stream
             self._end(stream=True)
