@@ -156,3 +156,31 @@ def test_a_postgresql_url_without_its_driver_says_which_extra_installs_it(monkey
 def test_a_grace_period_no_longer_than_the_heartbeat_interval_is_refused() -> None:
     with pytest.raises(SearchError, match="--heartbeat-interval 60 and --grace-period 60"):
         SearchOptions(model="tests.trial_targets.workloads:tiny_infer", heartbeat_interval=60, grace_period=60)
+
+
+def test_a_search_frozen_inside_a_write_does_not_hold_the_trial_from_other_searches(
+    postgres_url: str, monkeypatch
+) -> None:
+    # A host that hangs, or loses its network, between two statements of a transaction keeps the
+    # trial's row locked; the server ends that session after the limit, and the others go on.
+    import sqlalchemy
+
+    from autotune.study.storage import _storage
+
+    monkeypatch.setattr(_storage, "IDLE_IN_TRANSACTION_SECONDS", 2)
+    study = _study(postgres_url)
+    trial = study.ask()
+    frozen = _storage.open_storage(postgres_url + "?options=-c%20application_name%3Dfrozen").engine.connect()
+    assert frozen.execute(sqlalchemy.text("show application_name")).scalar_one() == "frozen", "the URL's options stay"
+    assert frozen.execute(sqlalchemy.text("show idle_in_transaction_session_timeout")).scalar_one() == "2s"
+    frozen.execute(sqlalchemy.text(f"select * from trials where trial_id = {trial._trial_id} for update"))
+    # The frozen host now holds the row, in a transaction it never ends; the other search writes the same row.
+    other = _storage.open_storage(postgres_url)
+    started = time.monotonic()
+    with other.engine.connect() as connection:
+        connection.execute(sqlalchemy.text("set lock_timeout = '20s'"))  # without the limit: an error after 20 s
+        connection.execute(sqlalchemy.text(f"update trials set state = 'FAIL' where trial_id = {trial._trial_id}"))
+        connection.commit()
+    assert time.monotonic() - started < 15, "the other search waited on the frozen host's lock"
+    with pytest.raises(sqlalchemy.exc.DBAPIError, match="idle-in-transaction"):
+        frozen.execute(sqlalchemy.text("select 1"))  # the server ended the frozen session

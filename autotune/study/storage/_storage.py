@@ -23,6 +23,8 @@ from autotune.errors import SearchError
 __all__ = ["create_study", "load_search_study", "open_storage", "shown"]
 
 _ATTEMPTS = 6
+IDLE_IN_TRANSACTION_SECONDS = 30
+"""A PostgreSQL session left inside a transaction this long is ended by the server, and its locks with it."""
 _POSTGRES = ("postgresql", "postgres")
 """URL schemes that name PostgreSQL without a driver; psycopg 3 is the one the extra installs."""
 
@@ -32,8 +34,14 @@ def open_storage(url: str, **heartbeat: Any) -> optuna.storages.RDBStorage:
 
     Connections are checked before use, since a database server may have closed an idle one
     during a long trial; a missing PostgreSQL driver is named with the extra that installs it.
+    On PostgreSQL the server ends a session that stays inside a transaction for
+    IDLE_IN_TRANSACTION_SECONDS: a host that hangs or loses its network in the middle of a write
+    would otherwise hold the trial's row locked, and every other search that fails its stale
+    trial, or writes that row, would wait on it until the connection is found dead (hours).
     """
-    engine_kwargs = {} if url.startswith("sqlite") else {"pool_pre_ping": True}
+    engine_kwargs: dict[str, Any] = {} if url.startswith("sqlite") else {"pool_pre_ping": True}
+    if url.startswith(_POSTGRES):
+        engine_kwargs["connect_args"] = {"options": _server_options(url)}
     try:
         with warnings.catch_warnings():
             # Optuna calls its heartbeat experimental; the warning says nothing a user can act on.
@@ -54,6 +62,17 @@ def shown(url: str) -> str:
         return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
     except sqlalchemy.exc.ArgumentError:
         return url
+
+
+def _server_options(url: str) -> str:
+    """The session options for a PostgreSQL URL: the URL's own `options`, then the idle-in-transaction limit."""
+    try:
+        given = sqlalchemy.engine.make_url(url).query.get("options") or ""
+    except sqlalchemy.exc.ArgumentError:
+        given = ""
+    ours = f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_SECONDS * 1000}"
+    given = given if isinstance(given, str) else " ".join(given)
+    return f"{given} {ours}".strip()
 
 
 def _with_driver(url: str) -> str:
