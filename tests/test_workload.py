@@ -356,3 +356,17 @@ def test_summary_from_dict_errors(data: object, named: str) -> None:
     with pytest.raises(ConfigError) as raised:
         WorkloadSummary.from_dict(data)
     assert named in str(raised.value)
+
+
+def test_preimport_imports_the_target_s_module_builds_nothing_and_leaves_failures_to_resolve(monkeypatch) -> None:
+    import sys
+
+    from autotune.workload import preimport
+
+    monkeypatch.delitem(sys.modules, "tests.targets.doctor", raising=False)
+    preimport("tests.targets.doctor:gpt2_default_loss")
+    assert "tests.targets.doctor" in sys.modules
+    for failing in ("tests.targets.raises_on_import:model", "tests.targets.broken_import:model", "not a spec"):
+        preimport(failing)  # resolve names these failures, with their cause
+    with pytest.raises(WorkloadError, match="cannot import 'tests.targets.broken_import'"):
+        resolve("tests.targets.broken_import:model")

@@ -106,11 +106,8 @@ def wait_for_go() -> bool:
         if not byte:
             return False
         line += byte
-    try:
-        command = json.loads(line)
-    except ValueError:
-        return False
-    return isinstance(command, dict) and command.get("do") == "go"
+    command = _command(line)
+    return command is not None and command.get("do") == "go"
 
 
 def command_channel() -> Iterator[dict[str, Any]] | None:
@@ -125,9 +122,15 @@ def command_channel() -> Iterator[dict[str, Any]] | None:
 def _commands(fd: int) -> Iterator[dict[str, Any]]:
     with os.fdopen(fd, "r", buffering=1) as channel:
         for line in channel:
-            try:
-                command = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(command, dict):
+            command = _command(line)
+            if command is not None:
                 yield command
+
+
+def _command(line: str | bytes) -> dict[str, Any] | None:
+    """One line of the command channel as a command; None for a line that is not a JSON object."""
+    try:
+        command = json.loads(line)
+    except ValueError:
+        return None
+    return command if isinstance(command, dict) else None

@@ -9,8 +9,8 @@ It builds the workload, applies the configuration by executing the generated
    again, so a ready worker has stopped compiling on what it has seen.
 
 Started beside other subjects (AUTOTUNE_HOLD set), it first imports, says "held" and waits for
-its parent's go (`hold`). Then it says "ready" and does what its parent asks, one command per line on the descriptor
-named by AUTOTUNE_COMMAND_FD (without one, it ends at once):
+its parent's go (`hold`). Then it says "ready" and does what its parent asks, one command per
+line on the descriptor named by AUTOTUNE_COMMAND_FD (without one, it ends at once):
 
 * `{"do": "window", "index": k, "start": s, "count": n}`: time batches s .. s+n-1 of the fresh
   stream (modulo its length), each once, with the calibration probe just before; the steps
@@ -32,7 +32,6 @@ stops next does not run on, or hold memory from, another worker's measurement.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import math
 import os
 import signal
@@ -83,7 +82,7 @@ from autotune.trial.measure import (
     working_dtype,
 )
 from autotune.trial.request import Protocol, noisy_reason
-from autotune.workload import Workload, resolve, samples_in
+from autotune.workload import Workload, preimport, resolve, samples_in
 
 __all__ = ["StepRunner", "TrialFailure", "answer_pauses", "classify", "exit_now", "hold", "main", "to_device"]
 
@@ -128,9 +127,7 @@ def hold(request: Mapping[str, Any], events: Events) -> bool:
     """
     if not os.environ.get(HOLD_VARIABLE) or not os.environ.get(COMMAND_FD_VARIABLE):
         return True
-    module = str(request.get("spec") or "").partition(":")[0]
-    with contextlib.suppress(Exception):  # a module that fails to import fails again, and is classified, in build
-        importlib.import_module(module)
+    preimport(str(request.get("spec")))  # a module that fails to import fails again, and is classified, in build
     events.emit("phase", phase="held")
     events.emit("held")
     return wait_for_go()

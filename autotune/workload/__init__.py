@@ -13,7 +13,7 @@ from autotune.workload.contract import (
     samples_in,
     seed_everything,
 )
-from autotune.workload.resolve import resolve
+from autotune.workload.resolve import preimport, resolve
 
 __all__ = [
     "AUTOCAST_DTYPES",
@@ -22,6 +22,7 @@ __all__ = [
     "find_repeated_blocks",
     "input_keys",
     "input_of",
+    "preimport",
     "resolve",
     "samples_in",
     "seed_everything",

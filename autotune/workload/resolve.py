@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import inspect
@@ -19,7 +20,7 @@ from autotune.runtime.limits import printable
 from autotune.workload import hf, trainer
 from autotune.workload.contract import Workload
 
-__all__ = ["resolve"]
+__all__ = ["preimport", "resolve"]
 
 
 def resolve(spec: str, *, isolated: bool = False) -> Workload:
@@ -33,8 +34,7 @@ def resolve(spec: str, *, isolated: bool = False) -> Workload:
     module_name, attr = _split_spec(spec)
     if isolated:
         _builds_in_a_child(spec, os.getcwd())
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    _working_directory_on_path()
     try:
         module = importlib.import_module(module_name)
     except (Exception, SystemExit, KeyboardInterrupt) as exc:
@@ -55,6 +55,26 @@ def resolve(spec: str, *, isolated: bool = False) -> Workload:
             )
         target = getattr(target, part)
     return _as_workload(target, spec, called=False)
+
+
+def preimport(spec: str) -> None:
+    """Import the module `spec` names, as `resolve` would, only to pay its import early.
+
+    Nothing is built. A spec or module that fails is left alone: `resolve` fails on it again and says why.
+    """
+    try:
+        module_name, _ = _split_spec(spec)
+    except WorkloadError:
+        return
+    _working_directory_on_path()
+    with contextlib.suppress(Exception, SystemExit):
+        importlib.import_module(module_name)
+
+
+def _working_directory_on_path() -> None:
+    """Targets are found from the working directory, as `python -m` finds them."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
 
 
 @functools.lru_cache(maxsize=16)
