@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from autotune.errors import ConfigError
-from autotune.runtime import batching, compile_cache
+from autotune.runtime import allocator, batching, compile_cache
 from autotune.runtime.config import CompileConfig, validate_input_key, validate_module_path
 from autotune.runtime.summary import WorkloadSummary
 
@@ -57,6 +57,8 @@ def generate(config: CompileConfig, workload: WorkloadSummary, *, created: str, 
         "# Optional: start compiling warm from the artifacts autotune saved (compile_cache.bin).\n\n\n"
         + inspect.getsource(_CACHE_HELPERS[0]),
         *(inspect.getsource(helper) for helper in _CACHE_HELPERS[1:]),
+        "# The host allocator autotune measured with (see autotune.runtime.allocator).\n\n\n"
+        + inspect.getsource(allocator.steady_malloc),
     ]
     # PEP 8 layout (two blank lines around functions), so the file reads like hand-written code.
     source = "\n\n".join(part.strip("\n") for part in preamble)
@@ -292,6 +294,13 @@ def _apply_function(config: CompileConfig) -> str:
         ]
     if config.compile_optimizer:
         body += ["if optimizer is not None:", "    compile_optimizer(optimizer)"]
+    body = [
+        "# Every process autotune measured ran glibc's malloc with fixed thresholds, which keeps a",
+        "# training step from faulting its memory in anew each time; set them here too, unless the",
+        "# environment already chose an allocator or its settings (steady_malloc, below).",
+        "steady_malloc()",
+        *body,
+    ]
     lines = [
         "def apply_compilation(model, optimizer=None):",
         '    """Compile `model` in place, so its state_dict keys stay the same; returns (model, optimizer)."""',

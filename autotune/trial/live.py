@@ -30,6 +30,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
+from autotune.runtime import allocator
 from autotune.trial.devices import visible_device
 from autotune.trial.events import (
     COMMAND_FD_VARIABLE,
@@ -424,6 +425,9 @@ def _environment(cache: Path, request: TrialRequest, event_fd: int) -> dict[str,
         env["TORCHINDUCTOR_COMPILE_THREADS"] = str(len(request.cpus))
         if not threads:
             env["OMP_NUM_THREADS"] = str(len(request.cpus))
+    # glibc's malloc with fixed thresholds from the first allocation on: with its adaptive ones, a small CPU
+    # training step faults its memory in anew each time, by an amount that differs from process to process.
+    env.update(allocator.worker_environment(env))
     env[EVENT_FD_VARIABLE] = str(event_fd)
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
