@@ -128,6 +128,9 @@ def _header(config: CompileConfig, workload: WorkloadSummary, created: str, vers
         "",
         "To compile faster, call load_compile_cache() before the first step: it loads the compile",
         "artifacts autotune saved next to this file (compile_cache.bin), if torch and the device are the same.",
+        "",
+        "apply_compilation also fixes glibc malloc's thresholds for the process, as they were in every",
+        "process autotune measured (steady_malloc), unless the environment already set an allocator's.",
     ]
     if config.uses_cuda_graphs:
         lines += [
