@@ -160,6 +160,11 @@ def test_a_campaign_round_trips_through_plain_data_and_old_files_still_load() ->
         (0.985, 1.0201, "undecided"),
         (0.9805, 1.019, "equivalent"),  # the band's low edge is 1 / 1.02 = 0.98039
         (0.9803, 1.019, "undecided"),
+        # Inside the band, an interval that excludes 1 is still equivalence: no gain or loss worth the name.
+        (1.001, 1.0199, "equivalent"),
+        (1.001, 1.0201, "gain"),
+        (0.9805, 0.999, "equivalent"),
+        (0.9803, 0.999, "loss"),
     ],
 )
 def test_an_interval_decides_gain_loss_equivalence_or_nothing(low: float, high: float, said: str) -> None:
@@ -540,6 +545,17 @@ def test_a_configuration_equivalent_to_plain_compile_is_said_to_be() -> None:
     twin = choose(campaign(eager=[50, 52, 51], compile=[100, 101, 99], **{"trial 7": [100.2, 101.1, 99.3]}))
     assert twin.subject == "compile" and twin.decision == "equivalent"
     assert "is equivalent to it" in twin.verdict and "inside +/-2%" in twin.verdict
+
+
+def test_a_gain_inside_the_band_of_equivalence_exports_plain_compile() -> None:
+    # About 1% faster in every replicate: an interval above 1, wholly inside +/-2%.
+    small = {"compile": [100, 101, 99], "trial 7": [101.0, 102.1, 99.9]}
+    inside = choose(campaign(eager=[50, 52, 51], **small))
+    assert (inside.subject, inside.decision) == ("compile", "equivalent"), inside.verdict
+    assert "is equivalent to it" in inside.verdict
+    # The same gain judged in a narrower band is a gain, and exported.
+    narrow = choose(campaign(eager=[50, 52, 51], **small), within=0.005)
+    assert (narrow.subject, narrow.decision) == ("trial 7", "gain"), narrow.verdict
 
 
 def test_when_every_configuration_trails_plain_compile_plain_compile_is_exported() -> None:

@@ -4,7 +4,8 @@ The exported configuration is the best of {eager, plain torch.compile, every con
 configuration}, judged on one campaign's paired replicates:
 
 * a configuration is exported only when its interval against plain torch.compile lies
-  wholly above 1 (a gain that survives the noise); the best such one by its estimate wins;
+  wholly above 1 (a gain that survives the noise) and not wholly inside the +/- `within`
+  band (a gain worth the name); the best such one by its estimate wins;
 * otherwise plain torch.compile is exported (`CompileConfig()`), unless eager beat plain
   compile with an interval wholly above 1, in which case nothing is compiled.
 
@@ -105,7 +106,8 @@ def _choose(campaign: Campaign, *, min_gain: float, within: float) -> Choice:
         if versus is not None and (not eager_leads or _beats(campaign.ratio(name, "eager"), min_gain)):
             candidates.append((versus, name))
     best = max(candidates, key=lambda c: c[0].median, default=None)
-    if best is not None and best[0].low > 1.0 + min_gain:
+    # A gain inside the band of equivalence is no gain worth a configuration: plain compile stays.
+    if best is not None and best[0].low > 1.0 + min_gain and not best[0].equivalent(within):
         versus, name = best
         subject = campaign.subjects[name]
         assert subject.config is not None

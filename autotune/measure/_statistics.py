@@ -14,8 +14,9 @@ the replicates are the independent units:
   cost of a window and of a new process they give the windows per replicate that narrow the
   interval fastest for the time spent (`windows_per_replicate`, Kalibera and Jones).
 
-An outcome (`outcome`) reads an interval against 1: a gain when it lies above, a loss when
-below, equivalence when it lies inside the band of +/- `within`, undecided otherwise.
+An outcome (`outcome`) reads an interval against 1: equivalence when it lies inside the band
+of +/- `within` (whether or not it excludes 1), else a gain when it lies above 1, a loss when
+below, undecided otherwise.
 """
 
 from __future__ import annotations
@@ -105,15 +106,21 @@ class Interval:
 
 
 def outcome(interval: Interval | None, within: float) -> str:
-    """'gain', 'loss', 'equivalent' or 'undecided' for a ratio to the reference (None: undecided)."""
+    """'gain', 'loss', 'equivalent' or 'undecided' for a ratio to the reference (None: undecided).
+
+    Equivalence comes first: an interval inside the +/- `within` band is no difference worth
+    the name even where it excludes 1. A precise enough measurement of two identical
+    configurations excludes 1 in one comparison in twenty, by construction; it must not be
+    called a gain (or a loss) for that.
+    """
     if interval is None or interval.rounds < 2:
         return "undecided"  # one replicate says nothing of the variation between processes
+    if interval.equivalent(within):
+        return "equivalent"
     if interval.gain:
         return "gain"
     if interval.loss:
         return "loss"
-    if interval.equivalent(within):
-        return "equivalent"
     return "undecided"
 
 
