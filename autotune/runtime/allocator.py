@@ -50,10 +50,13 @@ def steady_malloc() -> bool:
     """
     import ctypes
     import os
-    import platform
 
+    try:
+        glibc = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (AttributeError, ValueError, OSError):  # not a glibc system (Windows has no confstr)
+        glibc = ""
     chosen = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES", "LD_PRELOAD")
-    if platform.libc_ver()[0] != "glibc" or any(os.environ.get(name) for name in chosen):
+    if not glibc.startswith("glibc") or any(os.environ.get(name) for name in chosen):
         return False
     mallopt = ctypes.CDLL(None).mallopt
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
