@@ -1,11 +1,11 @@
-"""What the example workloads share: the size knob, seeded model construction, padding masks."""
+"""What the example workloads share: the size knob, seeded model construction, padding masks, eager training passes."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Sequence
-from typing import Literal, cast
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Literal, cast
 
 import torch
 
@@ -50,3 +50,26 @@ def draw_lengths(count: int, buckets: Sequence[tuple[float, int, int]]) -> torch
     lows = torch.tensor([low for _, low, _ in buckets])[picks]
     highs = torch.tensor([high for _, _, high in buckets])[picks]
     return lows + (torch.rand(count) * (highs - lows + 1)).long().clamp(max=highs - lows)
+
+
+def eager_training(spec: str, warm_passes: int) -> tuple[Callable[[], None], list[Any]]:
+    """Build the training workload `spec` on the CPU and run `warm_passes` eager passes over its batches.
+
+    Returns (a function that runs one more pass, the batches): what the noise studies time.
+    """
+    from autotune.trial.worker import StepRunner
+    from autotune.workload import resolve
+
+    workload = resolve(spec)
+    batches = workload.draw_batches(seed=0)
+    model = workload.model
+    optimizer = workload.optimizer(model.parameters())  # type: ignore[misc]
+    step = StepRunner(workload, torch.device("cpu"), cuda_graphs=False)
+
+    def one_pass() -> None:
+        for batch in batches:
+            step(model, optimizer, batch)
+
+    for _ in range(warm_passes):
+        one_pass()
+    return one_pass, batches

@@ -38,26 +38,15 @@ def _faults() -> int:
 
 def _child(spec: str) -> None:
     """Time eager training windows of `spec` in this process; print one JSON line."""
-    import torch
+    from examples._shared import eager_training
 
-    from autotune.trial.worker import StepRunner
-    from autotune.workload import resolve
-
-    workload = resolve(spec)
-    batches = workload.draw_batches(seed=0)
-    model = workload.model
-    optimizer = workload.optimizer(model.parameters())  # type: ignore[misc]
-    step = StepRunner(workload, torch.device("cpu"), cuda_graphs=False)
-    for _ in range(5):
-        for batch in batches:
-            step(model, optimizer, batch)
+    one_pass, batches = eager_training(spec, warm_passes=5)
     rates, faults = [], []
     for _ in range(WINDOWS):
         before, started, steps = _faults(), time.perf_counter(), 0
         while time.perf_counter() - started < WINDOW_SECONDS:
-            for batch in batches:
-                step(model, optimizer, batch)
-                steps += 1
+            one_pass()
+            steps += len(batches)
         rates.append(steps / (time.perf_counter() - started))
         faults.append((_faults() - before) / steps)
     print(json.dumps({"rate": statistics.median(rates), "faults": statistics.median(faults)}))

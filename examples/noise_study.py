@@ -56,19 +56,11 @@ def _child(threads: int, windows: int, commanded: bool) -> None:
     import torch
 
     from autotune.trial.measure import calibration_probe
-    from autotune.trial.worker import StepRunner
-    from autotune.workload import resolve
+    from examples._shared import eager_training
 
     if threads:
         torch.set_num_threads(threads)
-    workload = resolve("examples.toy:model")
-    batches = workload.draw_batches(seed=0)
-    model = workload.model
-    optimizer = workload.optimizer(model.parameters())  # type: ignore[misc]
-    step = StepRunner(workload, torch.device("cpu"), cuda_graphs=False)
-    for _ in range(3):
-        for batch in batches:
-            step(model, optimizer, batch)
+    one_pass, batches = eager_training("examples.toy:model", warm_passes=3)
     samples = sum(int(b["input_ids"].shape[0]) for b in batches)
     print(json.dumps({"ready": True}), flush=True)
     for index in range(windows):
@@ -78,8 +70,7 @@ def _child(threads: int, windows: int, commanded: bool) -> None:
         steal_before, switches_before = _steal_ticks(), _process_counters()
         started, passes = time.perf_counter(), 0
         while time.perf_counter() - started < WINDOW_SECONDS:
-            for batch in batches:
-                step(model, optimizer, batch)
+            one_pass()
             passes += 1
         seconds = time.perf_counter() - started
         steal_after, switches_after = _steal_ticks(), _process_counters()

@@ -116,3 +116,14 @@ def test_the_generated_file_keeps_a_step_s_memory_in_the_heap(tmp_path: Path) ->
     # A user's own choice is kept: the generated file changes nothing then (here a fixed 1 MiB threshold).
     chosen = _blocks(str(path), _clean_environment(MALLOC_MMAP_THRESHOLD_=str(2**20)))
     assert chosen["before"]["from_heap"] == chosen["after"]["from_heap"] == 0, chosen
+
+
+def test_the_allocator_study_sees_no_faults_with_the_steady_thresholds(tmp_path: Path) -> None:
+    from examples import allocator_study
+
+    out = tmp_path / "allocator.md"
+    assert allocator_study.main(["--workload", "examples.toy:model", "--pairs", "1", "--out", str(out)]) == 0
+    lines = [line for line in out.read_text().splitlines() if line.startswith("| ") and "---" not in line]
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in lines[1:]}
+    assert set(rows) == {"glibc default", "steady thresholds"}, out.read_text()
+    assert rows["steady thresholds"][-1].strip(" |") == "0", out.read_text()  # page faults per step, its one process
