@@ -92,10 +92,12 @@ def test_a_measured_process_starts_with_fixed_thresholds_unless_the_user_chose(m
     assert allocator.worker_environment({"LD_PRELOAD": ""}) == dict(allocator.VARIABLES)
 
 
-def test_the_copied_function_sets_the_same_thresholds_as_the_workers() -> None:
+def test_the_copied_function_sets_the_same_thresholds_and_respects_the_same_choices_as_the_workers() -> None:
     # The generated file holds steady_malloc's source, with its values as literals: they must be the workers'.
     constants = allocator.steady_malloc.__code__.co_consts
     assert allocator.MMAP_THRESHOLD in constants and allocator.TRIM_THRESHOLD in constants
+    # ...and it leaves the allocator alone where the workers would: the same user choices, in the same order.
+    assert allocator._USER_CHOICES in constants
 
 
 def test_the_generated_file_keeps_a_step_s_memory_in_the_heap(tmp_path: Path) -> None:
