@@ -4,8 +4,13 @@ Against eager, the whole compile time is the cost; against plain torch.compile, 
 seconds a subject compiles longer (none when it compiles as fast or faster). Each step saves
 `t_ref * (1 - 1/r)` seconds, where `t_ref` is the reference's seconds per step and `r` how
 many times faster the subject runs, paired replicate by replicate (throughput, whatever the
-campaign's objective). The interval of the steps comes from the interval of `r`; a subject
-that is not faster never pays back (None), and an interval that reaches 1 has no upper end.
+campaign's objective); a subject that is not faster never pays back (None).
+
+The steps are one figure with no interval. The compile seconds on each side are one cold
+compile each, and two cold compiles of one configuration minutes apart can differ by more than
+the difference between two configurations; an interval from the speedup alone would claim a
+precision the compile times do not have (two validations of one configuration once gave
+intervals of 62 [43, 124] and 5,977 [5,149, 7,158] steps that excluded each other).
 """
 
 from __future__ import annotations
@@ -49,36 +54,30 @@ def break_even(campaign: Campaign, name: str, reference: str) -> dict[str, Any] 
     step = 1.0 / reference_run.batches_per_second
     return {
         "compile_seconds": round(cost, 2),
+        "compile_measurements": 1,
         "step_seconds": step,
         "speedup": speedup.to_dict(),
         "steps": _rounded(steps_to_pay_back(cost, step, speedup.median)),
-        "low": _rounded(steps_to_pay_back(cost, step, speedup.high)),
-        "high": _rounded(steps_to_pay_back(cost, step, speedup.low)) if speedup.rounds > 1 else None,
     }
 
 
 def break_even_text(figures: dict[str, Any] | None) -> str:
-    """'about 4,800 steps [3,900, 6,200]', 'never (not faster)', or '' when there is nothing to say."""
+    """'about 4,800 steps (one cold compile each, no interval)', 'never (not faster)', or '' with nothing to say."""
     if not figures:
         return ""
     if figures.get("steps") is None:
         return "never (not faster)"
-    text = f"{number(figures['steps'])} steps"
-    low, high = figures.get("low"), figures.get("high")
-    if low is not None and figures["speedup"].get("rounds", 0) > 1:
-        text += f" [{number(low)}, {number(high) if high is not None else 'never'}]"
-    return text
+    return f"{number(figures['steps'])} steps (one cold compile each, no interval)"
 
 
 def _throughput_interval(campaign: Campaign, name: str, reference: str) -> Interval | None:
-    pairs = zip(campaign.runs.get(name, []), campaign.runs.get(reference, []), strict=False)
     logs = [
         math.log(a.samples_per_second / b.samples_per_second)
-        for a, b in pairs
+        for a, b in campaign.paired_runs(name, reference)
         if a is not None and b is not None and a.complete and b.complete
         if a.samples_per_second and b.samples_per_second
     ]
-    return replicate_interval(logs) if logs else None
+    return replicate_interval(logs, looks=campaign.looks) if logs else None
 
 
 def _rounded(steps: float | None) -> float | None:

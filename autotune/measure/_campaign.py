@@ -26,7 +26,7 @@ from typing import Any
 
 from autotune.measure._objective import Objective, faster
 from autotune.measure._session import Replicate
-from autotune.measure._statistics import Components, Interval, components, replicate_interval
+from autotune.measure._statistics import Components, Interval, Looks, components, replicate_interval
 from autotune.measure.format import utc_now
 from autotune.runtime import codegen, environment
 from autotune.runtime.config import CompileConfig
@@ -146,6 +146,12 @@ class Campaign:
     retired: dict[str, str] = field(default_factory=dict)
     """Subjects left out of later replicates because they no longer bear on the question, and why (racing: see
     `autotune.measure._engine`). Their figures rest on the replicates they ran in."""
+    looks: Looks | None = None
+    """The looks and candidates the campaign spends its error over: its intervals are simultaneous over them.
+    None (files of earlier versions): plain 95% intervals of one look."""
+    partners: dict[str, dict[str, list[RunRecord | None]]] = field(default_factory=dict)
+    """partners[reference][name]: per replicate, the run of `reference` in `name`'s group, where the reference ran
+    in every group (the 'pairs' design); None where it shared the reference's own run."""
 
     @property
     def rounds(self) -> int:
@@ -202,27 +208,38 @@ class Campaign:
         runs = sorted(self.complete_runs(name), key=lambda r: self.value_of(name, r))
         return runs[(len(runs) - 1) // 2] if runs else None
 
+    def paired_runs(self, name: str, reference: str) -> list[tuple[RunRecord | None, RunRecord | None]]:
+        """Per replicate, the run of `name` and the run of `reference` it was paired with."""
+        own, theirs = list(self.runs.get(name, [])), list(self.runs.get(reference, []))
+        for index, partner in enumerate(self.partners.get(reference, {}).get(name, [])):
+            if partner is not None and index < len(theirs):
+                theirs[index] = partner
+        for index, partner in enumerate(self.partners.get(name, {}).get(reference, [])):
+            if partner is not None and index < len(own):
+                own[index] = partner
+        return list(zip(own, theirs, strict=False))
+
     def log_ratios(self, name: str, reference: str) -> list[float]:
         """Per replicate where both completed: the logarithm of how many times faster `name` is than `reference`."""
-        pairs = zip(self.runs.get(name, []), self.runs.get(reference, []), strict=False)
         return [
             math.log(faster(self.value_of(name, a), self.value_of(reference, b), self.objective))
-            for a, b in pairs
+            for a, b in self.paired_runs(name, reference)
             if a is not None and b is not None and a.complete and b.complete
         ]
 
     def ratio(self, name: str, reference: str) -> Interval | None:
-        """How many times faster `name` is than `reference`: the t-interval over paired replicates."""
+        """How many times faster `name` is than `reference`: the campaign's t-interval over paired replicates,
+        simultaneous over its looks and candidates (`looks`)."""
         logs = self.log_ratios(name, reference)
         if not logs or not all(math.isfinite(v) for v in logs):
             return None
         windows = sum(len(a.windows) for a in self.complete_runs(name))
-        return replicate_interval(logs, windows)
+        return replicate_interval(logs, windows, self.looks)
 
     def window_log_ratios(self, name: str, reference: str) -> list[list[float]]:
         """Per replicate, each block's paired log-ratio of single windows (blocks in which either side compiled left out)."""
         grouped = []
-        for a, b in zip(self.runs.get(name, []), self.runs.get(reference, []), strict=False):
+        for a, b in self.paired_runs(name, reference):
             if a is None or b is None or not a.complete or not b.complete:
                 continue
             compiled = [x or y for x, y in zip(_padded(a), _padded(b), strict=False)]
@@ -268,7 +285,8 @@ class Campaign:
             if self.replicates
             else None,
             "components": {"against": reference, "subject": leader, **parts.to_dict()} if parts and leader else None,
-            "interval": "Student t over replicates of their paired log-ratios (df = replicates - 1)",
+            "interval": "Student t over replicates of their paired log-ratios (df = replicates - 1), "
+            + (self.looks.describe() if self.looks is not None else "95% at one look"),
             "retired": dict(self.retired),
             "stopped": self.stopped,
         }
@@ -299,7 +317,11 @@ class Campaign:
             orders=self.orders,
             stopped=self.stopped,
             retired={n: why for n, why in self.retired.items() if n in kept},
+            looks=self.looks,
         )
+        view.partners = {
+            r: {n: runs for n, runs in by.items() if n in kept} for r, by in self.partners.items() if r in kept
+        }
         view.subjects = {n: self.subjects[n] for n in kept}
         view.runs = {n: self.runs[n] for n in kept}
         view.cold = {n: r for n, r in self.cold.items() if n in kept}
@@ -322,6 +344,13 @@ class Campaign:
             data["orders"] = self.orders
         if self.retired:
             data["retired"] = dict(self.retired)
+        if self.looks is not None:
+            data["looks"] = self.looks.to_dict()
+        if self.partners:
+            data["partners"] = {
+                r: {n: [x.to_dict() if x is not None else None for x in runs] for n, runs in by.items()}
+                for r, by in self.partners.items()
+            }
         return data
 
     def _subject_dict(self, name: str, subject: Subject) -> dict[str, Any]:
@@ -345,7 +374,12 @@ class Campaign:
             replicates=[Replicate.from_dict(r) for r in data.get("replicates") or [] if isinstance(r, Mapping)],
             stopped=str(data.get("stopped") or ""),
             retired={str(k): str(v) for k, v in (data.get("retired") or {}).items()},
+            looks=Looks.from_dict(data["looks"]) if isinstance(data.get("looks"), Mapping) else None,
         )
+        for reference, by in (data.get("partners") or {}).items():
+            campaign.partners[str(reference)] = {
+                str(n): [RunRecord.from_dict(x) if x is not None else None for x in runs] for n, runs in by.items()
+            }
         for name, entry in (data.get("subjects") or {}).items():
             config = CompileConfig.from_dict(entry["config"]) if entry.get("config") is not None else None
             campaign.subjects[name] = Subject(

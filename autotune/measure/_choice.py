@@ -3,11 +3,11 @@
 The exported configuration is the best of {eager, plain torch.compile, every confirmed
 configuration}, judged on one campaign's paired replicates:
 
-* a configuration is exported only when its interval against plain torch.compile lies
-  wholly above 1 (a gain that survives the noise) and not wholly inside the +/- `within`
-  band (a gain worth the name); the best such one by its estimate wins;
-* otherwise plain torch.compile is exported (`CompileConfig()`), unless eager beat plain
-  compile with an interval wholly above 1, in which case nothing is compiled.
+* a configuration is exported only when its ratio to plain torch.compile is decided a gain
+  (`outcome`): its campaign's simultaneous interval lies wholly above 1 and its estimate above
+  the +/- `within` band, over at least two replicates; the best such one by its estimate wins;
+* otherwise plain torch.compile is exported (`CompileConfig()`), unless eager was decided a
+  gain over plain compile the same way, in which case nothing is compiled.
 
 The verdict says in words what was decided for the best configuration against plain
 compile: a gain, a loss, equivalent (its interval inside the +/- `within` band), or
@@ -25,7 +25,7 @@ from typing import Any
 
 from autotune.measure._breakeven import break_even, break_even_text
 from autotune.measure._campaign import BASELINES, Campaign
-from autotune.measure._statistics import Interval, outcome
+from autotune.measure._statistics import BAND, Interval, outcome
 from autotune.measure._tables import confirmation_rows
 from autotune.measure.format import interval as show_interval
 from autotune.runtime.config import CompileConfig
@@ -66,7 +66,7 @@ class Choice:
     """What the campaign decided for the best configuration against plain torch.compile: one of OUTCOMES."""
 
 
-def choose(campaign: Campaign, *, min_gain: float = 0.0, within: float = 0.02) -> Choice:
+def choose(campaign: Campaign, *, min_gain: float = 0.0, within: float = BAND) -> Choice:
     """The subject to export from a campaign that measured both baselines and the candidates.
 
     The verdict ends with when the exported subject's compile time is paid back against eager.
@@ -92,9 +92,7 @@ def pay_back_sentence(campaign: Campaign, name: str) -> str:
 
 def _choose(campaign: Campaign, *, min_gain: float, within: float) -> Choice:
     eager_vs_compile = campaign.ratio("eager", "compile")
-    eager_leads = campaign.failure("compile") is not None or (
-        eager_vs_compile is not None and eager_vs_compile.low > 1.0
-    )
+    eager_leads = campaign.failure("compile") is not None or outcome(eager_vs_compile, within) == "gain"
     candidates = []
     for name, subject in campaign.subjects.items():
         if name in BASELINES or subject.config is None or campaign.failure(name) is not None:
@@ -103,11 +101,11 @@ def _choose(campaign: Campaign, *, min_gain: float, within: float) -> Choice:
             continue  # decided slower than another configuration, or than plain compile: it left the race
         versus = campaign.ratio(name, "compile")
         # Where eager is confirmed faster than plain compile, a configuration must beat eager too.
-        if versus is not None and (not eager_leads or _beats(campaign.ratio(name, "eager"), min_gain)):
+        if versus is not None and (not eager_leads or _beats(campaign.ratio(name, "eager"), min_gain, within)):
             candidates.append((versus, name))
     best = max(candidates, key=lambda c: c[0].median, default=None)
-    # A gain inside the band of equivalence is no gain worth a configuration: plain compile stays.
-    if best is not None and best[0].low > 1.0 + min_gain and not best[0].equivalent(within):
+    # Only a decided gain, over two replicates at least, beyond the band and --min-gain, is exported.
+    if best is not None and _beats(best[0], min_gain, within):
         versus, name = best
         subject = campaign.subjects[name]
         assert subject.config is not None
@@ -144,8 +142,9 @@ def _choose(campaign: Campaign, *, min_gain: float, within: float) -> Choice:
     )
 
 
-def _beats(versus: Interval | None, min_gain: float) -> bool:
-    return versus is not None and versus.low > 1.0 + min_gain
+def _beats(versus: Interval | None, min_gain: float, within: float) -> bool:
+    """Whether a ratio is a decided gain (see `outcome`) whose whole interval is above 1 + `min_gain`."""
+    return versus is not None and outcome(versus, within) == "gain" and versus.low > 1.0 + min_gain
 
 
 def _why_not_eager(campaign: Campaign) -> str:
@@ -160,7 +159,7 @@ def _why_not_eager(campaign: Campaign) -> str:
     return f"no configuration beat eager (the best, {name}, ran {show_interval(versus.to_dict() if versus else None)} eager)"
 
 
-def _why_no_trial(best: tuple[Interval, str] | None, campaign: Campaign, within: float = 0.02) -> str:
+def _why_no_trial(best: tuple[Interval, str] | None, campaign: Campaign, within: float = BAND) -> str:
     if best is None:
         measured = [n for n in campaign.subjects if n not in BASELINES]
         return "no configuration completed its confirmation runs" if measured else "no configuration was confirmed"
@@ -175,6 +174,13 @@ def _why_no_trial(best: tuple[Interval, str] | None, campaign: Campaign, within:
         return f"the best configuration, {name}, gained less than asked: {shown}"
     if versus.median <= 1.0:
         return f"no configuration beat it: the best, {name}, ran {shown}, undecided within the measurement's budget"
+    if versus.rounds < 2:
+        return f"the best configuration, {name}, ran {shown} in one replicate, which says nothing of the noise"
+    if versus.low > 1.0:
+        return (
+            f"the best configuration, {name}, ran {shown}: faster, but by less than +/-{within:.0%} as far as the "
+            "measurement tells, not yet told from equivalence"
+        )
     return (
         f"the best configuration, {name}, ran {shown}: undecided within the measurement's budget, "
         "an interval that does not exclude no gain"

@@ -17,6 +17,14 @@ benchmark call. It
    `reference` is decided (a gain, a loss, or equivalent within +/- `decide_within`) and, with
    `precision`, its interval is that narrow; or when `max_rounds` replicates or
    `budget_seconds` of measurement are spent, and says which (`Campaign.stopped`).
+
+Every look from `min_rounds` to `max_rounds` and every configuration compared counts against
+the campaign's error (`Campaign.looks`, `autotune.measure._statistics.Looks`): the intervals
+it judges and prints are simultaneous over them, so stopping at whichever look decided first
+does not make a false gain likelier.
+
+Where runs happen is a `Lab`: worker processes (`Processes`), or stand-ins that draw figures
+from a known distribution (`examples.decision_error`), which run this very engine.
 """
 
 from __future__ import annotations
@@ -26,18 +34,20 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, Protocol
 
 from autotune.measure._campaign import Campaign, Harness, Subject, start
 from autotune.measure._objective import Objective
-from autotune.measure._session import batches_for, co_residence, run_replicate
-from autotune.measure._statistics import outcome, windows_per_replicate
-from autotune.trial.request import Protocol, RunRecord, TrialRequest
+from autotune.measure._session import Replicate, batches_for, co_residence, run_replicate
+from autotune.measure._statistics import BAND, Looks, outcome, replicate_interval, windows_per_replicate
+from autotune.trial.request import Protocol as RunProtocol
+from autotune.trial.request import RunRecord, TrialRequest, TrialRun
 from autotune.trial.runner import run_trial
 
-__all__ = ["Budget", "ReplicateCallback", "RunCallback", "first_blocks", "measure", "retire"]
+__all__ = ["Budget", "Lab", "Processes", "ReplicateCallback", "RunCallback", "first_blocks", "measure", "retire"]
 
 RunCallback = Callable[[str, int, RunRecord], None]
 """Called after each run with the subject's name, the replicate (from 0; -1 for a first, cold run) and its record."""
@@ -61,7 +71,7 @@ class Budget:
     """Windows per subject in each of the first replicates (`first_blocks` gives it from the protocol)."""
     most_blocks: int = MOST_WINDOWS
     """Windows per subject in a replicate at most, whatever the variance components say."""
-    decide_within: float = 0.02
+    decide_within: float = BAND
     """The band around 1 inside which a ratio counts as no difference (equivalence)."""
     precision: float | None = None
     """Also measure until the leader's interval is at most this wide each way (0.03: +/-3%)."""
@@ -80,7 +90,64 @@ class Budget:
             raise ValueError(f"blocks: {self.blocks} must be >= 2: a replicate's variance needs two windows")
 
 
-def first_blocks(protocol: Protocol) -> int:
+class Lab(Protocol):
+    """Where a campaign's runs happen: a subject's first run, a replicate, and the clock the budget reads."""
+
+    def first(self, request: TrialRequest) -> TrialRun:
+        """A subject's first run: alone, cold, in its empty cache folder."""
+        ...
+
+    def replicate(
+        self,
+        requests: Mapping[str, TrialRequest],
+        groups: Sequence[Sequence[str]],
+        *,
+        design: str,
+        blocks: int,
+        batches_per_window: int | Callable[[Mapping[str, dict[str, Any]]], int],
+        window_seconds: float,
+        rng: random.Random,
+    ) -> tuple[Replicate, dict[str, TrialRun], dict[str, TrialRun]]:
+        """One replicate (see `autotune.measure._session.run_replicate`)."""
+        ...
+
+    def clock(self) -> float:
+        """Seconds, monotonic: what the seconds budget is spent in."""
+        ...
+
+
+class Processes:
+    """The lab of worker processes: each run in fresh processes, on the wall clock."""
+
+    def first(self, request: TrialRequest) -> TrialRun:
+        return run_trial(request)
+
+    def replicate(
+        self,
+        requests: Mapping[str, TrialRequest],
+        groups: Sequence[Sequence[str]],
+        *,
+        design: str,
+        blocks: int,
+        batches_per_window: int | Callable[[Mapping[str, dict[str, Any]]], int],
+        window_seconds: float,
+        rng: random.Random,
+    ) -> tuple[Replicate, dict[str, TrialRun], dict[str, TrialRun]]:
+        return run_replicate(
+            requests,
+            groups,
+            design=design,
+            blocks=blocks,
+            batches_per_window=batches_per_window,
+            window_seconds=window_seconds,
+            rng=rng,
+        )
+
+    def clock(self) -> float:
+        return time.monotonic()
+
+
+def first_blocks(protocol: RunProtocol) -> int:
     """Windows per subject in a campaign's first replicates: twice a search trial's paired windows, at least 4."""
     return max(4, 2 * protocol.windows)
 
@@ -96,15 +163,19 @@ def measure(
     campaign: Campaign | None = None,
     cache_root: str | Path | None = None,
     seed: int = 0,
+    lab: Lab | None = None,
 ) -> Campaign:
     """Measure `subjects` against each other; see the module docstring.
 
-    Given an earlier `campaign` of the same subjects, its replicates count and more are added.
-    `cache_root` holds the cache folders of subjects that have none (default: a temporary
-    folder, removed at the end).
+    Given an earlier `campaign` of the same subjects, its replicates count and more are added,
+    and its looks stay those it was planned with. `cache_root` holds the cache folders of
+    subjects that have none (default: a temporary folder, removed at the end).
     """
     budget = budget or Budget()
+    lab = lab or Processes()
     campaign = campaign if campaign is not None else start(harness, subjects, objective)
+    if campaign.looks is None:
+        campaign.looks = plan_looks(campaign, budget)
     rng = random.Random(seed + 7919 * campaign.rounds)
     with _cache_root(cache_root) as root:
         folders = {
@@ -116,22 +187,39 @@ def measure(
             # A campaign continued later (a retune making sure of a regression) finds its subjects' folders again.
             for name, folder in folders.items():
                 campaign.subjects[name] = replace(campaign.subjects[name], cache_dir=folder)
-        _first_runs(harness, campaign, folders, on_run)
-        started = time.monotonic()
+        _first_runs(harness, campaign, folders, on_run, lab)
+        requests = _warm_requests(harness, campaign, folders)
+        started = lab.clock()
         while campaign.rounds < budget.max_rounds and _measurable(campaign):
             if budget.race:
                 retire(campaign, budget.reference)  # before a replicate: only one that runs can leave anyone out
             if on_replicate:
                 on_replicate(campaign, budget)
-            _one_replicate(harness, campaign, folders, budget, rng, on_run)
+            _one_replicate(harness, campaign, requests, budget, rng, on_run, lab)
             ahead = _next_seconds(campaign, _blocks(campaign, budget, harness))
-            why = _stop(campaign, budget, time.monotonic() - started, ahead)
+            why = _stop(campaign, budget, lab.clock() - started, ahead)
             if why:
                 campaign.stopped = why
                 break
         else:
             campaign.stopped = campaign.stopped or _spent(campaign, budget)
     return campaign
+
+
+def plan_looks(campaign: Campaign, budget: Budget) -> Looks:
+    """The looks a campaign takes and the candidates it compares, over which it spends its error.
+
+    The candidates are the configurations measured against `budget.reference` (not eager, not
+    a subject that is the reference itself); the looks, after replicates `min_rounds` to
+    `max_rounds`, and no earlier than the second (one replicate decides nothing).
+    """
+    candidates = [
+        n
+        for n, s in campaign.subjects.items()
+        if s.config is not None and n != budget.reference and s.same_as != budget.reference and n != "eager"
+    ]
+    first = max(2, budget.min_rounds)
+    return Looks(candidates=max(1, len(candidates)), first=min(first, budget.max_rounds), last=budget.max_rounds)
 
 
 @contextlib.contextmanager
@@ -151,14 +239,16 @@ def _folder_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
 
 
-def _first_runs(harness: Harness, campaign: Campaign, folders: dict[str, str], on_run: RunCallback | None) -> None:
+def _first_runs(
+    harness: Harness, campaign: Campaign, folders: dict[str, str], on_run: RunCallback | None, lab: Lab
+) -> None:
     """Each subject without a first run: alone, cold, in its empty folder; compile time, accuracy, one stream pass."""
     for name in campaign.measured():
         subject = campaign.subjects[name]
         if name in campaign.cold and (subject.config is None or has_warm_cache(folders[name])):
             continue  # its first run was made, and filled the folder its replicates start from
         request = harness.request(subject.config, created=subject.created, cache_dir=folders[name])
-        run = run_trial(request)
+        run = lab.first(request)
         campaign.environment = campaign.environment or dict(run.environment)
         record = run.record()
         campaign.cold[name] = record
@@ -187,6 +277,10 @@ def retire(campaign: Campaign, reference: str = "compile") -> dict[str, str]:
 
     The leader and `reference` always run. A retired subject keeps its figures, over the
     replicates it ran in, and `Campaign.retired` says after which replicate and why.
+
+    Leaving out claims nothing, so it reads the plain 95% interval of this look, not the
+    campaign's simultaneous one: it can only take a candidate out of the running (and cost
+    power where it errs), never make a gain likelier to be claimed.
     """
     if campaign.rounds < 2:
         return {}
@@ -198,28 +292,22 @@ def retire(campaign: Campaign, reference: str = "compile") -> dict[str, str]:
         subject = campaign.subjects[name]
         rivals = [reference] if subject.config is None else [r for r in (leader, reference) if r is not None]
         for rival in rivals:
-            versus = campaign.ratio(name, rival)
+            logs = campaign.log_ratios(name, rival)
+            versus = replicate_interval(logs) if logs else None
             if versus is not None and versus.rounds >= 2 and versus.high < 1.0:
                 now[name] = (
                     f"after replicate {campaign.rounds}: slower than {rival}, {versus.median:.2f}x "
-                    f"[{versus.low:.2f}, {versus.high:.2f}]"
+                    f"[{versus.low:.2f}, {versus.high:.2f}] (95% at this look)"
                 )
                 break
     campaign.retired.update(now)
     return now
 
 
-def _one_replicate(
-    harness: Harness,
-    campaign: Campaign,
-    folders: dict[str, str],
-    budget: Budget,
-    rng: random.Random,
-    on_run: RunCallback | None,
-) -> None:
-    names = campaign.racing()
+def _warm_requests(harness: Harness, campaign: Campaign, folders: dict[str, str]) -> dict[str, TrialRequest]:
+    """Each measured subject's request for its replicates: the same code, started from its warm folder."""
     requests: dict[str, TrialRequest] = {}
-    for name in names:
+    for name in campaign.measured():
         subject = campaign.subjects[name]
         request = harness.request(subject.config, created=subject.created, cache_dir=folders[name])
         # The first run checked the configuration against eager; the same code needs no second check. A warm run
@@ -227,6 +315,20 @@ def _one_replicate(
         # second settle window (half a second a subject, every replicate) would tell the pairing nothing.
         protocol = {**request.protocol, "check_accuracy": False, "settle_windows": 1}
         requests[name] = replace(request, protocol=protocol)
+    return requests
+
+
+def _one_replicate(
+    harness: Harness,
+    campaign: Campaign,
+    every: Mapping[str, TrialRequest],
+    budget: Budget,
+    rng: random.Random,
+    on_run: RunCallback | None,
+    lab: Lab,
+) -> None:
+    names = campaign.racing()
+    requests = {name: every[name] for name in names}
     memory = {n: _peak(campaign.cold.get(n)) for n in names}
     design, groups = co_residence(names, memory, _free_mb(campaign), budget.reference)
     batches: int | Callable[..., int] = (
@@ -234,7 +336,7 @@ def _one_replicate(
         if campaign.replicates
         else batches_for(harness.protocol.window_seconds)
     )
-    replicate, runs = run_replicate(
+    replicate, runs, partners = lab.replicate(
         requests,
         groups,
         design=design,
@@ -249,6 +351,13 @@ def _one_replicate(
         run = runs.get(name)
         record = run.record() if run is not None else None
         campaign.runs[name].append(record)
+        if partners or budget.reference in campaign.partners:
+            # Where the reference ran in each subject's group (the 'pairs' design), the subject's ratio pairs with
+            # that run of the reference, not with the reference's run in another group.
+            column = campaign.partners.setdefault(budget.reference, {}).setdefault(name, [])
+            column.extend([None] * (index - len(column)))
+            partner = partners.get(name)
+            column.append(partner.record() if partner is not None else None)
         if run is not None:
             campaign.environment = campaign.environment or dict(run.environment)
         if record is not None and on_run:

@@ -5,11 +5,13 @@ their confirmed figures: the speed objective (median over the rounds), the media
 time (eager: 0 s) and the median peak memory. A point is on the front when no other point
 is at least as good on every objective and better on one.
 
-The never-worse rule carries over: against plain torch.compile, a point counts as faster
-only when its paired interval lies wholly above 1 (slower only when wholly below), as when
-a single-objective search chooses; so a configuration whose speed is within the noise of
-plain compile and that compiles longer or uses more memory is dominated by it and is not
-exported. Between other points (eager and the configurations) speed is compared by median.
+The never-worse rule carries over: against plain torch.compile, speed is read with the
+outcome rule and band a single-objective search chooses by (`outcome`): faster only when
+decided a gain, slower when decided a loss, as fast when equivalent within the band; an
+undecided speed cannot be told from plain compile's either way, so neither point dominates the
+other. A configuration slower by its estimate, undecided, that once compiled sooner does not
+push plain compile off the front. Between other points (eager and the configurations) speed
+is compared by median.
 
 Which point best.yaml ships is a pick rule (`--pick`):
 
@@ -33,6 +35,7 @@ from autotune.errors import SearchError
 from autotune.measure._campaign import BASELINES, Campaign
 from autotune.measure._choice import Choice, choose
 from autotune.measure._objective import Objective, Objectives
+from autotune.measure._statistics import BAND, outcome
 from autotune.runtime.config import CompileConfig
 
 __all__ = [
@@ -141,21 +144,19 @@ def _dominates(campaign: Campaign, objectives: Objectives, a: Point, b: Point) -
     better = False
     for index, objective in enumerate(objectives):
         order = _compare(campaign, objective, a, b, index)
-        if order < 0:
+        if order is None or order < 0:
             return False
         better = better or order > 0
     return better
 
 
-def _compare(campaign: Campaign, objective: Objective, a: Point, b: Point, index: int) -> int:
-    """1 when `a` is better than `b` on this objective, -1 when worse, 0 when neither can be told apart."""
+def _compare(campaign: Campaign, objective: Objective, a: Point, b: Point, index: int) -> int | None:
+    """1 when `a` is better than `b` on this objective, -1 when worse, 0 when as good; None when undecided."""
     if index == 0 and YARDSTICK in (a.subject, b.subject):
-        # Speed against plain torch.compile, the yardstick of the never-worse rule: only a difference
-        # the paired interval confirms counts, as when a single-objective search chooses.
-        versus = campaign.ratio(a.subject, b.subject)
-        if versus is None:
-            return 0
-        return 1 if versus.low > 1.0 else (-1 if versus.high < 1.0 else 0)
+        # Speed against plain torch.compile, the yardstick of the never-worse rule: read as a single-objective
+        # search reads it (`outcome`, the same band).
+        said = outcome(campaign.ratio(a.subject, b.subject), BAND)
+        return {"gain": 1, "loss": -1, "equivalent": 0}.get(said)
     x, y = a.values[index], b.values[index]
     if x == y:
         return 0

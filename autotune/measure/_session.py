@@ -136,24 +136,34 @@ def run_replicate(
     window_seconds: float,
     rng: random.Random,
     on_window: WindowCallback | None = None,
-) -> tuple[Replicate, dict[str, TrialRun]]:
-    """Run one replicate: each group's subjects alive together, `blocks` windows each; (its record, each run).
+) -> tuple[Replicate, dict[str, TrialRun], dict[str, TrialRun]]:
+    """Run one replicate: each group's subjects alive together, `blocks` windows each.
+
+    Returns its record, each subject's run, and, where groups share a subject (the reference of
+    the 'pairs' design), that subject's run in each other subject's group, under the other's
+    name: the partner that subject's windows were paired with. The groups run in a random
+    order, so that drift over the replicate lands on no subject in particular.
 
     `batches_per_window` may be a function of the subjects' ready events (chosen once the
     first group is ready, from how fast they ran their settle windows).
     """
     replicate = Replicate(design=design, blocks=blocks, batches_per_window=0, started=time.time())
     runs: dict[str, TrialRun] = {}
+    partners: dict[str, TrialRun] = {}
+    shared = set.intersection(*(set(g) for g in groups)) if len(groups) > 1 else set()
+    groups = [list(g) for g in groups]
+    rng.shuffle(groups)
     started = time.monotonic()
     for group in groups:
         group_started = time.monotonic()
         # Started in a random order: a process started first or last may keep an edge for its whole
         # life (memory placed first, a core of its own for a while), which must not always be one subject's.
-        order = [name for name in group if name not in runs]
+        order = [name for name in group if name not in runs or name in shared]
         rng.shuffle(order)
         workers: dict[str, LiveWorker] = {}
+        ended: dict[str, TrialRun] = {}
         try:
-            ready = _make_ready(requests, order, workers, runs)
+            ready = _make_ready(requests, order, workers, ended)
             replicate.ready_seconds += time.monotonic() - group_started
             rates = calibrate(workers)
             if not replicate.batches_per_window:
@@ -164,9 +174,13 @@ def run_replicate(
             replicate.orders += orders
         finally:
             for name, worker in workers.items():
-                runs.setdefault(name, worker.end())
+                ended[name] = worker.end()
+        for name, run in ended.items():
+            runs.setdefault(name, run)
+            if name in shared:
+                partners.update({other: run for other in group if other not in shared})
     replicate.seconds = time.monotonic() - started
-    return replicate, runs
+    return replicate, runs, partners
 
 
 def expected_replicate_seconds(firsts: Mapping[str, RunRecord | None], blocks: int, window_seconds: float) -> float:
