@@ -7,7 +7,18 @@ from autotune.measure._cache import record_compile_cache
 from autotune.measure._campaign import BASELINES, PROBE_SLOWDOWN, Campaign, Harness, Subject, with_protocol
 from autotune.measure._choice import BASELINE_FIELDS, Choice, baseline_figures, choose, metrics
 from autotune.measure._decision import DECISIONS, Decision, decide, recorded_ratios
-from autotune.measure._engine import Budget, ReplicateCallback, RunCallback, first_blocks, measure
+from autotune.measure._engine import (
+    Budget,
+    Lab,
+    Processes,
+    ReplicateCallback,
+    RunCallback,
+    confirmation_budget,
+    first_blocks,
+    measure,
+    validation_budget,
+)
+from autotune.measure._method import METHOD, method_change
 from autotune.measure._objective import OBJECTIVE_HELP, Objective, Objectives, faster
 from autotune.measure._pairing import Paired, Reference, measure_trial, pair_windows, start_reference
 from autotune.measure._pareto import (
@@ -35,6 +46,7 @@ from autotune.measure._statistics import (
     OUTCOMES,
     Components,
     Interval,
+    Looks,
     components,
     outcome,
     paired_interval,
@@ -59,6 +71,9 @@ __all__ = [
     "Decision",
     "Harness",
     "Interval",
+    "Lab",
+    "METHOD",
+    "Looks",
     "OBJECTIVE_HELP",
     "OUTCOMES",
     "Objective",
@@ -67,6 +82,7 @@ __all__ = [
     "Paired",
     "Pick",
     "Point",
+    "Processes",
     "Recipe",
     "Reference",
     "Replicate",
@@ -81,6 +97,7 @@ __all__ = [
     "choose_point",
     "co_residence",
     "components",
+    "confirmation_budget",
     "confirmation_cells",
     "confirmation_rows",
     "confirmation_table",
@@ -93,6 +110,7 @@ __all__ = [
     "measure",
     "measure_baselines",
     "measure_trial",
+    "method_change",
     "metrics",
     "outcome",
     "pair_windows",
@@ -112,6 +130,7 @@ __all__ = [
     "t975",
     "table",
     "validate",
+    "validation_budget",
     "windows_per_replicate",
     "with_protocol",
     "without_cuda_graphs",

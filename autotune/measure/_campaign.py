@@ -18,6 +18,7 @@ same time, same batches. The interval of a ratio is the t-interval over replicat
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -53,10 +54,17 @@ class Harness:
     """The host CPUs its workers may use (None: all); see `TrialRequest.cpus`."""
     memory_share: float | None = None
     """The share of a shared GPU's memory each worker may allocate (None: no cap)."""
+    _sources: dict[tuple[str, str], str] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """Sources generated so far: a campaign asks for each subject's several times."""
 
     def source(self, config: CompileConfig, created: str | None = None) -> str:
         """The generated apply_compilation.py for `config` (raises ConfigError when it does not fit)."""
-        return codegen.generate(config, self.summary, created=created or utc_now(), version=environment.version())
+        if created is None:
+            return codegen.generate(config, self.summary, created=utc_now(), version=environment.version())
+        key = (json.dumps(config.to_dict(), sort_keys=True), created)
+        if key not in self._sources:
+            self._sources[key] = codegen.generate(config, self.summary, created=created, version=environment.version())
+        return self._sources[key]
 
     def request(
         self,
@@ -305,7 +313,7 @@ class Campaign:
         ]
         if not names:
             names = [n for n in BASELINES if n != reference and n in self.subjects]
-        scored = [(i.median, n) for n in names if (i := self.ratio(n, reference)) is not None]
+        scored = [(statistics.fmean(logs), n) for n in names if (logs := self.log_ratios(n, reference))]
         return max(scored)[1] if scored else None
 
     def only(self, names: Sequence[str]) -> Campaign:

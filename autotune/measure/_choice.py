@@ -25,6 +25,7 @@ from typing import Any
 
 from autotune.measure._breakeven import break_even, break_even_text
 from autotune.measure._campaign import BASELINES, Campaign
+from autotune.measure._method import METHOD
 from autotune.measure._statistics import BAND, Interval, outcome
 from autotune.measure._tables import confirmation_rows
 from autotune.measure.format import interval as show_interval
@@ -225,6 +226,7 @@ def metrics(campaign: Campaign, choice: Choice, *, extra: Mapping[str, Any] | No
         "value": campaign.value(choice.subject),
         "confirmed": True,
         "decision": choice.decision,
+        "method": dict(METHOD),
         "rounds": campaign.rounds,
         "design": campaign.design(),
         "noise": campaign.noise(),

@@ -47,7 +47,19 @@ from autotune.trial.request import Protocol as RunProtocol
 from autotune.trial.request import RunRecord, TrialRequest, TrialRun
 from autotune.trial.runner import run_trial
 
-__all__ = ["Budget", "Lab", "Processes", "ReplicateCallback", "RunCallback", "first_blocks", "measure", "retire"]
+__all__ = [
+    "Budget",
+    "Lab",
+    "Processes",
+    "ReplicateCallback",
+    "RunCallback",
+    "confirmation_budget",
+    "first_blocks",
+    "measure",
+    "plan_looks",
+    "retire",
+    "validation_budget",
+]
 
 RunCallback = Callable[[str, int, RunRecord], None]
 """Called after each run with the subject's name, the replicate (from 0; -1 for a first, cold run) and its record."""
@@ -150,6 +162,37 @@ class Processes:
 def first_blocks(protocol: RunProtocol) -> int:
     """Windows per subject in a campaign's first replicates: twice a search trial's paired windows, at least 4."""
     return max(4, 2 * protocol.windows)
+
+
+def confirmation_budget(protocol: RunProtocol, *, min_rounds: int, max_rounds: int) -> Budget:
+    """How a search confirms its best trials: `min_rounds` to `max_rounds` replicates, racing, until decided."""
+    return Budget(min_rounds=min_rounds, max_rounds=max_rounds, blocks=first_blocks(protocol), race=True)
+
+
+VALIDATION_REPEATS = 3
+VALIDATION_MAX_ROUNDS = 20
+VALIDATION_PRECISION = 0.03
+VALIDATION_SECONDS = 180.0
+
+
+def validation_budget(
+    protocol: RunProtocol,
+    *,
+    repeats: int = VALIDATION_REPEATS,
+    max_rounds: int = VALIDATION_MAX_ROUNDS,
+    precision: float | None = VALIDATION_PRECISION,
+    seconds: float | None = VALIDATION_SECONDS,
+) -> Budget:
+    """How `autotune validate` measures: from `repeats` replicates until +/-`precision` (None: until decided),
+    `max_rounds` replicates, or `seconds` of replicates, racing."""
+    return Budget(
+        blocks=first_blocks(protocol),
+        min_rounds=repeats,
+        max_rounds=max(max_rounds, repeats),
+        precision=precision,
+        seconds=seconds,
+        race=True,
+    )
 
 
 def measure(

@@ -13,7 +13,16 @@ import yaml
 
 from autotune.errors import ConfigError, WorkloadError
 from autotune.measure._campaign import Campaign, Harness, Subject
-from autotune.measure._engine import Budget, ReplicateCallback, RunCallback, first_blocks, measure
+from autotune.measure._engine import (
+    VALIDATION_MAX_ROUNDS,
+    VALIDATION_PRECISION,
+    VALIDATION_REPEATS,
+    VALIDATION_SECONDS,
+    ReplicateCallback,
+    RunCallback,
+    measure,
+    validation_budget,
+)
 from autotune.measure._objective import Objective
 from autotune.measure._recipes import read_recipe
 from autotune.measure._statistics import Interval, outcome
@@ -89,10 +98,10 @@ def validate(
     *,
     model: str | None = None,
     device: str | None = None,
-    repeats: int = 3,
-    max_rounds: int = 20,
-    precision: float | None = 0.03,
-    measure_seconds: float | None = 180.0,
+    repeats: int = VALIDATION_REPEATS,
+    max_rounds: int = VALIDATION_MAX_ROUNDS,
+    precision: float | None = VALIDATION_PRECISION,
+    measure_seconds: float | None = VALIDATION_SECONDS,
     trial_timeout: float = 900.0,
     protocol: Protocol | None = None,
     on_run: RunCallback | None = None,
@@ -123,13 +132,8 @@ def validate(
         timeout=trial_timeout,
     )
     harness.source(config)  # a configuration that does not fit the workload is an error before anything runs
-    budget = Budget(
-        blocks=first_blocks(harness.protocol),
-        min_rounds=repeats,
-        max_rounds=max(max_rounds, repeats),
-        precision=precision,
-        seconds=measure_seconds,
-        race=True,
+    budget = validation_budget(
+        harness.protocol, repeats=repeats, max_rounds=max_rounds, precision=precision, seconds=measure_seconds
     )
     campaign = measure(
         harness,

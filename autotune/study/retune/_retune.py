@@ -44,6 +44,7 @@ from autotune.measure import (
     decide,
     first_blocks,
     measure,
+    method_change,
     metrics,
     record_compile_cache,
     recorded_ratios,
@@ -385,6 +386,12 @@ class _Retune:
                 f"{failure.reason if failure else 'not measured'}: {failure.message if failure else ''}"
             )
         recorded = recorded_ratios(self.tuned.metrics)
+        changed = method_change(self.tuned.metrics)
+        if changed:
+            # Ratios of two methods are not comparable: the incumbent's figures now are its figures under this
+            # method, and nothing recorded under the other can make them a regression.
+            self._note(f"{changed}: the incumbent was measured again under it, and no recorded ratio is compared")
+            recorded = {}
         verdict = decide(campaign, recorded=recorded, min_gain=options.min_gain, max_regression=options.max_regression)
         if verdict.regressions and campaign.failure("incumbent") is None and campaign.rounds < options.max_rounds:
             # A regression is a claim a scheduler acts on: before making it, measure every round the budget allows.

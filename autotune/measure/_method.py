@@ -1,0 +1,40 @@
+"""The version of the measurement method: what a best.yaml's figures were measured with.
+
+Ratios measured under one method are not comparable with ratios measured under another:
+the steady allocator alone moved convnet's plain compile from 1.31x eager to 1.20x, because
+eager gained more from it. best.yaml records the method (`METHOD`), and a retune that finds
+another one re-measures the incumbent and compares nothing with the recorded figures
+(`method_change`), instead of reporting the difference as a regression.
+
+Versions:
+
+1. glibc's adaptive malloc in the workers (files with no `method` section);
+2. the steady allocator: malloc's mmap and trim thresholds fixed in every worker;
+3. intervals simultaneous over a campaign's looks and candidates, gains beyond the band.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["METHOD", "method_change"]
+
+METHOD: dict[str, Any] = {
+    "version": 3,
+    "worker_environment": "one fresh process per subject and replicate, warm from its own cache folder",
+    "allocator": "glibc malloc with fixed thresholds (mmap 32 MiB, trim 256 MiB)",
+    "stream": "fresh batches in paired, interleaved windows (ABBA), every subject on the same slices",
+    "statistic": "Student t over replicates of paired log-ratios, simultaneous over looks and candidates",
+}
+"""The method this version of autotune measures with; bump `version` whenever a figure would move."""
+
+
+def method_change(figures: Mapping[str, Any]) -> str:
+    """'' when best.yaml's `metrics` were measured with this method, else what changed, in words."""
+    recorded = figures.get("method")
+    version = recorded.get("version") if isinstance(recorded, Mapping) else None
+    if version == METHOD["version"]:
+        return ""
+    was = f"method version {version}" if version is not None else "an earlier measurement method (no version recorded)"
+    return f"best.yaml was measured with {was}; this autotune measures with method version {METHOD['version']}"

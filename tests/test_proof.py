@@ -1,0 +1,261 @@
+"""What a campaign may claim: error spent over looks and candidates, two replicates before any export,
+paired designs that stay paired, Pareto read by the same rule, and the simulation that runs the real engine."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pytest
+
+from autotune.measure import (
+    Campaign,
+    Interval,
+    Looks,
+    Objective,
+    Replicate,
+    Subject,
+    _session,
+    choose,
+    front,
+    outcome,
+    replicate_interval,
+)
+from autotune.measure._objective import Objectives
+from autotune.measure._statistics import t_quantile
+from autotune.runtime.config import CompileConfig
+from autotune.trial.request import RunRecord, TrialRun
+from examples import decision_error
+
+pytestmark = pytest.mark.parallel  # nothing here is timed
+
+REGIONAL = CompileConfig(scope="regional")
+
+
+def campaign_of(rates: dict[str, list[float]], looks: Looks | None = None) -> Campaign:
+    """A campaign whose subjects ran at these samples/s, one figure per replicate."""
+    made = Campaign(objective=Objective(), looks=looks)
+    for name, values in rates.items():
+        config = None if name == "eager" else (CompileConfig() if name == "compile" else REGIONAL)
+        made.subjects[name] = Subject(name=name, config=config, trial=7 if name.startswith("trial") else None)
+        made.runs[name] = [
+            RunRecord(state="complete", samples_per_second=v, batches_per_second=v / 8, compile_seconds=10.0)
+            for v in values
+        ]
+    made.replicates = [Replicate(design="together", blocks=8, batches_per_window=4) for _ in next(iter(rates.values()))]
+    return made
+
+
+# -- the error a campaign spends --------------------------------------------------------------------
+
+
+def test_the_t_quantile_matches_the_tables_and_its_own_distribution() -> None:
+    assert t_quantile(0.975, 2) == pytest.approx(4.303, abs=1e-3)
+    assert t_quantile(0.975, 10) == pytest.approx(2.228, abs=1e-3)
+    assert t_quantile(0.995, 5) == pytest.approx(4.032, abs=1e-3)
+    assert t_quantile(0.025, 4) == pytest.approx(-2.776, abs=1e-3)
+
+
+def test_looks_spend_half_the_error_at_the_last_look_and_share_the_rest() -> None:
+    looks = Looks(candidates=3, first=3, last=6)
+    shares = [looks.share(n) for n in range(3, 7)]
+    assert shares[-1] == pytest.approx(0.025 / 3 / 2)
+    assert shares[:-1] == pytest.approx([0.025 / 3 / 2 / 3] * 3)
+    assert sum(shares) * 3 == pytest.approx(0.025), "the candidates' looks spend 2.5% a side in all"
+    assert Looks(candidates=1, first=4, last=4).quantile(4) == pytest.approx(t_quantile(0.975, 3))
+    with pytest.raises(ValueError, match="first <= last"):
+        Looks(first=5, last=4)
+
+
+def test_a_campaign_interval_is_wider_than_one_look_at_one_candidate() -> None:
+    logs = [math.log(1.04), math.log(1.06), math.log(1.05)]
+    plain = replicate_interval(logs)
+    spent = replicate_interval(logs, looks=Looks(candidates=3, first=3, last=6))
+    assert spent.median == plain.median and spent.low < plain.low and spent.high > plain.high
+    rates = {"compile": [100.0, 100.0, 100.0], "trial 7": [104.0, 106.0, 105.0]}
+    assert campaign_of(rates).ratio("trial 7", "compile") == plain.__class__(
+        plain.median, plain.low, plain.high, 3, 0
+    ), "a campaign of an earlier version (no looks) keeps its plain interval"
+    assert campaign_of(rates, Looks(candidates=3, first=3, last=6)).ratio("trial 7", "compile").low == pytest.approx(
+        spent.low
+    )
+
+
+def test_a_campaigns_looks_survive_its_file() -> None:
+    made = campaign_of({"eager": [50.0, 51.0], "compile": [100.0, 99.0]}, Looks(candidates=2, first=2, last=5))
+    assert Campaign.from_dict(made.to_dict()).looks == made.looks
+
+
+# -- item 3: nothing is exported, or eager chosen, on one replicate ----------------------------------
+
+
+def test_one_replicate_is_never_exported_however_fast() -> None:
+    once = campaign_of({"eager": [50.0], "compile": [100.0], "trial 7": [150.0]})
+    choice = choose(once)
+    assert choice.subject == "compile", choice.verdict
+    assert "one replicate" in choice.verdict
+    twice = campaign_of({"eager": [50.0, 50.0], "compile": [100.0, 100.0], "trial 7": [150.0, 151.0]})
+    assert choose(twice).subject == "trial 7", "two replicates of a clear gain are enough"
+
+
+def test_one_replicate_of_eager_ahead_does_not_switch_compilation_off() -> None:
+    once = campaign_of({"eager": [130.0], "compile": [100.0]})
+    assert choose(once).subject == "compile"
+    twice = campaign_of({"eager": [130.0, 131.0], "compile": [100.0, 100.0]})
+    assert choose(twice).subject == "eager"
+
+
+def test_a_search_without_confirmation_exports_no_trial_on_its_single_unpaired_run() -> None:
+    # --confirm 0: the campaign is each subject's one search-time run, not paired in time.
+    unconfirmed = Campaign(objective=Objective(), orders=[["eager", "compile", "trial 3"]])
+    for name, rate in (("eager", 50.0), ("compile", 100.0), ("trial 3", 140.0)):
+        config = None if name == "eager" else (CompileConfig() if name == "compile" else REGIONAL)
+        unconfirmed.subjects[name] = Subject(name=name, config=config, trial=3 if name == "trial 3" else None)
+        unconfirmed.runs[name] = [RunRecord(state="complete", samples_per_second=rate, batches_per_second=rate)]
+    assert choose(unconfirmed).subject == "compile"
+
+
+# -- item 5: the band holds the estimate --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("width", [0.0099, 0.0101])
+def test_a_difference_inside_the_band_is_never_claimed_however_it_is_measured(width: float) -> None:
+    # Before, [1.001, 1.0201] was a gain and [1.001, 1.0199] not: now both are a difference smaller than the band.
+    centre = 1.011
+    said = outcome(Interval(centre, centre - width, centre + width, 4))
+    assert said in ("equivalent", "undecided") and said != "gain"
+    narrow = outcome(Interval(centre, centre - 0.005, centre + 0.005, 12))
+    assert narrow == "equivalent", "more precision turns it into equivalence, never into a claim"
+
+
+# -- item 4: a paired design stays paired --------------------------------------------------------------
+
+
+class FakeWorker:
+    """Stands in for a live worker: it only ends, with a run that names its group."""
+
+    def __init__(self, name: str, group: int) -> None:
+        self.name, self.group = name, group
+
+    def end(self) -> TrialRun:
+        return TrialRun(state="complete", result={"samples_per_second": 100.0 + self.group}, message=str(self.group))
+
+
+def test_the_pairs_design_starts_the_reference_in_every_group_in_a_random_order(monkeypatch) -> None:
+    started: list[list[str]] = []
+
+    def make_ready(requests, order, workers, ended):
+        group = len(started)
+        started.append(sorted(order))
+        for name in order:
+            workers[name] = FakeWorker(name, group)
+        return {name: {} for name in order}
+
+    monkeypatch.setattr(_session, "_make_ready", make_ready)
+    monkeypatch.setattr(_session, "calibrate", lambda workers: {n: {} for n in workers})
+    monkeypatch.setattr(_session, "_turns", lambda *args: None)
+    groups = [["compile", "trial 1"], ["compile", "trial 2"], ["compile", "trial 3"]]
+    requests = {name: None for group in groups for name in group}
+    orders = set()
+    for seed in range(8):
+        started.clear()
+        _, runs, partners = _session.run_replicate(
+            requests,
+            groups,
+            design="pairs",
+            blocks=2,
+            batches_per_window=1,
+            window_seconds=0.1,
+            rng=random.Random(seed),
+        )
+        assert all("compile" in group for group in started), "the reference lives in every group"
+        orders.add(tuple(next(n for n in g if n != "compile") for g in started))
+        for name in ("trial 1", "trial 2", "trial 3"):
+            assert partners[name].message == runs[name].message, "each is paired with its own group's reference"
+    assert len(orders) > 1, "groups run in a random order"
+
+
+def test_a_ratio_pairs_with_the_reference_run_of_its_own_group() -> None:
+    made = campaign_of({"compile": [100.0, 100.0], "trial 7": [110.0, 110.0]})
+    partner = RunRecord(state="complete", samples_per_second=110.0, batches_per_second=110.0)
+    made.partners = {"compile": {"trial 7": [partner, None]}}
+    assert made.log_ratios("trial 7", "compile") == pytest.approx([0.0, math.log(1.1)])
+    assert made.log_ratios("compile", "trial 7") == pytest.approx([0.0, -math.log(1.1)])
+    again = Campaign.from_dict(made.to_dict())
+    assert again.log_ratios("trial 7", "compile") == made.log_ratios("trial 7", "compile")
+
+
+# -- item 6: Pareto reads speed as the choice does ---------------------------------------------------
+
+
+def test_an_undecided_slower_configuration_that_compiled_sooner_does_not_push_plain_compile_off_the_front() -> None:
+    made = campaign_of({"eager": [50.0] * 3, "compile": [100.0, 100.0, 100.0], "trial 7": [90.0, 104.0, 95.0]})
+    for record in made.runs["trial 7"]:
+        record.compile_seconds = 9.5  # half a second sooner than plain compile's 10
+    objectives = Objectives.parse("throughput,compile-time")
+    on_front = [p.subject for p in front(made, objectives)]
+    assert "compile" in on_front, on_front
+
+
+# -- the simulation runs the real engine ---------------------------------------------------------------
+
+
+def test_the_simulation_drives_the_real_engine_and_finds_what_it_was_given(tmp_path) -> None:
+    out = tmp_path / "rows.json"
+    code = decision_error.main(
+        [
+            "--campaigns",
+            "60",
+            "--designs",
+            "default",
+            "--spreads",
+            "0.005",
+            "--ratios",
+            "0.98",
+            "1.10",
+            "--jobs",
+            "1",
+            "--json",
+            str(out),
+        ]
+    )
+    rows = json.loads(out.read_text())
+    assert code == 0
+    assert [r["true_ratio"] for r in rows] == [0.98, 1.10]
+    fields = {"design", "candidates", "spread", "true_ratio", "campaigns", "claimed_gain", "exported", "covered"}
+    assert fields | {"mean_replicates", "mean_seconds"} == set(rows[0])
+    slower, faster = rows
+    assert slower["exported"] == 0 and slower["claimed_gain"] == 0
+    assert faster["exported"] == 1.0 and faster["covered"] >= 0.9
+    assert faster["mean_replicates"] < slower["mean_replicates"], "a plain answer stops early"
+
+
+def test_the_simulation_check_names_every_broken_bound() -> None:
+    row = {
+        "design": "default",
+        "candidates": 3,
+        "spread": 0.02,
+        "true_ratio": 1.05,
+        "campaigns": 10,
+        "claimed_gain": 0.5,
+        "exported": 0.5,
+        "covered": 0.9,
+    }
+    broken = decision_error.check([row, {**row, "true_ratio": 0.99, "exported": 0.01, "covered": 1.0}])
+    assert any("power 50.0% < 80%" in line for line in broken)
+    assert any("covered the true ratio in 90.0%" in line for line in broken)
+    assert any("a slower candidate was exported" in line for line in broken)
+
+
+# -- a change of method is not a regression --------------------------------------------------------------
+
+
+def test_best_yaml_records_the_method_and_another_method_is_named() -> None:
+    from autotune.measure import METHOD, method_change, metrics
+
+    made = campaign_of({"eager": [50.0, 50.0], "compile": [100.0, 100.0], "trial 7": [150.0, 151.0]})
+    figures = metrics(made, choose(made))
+    assert figures["method"] == METHOD and method_change(figures) == ""
+    assert "method version 2" in method_change({"method": {"version": 2}})
+    assert "no version recorded" in method_change({})
