@@ -2,15 +2,27 @@
 
 The runtime API (`Workload`, `CompileConfig`, `load`) imports only torch and PyYAML; the
 search (`search`) and nightly retuning (`retune`) pull in Optuna when first used.
+
+`__all__` is the public API, and the API reference lists exactly these names: the
+workload contract, the configuration and its loaded form, the two library entry points,
+and every exception autotune raises on purpose that a caller may want to catch.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from autotune.errors import AutotuneError, ConfigError, SpaceError, TrialError, WorkloadError
+from autotune.errors import (
+    AutotuneError,
+    ConfigError,
+    PublishError,
+    RetuneError,
+    SearchError,
+    SpaceError,
+    WorkloadError,
+)
 from autotune.runtime.config import CompileConfig, ModuleSettings
-from autotune.runtime.tuned import TunedConfig, load
+from autotune.runtime.tuned import EnvironmentMismatchWarning, TunedConfig, load
 from autotune.workload import Workload, resolve
 
 if TYPE_CHECKING:
@@ -21,9 +33,12 @@ __all__ = [
     "AutotuneError",
     "CompileConfig",
     "ConfigError",
+    "EnvironmentMismatchWarning",
     "ModuleSettings",
+    "PublishError",
+    "RetuneError",
+    "SearchError",
     "SpaceError",
-    "TrialError",
     "TunedConfig",
     "Workload",
     "WorkloadError",
