@@ -13,7 +13,6 @@ __all__ = [
     "RetuneError",
     "SearchError",
     "SpaceError",
-    "TrialError",
     "WorkloadError",
 ]
 
@@ -32,10 +31,6 @@ class ConfigError(AutotuneError):
 
 class SpaceError(AutotuneError):
     """A search-space file is invalid."""
-
-
-class TrialError(AutotuneError):
-    """A trial could not be run or measured; the message is the trial's FAIL reason."""
 
 
 class SearchError(AutotuneError):

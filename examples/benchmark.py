@@ -173,7 +173,7 @@ def bench_workload(
             continue  # the recipe names inputs, modules or blocks this workload does not have
         subjects.append(Subject(name=f"recipe {recipe.name}", config=config))
         described[f"recipe {recipe.name}"] = config.describe() + note
-    # The study's seeded recipes (autotune.study.seeds): the best one is measured beside the winners,
+    # The study's seeded recipes (autotune.study.search._seeds): the best one is measured beside the winners,
     # so the table shows what the search added over where it started. Plain compile is the baseline.
     seeded = [
         t

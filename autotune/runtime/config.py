@@ -196,7 +196,7 @@ def _check_mode_and_options(mode: str | None, options: Mapping[str, Any], what: 
         raise ConfigError(
             f"{what}: mode={quote(mode)} and options={quote(dict(options))} are both set, but torch.compile "
             "accepts only one of them. Use mode=None and put the mode's options in `options` "
-            f"(autotune.config.mode_options({quote(mode)}) gives them)."
+            f"(autotune.runtime.config.mode_options({quote(mode)}) gives them)."
         )
 
 

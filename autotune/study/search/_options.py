@@ -60,7 +60,7 @@ class SearchOptions:
     objective: str = "throughput"
     """'throughput', 'time-to:N', or a list with trade-offs: 'throughput,compile-time,peak-memory'."""
     pick: str = DEFAULT_PICK
-    """Which point of a multi-objective study's Pareto front best.yaml gets (see `autotune.study.pareto`)."""
+    """Which point of a multi-objective study's Pareto front best.yaml gets (see `autotune.measure._pareto`)."""
     max_compile_seconds: float | None = None
     """Stop a trial whose compile and warm-up take longer (replaces the compile budget)."""
     compile_budget: float = 4.0
@@ -80,7 +80,7 @@ class SearchOptions:
     allow_precision_changes: bool = False
     """Also search settings that change numerics (float32 matmul precision, unsafe math), judged at a looser tolerance."""
     recipes: bool = True
-    """Start a new study with plain torch.compile and the generic expert recipes (`autotune.study.seeds`)."""
+    """Start a new study with plain torch.compile and the generic expert recipes (`autotune.study.search._seeds`)."""
     doctor: bool = True
     """First find the workload's graph breaks and recompiles (`autotune doctor`); kept in best.yaml and the report."""
     compile_cache: bool = True

@@ -83,7 +83,7 @@ def _with_driver(url: str) -> str:
 def create_study(name: str, storage: str, *, heartbeat: dict[str, Any] | None = None, **kwargs: Any) -> optuna.Study:
     """`optuna.create_study(load_if_exists=True)`, retried when two processes create the same new study at once.
 
-    `heartbeat`: RDBStorage's heartbeat arguments (see `autotune.study.heartbeat`), or None.
+    `heartbeat`: RDBStorage's heartbeat arguments (see `autotune.study.storage._heartbeat`), or None.
 
     Two processes opening a new SQLite file race on creating its tables (one sees "table
     already exists" or a duplicate version row); the loser simply opens what the winner made.

@@ -1,0 +1,99 @@
+"""Every Python example in the README and the documentation runs, or says why it cannot.
+
+A ```python block runs as it is, in a fresh namespace, from a folder that holds what a
+finished `bash .ci/demo` leaves: `outputs/examples.toy-model/best.yaml` and
+`apply_compilation.py` beside it, and a copy of `apply_compilation.py` next to the
+script, as the guides say to put it. The configuration
+compiles with dynamo's `eager` backend, so that the examples check the API, not Inductor's
+speed, in seconds.
+
+A block that cannot run here (it needs your own package, a GPU, a Trainer with its data,
+a database) starts with the line `# not run: <the reason>`; the reason is required.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from autotune import CompileConfig, TunedConfig, resolve
+from autotune.runtime import environment
+
+# Compiles the toy (dynamo only) in-process and times nothing: beside other tests is fine.
+pytestmark = [pytest.mark.slow, pytest.mark.parallel]
+
+ROOT = Path(__file__).resolve().parent.parent
+STUDY = "outputs/examples.toy-model"
+FENCE = re.compile(r"^(?P<indent>[ ]*)```python[ ]*\n(?P<code>.*?)^(?P=indent)```[ ]*$", re.MULTILINE | re.DOTALL)
+NOT_RUN = re.compile(r"^# not run: (?P<reason>\S.*)$")
+
+
+def _pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def _blocks() -> list[tuple[str, int, str]]:
+    blocks = []
+    for page in _pages():
+        text = page.read_text(encoding="utf-8")
+        for match in FENCE.finditer(text):
+            indent = len(match["indent"])
+            code = "\n".join(line[indent:] for line in match["code"].splitlines())
+            line = text.count("\n", 0, match.start()) + 1
+            blocks.append((str(page.relative_to(ROOT)), line, code))
+    return blocks
+
+
+BLOCKS = _blocks()
+
+
+@pytest.fixture(scope="module")
+def demo_outputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder laid out as after `bash .ci/demo`, with a cheap configuration of the toy."""
+    folder = tmp_path_factory.mktemp("docs")
+    out = folder / STUDY
+    out.mkdir(parents=True)
+    toy = resolve("examples.toy:model")
+    summary = toy.summary("examples.toy:model", toy.draw_batches())
+    tuned = TunedConfig(
+        workload=summary,
+        config=CompileConfig(backend="eager", compile_optimizer=True),
+        created="2026-01-01T00:00:00Z",
+        environment=environment.fingerprint("cpu"),
+    )
+    tuned.write(out / "best.yaml")
+    (out / "apply_compilation.py").write_text(tuned.source, encoding="utf-8")
+    shutil.copy(out / "apply_compilation.py", folder / "apply_compilation.py")
+    return folder
+
+
+@pytest.fixture
+def in_demo_folder(demo_outputs: Path) -> Iterator[Path]:
+    before, path = Path.cwd(), list(sys.path)
+    os.chdir(demo_outputs)
+    sys.path[:0] = [str(demo_outputs), str(ROOT)]
+    try:
+        yield demo_outputs
+    finally:
+        os.chdir(before)
+        sys.path[:] = path
+        sys.modules.pop("apply_compilation", None)
+
+
+def test_examples_were_found() -> None:
+    assert len(BLOCKS) >= 5, "the collector found almost no ```python blocks: the fence pattern is broken"
+
+
+@pytest.mark.parametrize(("page", "line", "code"), BLOCKS, ids=[f"{page}:{line}" for page, line, _ in BLOCKS])
+def test_example_runs(page: str, line: int, code: str, in_demo_folder: Path) -> None:
+    first = code.lstrip().splitlines()[0] if code.strip() else ""
+    if first.startswith("# not run"):
+        assert NOT_RUN.match(first), f"{page}:{line}: write `# not run: <why it cannot run>`"
+        pytest.skip(f"not runnable: {NOT_RUN.match(first)['reason']}")  # type: ignore[index]
+    exec(compile(code, f"{page}:{line}", "exec"), {"__name__": "__docs__"})
