@@ -13,7 +13,7 @@ HELP = "re-measure a saved configuration (best.yaml or a recipe) against eager a
 DESCRIPTION = (
     "Measure a configuration file against eager and plain torch.compile: each first alone and cold (compile "
     "time, accuracy), then in replicates where all three live side by side and take turns window by window on "
-    "the same batches. Print its ratios to both with their 95% intervals, what they decide, and how it was "
+    "the same batches. Print its ratios to both with their intervals (95%, simultaneous over the campaign's looks), what they decide, and how it was "
     "measured. Exit code 0 when the configuration runs and matches eager, 1 when it fails."
 )
 EPILOG = None

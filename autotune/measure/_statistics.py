@@ -71,7 +71,7 @@ the smallest seen between new pairs of identical processes on the 2-core machine
 
 @dataclass(frozen=True)
 class Interval:
-    """A ratio between two subjects with its 95% interval, over paired replicates.
+    """A ratio between two subjects with its interval (95%, simultaneous over a campaign's looks), over paired replicates.
 
     `median` is the point estimate: the geometric mean of the replicates' paired ratios (the
     name is kept from earlier files, where it was the median of paired rounds).

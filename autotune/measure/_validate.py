@@ -73,7 +73,7 @@ class ValidationReport:
             lines.append(
                 f"speedup: {interval(eager.to_dict() if eager else None)} over eager, "
                 f"{interval(compiled.to_dict() if compiled else None)} over plain torch.compile "
-                f"(geometric mean of paired replicates, 95% t-interval): {outcome(compiled, self.within)} "
+                f"(geometric mean of paired replicates, t-interval simultaneous over the looks): {outcome(compiled, self.within)} "
                 "against plain torch.compile"
             )
         lines += ["", design_text(self.campaign)]

@@ -106,7 +106,9 @@ def decision(out_dir: Path, rows: list[dict[str, Any]], within: float, exported:
     ax.set_xticks([t for t in RATIO_TICKS if left <= t <= right] or [1.0])
     ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}x"))
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
-    ax.set_xlabel("times as fast as plain torch.compile (geometric mean of paired replicates, 95% interval)")
+    ax.set_xlabel(
+        "times as fast as plain torch.compile (geometric mean of paired replicates, 95% simultaneous interval)"
+    )
     ax.set_title(title)
     return title, _save(plt, ax, out_dir, "decision.png")
 

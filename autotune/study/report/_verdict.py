@@ -41,7 +41,7 @@ def render_summary(metrics: Mapping[str, Any], study: Mapping[str, Any], *, mark
     confirmed = metrics.get("confirmed", True)
     lines.append(
         "Confirmation: each subject warm from its own cache, in replicates of paired windows; ratios are geometric "
-        "means over replicates with 95% intervals"
+        "means over replicates with 95% intervals, simultaneous over the looks and candidates"
         if confirmed
         else "Search-time figures (not confirmed: --confirm 0)"
     )
