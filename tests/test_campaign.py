@@ -881,15 +881,10 @@ def test_held_workers_import_side_by_side_and_build_nothing_until_let_go() -> No
 
 
 @pytest.mark.parallel
-def test_looks_and_a_choice_among_candidates_raise_the_false_gains_of_a_calibrated_interval() -> None:
-    # The simulation the README's error figures come from: one look at six replicates keeps the nominal
-    # 2.5% (binomial spread at 8,000 campaigns: 0.17%); every look and the best of three raise it.
-    def false_gains(candidates: int, rounds: int) -> float:
-        counts = decision_error.rates(
-            spread=0.02, candidates=candidates, rounds=rounds, max_rounds=6, campaigns=8000, seed=3
-        )
-        return counts["gain"] / 8000
-
-    once, looked, chosen = false_gains(1, 6), false_gains(1, 3), false_gains(3, 3)
-    assert 0.018 < once < 0.032, once
-    assert looked > once * 1.5 and chosen > looked * 1.5, (once, looked, chosen)
+def test_the_engine_keeps_false_gains_far_under_five_percent_over_looks_and_candidates() -> None:
+    # The real engine on stand-ins, `--effort default`: three candidates as fast as plain compile, looks after
+    # 3 to 6 replicates, a replicate spread of 0.02. With a plain 95% interval at every look, the leader was
+    # called a gain in about 11% of such campaigns; the campaign's spent error keeps it near 0.5%.
+    row = decision_error.run_case(decision_error.Case("default", 0.02, 1.0), campaigns=600, seed=3)
+    assert row["claimed_gain"] <= 0.025 and row["exported"] <= 0.025, row
+    assert row["covered"] >= 0.95, row
