@@ -131,7 +131,9 @@ _DIMENSIONS = (
     "float32_matmul_precision",
 )
 _NEWER = _DIMENSIONS[7:]
-_KEYS = ("description", "options", "module_modes", "group_mark_dynamic", "bucket_count", *_DIMENSIONS)
+_KEYS = ("description", "options", "module_modes", "group_mark_dynamic", "bucket_count", "recipes", *_DIMENSIONS)
+_MAX_RECIPES = 16
+"""Recipes one space may name: they are the study's first trials, so a few are what a search can afford."""
 
 
 class Trial(Protocol):
@@ -171,6 +173,9 @@ class SearchSpace:
     float32_matmul_precision: tuple[str | None, ...] = (None,)
     """Changes numerics: searched only with --allow-precision-changes."""
     options: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    recipes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """The space's own first trials, in order: name -> answers to its questions (`mode`, `padding_alignment`,
+    `options.NAME`, ...); when given, a new study starts with these instead of the generic recipes."""
     mark_groups: tuple[tuple[tuple[InputKey, int], ...], ...] = ()
     """Filled by `adapt`: the (input, axis) groups marked together."""
     module_paths: tuple[str, ...] = ()
@@ -612,7 +617,38 @@ def load_space(name_or_path: str) -> SearchSpace:
                 raise SpaceError(f"{origin}: {flag}: {quote(data[flag])} must be true or false.")
             values[flag] = data[flag]
     values["options"] = _option_choices(origin, data.get("options") or {})
+    values["recipes"] = _recipes(origin, data.get("recipes") or {})
     return SearchSpace(**values)
+
+
+def _recipes(origin: str, raw: object) -> dict[str, dict[str, Any]]:
+    """The `recipes:` section: name -> answers, each answer to a question the space file may ask.
+
+    Whether an answer is among the space's choices is decided when the study is seeded, on the
+    space adapted to the workload and device: a recipe it cannot express is skipped with the reason.
+    """
+    if not isinstance(raw, dict):
+        raise SpaceError(f"{origin}: recipes: {quote(raw)} must map recipe names to their answers.")
+    if len(raw) > _MAX_RECIPES:
+        raise SpaceError(f"{origin}: recipes: {len(raw)} recipes; a space may name at most {_MAX_RECIPES}.")
+    questions = (*_DIMENSIONS, "bucket_count")
+    recipes: dict[str, dict[str, Any]] = {}
+    for name, answers in raw.items():
+        if not isinstance(name, str) or not name.strip():
+            raise SpaceError(f"{origin}: recipes: {quote(name)} is not a recipe name (a non-empty string).")
+        if not isinstance(answers, dict):
+            raise SpaceError(
+                f"{origin}: recipes.{printable(name)}: {quote(answers)} must map questions to answers, "
+                "e.g. {mode: reduce-overhead}; {} is plain torch.compile."
+            )
+        for key in answers:
+            if not isinstance(key, str) or not (key in questions or key.startswith("options.")):
+                raise SpaceError(
+                    f"{origin}: recipes.{printable(name)}: {quote(key)} is not a question a space asks; "
+                    f"allowed: {', '.join(questions)} or options.NAME."
+                )
+        recipes[name] = dict(answers)
+    return recipes
 
 
 def _choices(origin: str, name: str, raw: object, check: Any, allowed: str) -> tuple[Any, ...]:
