@@ -9,8 +9,6 @@ configuration that could only fail by construction.
 from __future__ import annotations
 
 import functools
-import importlib
-import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,6 +32,7 @@ from autotune.runtime.config import (
     inductor_option_defaults,
     mode_options,
 )
+from autotune.runtime.features import FEATURES, has_feature
 from autotune.runtime.limits import printable, quote, read_yaml_file
 from autotune.runtime.summary import WorkloadSummary
 from autotune.workload import input_of
@@ -99,20 +98,6 @@ KNOWN_OPTIONS: Mapping[str, KnownOption] = {
     "cpp.enable_unsafe_math_opt_flag": KnownOption(device="cpu"),
 }
 """Options a space may list even when the installed torch lacks them: those are dropped with a note."""
-
-FEATURES: dict[str, tuple[str, str]] = {
-    "mark_as=unbacked": ("torch._dynamo.decorators", "mark_unbacked"),
-    # dynamic_sources entries with a per-axis ':N' suffix: without the parser of that suffix, an
-    # older torch would read 'L['x']:1' as a regex that never matches and mark nothing.
-    "mark_as=sources": ("torch._dynamo.variables.builder", "_parse_source_entry"),
-    "recompile_limit": ("torch", "compile:recompile_limit"),
-    "stance_after_warmup": ("torch.compiler", "set_stance:eager_on_recompile"),
-    "compiled_autograd": ("torch._dynamo.compiled_autograd", "_enable"),
-    "float32_matmul_precision": ("torch", "set_float32_matmul_precision"),
-}
-"""What the installed torch must have for a dimension's non-neutral choices ('dimension'), or for one
-choice ('dimension=choice'): (module, name) of a function, a function's keyword (`compile:recompile_limit`)
-or a stance `set_stance` documents (`set_stance:eager_on_recompile`)."""
 
 _DIMENSIONS = (
     "mode",
@@ -463,34 +448,6 @@ def _neutral(dimension: str) -> tuple[Any, ...]:
     """A dimension's choice that changes nothing (the field's default in `SearchSpace`)."""
     default: tuple[Any, ...] = SearchSpace.__dataclass_fields__[dimension].default  # type: ignore[assignment]
     return default
-
-
-def has_feature(dimension: str, choice: Any = None) -> bool:
-    """Whether the installed torch has what `dimension`'s `choice` (or its non-neutral choices) need (see `FEATURES`)."""
-    probe = FEATURES.get(f"{dimension}={choice}") or FEATURES.get(dimension)
-    return probe is None or _probe(*probe)
-
-
-@functools.cache
-def _probe(module_name: str, name: str) -> bool:
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError:
-        return False
-    name, _, detail = name.partition(":")
-    function = getattr(module, name, None)
-    if function is None:
-        return False
-    if not detail:
-        return True
-    if name == "set_stance":
-        # set_stance accepts any name and fails only on the next compiled call; the stances it
-        # supports are the ones its documentation lists, each quoted.
-        return f'"{detail}"' in (inspect.getdoc(function) or "")
-    try:
-        return detail in inspect.signature(function).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 def _torch_version() -> str:
