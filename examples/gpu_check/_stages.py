@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -330,10 +331,11 @@ def run_check(
 def _run_commands(
     commands: Sequence[Sequence[str]], log: TextIO, env: Mapping[str, str], *, deadline: float
 ) -> tuple[int, bool]:
-    """Run `commands` in turn until one fails; (exit code, whether the deadline stopped it)."""
-    code = 0
+    """Run `commands` in turn, each even when one before it failed (the environment is probed when installing
+    failed); (the first non-zero exit code or 0, whether the deadline stopped them)."""
+    first = 0
     for command in commands:
-        log.write(f"$ {' '.join(command)}\n")
+        log.write(f"$ {shlex.join(command)}\n")
         log.flush()
         try:
             process = subprocess.Popen(
@@ -341,7 +343,8 @@ def _run_commands(
             )
         except OSError as exc:
             log.write(f"cannot start it: {exc}\n")
-            return 127, False
+            first = first or 127
+            continue
         try:
             code = process.wait(timeout=max(deadline - time.monotonic(), 0.1))
         except subprocess.TimeoutExpired:
@@ -350,9 +353,8 @@ def _run_commands(
             return 124, True
         finally:
             _reap_group(process.pid)
-        if code != 0:
-            return code, False
-    return code, False
+        first = first or code
+    return first, False
 
 
 def _stop_group(process: subprocess.Popen[bytes]) -> None:
