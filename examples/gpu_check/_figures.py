@@ -72,8 +72,11 @@ def search_figures(folder: str | Path) -> dict[str, Any]:
         figures["compile_cache"] = {k: _rounded(cache[k]) for k in kept if k in cache}
     study = best.get("study") or {}
     figures["trials"] = trial_figures(folder / str(study.get("storage") or "study.db"), str(study.get("name")))
-    vs = figures["vs_compile"] or "no interval"
-    figures["headline"] = f"exported {figures['exported']}: {vs} vs plain compile ({figures['decision']})"
+    if figures["vs_compile"]:
+        vs = f"{figures['vs_compile']} vs plain compile"
+    else:  # plain compile itself, or eager, was exported
+        vs = f"{figures['vs_eager']} vs eager" if figures["vs_eager"] else "no interval"
+    figures["headline"] = f"exported {figures['exported']}: {vs} ({figures['decision']})"
     return {k: v for k, v in figures.items() if v is not None}
 
 
