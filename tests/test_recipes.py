@@ -43,6 +43,7 @@ TARGETS = {
     "buckets": (DYNAMIC,),
     "modular": (STATIC, DYNAMIC),
     "regional": (STATIC, DYNAMIC),
+    "reduce_overhead": (STATIC, DYNAMIC),
 }
 
 

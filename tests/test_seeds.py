@@ -67,3 +67,64 @@ def test_seeds_are_the_first_trials_of_the_study_within_the_limit(toy_summary) -
         config = space.suggest(trial)  # the enqueued answers give the recipe's configuration
         assert config.describe()
     assert asked[3].user_attrs.get("recipe") is None, "after the seeds, the sampler proposes"
+
+
+CUDA_GRAPHS_SPACE = "examples/spaces/cuda_graphs.yaml"
+
+
+def test_a_space_with_its_own_recipes_starts_with_those_in_its_order(toy, toy_summary) -> None:
+    from autotune.study.search import observed_lengths, shared_length_groups, study_seeds
+
+    batches = toy.draw_batches()
+    space = load_space(CUDA_GRAPHS_SPACE).adapt(
+        toy_summary,
+        "cuda",  # the space is adapted for a GPU without one: adapting reads only the device's name
+        shared_lengths=shared_length_groups(toy_summary, batches),
+        lengths=observed_lengths(toy_summary, batches),
+    )
+    seeds, limit = study_seeds(space, toy_summary, trials=3)
+    assert [seed.name for seed in seeds] == ["plain", "cuda-graphs", "max-autotune"] and limit == 3
+    study = optuna.create_study(direction="maximize")
+    notes = seed_study(study, space, seeds, limit=limit)
+    assert all(" seeded: " in note for note in notes), notes
+    _, graphs = seed_params(space, seeds[1])
+    assert graphs.mode == "reduce-overhead" and graphs.padding_alignment == "buckets" and graphs.padding_buckets
+    assert seed_params(space, seeds[2])[1].mode == "max-autotune"  # type: ignore[index]
+
+
+def test_on_a_cpu_the_spaces_cuda_graph_recipes_are_skipped_with_the_reason(toy_summary) -> None:
+    from autotune.study.search import study_seeds
+
+    space = load_space(CUDA_GRAPHS_SPACE).adapt(toy_summary, "cpu")
+    seeds, limit = study_seeds(space, toy_summary, trials=6)
+    notes = seed_study(optuna.create_study(direction="maximize"), space, seeds, limit=limit)
+    assert notes[0].startswith("recipe plain seeded")
+    assert (
+        notes[1]
+        == "recipe cuda-graphs not seeded: the space 'cuda_graphs' does not offer mode='reduce-overhead', padding_alignment='buckets'"
+    )
+    assert notes[2].startswith("recipe max-autotune not seeded")
+
+
+def test_without_recipes_of_its_own_a_space_gets_the_generic_ones_within_half_the_trials(toy_summary) -> None:
+    from autotune.study.search import study_seeds
+
+    seeds, limit = study_seeds(adapted(toy_summary, "quick"), toy_summary, trials=6)
+    assert seeds == expert_recipes(toy_summary) and limit == 3
+
+
+@pytest.mark.parametrize(
+    ("recipes", "message"),
+    [
+        ("[plain]", "must map recipe names to their answers"),
+        ("{plain: reduce-overhead}", "recipes.plain: 'reduce-overhead' must map questions to answers"),
+        ("{fast: {modes: default}}", "recipes.fast: 'modes' is not a question a space asks; allowed: mode, "),
+    ],
+)
+def test_a_bad_recipes_section_names_the_recipe_and_what_is_allowed(tmp_path, recipes: str, message: str) -> None:
+    from autotune.errors import SpaceError
+
+    path = tmp_path / "space.yaml"
+    path.write_text(f"description: a space\nmode: [default]\nrecipes: {recipes}\n")
+    with pytest.raises(SpaceError, match=message.replace("[", r"\[").replace("{", r"\{")):
+        load_space(str(path))

@@ -104,7 +104,8 @@ def _what(g: Any) -> None:
         action="store_false",
         help="do not start a new study with plain torch.compile and the generic expert recipes (mark_dynamic on "
         "declared dynamic inputs, regional, max-autotune-no-cudagraphs, padding to 8, compiled optimizer); they "
-        "take at most half of --trials",
+        "take at most half of --trials; a space file with its own `recipes:` section starts with those instead, "
+        "as many as --trials allows",
     )
     g.add_argument(
         "--no-doctor",

@@ -18,6 +18,7 @@ from typing import Any
 from autotune.errors import ConfigError
 from autotune.runtime import allocator, batching, compile_cache
 from autotune.runtime.config import CompileConfig, validate_input_key, validate_module_path
+from autotune.runtime.features import torch_lacks
 from autotune.runtime.summary import WorkloadSummary
 
 __all__ = ["generate", "load_module"]
@@ -44,6 +45,7 @@ _LINE = 96
 def generate(config: CompileConfig, workload: WorkloadSummary, *, created: str, version: str) -> str:
     """The source of `apply_compilation.py` for `config` applied to `workload`."""
     _check_fits(config, workload)
+    _check_torch(config)
     preamble = [_header(config, workload, created, version), "import torch", _settings(config, workload)]
     functions = [
         _apply_function(config),
@@ -79,6 +81,18 @@ def load_module(source: str, filename: str = "apply_compilation.py") -> types.Mo
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), module.__dict__)
     return module
+
+
+def _check_torch(config: CompileConfig) -> None:
+    """Refuse a configuration the installed torch cannot apply (made with a newer one), naming what it lacks."""
+    missing = torch_lacks(config)
+    if missing:
+        import torch
+
+        raise ConfigError(
+            f"this configuration needs what torch {torch.__version__} lacks: {'; '.join(missing)}. "
+            "Search again with this torch, or run it where its torch has them."
+        )
 
 
 def _check_fits(config: CompileConfig, workload: WorkloadSummary) -> None:

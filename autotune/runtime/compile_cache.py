@@ -125,7 +125,14 @@ def load_compile_cache(path: str | None = None, fingerprint: dict | None = None)
     if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
         warnings.warn(f"compile cache {path} not loaded, compiling normally: its content is damaged", stacklevel=2)
         return {}
-    info = torch.compiler.load_cache_artifacts(payload)
+    loader = getattr(torch.compiler, "load_cache_artifacts", None)  # torch's mega-cache; absent before 2.7
+    if loader is None:
+        warnings.warn(
+            f"compile cache {path} not loaded, compiling normally: torch {torch.__version__} cannot load one",
+            stacklevel=2,
+        )
+        return {}
+    info = loader(payload)
     loaded = {str(kind): len(keys) for kind, keys in (info.artifacts if info is not None else {}).items() if keys}
     if not loaded:
         warnings.warn(
@@ -136,7 +143,10 @@ def load_compile_cache(path: str | None = None, fingerprint: dict | None = None)
 
 def save_compile_cache(path: str | os.PathLike[str], device: str) -> dict[str, Any]:
     """Write what this process compiled to `path` (atomically); returns what was saved, for the parent."""
-    saved = torch.compiler.save_cache_artifacts()
+    saver = getattr(torch.compiler, "save_cache_artifacts", None)  # torch's mega-cache; absent before 2.7
+    if saver is None:
+        return {"saved": False, "message": f"torch {torch.__version__} has no torch.compiler.save_cache_artifacts"}
+    saved = saver()
     if saved is None:
         return {"saved": False, "message": "torch recorded no compile artifacts in this process"}
     payload, info = saved

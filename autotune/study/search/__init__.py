@@ -10,7 +10,15 @@ from autotune.study.search._monitor import MIN_COMPILE_BUDGET, LoopOptions, Moni
 from autotune.study.search._opening import forget_new_study, open_search_study
 from autotune.study.search._options import PRUNERS, SAMPLERS, SearchOptions, default_study_name
 from autotune.study.search._pool import TrialPool, worker_devices
-from autotune.study.search._seeds import PAD_MULTIPLE, Seed, expert_recipes, seed_params, seed_study
+from autotune.study.search._seeds import (
+    PAD_MULTIPLE,
+    Seed,
+    expert_recipes,
+    seed_params,
+    seed_study,
+    space_recipes,
+    study_seeds,
+)
 from autotune.study.search._session import CACHES_FOLDER, explore, search
 from autotune.study.search._space import (
     BUNDLED_DIR,
@@ -74,6 +82,8 @@ __all__ = [
     "search",
     "seed_params",
     "seed_study",
+    "space_recipes",
+    "study_seeds",
     "observed_lengths",
     "shared_length_groups",
     "worker_devices",

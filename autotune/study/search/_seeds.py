@@ -28,7 +28,7 @@ from autotune.runtime.config import CompileConfig, inductor_option_defaults
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search._space import SearchSpace
 
-__all__ = ["PAD_MULTIPLE", "Seed", "expert_recipes", "seed_params", "seed_study"]
+__all__ = ["PAD_MULTIPLE", "Seed", "expert_recipes", "seed_params", "seed_study", "space_recipes", "study_seeds"]
 
 PAD_MULTIPLE = 8
 
@@ -62,6 +62,27 @@ def expert_recipes(workload: WorkloadSummary) -> list[Seed]:
             Seed("pad8", f"dynamic axes padded to a multiple of {PAD_MULTIPLE}", {"padding_alignment": PAD_MULTIPLE})
         )
     return seeds
+
+
+def space_recipes(space: SearchSpace) -> list[Seed]:
+    """The recipes the space file names itself (its `recipes:` section), in the file's order."""
+    seeds = []
+    for name, answers in space.recipes.items():
+        shown = ", ".join(f"{k}={v!r}" for k, v in answers.items()) or "plain torch.compile(model)"
+        seeds.append(Seed(name, f"the space's recipe: {shown}", answers))
+    return seeds
+
+
+def study_seeds(space: SearchSpace, workload: WorkloadSummary, trials: int) -> tuple[list[Seed], int]:
+    """What a new study starts with, and how many of them at most, for a study of `trials` trials.
+
+    A space that names its recipes gets them, every one that `trials` has room for: whoever wrote
+    the space chose them. Otherwise the generic recipes take at most half of the trials, so the
+    sampler keeps the other half.
+    """
+    if space.recipes:
+        return space_recipes(space), max(1, trials)
+    return expert_recipes(workload), max(1, trials // 2)
 
 
 class _Answers:

@@ -57,7 +57,7 @@ from autotune.study.search._loop import DETERMINISTIC_FAILURES, TrialLoop
 from autotune.study.search._opening import forget_new_study, open_search_study
 from autotune.study.search._options import SearchOptions
 from autotune.study.search._pool import TrialPool, worker_devices
-from autotune.study.search._seeds import expert_recipes, seed_study
+from autotune.study.search._seeds import seed_study, study_seeds
 from autotune.study.search._space import SearchSpace, load_space, observed_lengths, shared_length_groups
 from autotune.trial.request import RunRecord
 from autotune.trial.runner import remove_abandoned_workdirs
@@ -205,8 +205,8 @@ class _Search:
         self._note(f"space '{space.name}': {len(space.dimensions())} dimensions{dropped}")
         if self.options.recipes and self.options.sampler != "bruteforce" and not self.study.get_trials(deepcopy=False):
             # A new study only: on resume the seeds are trials already, run or waiting in the queue.
-            seeds = expert_recipes(self.summary)
-            for note in seed_study(self.study, space, seeds, limit=max(1, self.options.trials // 2)):
+            seeds, limit = study_seeds(space, self.summary, self.options.trials)
+            for note in seed_study(self.study, space, seeds, limit=limit):
                 self._note(note)
         self.plan.trials = max(self.options.trials - self.loop.ledger.started(), 0)
         waiting = False

@@ -9,8 +9,6 @@ configuration that could only fail by construction.
 from __future__ import annotations
 
 import functools
-import importlib
-import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,6 +32,7 @@ from autotune.runtime.config import (
     inductor_option_defaults,
     mode_options,
 )
+from autotune.runtime.features import FEATURES, has_feature
 from autotune.runtime.limits import printable, quote, read_yaml_file
 from autotune.runtime.summary import WorkloadSummary
 from autotune.workload import input_of
@@ -100,20 +99,6 @@ KNOWN_OPTIONS: Mapping[str, KnownOption] = {
 }
 """Options a space may list even when the installed torch lacks them: those are dropped with a note."""
 
-FEATURES: dict[str, tuple[str, str]] = {
-    "mark_as=unbacked": ("torch._dynamo.decorators", "mark_unbacked"),
-    # dynamic_sources entries with a per-axis ':N' suffix: without the parser of that suffix, an
-    # older torch would read 'L['x']:1' as a regex that never matches and mark nothing.
-    "mark_as=sources": ("torch._dynamo.variables.builder", "_parse_source_entry"),
-    "recompile_limit": ("torch", "compile:recompile_limit"),
-    "stance_after_warmup": ("torch.compiler", "set_stance:eager_on_recompile"),
-    "compiled_autograd": ("torch._dynamo.compiled_autograd", "_enable"),
-    "float32_matmul_precision": ("torch", "set_float32_matmul_precision"),
-}
-"""What the installed torch must have for a dimension's non-neutral choices ('dimension'), or for one
-choice ('dimension=choice'): (module, name) of a function, a function's keyword (`compile:recompile_limit`)
-or a stance `set_stance` documents (`set_stance:eager_on_recompile`)."""
-
 _DIMENSIONS = (
     "mode",
     "dynamic",
@@ -131,7 +116,9 @@ _DIMENSIONS = (
     "float32_matmul_precision",
 )
 _NEWER = _DIMENSIONS[7:]
-_KEYS = ("description", "options", "module_modes", "group_mark_dynamic", "bucket_count", *_DIMENSIONS)
+_KEYS = ("description", "options", "module_modes", "group_mark_dynamic", "bucket_count", "recipes", *_DIMENSIONS)
+_MAX_RECIPES = 16
+"""Recipes one space may name: they are the study's first trials, so a few are what a search can afford."""
 
 
 class Trial(Protocol):
@@ -171,6 +158,9 @@ class SearchSpace:
     float32_matmul_precision: tuple[str | None, ...] = (None,)
     """Changes numerics: searched only with --allow-precision-changes."""
     options: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    recipes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """The space's own first trials, in order: name -> answers to its questions (`mode`, `padding_alignment`,
+    `options.NAME`, ...); when given, a new study starts with these instead of the generic recipes."""
     mark_groups: tuple[tuple[tuple[InputKey, int], ...], ...] = ()
     """Filled by `adapt`: the (input, axis) groups marked together."""
     module_paths: tuple[str, ...] = ()
@@ -460,34 +450,6 @@ def _neutral(dimension: str) -> tuple[Any, ...]:
     return default
 
 
-def has_feature(dimension: str, choice: Any = None) -> bool:
-    """Whether the installed torch has what `dimension`'s `choice` (or its non-neutral choices) need (see `FEATURES`)."""
-    probe = FEATURES.get(f"{dimension}={choice}") or FEATURES.get(dimension)
-    return probe is None or _probe(*probe)
-
-
-@functools.cache
-def _probe(module_name: str, name: str) -> bool:
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError:
-        return False
-    name, _, detail = name.partition(":")
-    function = getattr(module, name, None)
-    if function is None:
-        return False
-    if not detail:
-        return True
-    if name == "set_stance":
-        # set_stance accepts any name and fails only on the next compiled call; the stances it
-        # supports are the ones its documentation lists, each quoted.
-        return f'"{detail}"' in (inspect.getdoc(function) or "")
-    try:
-        return detail in inspect.signature(function).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 def _torch_version() -> str:
     import torch  # loaded already by anything that adapts a space; not on `import autotune`
 
@@ -612,7 +574,38 @@ def load_space(name_or_path: str) -> SearchSpace:
                 raise SpaceError(f"{origin}: {flag}: {quote(data[flag])} must be true or false.")
             values[flag] = data[flag]
     values["options"] = _option_choices(origin, data.get("options") or {})
+    values["recipes"] = _recipes(origin, data.get("recipes") or {})
     return SearchSpace(**values)
+
+
+def _recipes(origin: str, raw: object) -> dict[str, dict[str, Any]]:
+    """The `recipes:` section: name -> answers, each answer to a question the space file may ask.
+
+    Whether an answer is among the space's choices is decided when the study is seeded, on the
+    space adapted to the workload and device: a recipe it cannot express is skipped with the reason.
+    """
+    if not isinstance(raw, dict):
+        raise SpaceError(f"{origin}: recipes: {quote(raw)} must map recipe names to their answers.")
+    if len(raw) > _MAX_RECIPES:
+        raise SpaceError(f"{origin}: recipes: {len(raw)} recipes; a space may name at most {_MAX_RECIPES}.")
+    questions = (*_DIMENSIONS, "bucket_count")
+    recipes: dict[str, dict[str, Any]] = {}
+    for name, answers in raw.items():
+        if not isinstance(name, str) or not name.strip():
+            raise SpaceError(f"{origin}: recipes: {quote(name)} is not a recipe name (a non-empty string).")
+        if not isinstance(answers, dict):
+            raise SpaceError(
+                f"{origin}: recipes.{printable(name)}: {quote(answers)} must map questions to answers, "
+                "e.g. {mode: reduce-overhead}; {} is plain torch.compile."
+            )
+        for key in answers:
+            if not isinstance(key, str) or not (key in questions or key.startswith("options.")):
+                raise SpaceError(
+                    f"{origin}: recipes.{printable(name)}: {quote(key)} is not a question a space asks; "
+                    f"allowed: {', '.join(questions)} or options.NAME."
+                )
+        recipes[name] = dict(answers)
+    return recipes
 
 
 def _choices(origin: str, name: str, raw: object, check: Any, allowed: str) -> tuple[Any, ...]:

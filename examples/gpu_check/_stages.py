@@ -1,0 +1,432 @@
+"""The stages of the GPU check, their limits, and the driver that runs them one after another.
+
+Each stage is a list of commands run in one new process group under one deadline: at the
+deadline the group gets SIGTERM, and SIGKILL `KILL_GRACE` seconds later, as `timeout -k` would
+do. Its output goes straight to its log file in the output folder, so whatever it printed
+before it was stopped is kept. A stage may also leave its headline figures as JSON in the file
+named by `FIGURES_VARIABLE`; they go into `summary.json`, which is rewritten as each stage starts
+and ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TextIO
+
+try:
+    from autotune.errors import AutotuneError
+except Exception:  # torch missing or broken here: the environment stage says what; the driver runs on
+    AutotuneError = Exception  # type: ignore[misc,assignment]
+
+__all__ = [
+    "FAULT_VARIABLE",
+    "FIGURES_VARIABLE",
+    "KILL_GRACE",
+    "OUT_VARIABLE",
+    "STAGE_NAMES",
+    "CheckError",
+    "Stage",
+    "StageResult",
+    "parse_faults",
+    "parse_limits",
+    "plan",
+    "run_check",
+]
+
+STAGE_NAMES = ("environment", "tests", "search", "validate")
+"""The stages, in the order they run: the most valuable first."""
+FAULT_VARIABLE = "AUTOTUNE_GPU_FAULT"
+"""`stage:fail` or `stage:hang`, comma-separated: that stage's commands are replaced by one that fails or hangs,
+to show that the check records it and goes on."""
+FIGURES_VARIABLE = "AUTOTUNE_GPU_FIGURES"
+"""The file a stage may write its headline figures to, as one JSON object."""
+OUT_VARIABLE = "AUTOTUNE_GPU_OUT"
+"""The check's output folder, for a stage that copies a file there (the search's best.yaml and report)."""
+FAULTS = ("fail", "hang")
+KILL_GRACE = 5.0
+"""Seconds between SIGTERM and SIGKILL for a stage past its limit."""
+WHEEL_DIR = ".whl"
+"""Where `gpu-wheels.sh` leaves the wheels a GPU machine lacks; the check installs them with pip, offline."""
+
+# The GPU limits add up to 7 minutes. The tests are trimmed to fit theirs (see `_tests`); the
+# search and the validation stop themselves before their limits (--timeout, --measure-seconds).
+GPU_LIMITS = {"environment": 30.0, "tests": 135.0, "search": 165.0, "validate": 90.0}
+DRY_LIMITS = {"environment": 60.0, "tests": 90.0, "search": 150.0, "validate": 180.0}
+TEST_TIMEOUT = 80
+"""pytest-timeout's limit for one GPU test, where the plugin is installed."""
+
+GPU_MODEL = "examples.toy:model"
+DRY_MODEL = "tests.trial_targets.workloads:tiny_infer"
+"""Compiles in a second or two on a CPU: the dry run proves the plumbing, not the numbers."""
+SPACE = "examples/spaces/cuda_graphs.yaml"
+RECIPE = "examples/recipes/reduce_overhead.yaml"
+
+
+class CheckError(AutotuneError):
+    """The GPU check was asked for something it cannot do (an unknown stage, a bad limit or fault)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stage:
+    """One stage: what it shows, the commands it runs, and how long they may take together."""
+
+    name: str
+    what: str
+    """One line for the summary."""
+    commands: Callable[[Path], list[list[str]]]
+    """The commands, made when the stage starts (from the work folder), so that they can depend on what the
+    stages before them installed."""
+    limit: float
+    """Seconds for all its commands together."""
+
+
+@dataclass(kw_only=True)
+class StageResult:
+    """What became of a stage: its status, its time, its log and its figures."""
+
+    name: str
+    what: str
+    status: str = "pending"
+    """'pending', 'running', 'passed', 'failed', 'timed out' or 'not run' (left out by --stages)."""
+    seconds: float | None = None
+    limit_seconds: float = 0.0
+    exit_code: int | None = None
+    log: str | None = None
+    fault: str | None = None
+    """The fault injected by AUTOTUNE_GPU_FAULT, if any."""
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_faults(text: str | None) -> dict[str, str]:
+    """`stage:fail,stage:hang` -> {stage: fault}; raises CheckError naming what is wrong."""
+    faults: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in (text or "").split(","))):
+        stage, _, fault = item.partition(":")
+        if stage not in STAGE_NAMES or fault not in FAULTS:
+            raise CheckError(
+                f"{FAULT_VARIABLE}: {item!r} is not STAGE:FAULT with STAGE one of {', '.join(STAGE_NAMES)} "
+                f"and FAULT one of {', '.join(FAULTS)}."
+            )
+        faults[stage] = fault
+    return faults
+
+
+def parse_limits(items: Sequence[str]) -> dict[str, float]:
+    """`['tests=20', ...]` (from --limit) -> {stage: seconds}; raises CheckError naming what is wrong."""
+    limits: dict[str, float] = {}
+    for item in items:
+        stage, _, seconds = item.partition("=")
+        try:
+            value = float(seconds)
+        except ValueError:
+            value = -1.0
+        if stage not in STAGE_NAMES or not 0 < value <= 3600:
+            raise CheckError(
+                f"--limit {item!r}: expected STAGE=SECONDS with STAGE one of {', '.join(STAGE_NAMES)} "
+                "and SECONDS a number in (0, 3600]."
+            )
+        limits[stage] = value
+    return limits
+
+
+def parse_stages(text: str | None) -> list[str]:
+    """`--stages a,b` -> the stages to run, in the check's own order; all of them when None."""
+    if text is None:
+        return list(STAGE_NAMES)
+    wanted = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in wanted if s not in STAGE_NAMES]
+    if unknown or not wanted:
+        raise CheckError(f"--stages {text!r}: expected a comma-separated list of {', '.join(STAGE_NAMES)}.")
+    return [s for s in STAGE_NAMES if s in wanted]
+
+
+def plan(*, dry_run: bool, python: str, site: Path | None, limits: Mapping[str, float] | None = None) -> list[Stage]:
+    """The four stages for a GPU machine, or with `dry_run` for the CPU; `limits` replaces some stages' limits."""
+    base = DRY_LIMITS if dry_run else GPU_LIMITS
+    limit = {**base, **(limits or {})}
+    model, device = (DRY_MODEL, "cpu") if dry_run else (GPU_MODEL, "cuda")
+    me = [python, "-m", "examples.gpu_check"]
+
+    def environment(work: Path) -> list[list[str]]:
+        commands = [] if dry_run or site is None else [_install(python, site)]
+        return [*commands, [*me, "environment", *(["--dry-run"] if dry_run else [])]]
+
+    def tests(work: Path) -> list[list[str]]:
+        return [_tests(python, dry_run=dry_run, junit=work / "tests.xml")]
+
+    def search(work: Path) -> list[list[str]]:
+        budget = (
+            # On a loaded CPU a replicate takes seconds: two of them and one trial beside the baselines.
+            ["--trials", "2", "--windows", "2", "--window-seconds", "0.1", "--fresh-batches", "4", "--no-compile-cache"]
+            if dry_run
+            # The space's three recipes (plain reuses the baseline's run); no new trial after 80 s; a
+            # configuration whose compile and warm-up take over 45 s is stopped, so max-autotune cannot take
+            # the stage. The compile cache is saved: it is what torch.compiler's mega-cache does on a GPU.
+            else ["--trials", "3", "--timeout", "80", "--max-compile-seconds", "45", "--windows", "3"]
+            + ["--window-seconds", "0.25"]
+        )
+        return [
+            [*me, "search", "--work", str(work / "search"), "--", "--model", model, "--device", device]
+            + ["--space", SPACE, "--no-doctor", "--confirm", "1", "--rounds", "2", "--max-rounds", "2"]
+            + ["--trial-timeout", "60" if dry_run else "90", *budget]
+        ]
+
+    def validate(work: Path) -> list[list[str]]:
+        budget = (
+            ["--max-rounds", "2", "--measure-seconds", "3", "--windows", "2", "--window-seconds", "0.1"]
+            + ["--fresh-batches", "4"]
+            if dry_run
+            else ["--max-rounds", "3", "--measure-seconds", "20", "--windows", "3", "--window-seconds", "0.25"]
+        )
+        return [
+            [*me, "validate", RECIPE, "--model", model, "--device", device, "--repeats", "2", *budget]
+            + ["--trial-timeout", "60"]
+        ]
+
+    what = {
+        "environment": "GPU, driver, torch, Triton and CUDA versions, compute mode; every import the project needs",
+        "tests": "the GPU tests (tests/gpu), slowest last" if not dry_run else "the GPU path's CPU tests (stand-in)",
+        "search": f"a search of {model} in {SPACE}: plain, CUDA graphs over learned buckets, max-autotune",
+        "validate": f"{RECIPE} (reduce-overhead) against plain torch.compile and eager",
+    }
+    commands = {"environment": environment, "tests": tests, "search": search, "validate": validate}
+    return [Stage(name=n, what=what[n], commands=commands[n], limit=limit[n]) for n in STAGE_NAMES]
+
+
+def _install(python: str, site: Path) -> list[str]:
+    wheels = sorted(str(p) for p in Path(WHEEL_DIR).glob("*.whl"))
+    if not wheels:
+        return [python, "-c", f"print('no wheels in {WHEEL_DIR}/: nothing installed')"]
+    return [python, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile", "--target", str(site)] + [
+        *wheels
+    ]
+
+
+def _tests(python: str, *, dry_run: bool, junit: Path) -> list[str]:
+    common = [python, "-m", "examples.gpu_check", "tests", "--junit", str(junit), "--", "-q", "-rA", "-p"]
+    common += ["no:cacheprovider"]
+    if dry_run:
+        # tests/gpu is not collected without CUDA; the CPU tests of the GPU path stand in for it.
+        return [*common, "tests/test_gpu_path.py", "-m", "parallel"]
+    # The paired campaign of reduce-overhead against plain compile is left out: the validate stage measures
+    # that very pair with the same engine, and its cold compiles and replicates would take a minute of the
+    # stage's limit. pytest-timeout, where installed, stops one hanging test instead of the whole stage.
+    timeout = ["-p", "timeout", f"--timeout={TEST_TIMEOUT}"] if _importable(python, "pytest_timeout") else []
+    return [*common, *timeout, "tests/gpu", "-k", "not paired_and_decided"]
+
+
+def _importable(python: str, module: str) -> bool:
+    try:
+        found = subprocess.run(
+            [python, "-c", f"import {module}"], capture_output=True, timeout=30, env=os.environ.copy(), check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return found.returncode == 0
+
+
+def _fault_command(python: str, stage: str, fault: str) -> list[str]:
+    if fault == "fail":
+        return [python, "-c", f"import sys; print('{stage}: failure injected by {FAULT_VARIABLE}'); sys.exit(3)"]
+    # A hang with a child of its own: the whole process group must be stopped, not only the stage's first process.
+    return [
+        python,
+        "-c",
+        "import subprocess, sys, time; "
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)']); "
+        f"print('{stage}: hang injected by {FAULT_VARIABLE}', flush=True); time.sleep(3600)",
+    ]
+
+
+def run_check(
+    stages: Sequence[Stage],
+    *,
+    out: Path,
+    work: Path,
+    only: Sequence[str] | None = None,
+    faults: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+    dry_run: bool = False,
+    echo: TextIO | None = None,
+) -> dict[str, Any]:
+    """Run `stages` (those named in `only`, all by default) one after another; return what `summary.json` says.
+
+    A stage that fails or passes its limit is recorded and the next one runs. `out` receives one log per
+    stage and `summary.json`, rewritten as each stage starts and ends; `work` holds what need not come back.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    faults = dict(faults or {})
+    wanted = set(only) if only is not None else {s.name for s in stages}
+    summary: dict[str, Any] = {
+        "check": "dry run (CPU)" if dry_run else "GPU",
+        "started": _now(),
+        "finished": None,
+        "seconds": None,
+        "passed": None,
+        "out": str(out),
+        "stages": [],
+    }
+    results = [StageResult(name=s.name, what=s.what, limit_seconds=s.limit) for s in stages]
+    for result in results:
+        if result.name not in wanted:
+            result.status = "not run"
+    summary["stages"] = results
+    started = time.monotonic()
+    _write_summary(out, summary)
+    for stage, result in zip(stages, results, strict=True):
+        if result.status == "not run":
+            continue
+        result.status, result.log, result.fault = "running", f"{stage.name}.txt", faults.get(stage.name)
+        _write_summary(out, summary)
+        _say(echo, f"gpu check: {stage.name} (limit {stage.limit:.0f} s): {stage.what}")
+        figures_path = work / f"{stage.name}.figures.json"
+        figures_path.unlink(missing_ok=True)
+        stage_env = {
+            **os.environ,
+            **(env or {}),
+            FIGURES_VARIABLE: str(figures_path),
+            OUT_VARIABLE: str(out.resolve()),
+            "PYTHONUNBUFFERED": "1",
+        }
+        begun = time.monotonic()
+        with open(out / result.log, "w", encoding="utf-8", buffering=1) as log:
+            try:
+                commands = stage.commands(work)
+            except Exception as exc:  # a stage that cannot even be planned is a failed stage
+                log.write(f"{stage.name}: could not prepare its commands: {exc!r}\n")
+                commands = []
+                result.exit_code = -1
+            if result.fault is not None:
+                commands = [_fault_command(sys.executable, stage.name, result.fault)]
+            if commands:
+                result.exit_code, timed_out = _run_commands(commands, log, stage_env, deadline=begun + stage.limit)
+            else:
+                timed_out = False
+        result.seconds = round(time.monotonic() - begun, 1)
+        result.figures = _read_figures(figures_path, out / result.log)
+        result.status = "timed out" if timed_out else "passed" if result.exit_code == 0 else "failed"
+        _say(echo, f"gpu check: {stage.name} {result.status} in {result.seconds:.0f} s")
+        _write_summary(out, summary)
+    ran = [r for r in results if r.status != "not run"]
+    summary["finished"] = _now()
+    summary["seconds"] = round(time.monotonic() - started, 1)
+    summary["passed"] = bool(ran) and all(r.status == "passed" for r in ran)
+    _write_summary(out, summary)
+    return _jsonable(summary)
+
+
+def _run_commands(
+    commands: Sequence[Sequence[str]], log: TextIO, env: Mapping[str, str], *, deadline: float
+) -> tuple[int, bool]:
+    """Run `commands` in turn, each even when one before it failed (the environment is probed when installing
+    failed); (the first non-zero exit code or 0, whether the deadline stopped them)."""
+    first = 0
+    for command in commands:
+        log.write(f"$ {shlex.join(command)}\n")
+        log.flush()
+        try:
+            process = subprocess.Popen(
+                list(command), stdout=log, stderr=subprocess.STDOUT, env=dict(env), start_new_session=True
+            )
+        except OSError as exc:
+            log.write(f"cannot start it: {exc}\n")
+            first = first or 127
+            continue
+        try:
+            code = process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            _stop_group(process)
+            log.write("\nstopped: the stage ran past its limit\n")
+            return 124, True
+        finally:
+            _reap_group(process.pid)
+        first = first or code
+    return first, False
+
+
+def _stop_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the stage's process group, SIGKILL after KILL_GRACE seconds (what `timeout -k` does)."""
+    for sig, wait in ((signal.SIGTERM, KILL_GRACE), (signal.SIGKILL, KILL_GRACE)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _reap_group(pgid: int) -> None:
+    """Stop what a finished stage left running in its group (a worker its parent did not wait for)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _read_figures(path: Path, log: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        figures = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        with open(log, "a", encoding="utf-8") as handle:
+            handle.write(f"\nthe stage's figures could not be read: {exc}\n")
+        return {}
+    return figures if isinstance(figures, dict) else {"value": figures}
+
+
+def _write_summary(out: Path, summary: Mapping[str, Any]) -> None:
+    """Write summary.json whole or not at all: a check stopped mid-write keeps the previous one."""
+    staged = out / "summary.json.partial"
+    staged.write_text(json.dumps(_jsonable(summary), indent=2) + "\n", encoding="utf-8")
+    os.replace(staged, out / "summary.json")
+
+
+def _jsonable(summary: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: [asdict(r) for r in v] if k == "stages" else v for k, v in summary.items()}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _say(echo: TextIO | None, line: str) -> None:
+    if echo is not None:
+        print(line, file=echo, flush=True)
+
+
+def stage_table(summary: Mapping[str, Any]) -> str:
+    """The stages as a small table: status, seconds, limit and a few headline figures."""
+    rows = [("stage", "status", "seconds", "limit", "figures")]
+    for stage in summary["stages"]:
+        seconds = "-" if stage["seconds"] is None else f"{stage['seconds']:.1f}"
+        rows.append((stage["name"], stage["status"], seconds, f"{stage['limit_seconds']:.0f}", _headline(stage)))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(row[:4], widths, strict=True)) + "  " + row[4] for row in rows
+    )
+
+
+def _headline(stage: Mapping[str, Any]) -> str:
+    figures = stage.get("figures") or {}
+    headline = figures.get("headline")
+    return str(headline) if headline else ""
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a folder a previous check left (the site of installed wheels, a search folder), if any."""
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,208 @@
+"""The GPU check (`bash .ci/gpu`): its stages, limits, logs and summary, proven on the CPU.
+
+The fault test runs the real driver with a stage made to fail and one made to hang, in
+seconds; `test_the_dry_run_passes_every_stage` runs the whole dry run (a few minutes) and is
+what makes CI fail when a stage of it fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from examples.gpu_check import (
+    FAULT_VARIABLE,
+    STAGE_NAMES,
+    CheckError,
+    parse_faults,
+    parse_limits,
+    plan,
+    run_check,
+)
+from examples.gpu_check._figures import interval_text, run_figures, search_figures
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def check(tmp_path: Path, *args: str, fault: str = "", timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT), FAULT_VARIABLE: fault}
+    env.pop("OUT", None)
+    return subprocess.run(
+        ["bash", str(ROOT / ".ci" / "gpu"), "--dry-run", "--out", str(tmp_path / "gpu"), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def summary_of(tmp_path: Path) -> dict:
+    return json.loads((tmp_path / "gpu" / "summary.json").read_text())
+
+
+@pytest.mark.parallel
+def test_a_failed_and_a_hung_stage_are_recorded_and_the_next_stages_still_run(tmp_path: Path) -> None:
+    # The environment stage runs for real (seconds); the tests hang past a 3 s limit; the search fails.
+    done = check(tmp_path, "--stages", "environment,tests,search", "--limit", "tests=3", fault="tests:hang,search:fail")
+    assert done.returncode == 1, done.stdout + done.stderr
+    stages = {s["name"]: s for s in summary_of(tmp_path)["stages"]}
+    assert list(stages) == list(STAGE_NAMES)
+    assert stages["environment"]["status"] == "passed", (tmp_path / "gpu" / "environment.txt").read_text()
+    assert stages["environment"]["figures"]["imports"]["autotune"] == "ok"
+    assert stages["tests"]["status"] == "timed out" and stages["tests"]["exit_code"] == 124
+    assert stages["tests"]["seconds"] >= 3 and stages["tests"]["fault"] == "hang"
+    assert stages["search"]["status"] == "failed" and stages["search"]["exit_code"] == 3
+    assert stages["validate"]["status"] == "not run" and stages["validate"]["seconds"] is None
+    # Each stage's log was written as it went, the hung one's included.
+    tests_log = (tmp_path / "gpu" / "tests.txt").read_text()
+    assert "hang injected" in tests_log and "stopped: the stage ran past its limit" in tests_log
+    assert "failure injected" in (tmp_path / "gpu" / "search.txt").read_text()
+    names = sorted(p.name for p in (tmp_path / "gpu").iterdir())
+    assert names == ["environment.txt", "search.txt", "summary.json", "tests.txt"]
+    assert "timed out" in done.stdout and "FAILED" in done.stdout
+
+
+@pytest.mark.parallel
+def test_a_hung_stage_is_stopped_with_everything_it_started(tmp_path: Path) -> None:
+    stages = plan(dry_run=True, python=sys.executable, site=None, limits={"environment": 2})
+    summary = run_check(
+        stages, out=tmp_path / "out", work=tmp_path / "work", only=["environment"], faults={"environment": "hang"}
+    )
+    environment = summary["stages"][0]
+    assert environment["status"] == "timed out" and environment["exit_code"] == 124
+    leftover = subprocess.run(["pgrep", "-f", "import time; time.sleep(3600)"], capture_output=True, text=True)
+    assert leftover.stdout.strip() == "", "the hung stage's child outlived it"
+    assert summary["passed"] is False and [s["status"] for s in summary["stages"][1:]] == ["not run"] * 3
+
+
+@pytest.mark.parallel
+def test_summary_json_is_written_before_the_first_stage_ends(tmp_path: Path) -> None:
+    stages = plan(dry_run=True, python=sys.executable, site=None, limits={"environment": 30})
+    seen: list[str] = []
+
+    class Watch:
+        def write(self, text: str) -> None:
+            if text.startswith("gpu check: environment (") and (tmp_path / "summary.json").exists():
+                running = json.loads((tmp_path / "summary.json").read_text())["stages"][0]["status"]
+                seen.append(running)
+
+        def flush(self) -> None: ...
+
+    run_check(
+        stages, out=tmp_path, work=tmp_path / "work", only=["environment"], faults={"environment": "fail"}, echo=Watch()
+    )  # type: ignore[arg-type]
+    assert seen == ["running"]
+
+
+@pytest.mark.parallel
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("tests:crash", "'tests:crash' is not STAGE:FAULT"),
+        ("gpu:fail", "'gpu:fail' is not STAGE:FAULT with STAGE one of environment, tests, search, validate"),
+    ],
+)
+def test_a_bad_fault_names_the_value_and_what_is_allowed(value: str, message: str) -> None:
+    with pytest.raises(CheckError, match=message):
+        parse_faults(value)
+
+
+@pytest.mark.parallel
+def test_faults_and_limits_parse() -> None:
+    assert parse_faults("tests:hang, search:fail") == {"tests": "hang", "search": "fail"}
+    assert parse_faults(None) == {}
+    assert parse_limits(["tests=2.5"]) == {"tests": 2.5}
+    for bad in ("tests", "tests=0", "tests=x", "lint=3"):
+        with pytest.raises(CheckError, match="expected STAGE=SECONDS"):
+            parse_limits([bad])
+
+
+@pytest.mark.parallel
+def test_a_bad_option_is_an_error_before_anything_runs(tmp_path: Path) -> None:
+    done = check(tmp_path, "--stages", "lint")
+    assert done.returncode == 2 and "--stages 'lint': expected a comma-separated list" in done.stderr
+    assert not (tmp_path / "gpu" / "summary.json").exists()
+
+
+@pytest.mark.parallel
+def test_the_gpu_plan_fits_seven_minutes_and_installs_the_wheels_offline(tmp_path: Path, monkeypatch) -> None:
+    stages = plan(dry_run=False, python="python3", site=tmp_path / "site")
+    assert [s.name for s in stages] == list(STAGE_NAMES)
+    assert sum(s.limit for s in stages) <= 7 * 60
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".whl").mkdir()
+    (tmp_path / ".whl" / "optuna-4.0.0-py3-none-any.whl").write_bytes(b"")
+    install, probe = stages[0].commands(tmp_path)
+    assert install[:3] == ["python3", "-m", "pip"] and "--no-index" in install and "--no-deps" in install
+    assert install[-1] == ".whl/optuna-4.0.0-py3-none-any.whl" and probe[-1] == "environment"
+    (search,) = stages[2].commands(tmp_path)
+    assert search[search.index("--space") + 1] == "examples/spaces/cuda_graphs.yaml"
+    assert search[search.index("--confirm") + 1] == "1" and search[search.index("--device") + 1] == "cuda"
+
+
+@pytest.mark.parallel
+def test_the_gpu_tests_get_a_per_test_timeout_only_where_pytest_timeout_is_installed(tmp_path, monkeypatch) -> None:
+    from examples.gpu_check import _stages
+
+    stages = plan(dry_run=False, python=sys.executable, site=None)
+    for installed in (True, False):
+        monkeypatch.setattr(_stages, "_importable", lambda python, module, installed=installed: installed)
+        (tests,) = stages[1].commands(tmp_path)
+        assert ("--timeout=80" in tests) == installed and ("-p" in tests and "timeout" in tests) == installed
+        assert "tests/gpu" in tests and tests[tests.index("-k") + 1] == "not paired_and_decided"
+
+
+@pytest.mark.parallel
+def test_headline_figures_come_from_best_yaml_and_the_study(tmp_path: Path) -> None:
+    (tmp_path / "best.yaml").write_text(
+        "metrics:\n  exported: trial 2\n  trial: 2\n  decision: gain\n  rounds: 2\n  compile_seconds: 12.3456\n"
+        "  vs_compile: {median: 1.2345, low: 1.1, high: 1.3, rounds: 2}\n  peak_memory_mb: 100.0\n"
+        "study:\n  name: s\n  storage: study.db\n  best_trials: [{configuration: mode=reduce-overhead}]\n"
+        "compile_cache: {saved: true, bytes: 10, cold_compile_seconds: 3.0, cached_compile_seconds: 1.0}\n"
+    )
+    figures = search_figures(tmp_path)
+    assert figures["vs_compile"] == "1.23x [1.10, 1.30]" and figures["compile_seconds"] == 12.346
+    assert figures["configuration"] == "mode=reduce-overhead" and figures["compile_cache"]["saved"] is True
+    assert figures["trials"] == f"no study at {tmp_path / 'study.db'}"
+    assert figures["headline"] == "exported trial 2: 1.23x [1.10, 1.30] vs plain compile (gain)"
+    assert interval_text(None) is None
+    assert run_figures({"cuda_graph_recordings": 4, "cuda_graph_skips": 0, "peak_reserved_mb": 1.23456, "x": 1}) == {
+        "cuda_graph_recordings": 4,
+        "cuda_graph_skips": 0,
+        "peak_reserved_mb": 1.235,
+    }
+
+
+@pytest.mark.slow
+def test_the_dry_run_passes_every_stage(tmp_path: Path) -> None:
+    done = check(tmp_path, timeout=600)
+    summary = summary_of(tmp_path)
+    statuses = {s["name"]: s["status"] for s in summary["stages"]}
+    assert statuses == dict.fromkeys(STAGE_NAMES, "passed"), done.stdout + done.stderr
+    assert done.returncode == 0 and summary["passed"] is True
+    figures = {s["name"]: s["figures"] for s in summary["stages"]}
+    assert figures["environment"]["imports"]["optuna"] != "missing"
+    assert figures["search"]["exported"] and isinstance(figures["search"]["trials"], list)
+    assert figures["validate"]["ok"] is True and "compile" in figures["validate"]["compile_seconds"]
+    assert len(list((tmp_path / "gpu").iterdir())) <= 8
+
+
+@pytest.mark.parallel
+def test_the_tests_figures_count_each_outcome_and_name_the_slowest(tmp_path: Path) -> None:
+    from examples.gpu_check._figures import junit_figures
+
+    (tmp_path / "tests.xml").write_text(
+        '<testsuites><testsuite><testcase name="a" time="1.5"/><testcase name="b" time="40.2"><failure/></testcase>'
+        '<testcase name="c" time="0"><skipped/></testcase></testsuite></testsuites>'
+    )
+    figures = junit_figures(tmp_path / "tests.xml")
+    assert figures["counts"] == {"passed": 1, "failed": 1, "skipped": 1}
+    assert figures["tests"]["b"] == {"outcome": "failed", "seconds": 40.2}
+    assert figures["headline"] == "1 failed, 1 passed, 1 skipped (slowest 40 s: b)"
