@@ -15,6 +15,7 @@ import ast
 import copy
 import dataclasses
 import math
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +23,7 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from autotune import resolve
+from autotune import cli, resolve
 from autotune.errors import ConfigError
 from autotune.measure import Recipe, read_recipe, read_recipes, without_cuda_graphs
 from autotune.runtime import codegen
@@ -261,9 +262,9 @@ def write(tmp_path: Path, text: str) -> Path:
         ),
         (
             "description: x\nconfig: !!python/object/apply:os.system ['true']\n",
-            r"recipe\.yaml: not a valid recipe file \(plain YAML only\)",
+            r"recipe\.yaml: not a valid plain YAML file",
         ),
-        ("description: [unclosed\n", r"recipe\.yaml: not a valid recipe file"),
+        ("description: [unclosed\n", r"recipe\.yaml: not a valid plain YAML file"),
     ],
 )
 def test_bad_recipes_name_the_file_and_the_key(tmp_path: Path, text: str, message: str) -> None:
@@ -292,3 +293,19 @@ def test_missing_files_and_folders_are_config_errors(tmp_path: Path) -> None:
         read_recipe(tmp_path / "nothing.yaml")
     with pytest.raises(ConfigError, match=r"not a folder of recipes"):
         read_recipes(tmp_path / "nowhere")
+
+
+@pytest.mark.parallel  # refused before anything is built or measured: nothing is timed beside it
+def test_validate_refuses_an_alias_bomb_in_a_recipe_at_once(tmp_path, capsys) -> None:
+    # 500 bytes whose description expands to 10^9 strings, with a valid configuration beside it: parsed
+    # by yaml.safe_load before the guarded reader saw it, it ran 31 s into a MemoryError under a 3 GB cap.
+    lines = ['a: &a ["x","x","x","x","x","x","x","x","x","x"]']
+    lines += [f"{chr(98 + i)}: &{chr(98 + i)} [{','.join(['*' + chr(97 + i)] * 10)}]" for i in range(8)]
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(lines) + "\ndescription: *i\nconfig:\n  mode: default\n", encoding="utf-8")
+    assert bomb.stat().st_size < 600
+    started = time.monotonic()
+    code = cli.main(["validate", str(bomb), "--model", "examples.toy:model"])
+    assert time.monotonic() - started < 5
+    assert code == 2
+    assert "refused as a configuration file" in capsys.readouterr().err

@@ -9,7 +9,8 @@ A recipe is what an expert would configure by hand, e.g. the files in `examples/
       compile_optimizer: true
 
 `config` takes the keys of `CompileConfig.to_dict()`; omitted ones keep their defaults.
-Files are read with `yaml.safe_load`, and every error names the file and the key.
+Files are read through the one guarded reader (`read_yaml_file`: size and aliases counted before
+anything is built), and every error names the file and the key.
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from autotune.errors import ConfigError
 from autotune.runtime.config import (
@@ -30,6 +29,7 @@ from autotune.runtime.config import (
     checked_mapping,
     mode_options,
 )
+from autotune.runtime.limits import read_yaml_file
 
 __all__ = ["Recipe", "read_recipe", "read_recipes", "without_cuda_graphs"]
 
@@ -51,14 +51,7 @@ class Recipe:
 def read_recipe(path: str | Path) -> Recipe:
     """Read and validate one recipe file; raise ConfigError naming the file and the offending key."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the recipe: {exc.strerror or exc}.") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not a text file: {exc}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not a valid recipe file (plain YAML only): {exc}") from None
+    data = read_yaml_file(path, "a recipe")  # sizes and aliases counted before anything is built
     data = checked_mapping(data, _KEYS, str(path))
     missing = [key for key in _KEYS if key not in data]
     if missing:

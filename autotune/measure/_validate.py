@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from autotune.errors import ConfigError, WorkloadError
 from autotune.measure._campaign import Campaign, Harness, Subject
 from autotune.measure._engine import (
@@ -30,6 +28,7 @@ from autotune.measure._tables import confirmation_table
 from autotune.measure.format import interval
 from autotune.runtime import tuned
 from autotune.runtime.config import CompileConfig
+from autotune.runtime.limits import read_yaml_file
 from autotune.trial.request import Protocol, check_device
 from autotune.workload import resolve
 
@@ -82,10 +81,7 @@ class ValidationReport:
 
 def read_config_file(path: str | Path) -> tuple[str, CompileConfig, str | None]:
     """(description, config, recorded model target) from a best.yaml or a recipe file."""
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read a plain YAML configuration: {exc}") from None
+    data = read_yaml_file(path, "a configuration file")  # sizes and aliases counted before anything is built
     if isinstance(data, dict) and "schema_version" in data:
         best = tuned.read(path)
         return f"tuned configuration from {best.created}", best.config, best.workload.spec
