@@ -289,7 +289,7 @@ def test_a_recipe_may_combine_a_mode_with_options_through_mode_options(tmp_path:
 
 
 def test_missing_files_and_folders_are_config_errors(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"nothing\.yaml: cannot read the recipe"):
+    with pytest.raises(ConfigError, match=r"nothing\.yaml: cannot read the file"):
         read_recipe(tmp_path / "nothing.yaml")
     with pytest.raises(ConfigError, match=r"not a folder of recipes"):
         read_recipes(tmp_path / "nowhere")
