@@ -43,6 +43,7 @@ from autotune.measure._session import (
     run_replicate,
 )
 from autotune.measure._statistics import (
+    BAND,
     OUTCOMES,
     Components,
     Interval,
@@ -58,6 +59,7 @@ from autotune.measure._tables import confirmation_cells, confirmation_rows, conf
 from autotune.measure._validate import ValidationReport, design_text, read_config_file, validate
 
 __all__ = [
+    "BAND",
     "BASELINES",
     "BASELINE_FIELDS",
     "Baselines",

@@ -23,7 +23,7 @@ from autotune.measure._engine import (
 )
 from autotune.measure._objective import Objective
 from autotune.measure._recipes import read_recipe
-from autotune.measure._statistics import Interval, outcome
+from autotune.measure._statistics import BAND, Interval, outcome
 from autotune.measure._tables import confirmation_table
 from autotune.measure.format import interval
 from autotune.runtime import tuned
@@ -44,7 +44,7 @@ class ValidationReport:
     description: str
     config: CompileConfig
     campaign: Campaign
-    within: float = 0.02
+    within: float = BAND
     """The band of equivalence around 1."""
 
     @property

@@ -8,7 +8,7 @@ from typing import Any
 
 import optuna
 
-from autotune.measure import Campaign, design_text
+from autotune.measure import BAND, Campaign, design_text
 from autotune.measure.format import interval as show_interval
 from autotune.measure.format import number, span
 from autotune.runtime.tuned import TunedConfig
@@ -19,7 +19,8 @@ from autotune.study.storage import read_history
 
 __all__ = ["DECIDE_WITHIN", "write_report"]
 
-DECIDE_WITHIN = 0.02
+DECIDE_WITHIN = BAND
+"""The band of equivalence the report draws: the engine's own (`autotune.measure.BAND`)."""
 """The band of equivalence around plain torch.compile the confirmation decides with."""
 
 
