@@ -34,7 +34,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,7 @@ from autotune.measure import (
     Harness,
     Objective,
     Replicate,
+    ReplicatePlan,
     Subject,
     choose,
     confirmation_budget,
@@ -109,31 +110,25 @@ class StandIns:
         )
 
     def replicate(
-        self,
-        requests: Mapping[str, TrialRequest],
-        groups: Sequence[Sequence[str]],
-        *,
-        design: str,
-        blocks: int,
-        batches_per_window: int | Callable[[Mapping[str, dict[str, Any]]], int],
-        window_seconds: float,
-        rng: random.Random,
+        self, requests: Mapping[str, TrialRequest], plan: ReplicatePlan, rng: random.Random
     ) -> tuple[Replicate, dict[str, TrialRun], dict[str, TrialRun]]:
         process = self.spread / 2  # each subject's own: the pair's log-ratio varies by spread / sqrt(2) from it
         window = self.spread * math.sqrt(self.first_blocks) / 2  # the mean of first_blocks windows: the other half
         runs: dict[str, TrialRun] = {}
         for name, request in requests.items():
             level = math.log(100.0 * self.truth[request.source]) + self.rng.gauss(0.0, process)
-            logs = [level + self.rng.gauss(0.0, window) for _ in range(blocks)]
+            logs = [level + self.rng.gauss(0.0, window) for _ in range(plan.blocks)]
             rate = math.exp(statistics.fmean(logs))
             windows = [math.exp(v) for v in logs]
             runs[name] = StandInRun(
                 RunRecord(state="complete", samples_per_second=rate, batches_per_second=rate, windows=windows)
             )
         ready = START_SECONDS * len(requests)
-        seconds = ready + blocks * len(requests) * window_seconds
+        seconds = ready + plan.blocks * len(requests) * plan.window_seconds
         self.now += seconds
-        replicate = Replicate(design=design, blocks=blocks, batches_per_window=4, ready_seconds=ready, seconds=seconds)
+        replicate = Replicate(
+            design=plan.design, blocks=plan.blocks, batches_per_window=4, ready_seconds=ready, seconds=seconds
+        )
         return replicate, runs, {}
 
 

@@ -36,6 +36,7 @@ from autotune.measure._recipes import Recipe, read_recipe, read_recipes, without
 from autotune.measure._session import (
     DESIGNS,
     Replicate,
+    ReplicatePlan,
     batches_for,
     block_orders,
     co_residence,
@@ -88,6 +89,7 @@ __all__ = [
     "Recipe",
     "Reference",
     "Replicate",
+    "ReplicatePlan",
     "ReplicateCallback",
     "RunCallback",
     "Subject",

@@ -37,11 +37,11 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from autotune.measure._campaign import Campaign, Harness, Subject, start
 from autotune.measure._objective import Objective
-from autotune.measure._session import Replicate, batches_for, co_residence, run_replicate
+from autotune.measure._session import Replicate, ReplicatePlan, batches_for, co_residence, run_replicate
 from autotune.measure._statistics import BAND, Looks, outcome, replicate_interval, windows_per_replicate
 from autotune.trial.request import Protocol as RunProtocol
 from autotune.trial.request import RunRecord, TrialRequest, TrialRun
@@ -110,17 +110,9 @@ class Lab(Protocol):
         ...
 
     def replicate(
-        self,
-        requests: Mapping[str, TrialRequest],
-        groups: Sequence[Sequence[str]],
-        *,
-        design: str,
-        blocks: int,
-        batches_per_window: int | Callable[[Mapping[str, dict[str, Any]]], int],
-        window_seconds: float,
-        rng: random.Random,
+        self, requests: Mapping[str, TrialRequest], plan: ReplicatePlan, rng: random.Random
     ) -> tuple[Replicate, dict[str, TrialRun], dict[str, TrialRun]]:
-        """One replicate (see `autotune.measure._session.run_replicate`)."""
+        """One replicate as `plan` says (see `autotune.measure._session.run_replicate`)."""
         ...
 
     def clock(self) -> float:
@@ -135,23 +127,15 @@ class Processes:
         return run_trial(request)
 
     def replicate(
-        self,
-        requests: Mapping[str, TrialRequest],
-        groups: Sequence[Sequence[str]],
-        *,
-        design: str,
-        blocks: int,
-        batches_per_window: int | Callable[[Mapping[str, dict[str, Any]]], int],
-        window_seconds: float,
-        rng: random.Random,
+        self, requests: Mapping[str, TrialRequest], plan: ReplicatePlan, rng: random.Random
     ) -> tuple[Replicate, dict[str, TrialRun], dict[str, TrialRun]]:
         return run_replicate(
             requests,
-            groups,
-            design=design,
-            blocks=blocks,
-            batches_per_window=batches_per_window,
-            window_seconds=window_seconds,
+            plan.groups,
+            design=plan.design,
+            blocks=plan.blocks,
+            batches_per_window=plan.batches_per_window,
+            window_seconds=plan.window_seconds,
             rng=rng,
         )
 
@@ -379,15 +363,14 @@ def _one_replicate(
         if campaign.replicates
         else batches_for(harness.protocol.window_seconds)
     )
-    replicate, runs, partners = lab.replicate(
-        requests,
-        groups,
+    plan = ReplicatePlan(
+        groups=groups,
         design=design,
         blocks=_blocks(campaign, budget, harness),
         batches_per_window=batches,
         window_seconds=harness.protocol.window_seconds,
-        rng=rng,
     )
+    replicate, runs, partners = lab.replicate(requests, plan, rng)
     index = campaign.rounds
     campaign.replicates.append(replicate)
     for name in campaign.measured():

@@ -34,6 +34,7 @@ from autotune.trial.request import RunRecord, TrialRequest, TrialRun
 __all__ = [
     "DESIGNS",
     "Replicate",
+    "ReplicatePlan",
     "batches_for",
     "block_orders",
     "co_residence",
@@ -92,6 +93,21 @@ class Replicate:
             ready_seconds=float(data.get("ready_seconds", 0.0)),
             seconds=float(data.get("seconds", 0.0)),
         )
+
+
+@dataclass(frozen=True)
+class ReplicatePlan:
+    """What one replicate runs: who lives together, and how many windows of what length each subject measures."""
+
+    groups: Sequence[Sequence[str]]
+    """The subjects alive together, group by group (`co_residence`)."""
+    design: str
+    """One of DESIGNS."""
+    blocks: int
+    """Windows each subject measures."""
+    batches_per_window: int | Callable[[Mapping[str, dict[str, Any]]], int]
+    """The slice of the stream a window covers, or how to choose it from the subjects' ready events."""
+    window_seconds: float
 
 
 def block_orders(names: Sequence[str], blocks: int, rng: random.Random) -> list[list[str]]:
