@@ -132,10 +132,10 @@ def test_a_bad_option_is_an_error_before_anything_runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.parallel
-def test_the_gpu_plan_fits_seven_minutes_and_installs_the_wheels_offline(tmp_path: Path, monkeypatch) -> None:
+def test_the_gpu_plan_fits_one_device_call_and_installs_the_wheels_offline(tmp_path: Path, monkeypatch) -> None:
     stages = plan(dry_run=False, python="python3", site=tmp_path / "site")
     assert [s.name for s in stages] == list(STAGE_NAMES)
-    assert sum(s.limit for s in stages) <= 7 * 60
+    assert sum(s.limit for s in stages) <= 9.5 * 60  # a device call may run 10 minutes; the rest is slack
     monkeypatch.chdir(tmp_path)
     (tmp_path / ".whl").mkdir()
     (tmp_path / ".whl" / "optuna-4.0.0-py3-none-any.whl").write_bytes(b"")
