@@ -119,7 +119,6 @@ def test_the_workload_is_the_one_the_trainer_would_run(capsys) -> None:
             "TrainingArguments.torch_compile=True (torch_compile_mode=None, torch_compile_backend=",
         ),
         ({"torch_compile_mode": "max-autotune"}, "torch_compile=True (torch_compile_mode='max-autotune'"),
-        ({"gradient_accumulation_steps": 4}, "gradient_accumulation_steps=4: autotune measures one batch"),
     ],
 )
 def test_a_trainer_that_cannot_be_searched_as_it_is_says_which_argument(arguments, expected) -> None:

@@ -35,6 +35,8 @@ class WorkloadSummary:
     max_lengths: Mapping[InputKey, Mapping[int, int]] = field(default_factory=dict)
     samples_per_batch: int = 1
     autocast: str | None = None
+    accumulation_steps: int = 1
+    """Micro-batches per optimizer step (gradient accumulation) the workload was measured with."""
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -48,6 +50,9 @@ class WorkloadSummary:
             or self.samples_per_batch < 1
         ):
             raise ConfigError(f"workload.samples_per_batch: {quote(self.samples_per_batch)} must be an integer >= 1.")
+        steps = self.accumulation_steps
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise ConfigError(f"workload.accumulation_steps: {quote(steps)} must be an integer >= 1.")
         for path in (*self.modules, *self.blocks):
             validate_module_path(path, "workload.modules/blocks")
         object.__setattr__(self, "dynamic_dims", checked_dims(self.dynamic_dims, error=ConfigError))
@@ -92,6 +97,7 @@ class WorkloadSummary:
             "max_lengths": {k: dict(v) for k, v in self.max_lengths.items()},
             "samples_per_batch": self.samples_per_batch,
             "autocast": self.autocast,
+            "accumulation_steps": self.accumulation_steps,
         }
 
     @classmethod

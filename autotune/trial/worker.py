@@ -367,7 +367,7 @@ def measure_window(trial: Trial, index: int, slice_: tuple[int, int], passes: in
     once and tell the steady rate from the cost of new shapes.
     """
     stream, (start, count) = trial.stream, slice_
-    batches = [stream[(start + offset) % len(stream)] for offset in range(count)] * max(passes, 1)
+    batches = whole_steps([stream[(start + offset) % len(stream)] for offset in range(count)] * max(passes, 1), trial)
     probe = calibration_probe(trial.device)
     frames_before, use_before = frames_compiled(), cpu_use()
     synchronize(trial.device)
@@ -388,6 +388,17 @@ def measure_window(trial: Trial, index: int, slice_: tuple[int, int], passes: in
     }
     trial.events.emit("window", **window)
     return window
+
+
+def whole_steps(batches: list[Any], trial: Trial) -> list[Any]:
+    """`batches`, continued from their start up to a whole number of optimizer steps (gradient accumulation).
+
+    Every subject gets the same list, and each timed span then begins and ends between two
+    optimizer steps: none times another's micro-batches without the step they lead to.
+    """
+    steps = trial.workload.accumulation_steps
+    short = -len(batches) % steps
+    return batches + [batches[i % len(batches)] for i in range(short)] if batches and short else batches
 
 
 def run_steps(trial: Trial, batches: list[Any]) -> tuple[float, int, int]:
@@ -412,15 +423,16 @@ def run_steps(trial: Trial, batches: list[Any]) -> tuple[float, int, int]:
 def fresh_stream(trial: Trial) -> dict[str, Any]:
     """One pass over the fresh batches, timed as a whole: a first run's figure, the compiles of new shapes included."""
     frames_before = frames_compiled()
-    samples = sum(samples_in(b) for b in trial.fresh)
+    fresh = whole_steps(trial.fresh, trial)
+    samples = sum(samples_in(b) for b in fresh)
     synchronize(trial.device)
     started = time.perf_counter()
-    compiling_seconds, _, _ = run_steps(trial, trial.fresh)
+    compiling_seconds, _, _ = run_steps(trial, fresh)
     elapsed = time.perf_counter() - started
     figures = {
         "samples_per_second": samples / elapsed,
-        "batches_per_second": len(trial.fresh) / elapsed,
-        "fresh_batches": len(trial.fresh),
+        "batches_per_second": len(fresh) / elapsed,
+        "fresh_batches": len(fresh),
         "fresh_recompiles": frames_compiled() - frames_before,
         "fresh_compile_seconds": compiling_seconds,
     }
@@ -438,6 +450,8 @@ class StepRunner:
             torch.autocast(device.type, dtype=workload.autocast) if workload.autocast else contextlib.nullcontext()
         )
         self.backward: Callable[[torch.Tensor], None] = torch.Tensor.backward
+        self.micro_batches = 0
+        """Training micro-batches run so far; the optimizer steps after every `accumulation_steps` of them."""
 
     def forward(self, model: nn.Module, batch: Any) -> Any:
         with self.autocast:
@@ -454,10 +468,15 @@ class StepRunner:
             # must (its next replay overwrites the buffers), so the others do too.
             return [t.clone() for t in tensor_leaves(output)]
         loss = self.workload.compute_loss(self.forward(model, batch), batch)
-        self.backward(loss)
-        assert optimizer is not None
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        accumulation = self.workload.accumulation_steps
+        # Gradient accumulation as the trainers run it: each micro-batch adds loss / k to the gradients,
+        # and the optimizer steps (and the gradients are cleared) once every k micro-batches.
+        self.backward(loss / accumulation if accumulation > 1 else loss)
+        self.micro_batches += 1
+        if self.micro_batches % accumulation == 0:
+            assert optimizer is not None
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
         return loss.detach().clone()
 
 

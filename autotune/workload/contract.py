@@ -48,7 +48,13 @@ class Workload:
     forward: Callable[[nn.Module, Batch], Any] | None = None
     """(model, batch) -> output, when calling the model with the batch does not fit."""
     num_batches: int = 8
-    """How many fixed batches a trial draws: warm-up and the steady-state windows cycle over these."""
+    """How many fixed batches a trial draws: warm-up and the steady-state windows cycle over these.
+    With gradient accumulation, a multiple of `accumulation_steps`."""
+    accumulation_steps: int = 1
+    """Training only: gradient accumulation. Each batch is a micro-batch whose loss is divided by this
+    number and back-propagated; the optimizer steps once every `accumulation_steps` batches, as a
+    Trainer with `gradient_accumulation_steps` (or Lightning's `accumulate_grad_batches`) runs it.
+    Every timed span covers whole optimizer steps, and throughput counts samples."""
     max_lengths: Mapping[InputKey, int | Mapping[int, int]] = field(default_factory=dict)
     """The longest length each dynamic input can have (an int for all its declared axes, or axis -> length).
     Padding to 'max' pads to these; without them the search does not offer 'max'."""
@@ -69,6 +75,20 @@ class Workload:
             )
         if isinstance(self.num_batches, bool) or not isinstance(self.num_batches, int) or self.num_batches < 1:
             raise WorkloadError(f"Workload.num_batches: {self.num_batches!r} must be an integer >= 1.")
+        steps = self.accumulation_steps
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise WorkloadError(f"Workload.accumulation_steps: {steps!r} must be an integer >= 1.")
+        if steps > 1 and self.task != "train":
+            raise WorkloadError(
+                f"Workload.accumulation_steps: {steps} applies to training only; an 'infer' workload takes no "
+                "optimizer step. Use accumulation_steps=1."
+            )
+        if self.num_batches % steps:
+            raise WorkloadError(
+                f"Workload.num_batches: {self.num_batches} is not a multiple of accumulation_steps={steps}: a pass "
+                f"over the fixed batches must end with an optimizer step; use num_batches="
+                f"{-(-self.num_batches // steps) * steps}."
+            )
         self.dynamic_dims = checked_dims(self.dynamic_dims)
         self.pad_values = checked_pad_values(self.pad_values, self.dynamic_dims)
         self.max_lengths = _checked_max_lengths(self.max_lengths, self.dynamic_dims)
@@ -178,6 +198,7 @@ class Workload:
             max_lengths=_checked_max_lengths(self.max_lengths, self.dynamic_dims),
             samples_per_batch=samples_in(batches[0]),
             autocast=next((n for n, d in AUTOCAST_DTYPES.items() if d == self.autocast), None),
+            accumulation_steps=self.accumulation_steps,
         )
 
 

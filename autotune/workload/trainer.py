@@ -10,15 +10,17 @@ already knows:
   one passed to it;
 * the loss as `trainer.compute_loss` computes it (label smoothing or `compute_loss_func`
   included), with `num_items_in_batch` counted as the Trainer counts it;
-* autocast from `bf16` / `fp16`.
+* autocast from `bf16` / `fp16`;
+* gradient accumulation from `gradient_accumulation_steps`: a measured optimizer step runs over
+  that many batches, as the Trainer runs it.
 
 The inputs whose length varies, and the value each is padded with, are inferred from what the
 collator produced (`infer_padding`): an axis is dynamic when its size differs between batches;
 the pad value is what fills the positions the attention mask leaves out, or else the value most
 rows end with. Pass `dynamic_dims` / `pad_values` to override them.
 
-Refused by name: `torch_compile=True` in the arguments (autotune decides compilation), no
-train dataset, and gradient accumulation (a measured step is one batch and one optimizer step).
+Refused by name: `torch_compile=True` in the arguments (autotune decides compilation), and no
+train dataset.
 transformers is imported only when a Trainer is handed in.
 """
 
@@ -163,8 +165,9 @@ def trainer_workload(
     """The Workload a `transformers.Trainer` runs; see the module docstring for what is taken from where.
 
     `dynamic_dims` and `pad_values` replace what would be inferred from the collator's batches;
-    `report` receives one line saying what was inferred. Raises WorkloadError for
-    `torch_compile=True`, a Trainer without a train dataset, or gradient accumulation.
+    `report` receives one line saying what was inferred. `num_batches` is rounded up to a multiple
+    of `gradient_accumulation_steps`. Raises WorkloadError for `torch_compile=True` or a Trainer
+    without a train dataset.
     """
     args = trainer.args
     refuse_compile_flags(args)
@@ -173,12 +176,7 @@ def trainer_workload(
             "Trainer: it has no train_dataset, so there is nothing to measure a training step on; "
             "pass train_dataset=... when building it."
         )
-    if args.gradient_accumulation_steps != 1:
-        raise WorkloadError(
-            f"TrainingArguments.gradient_accumulation_steps={args.gradient_accumulation_steps}: autotune measures "
-            "one batch and one optimizer step per step, so it searches with gradient_accumulation_steps=1; the "
-            "tuned configuration applies to the accumulating Trainer all the same."
-        )
+    accumulation = int(args.gradient_accumulation_steps)
     model: nn.Module = trainer.model
     loader = trainer.get_train_dataloader()
     guess = None
@@ -200,7 +198,8 @@ def trainer_workload(
         dynamic_dims=dims,
         pad_values={k: v for k, v in pads.items() if k in dims},
         autocast=torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else None,
-        num_batches=num_batches,
+        num_batches=-(-num_batches // accumulation) * accumulation,
+        accumulation_steps=accumulation,
     )
 
 
