@@ -11,6 +11,11 @@ sequence length changes from batch to batch.
     python -m examples.trainer outputs/<study>/best.yaml          # trains with the tuned configuration applied
     python -m examples.trainer                                    # the same training, uncompiled
 
+With gradient accumulation (4 batches per optimizer step), searched and applied the same way:
+
+    autotune search --model examples.trainer:accumulating_trainer --trials 6
+    python -m examples.trainer outputs/<study>/best.yaml --accumulate 4
+
 The training run prints the loss every 10 steps and the seconds per step after the warm-up.
 """
 
@@ -36,7 +41,7 @@ from transformers import (
 
 from examples._shared import seeded
 
-__all__ = ["VOCAB", "build_tokenizer", "dataset", "model", "trainer"]
+__all__ = ["ACCUMULATION", "VOCAB", "accumulating_trainer", "build_tokenizer", "dataset", "model", "trainer"]
 
 VOCAB = 256
 """Token ids 0..VOCAB-1: [PAD], [EOS], then the words t0, t1, ..."""
@@ -128,6 +133,15 @@ def trainer(output_dir: str = "outputs/trainer-example", max_steps: int = 60, **
     )
 
 
+ACCUMULATION = 4
+"""Micro-batches per optimizer step in `accumulating_trainer`."""
+
+
+def accumulating_trainer(output_dir: str = "outputs/trainer-example", max_steps: int = 15, **arguments: Any) -> Trainer:
+    """The same Trainer accumulating gradients over ACCUMULATION batches of 8: an optimizer step sees 32 samples."""
+    return trainer(output_dir, max_steps, gradient_accumulation_steps=ACCUMULATION, **arguments)
+
+
 class _StepClock(TrainerCallback):
     """Seconds per step after the first `skip` steps (the compiles)."""
 
@@ -149,9 +163,17 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m examples.trainer", description="Train the example with a tuned configuration applied."
     )
     parser.add_argument("config", nargs="?", help="a best.yaml from `autotune search` (none: train uncompiled)")
-    parser.add_argument("--steps", type=int, default=60, help="training steps (default 60)")
+    parser.add_argument("--steps", type=int, default=60, help="optimizer steps (default 60)")
+    parser.add_argument(
+        "--accumulate",
+        type=int,
+        default=1,
+        metavar="K",
+        help="gradient accumulation: K batches per optimizer step (default 1; search "
+        "examples.trainer:accumulating_trainer for K=4)",
+    )
     options = parser.parse_args(argv)
-    built = trainer(max_steps=options.steps)
+    built = trainer(max_steps=options.steps, gradient_accumulation_steps=options.accumulate)
     if options.config:
         from autotune.integrations.transformers import apply_to_trainer
 

@@ -370,3 +370,70 @@ def test_preimport_imports_the_target_s_module_builds_nothing_and_leaves_failure
         preimport(failing)  # resolve names these failures, with their cause
     with pytest.raises(WorkloadError, match="cannot import 'tests.targets.broken_import'"):
         resolve("tests.targets.broken_import:model")
+
+
+# --- gradient accumulation -----------------------------------------------------------------------
+
+
+def test_with_gradient_accumulation_the_optimizer_steps_every_k_batches_on_their_mean_gradient() -> None:
+    import copy
+    from types import SimpleNamespace
+
+    from autotune.trial.worker import StepRunner, whole_steps
+
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1)
+    start = copy.deepcopy(model)
+    batches = [torch.randn(2, 3) for _ in range(8)]
+    stepped: list[list[torch.Tensor]] = []
+
+    class Recorded(torch.optim.SGD):
+        def step(self, closure=None):  # type: ignore[override]
+            stepped.append([p.grad.clone() for p in self.param_groups[0]["params"]])
+            return super().step(closure)
+
+    def square(output: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
+        return output.pow(2).mean()
+
+    workload = Workload(
+        model=model,
+        batches=batches,
+        task="train",
+        optimizer=lambda params: Recorded(params, lr=0.1),
+        loss=square,
+        accumulation_steps=4,
+    )
+    runner = StepRunner(workload, torch.device("cpu"), cuda_graphs=False)
+    optimizer = workload.optimizer(model.parameters())  # type: ignore[misc]
+    for batch in batches[:3]:
+        runner(model, optimizer, batch)
+    assert not stepped, "no optimizer step before the 4th micro-batch"
+    runner(model, optimizer, batches[3])
+    assert len(stepped) == 1
+    # The step saw the mean of the 4 micro-batches' gradients, as a trainer that accumulates computes it.
+    mean_loss = sum(square(start(b), b) for b in batches[:4]) / 4
+    expected = torch.autograd.grad(mean_loss, list(start.parameters()))
+    for got, want in zip(stepped[0], expected, strict=True):
+        torch.testing.assert_close(got, want)
+    assert all(p.grad is None for p in model.parameters()), "the gradients were cleared after the step"
+    for batch in batches[4:]:
+        runner(model, optimizer, batch)
+    assert len(stepped) == 2
+    # A timed span is continued from its start to whole optimizer steps; one of whole steps is left as it is.
+    trial = SimpleNamespace(workload=workload)
+    assert whole_steps(list("abcdef"), trial) == list("abcdefab")  # type: ignore[arg-type]
+    assert whole_steps(list("abcdefgh"), trial) == list("abcdefgh")  # type: ignore[arg-type]
+    assert whole_steps([], trial) == []  # type: ignore[arg-type]
+
+
+def test_gradient_accumulation_is_refused_where_it_cannot_apply() -> None:
+    with pytest.raises(WorkloadError, match="accumulation_steps: 4 applies to training only"):
+        infer(accumulation_steps=4)
+    train = {"model": TinyLM(), "batches": make_batches, "task": "train", "optimizer": torch.optim.SGD}
+    with pytest.raises(WorkloadError, match="num_batches: 6 is not a multiple of accumulation_steps=4.*num_batches=8"):
+        Workload(**train, num_batches=6, accumulation_steps=4)  # type: ignore[arg-type]
+    with pytest.raises(WorkloadError, match="accumulation_steps: 0 must be an integer >= 1"):
+        Workload(**train, accumulation_steps=0)  # type: ignore[arg-type]
+    built = Workload(**train, accumulation_steps=4)  # type: ignore[arg-type]
+    assert built.summary("x:y", built.draw_batches()).accumulation_steps == 4
+    assert WorkloadSummary.from_dict(built.summary("x:y", built.draw_batches()).to_dict()).accumulation_steps == 4
