@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import autotune
+from autotune.integrations import lightning as lightning_integration
 from autotune.integrations import transformers as hf_integration
 
 pytestmark = pytest.mark.parallel
@@ -44,10 +45,12 @@ def _object(path: str) -> object:
 def test_the_reference_lists_exactly_the_public_api() -> None:
     documented = set(_documented())
     public = {f"autotune.{name}" for name in autotune.__all__}
-    integrations = {f"autotune.integrations.transformers.{name}" for name in hf_integration.__all__}
+    integrations = {f"autotune.integrations.transformers.{name}" for name in hf_integration.__all__} | {
+        f"autotune.integrations.lightning.{name}" for name in lightning_integration.__all__
+    }
     assert documented - public - integrations == set(), "docs/api.md documents names that are not public"
     assert public - documented == set(), "autotune.__all__ has names docs/api.md does not document"
-    assert integrations - documented == set(), "autotune.integrations.transformers has names docs/api.md lacks"
+    assert integrations - documented == set(), "the integrations have names docs/api.md lacks"
 
 
 def test_each_entry_documents_the_object_its_public_name_gives() -> None:

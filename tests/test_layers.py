@@ -42,7 +42,7 @@ def copy_of_package(tmp_path: Path) -> Path:
 def test_the_package_keeps_every_contract(tmp_path: Path) -> None:
     done = lint_imports(copy_of_package(tmp_path))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "Contracts: 8 kept, 0 broken." in done.stdout
+    assert "Contracts: 10 kept, 0 broken." in done.stdout
 
 
 def test_a_runtime_module_importing_the_study_layer_breaks_the_layers(tmp_path: Path) -> None:
@@ -137,3 +137,14 @@ def test_the_core_importing_the_trainer_integration_or_transformers_breaks_a_con
     report = broken_by(tmp_path, "autotune/trial/gate.py", "from autotune.trial.guard import process_guard", added)
     assert "autotune.trial is not allowed to import autotune.integrations" in report
     assert "autotune.trial is not allowed to import transformers" in report
+
+
+def test_each_integration_importing_the_other_library_breaks_a_contract(tmp_path: Path) -> None:
+    # Each integration must import with only its own library installed: `autotune[hf]` or `autotune[lightning]`.
+    anchor = "from autotune.errors import"
+    report = broken_by(tmp_path / "hf", "autotune/integrations/transformers.py", anchor, "import lightning\n")
+    assert "autotune.integrations.transformers is not allowed to import lightning" in report
+    assert "autotune.integrations.transformers -> lightning" in report
+    report = broken_by(tmp_path / "lightning", "autotune/integrations/lightning.py", anchor, "import transformers\n")
+    assert "autotune.integrations.lightning is not allowed to import transformers" in report
+    assert "autotune.integrations.lightning -> transformers" in report

@@ -163,8 +163,10 @@ def test_a_configuration_for_another_task_model_or_machine_is_refused_or_warned(
     text = _write(moved).read_text()
     moved.write_text(text.replace(f"torch: {torch.__version__}", "torch: 2.0.0"))
     assert "torch: 2.0.0" in moved.read_text()
-    with pytest.warns(EnvironmentMismatchWarning, match="tuned in another environment"):
+    with pytest.warns(EnvironmentMismatchWarning, match="tuned in another environment") as caught:
         apply_to_trainer(example.trainer(), moved)
+    mismatch = [w.filename for w in caught if issubclass(w.category, EnvironmentMismatchWarning)]
+    assert mismatch == [__file__], "the warning points at the line that applied it"
 
 
 class Losses(TrainerCallback):

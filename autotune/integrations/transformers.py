@@ -26,8 +26,6 @@ With accelerate's own loop, apply after `prepare`:
 from __future__ import annotations
 
 import os
-import warnings
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -35,8 +33,13 @@ from torch import nn
 from transformers import Trainer, TrainerCallback
 
 from autotune.errors import ConfigError, WorkloadError
-from autotune.runtime.compile_cache import CACHE_FILE
-from autotune.runtime.tuned import TunedConfig, load
+from autotune.integrations._training import (
+    compile_optimizer_step,
+    load_cache_beside,
+    read_for_training,
+    refuse_other_model,
+)
+from autotune.runtime.tuned import TunedConfig
 from autotune.workload.trainer import infer_padding, refuse_compile_flags, trainer_workload
 
 __all__ = ["WARMUP_STEPS", "apply_to_accelerate", "apply_to_trainer", "infer_padding", "trainer_workload"]
@@ -83,33 +86,16 @@ def apply_to_accelerate(model: nn.Module, optimizer: Any, path: str | os.PathLik
     tuned = _loaded(path, inner)
     tuned.apply(inner, None)
     if optimizer is not None and tuned.config.compile_optimizer:
-        _compile_optimizer(tuned, optimizer)
+        compile_optimizer_step(tuned, optimizer)
     return tuned
 
 
 def _loaded(path: str | os.PathLike[str], model: nn.Module) -> TunedConfig:
     """Read best.yaml (warning on another environment), refuse another task or model, load the compile cache."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        tuned = load(path)
-    for warning in caught:
-        # Re-issued here so that the warning points at the caller's line, as autotune.load's does.
-        warnings.warn(warning.message, warning.category, stacklevel=4)
-    if tuned.workload.task != "train":
-        raise ConfigError(
-            f"{path} was tuned for the {tuned.workload.task!r} task, and a Trainer trains: its settings were "
-            "measured on forward passes without gradients. Search the training itself, e.g. "
-            "`autotune search --model mypkg.train:trainer`."
-        )
-    running = type(model).__name__
-    if tuned.workload.model_class and tuned.workload.model_class != running:
-        raise ConfigError(
-            f"{path} was tuned for a {tuned.workload.model_class} model ({tuned.workload.spec}), "
-            f"and this model is a {running}; search this model to tune it."
-        )
-    cache = Path(path).parent / CACHE_FILE
-    if tuned.compile_cache and cache.is_file():
-        tuned.load_compile_cache(cache)
+    # As warnings.warn counts from here: this function, the apply_* function, the user's line.
+    tuned = read_for_training(path, trainer="a Trainer", stacklevel=3)
+    refuse_other_model(tuned, path, model)
+    load_cache_beside(tuned, path)
     return tuned
 
 
@@ -140,25 +126,6 @@ def _compiled_backward(trainer: Trainer, tuned: TunedConfig) -> None:
     trainer.accelerator.backward = backward  # type: ignore[method-assign]
 
 
-def _compile_optimizer(tuned: TunedConfig, optimizer: Any) -> torch.optim.Optimizer:
-    """Compile the step of the torch optimizer behind `optimizer` (accelerate wraps it), with tensor learning rates."""
-    inner = optimizer
-    # accelerate's AcceleratedOptimizer is an Optimizer itself, whose step calls the one it wraps.
-    while isinstance(getattr(inner, "optimizer", None), torch.optim.Optimizer):
-        inner = inner.optimizer
-    if not isinstance(inner, torch.optim.Optimizer):
-        raise ConfigError(f"compile_optimizer: {type(optimizer).__name__} holds no torch.optim.Optimizer to compile.")
-    if getattr(inner, "_autotune_compiled", False):
-        return inner
-    for group in inner.param_groups:
-        # A float learning rate is a constant of the compiled step: every value a scheduler sets would recompile it.
-        if not isinstance(group["lr"], torch.Tensor):
-            group["lr"] = torch.tensor(float(group["lr"]))
-    tuned.module.compile_optimizer(inner)
-    inner._autotune_compiled = True  # type: ignore[attr-defined]
-    return inner
-
-
 class _Tuned(TrainerCallback):
     """Compiles the optimizer step once the Trainer made it; ends the warm-up after `warmup_steps` steps."""
 
@@ -169,7 +136,7 @@ class _Tuned(TrainerCallback):
 
     def on_train_begin(self, args: Any, state: Any, control: Any, optimizer: Any = None, **kwargs: Any) -> None:
         if self.tuned.config.compile_optimizer and optimizer is not None:
-            _compile_optimizer(self.tuned, optimizer)
+            compile_optimizer_step(self.tuned, optimizer)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.steps += 1
