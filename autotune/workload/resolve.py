@@ -11,13 +11,14 @@ import signal
 import subprocess
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from torch import nn
 
 from autotune.errors import WorkloadError
 from autotune.runtime.limits import printable
-from autotune.workload import hf, trainer
+from autotune.workload import hf, lightning, trainer
 from autotune.workload.contract import Workload
 
 __all__ = ["preimport", "resolve"]
@@ -142,9 +143,10 @@ def _as_workload(target: Any, spec: str, called: bool) -> Workload:
     if isinstance(target, Workload):
         return target
     if trainer.is_trainer(target):
-        # Said once, by the process that resolves the target for the user; a trial's worker keeps quiet.
-        inside_worker = "AUTOTUNE_EVENT_FD" in os.environ
-        return trainer.trainer_workload(target, report=None if inside_worker else _say)
+        return trainer.trainer_workload(target, report=_reporter())
+    # Before plain modules: a LightningModule is one, and says itself what batches and step it runs.
+    if lightning.is_lightning_target(target):
+        return lightning.target_workload(target, report=_reporter())
     if isinstance(target, nn.Module):
         if hf.is_pretrained_model(target):
             return hf.workload_for(target)
@@ -180,8 +182,16 @@ def _as_workload(target: Any, spec: str, called: bool) -> Workload:
     kind = f"the class {target.__name__}" if isinstance(target, type) else f"an object of type {type(target).__name__}"
     raise WorkloadError(
         f"--model {spec!r}: {what} {kind}; accepted: an autotune.Workload, a torch.nn.Module, "
-        "a transformers.Trainer, or a zero-argument callable returning one of them."
+        "a transformers.Trainer, a LightningModule with its own train_dataloader, a tuple (lightning Trainer, "
+        "LightningModule) or (lightning Trainer, LightningModule, LightningDataModule), or a zero-argument "
+        "callable returning one of them."
     )
+
+
+def _reporter() -> Callable[[str], None] | None:
+    """Where to say what was derived from a Trainer: said once, by the process that resolves the target for the
+    user; a trial's worker keeps quiet."""
+    return None if "AUTOTUNE_EVENT_FD" in os.environ else _say
 
 
 def _say(line: str) -> None:
