@@ -17,6 +17,7 @@ The training run prints the last loss and the seconds per step after the warm-up
 from __future__ import annotations
 
 import argparse
+import logging
 import random
 import sys
 import time
@@ -136,6 +137,8 @@ def trainer(max_steps: int = 40, **options: Any) -> tuple[L.Trainer, CountingLM,
         "enable_model_summary": False,
         **options,
     }
+    # The Trainer's start-up lines (GPU/TPU availability, a logging tip) would be printed by every trial's process.
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
     with seeded(0):
         module = CountingLM()
     return L.Trainer(**settings), module, CountingData()
