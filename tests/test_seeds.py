@@ -111,6 +111,23 @@ def test_without_recipes_of_its_own_a_space_gets_the_generic_ones_within_half_th
 
     seeds, limit = study_seeds(adapted(toy_summary, "quick"), toy_summary, trials=6)
     assert seeds == expert_recipes(toy_summary) and limit == 3
+    assert study_seeds(adapted(toy_summary), toy_summary, trials=12)[1] == 6
+
+
+@pytest.mark.parametrize(("trials", "room"), [(1, 1), (2, 2), (3, 3), (4, 3), (8, 4)])
+def test_a_small_budget_still_tries_plain_compile_and_the_two_recipes_most_likely_to_help(
+    toy_summary, trials: int, room: int
+) -> None:
+    from autotune.study.search import study_seeds
+
+    space = adapted(toy_summary)
+    seeds, limit = study_seeds(space, toy_summary, trials=trials)
+    assert limit == room
+    study = optuna.create_study(direction="maximize")
+    notes = seed_study(study, space, seeds, limit=limit)
+    seeded = [n.split()[1] for n in notes if " seeded: " in n and " not seeded: " not in n]
+    # The toy trains on lengths that vary: its lengths marked dynamic and its optimizer step compiled come first.
+    assert seeded == ["plain", "mark_dynamic", "compiled-optimizer", "regional"][:room]
 
 
 @pytest.mark.parametrize(

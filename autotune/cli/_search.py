@@ -104,7 +104,7 @@ def _what(g: Any) -> None:
         action="store_false",
         help="do not start a new study with plain torch.compile and the generic expert recipes (mark_dynamic on "
         "declared dynamic inputs, regional, max-autotune-no-cudagraphs, padding to 8, compiled optimizer); they "
-        "take at most half of --trials; a space file with its own `recipes:` section starts with those instead, "
+        "take at most half of --trials, but at least 3 (plain compile and the two most likely to help) where --trials allows; a space file with its own `recipes:` section starts with those instead, "
         "as many as --trials allows",
     )
     g.add_argument(

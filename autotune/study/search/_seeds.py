@@ -31,6 +31,9 @@ from autotune.study.search._space import SearchSpace
 __all__ = ["PAD_MULTIPLE", "Seed", "expert_recipes", "seed_params", "seed_study", "space_recipes", "study_seeds"]
 
 PAD_MULTIPLE = 8
+SMALL_BUDGET_RECIPES = 3
+"""Generic recipes a study gets even when half its trials is fewer: plain compile and the two most
+likely to help (the first two of `expert_recipes` that apply), as far as --trials allows."""
 
 
 @dataclass(frozen=True)
@@ -78,11 +81,12 @@ def study_seeds(space: SearchSpace, workload: WorkloadSummary, trials: int) -> t
 
     A space that names its recipes gets them, every one that `trials` has room for: whoever wrote
     the space chose them. Otherwise the generic recipes take at most half of the trials, so the
-    sampler keeps the other half.
+    sampler keeps the other half, but never fewer than SMALL_BUDGET_RECIPES that `trials` has room
+    for: with --trials 3, plain compile alone would leave the recipes most likely to help untried.
     """
     if space.recipes:
         return space_recipes(space), max(1, trials)
-    return expert_recipes(workload), max(1, trials // 2)
+    return expert_recipes(workload), max(1, min(trials, SMALL_BUDGET_RECIPES), trials // 2)
 
 
 class _Answers:
