@@ -80,8 +80,9 @@ def test_mark_dynamic_is_asked_once_per_group_and_only_where_it_means_something(
     marked = [c for c in configs if c.mark_dynamic]
     assert marked, "some sampled configs mark the group dynamic"
     for config in marked:
-        assert config.dynamic is None and config.padding_alignment != "max"
+        assert config.dynamic is None and config.padding_alignment != "max" and config.scope != "regional"
         assert {k for k, _ in config.mark_dynamic} == {"input_ids", "attention_mask", "labels"}
+    assert any(c.scope == "regional" for c in configs), "regional is sampled, without marks"
 
 
 def test_fullgraph_is_dropped_when_plain_compile_saw_graph_breaks() -> None:

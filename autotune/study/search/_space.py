@@ -206,8 +206,11 @@ class SearchSpace:
         padding = _ask(trial, "padding_alignment", self.padding_alignment)
         buckets = self._buckets(_ask(trial, "bucket_count", self.bucket_count)) if padding == "buckets" else {}
         marks: list[tuple[InputKey, int]] = []
-        # mark_dynamic means nothing when every shape is dynamic, static, or padded to one length.
-        if dynamic is None and padding != "max":
+        # mark_dynamic means nothing when every shape is dynamic, static, or padded to one length. Nor is it
+        # asked under regional compilation: the marks are on the model's inputs, which the compiled blocks
+        # do not take; where a block does take a marked tensor and specialises its length, dynamo fails the
+        # run (ConstraintViolationError). Each block still compiles its own lengths dynamically on a recompile.
+        if dynamic is None and padding != "max" and scope != "regional":
             for index, group in enumerate(self.mark_groups):
                 if _ask(trial, f"mark_dynamic.{_group_name(group, index)}", self.mark_dynamic):
                     marks.extend(group)
