@@ -41,6 +41,7 @@ def fit(*callbacks: L.Callback, **options: object) -> tuple[L.Trainer, list[floa
 
 
 # Beside other tests: nothing here rests on a figure (no pruner, no slow-ratio rule, either export accepted).
+@pytest.mark.slow
 @pytest.mark.parallel
 def test_the_lightning_example_is_searched_and_its_export_trains_as_eager_does(tmp_path: Path) -> None:
     out = tmp_path / "search"

@@ -255,6 +255,7 @@ ACCUMULATING = "examples.trainer:accumulating_trainer"
 
 
 # Beside other tests: nothing here rests on a figure.
+@pytest.mark.slow
 @pytest.mark.parallel
 def test_an_accumulating_trainer_is_searched_and_applied_with_a_compiled_step_and_an_eager_stance(
     tmp_path: Path,
