@@ -21,6 +21,7 @@ import logging
 import random
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import lightning as L
@@ -28,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch.utilities.types import OptimizerLRScheduler
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from examples._shared import seeded
 from examples.toy import Block
@@ -88,9 +89,27 @@ class CountingData(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader[list[int]]:
         assert self.train is not None, "setup('fit') builds the dataset"
-        # A generator of its own: every fit shuffles the same way, whatever else drew random numbers before it.
-        order = torch.Generator().manual_seed(0)
-        return DataLoader(self.train, batch_size=self.batch_size, shuffle=True, collate_fn=pad_batch, generator=order)
+        return DataLoader(
+            self.train, batch_size=self.batch_size, sampler=EpochShuffle(len(self.train)), collate_fn=pad_batch
+        )
+
+
+class EpochShuffle(Sampler[int]):
+    """A shuffled order that depends only on the seed and the epoch (Lightning sets it): every fit, and
+    every pass autotune draws, sees the same batches, whatever else drew random numbers before."""
+
+    def __init__(self, size: int, seed: int = 0) -> None:
+        self.size, self.seed, self.epoch = size, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self) -> Iterator[int]:
+        order = torch.randperm(self.size, generator=torch.Generator().manual_seed(self.seed + self.epoch))
+        return iter(order.tolist())
 
 
 class CountingLM(L.LightningModule):
