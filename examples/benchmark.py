@@ -49,6 +49,7 @@ from autotune.measure import (
 from autotune.measure.format import interval
 from autotune.runtime import environment
 from autotune.runtime.config import CompileConfig
+from autotune.runtime.device import parse_device
 from autotune.study.report import pruning_savings, savings_text
 from autotune.study.search import SearchOptions, search
 from autotune.trial.request import check_device
@@ -165,7 +166,7 @@ def bench_workload(
         if args.recipes is not None and recipe.name not in args.recipes:
             continue
         config, note = recipe.config, ""
-        if config.uses_cuda_graphs and not device.startswith("cuda"):
+        if config.uses_cuda_graphs and not parse_device(device).offers("triton.cudagraphs"):
             config, note = without_cuda_graphs(config), " (CUDA graphs removed: CPU)"
         try:
             harness.source(config)

@@ -55,7 +55,7 @@ def _child(threads: int, windows: int, commanded: bool) -> None:
     """Measure eager training windows, printing one JSON line per window; with `commanded`, one per line read."""
     import torch
 
-    from autotune.trial.measure import calibration_probe
+    from autotune.runtime.device import CPUDevice
     from examples._shared import eager_training
 
     if threads:
@@ -66,7 +66,7 @@ def _child(threads: int, windows: int, commanded: bool) -> None:
     for index in range(windows):
         if commanded and not sys.stdin.readline():
             return
-        probe = calibration_probe(torch.device("cpu"))
+        probe = CPUDevice().calibration_probe()
         steal_before, switches_before = _steal_ticks(), _process_counters()
         started, passes = time.perf_counter(), 0
         while time.perf_counter() - started < WINDOW_SECONDS:

@@ -17,7 +17,7 @@ import torch
 from torch.compiler._cache import CacheInfo
 
 from autotune import CompileConfig, TunedConfig
-from autotune.runtime import codegen, compile_cache, environment
+from autotune.runtime import codegen, compile_cache, device, environment
 from autotune.runtime.summary import WorkloadSummary
 
 pytestmark = pytest.mark.parallel
@@ -106,7 +106,7 @@ def test_damaged_or_missing_files_are_refused(damage: str, tmp_path: Path, loade
 
 def test_generated_code_carries_the_same_check(tmp_path: Path, loaded: list[bytes]) -> None:
     source = codegen.generate(CompileConfig(), SUMMARY, created="c", version="v")
-    for function in (compile_cache.load_compile_cache, compile_cache.running_fingerprint):
+    for function in (compile_cache.load_compile_cache, compile_cache.running_fingerprint, device.device_name):
         assert inspect.getsource(function) in source
     module = codegen.load_module(source)
     assert module.load_compile_cache(str(cache_file(tmp_path))) == {"inductor": 1}

@@ -1,7 +1,8 @@
-"""The CUDA path's rules, checked without a GPU: which GPU a worker is given, when a GPU may not be shared,
+"""The CUDA path's rules, checked without a GPU: the worker's environment on a GPU, when a GPU may not be shared,
 CUDA-graph recordings counted as compiling, the replayed accuracy check, the output-clone rule.
 
-What only a GPU can show is in tests/gpu (`bash .ci/gpu`).
+Which GPU a worker is given, and the other rules of one device, are in tests/test_device.py; what
+only a GPU can show is in tests/gpu (`bash .ci/gpu`).
 """
 
 from __future__ import annotations
@@ -13,56 +14,23 @@ import pytest
 import torch
 
 from autotune import ConfigError
-from autotune.runtime import environment
 from autotune.trial import live, measure
-from autotune.trial.devices import compute_mode, core_sets, refuse_shared_exclusive, visible_device
+from autotune.trial.devices import core_sets, refuse_shared_exclusive
 from autotune.trial.request import TrialRequest
 from autotune.trial.worker import Reference, StepRunner, same_shapes
 
 pytestmark = pytest.mark.parallel
 
-GPU = "GPU-6a3c1f4e-8b2d-4c7a-9e1f-0d5b2a7c9e31"
-MIG = "MIG-1f2e3d4c-5b6a-7980-a1b2-c3d4e5f60718"
-
-
-@pytest.mark.parametrize(
-    ("device", "visible", "given"),
-    [
-        ("cuda:0", None, "0"),
-        ("cuda:3", None, "3"),
-        ("cuda", None, "0"),
-        ("cuda:0", "4,5", "4"),  # the parent's cuda:0 is physical GPU 4
-        ("cuda:1", "4,5", "5"),
-        ("cuda", "4,5", "4"),
-        ("cuda:1", f"{GPU},3", "3"),
-        ("cuda:0", GPU, GPU),
-        ("cuda:0", MIG, MIG),
-        ("cuda:0", " 2 , 7 ", "2"),
-    ],
-)
-def test_the_worker_gets_the_parents_nth_visible_gpu(device: str, visible: str | None, given: str) -> None:
-    assert visible_device(device, visible) == given
-
-
-@pytest.mark.parametrize(
-    ("device", "visible", "named"),
-    [
-        ("cuda:2", "4,5", "makes 2 GPU(s) visible, cuda:0 to cuda:1"),
-        ("cuda:0", "", "makes 0 GPU(s) visible"),
-        ("cuda:1", "3,-1,5", "makes 1 GPU(s) visible"),  # CUDA stops at the first entry it cannot use
-    ],
-)
-def test_a_device_the_parent_cannot_see_is_refused_by_name(device: str, visible: str, named: str) -> None:
-    with pytest.raises(ConfigError, match="CUDA_VISIBLE_DEVICES") as error:
-        visible_device(device, visible)
-    assert named in str(error.value) and device in str(error.value)
-
 
 def test_the_worker_environment_maps_the_device(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "6,7")
-    env = live._environment(tmp_path, TrialRequest(spec="m:f", source=None, device="cuda:1"), 3)
+    request = TrialRequest(spec="m:f", source=None, device="cuda:1")
+    env = live._environment(tmp_path, request, 3)
     assert env["CUDA_VISIBLE_DEVICES"] == "7"
-    assert live._device_inside("cuda:1") == "cuda:0", "the worker sees only that GPU, as its cuda:0"
+    assert live._payload(request, tmp_path)["device"] == "cuda:0", "the worker sees only that GPU, as its cuda:0"
+    cpu = TrialRequest(spec="m:f", source=None, device="cpu")
+    assert live._environment(tmp_path, cpu, 3)["CUDA_VISIBLE_DEVICES"] == "6,7", "a CPU worker's is left as it was"
+    assert live._payload(cpu, tmp_path)["device"] == "cpu"
 
 
 def test_workers_that_would_share_an_exclusive_gpu_are_refused() -> None:
@@ -79,13 +47,7 @@ def test_workers_that_would_share_an_exclusive_gpu_are_refused() -> None:
     with pytest.raises(ConfigError, match=r"--workers 4: cuda:1 is in compute mode 'Exclusive_Process'.*--workers 2"):
         refuse_shared_exclusive(["cuda:0", "cuda:1"], 4, None, mode_of)
     refuse_shared_exclusive(["cuda:0", "cuda:1"], 4, None, lambda device, visible: None)  # unknown: allowed
-
-
-def test_the_compute_mode_is_asked_of_nvidia_smi_for_the_workers_gpu(monkeypatch) -> None:
-    asked: list[tuple[str, str | None]] = []
-    monkeypatch.setattr(environment, "query_gpu", lambda field, gpu=None: asked.append((field, gpu)) or "Default")
-    assert compute_mode("cuda:1", "4,5") == "Default" and asked == [("compute_mode", "5")]
-    assert compute_mode("cuda:0", MIG) is None, "nvidia-smi does not take MIG UUIDs: unknown"
+    refuse_shared_exclusive(["cpu"], 2, None)  # the CPU has no compute mode: shared, and nvidia-smi is not asked
 
 
 class Returns(torch.nn.Module):

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from autotune.runtime.device import parse_device
 from autotune.trial.live import LiveWorker
 from autotune.trial.request import RunRecord, TrialRequest, TrialRun
 
@@ -225,10 +226,10 @@ def starts_at_once(device: str, cores: int | None = None) -> int:
 
     A warm start traces with dynamo and loads compiled graphs (mostly one Python thread), then
     runs settle windows, which on a CPU device use every core. So on a CPU device they start one
-    at a time; beside a GPU each may have about four cores of the host.
+    at a time; beside a GPU each may have about four cores of the host (`Device.starts_at_once`).
     """
     cores = cores if cores is not None else (os.cpu_count() or 1)
-    return 1 if device == "cpu" else max(1, cores // 4)
+    return parse_device(device).starts_at_once(cores)
 
 
 def _make_ready(

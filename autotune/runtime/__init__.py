@@ -2,5 +2,6 @@
 
 `config` (CompileConfig), `summary` (WorkloadSummary), `codegen` (apply_compilation.py),
 `batching` (padding and marking), `compile_cache` (compile artifacts), `environment`
-(where a configuration was tuned) and `tuned` (best.yaml: load and apply).
+(where a configuration was tuned), `tuned` (best.yaml: load and apply) and `device` (every
+rule that differs between a CPU and a GPU).
 """

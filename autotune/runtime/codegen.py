@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from autotune.errors import ConfigError
-from autotune.runtime import allocator, batching, compile_cache
+from autotune.runtime import allocator, batching, compile_cache, device
 from autotune.runtime.config import CompileConfig, validate_input_key, validate_module_path
 from autotune.runtime.features import torch_lacks
 from autotune.runtime.summary import WorkloadSummary
@@ -24,7 +24,7 @@ from autotune.runtime.summary import WorkloadSummary
 __all__ = ["generate", "load_module"]
 
 _HELPERS = (batching.padded_length, batching.pad_axis, batching.prepare_inputs)
-_CACHE_HELPERS = (compile_cache.load_compile_cache, compile_cache.running_fingerprint)
+_CACHE_HELPERS = (compile_cache.load_compile_cache, compile_cache.running_fingerprint, device.device_name)
 
 _COMPILE_IN_PLACE = '''
 def compile_in_place(module, kwargs):

@@ -9,6 +9,7 @@ and torch compiles as usual.
 `running_fingerprint` and `load_compile_cache` are copied verbatim into every generated
 `apply_compilation.py` (like the batch helpers), so they use only `torch` at module level,
 import what else they need from the standard library inside, and annotate with builtins.
+The device's name comes from `autotune.runtime.device.device_name`, copied beside them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from autotune.runtime.device import device_name
 
 __all__ = [
     "CACHE_FILE",
@@ -52,7 +55,7 @@ def running_fingerprint(device: str = "cpu") -> dict:
         "cuda": torch.version.cuda,
         "python": platform.python_version(),
         "device": device,
-        "device_name": None,
+        "device_name": device_name(device),
     }
     try:
         import triton  # optional: CPU builds of torch have no Triton
@@ -60,18 +63,6 @@ def running_fingerprint(device: str = "cpu") -> dict:
         info["triton"] = str(triton.__version__)
     except ImportError:
         pass
-    if device.startswith("cuda") and torch.cuda.is_available():
-        info["device_name"] = torch.cuda.get_device_name(torch.device(device))
-        return info
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    info["device_name"] = line.split(":", 1)[1].strip()
-                    return info
-    except OSError:
-        pass
-    info["device_name"] = platform.processor() or platform.machine()
     return info
 
 

@@ -10,7 +10,6 @@ import hashlib
 import json
 import platform
 import socket
-import subprocess
 from collections.abc import Mapping, Sequence
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as dist_version
@@ -20,6 +19,7 @@ import torch
 from torch import nn
 
 from autotune.runtime.compile_cache import running_fingerprint
+from autotune.runtime.device import recorded_device
 
 __all__ = [
     "KEYS_THAT_MATTER",
@@ -29,7 +29,6 @@ __all__ = [
     "fingerprint",
     "host_key",
     "model_fingerprint",
-    "query_gpu",
     "version",
 ]
 
@@ -55,7 +54,7 @@ def fingerprint(device: str = "cpu") -> dict[str, Any]:
     from `compile_cache.running_fingerprint`, the code generated files check them with.
     """
     running = running_fingerprint(device)
-    info: dict[str, Any] = {
+    return {
         "autotune": version(),
         "python": running["python"],
         # torch.__version__ is a str subclass that yaml.safe_dump refuses to write.
@@ -65,11 +64,8 @@ def fingerprint(device: str = "cpu") -> dict[str, Any]:
         "platform": platform.platform(terse=True),
         "device": device,
         "device_name": running["device_name"],
-        "driver": None,
+        "driver": recorded_device(device).driver_version(),
     }
-    if device.startswith("cuda"):
-        info["driver"] = _driver_version()
-    return info
 
 
 def model_fingerprint(model: nn.Module, batch_shapes: Sequence[Any] = ()) -> dict[str, Any]:
@@ -104,22 +100,6 @@ def differences(
     """Fields whose values differ, as name -> (recorded, current)."""
     names = keys if keys is not None else sorted(set(recorded) | set(current))
     return {k: (recorded.get(k), current.get(k)) for k in names if recorded.get(k) != current.get(k)}
-
-
-def _driver_version() -> str | None:
-    return query_gpu("driver_version")
-
-
-def query_gpu(field: str, gpu: str | None = None) -> str | None:
-    """One `nvidia-smi --query-gpu` field of `gpu` (an index or UUID; None: the first GPU), or None where
-    nvidia-smi is missing, fails or says nothing."""
-    command = ["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader", *(["-i", gpu] if gpu else [])]
-    try:
-        out = subprocess.run(command, capture_output=True, text=True, timeout=30, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    lines = out.stdout.strip().splitlines()
-    return lines[0].strip() if lines and lines[0].strip() else None
 
 
 def host_key(environment: Mapping[str, Any]) -> str:

@@ -1,6 +1,7 @@
-"""Which GPU a worker sees, and whether a GPU may be shared: read from the parent's environment and nvidia-smi.
+"""Where a search's workers go on the host: whether a device may be shared by several, and each one's cores.
 
-The parent decides these before any worker starts, without initialising CUDA.
+The parent decides these before any worker starts, without initialising CUDA; what a single
+device allows is asked of its `autotune.runtime.device.Device`.
 """
 
 from __future__ import annotations
@@ -8,42 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from autotune.errors import ConfigError
-from autotune.runtime import environment
+from autotune.runtime.device import SHARED_MODES, parse_device
 
-__all__ = ["SHARED_MODES", "compute_mode", "core_sets", "refuse_shared_exclusive", "visible_device"]
-
-SHARED_MODES = ("Default",)
-"""nvidia-smi compute modes in which several processes may use one GPU at once."""
-
-
-def visible_device(device: str, visible: str | None) -> str:
-    """The worker's CUDA_VISIBLE_DEVICES for `device` ('cuda' or 'cuda:N') under the parent's `visible` (None: unset).
-
-    'cuda:N' means the parent's N-th visible GPU, as torch numbers them in the parent: under
-    CUDA_VISIBLE_DEVICES=4,5 'cuda:0' is physical GPU 4. The entry is passed on as the parent
-    has it, so GPU and MIG UUIDs work alike. 'cuda' is the parent's first visible GPU.
-    """
-    index = int(device.partition(":")[2] or 0)
-    if visible is None:
-        return str(index)
-    entries = [e.strip() for e in visible.split(",")]
-    # CUDA stops at the first entry it cannot parse; an empty value hides every GPU.
-    entries = entries[: next((i for i, e in enumerate(entries) if not e or e.startswith("-")), len(entries))]
-    if index >= len(entries):
-        raise ConfigError(
-            f"--device {device!r}: CUDA_VISIBLE_DEVICES={visible!r} makes {len(entries)} GPU(s) visible"
-            + (f", cuda:0 to cuda:{len(entries) - 1}." if entries else "; set it to the GPUs autotune may use.")
-        )
-    return entries[index]
+__all__ = ["compute_mode", "core_sets", "refuse_shared_exclusive"]
 
 
 def compute_mode(device: str, visible: str | None) -> str | None:
-    """The compute mode nvidia-smi reports for `device` ('Default', 'Exclusive_Process', 'Prohibited'), or None
-    where it cannot say (no nvidia-smi, a MIG instance, an error)."""
-    entry = visible_device(device, visible)
-    if entry.startswith("MIG-"):
-        return None
-    return environment.query_gpu("compute_mode", entry)
+    """What the driver says of sharing `device` under the parent's CUDA_VISIBLE_DEVICES `visible` (see
+    `Device.compute_mode`): 'Default', 'Exclusive_Process', 'Prohibited', or None where nothing restricts it."""
+    return parse_device(device).compute_mode(visible)
 
 
 def refuse_shared_exclusive(
@@ -52,10 +26,10 @@ def refuse_shared_exclusive(
     visible: str | None,
     mode_of: Callable[[str, str | None], str | None] = compute_mode,
 ) -> None:
-    """Raise ConfigError when `workers` would put two worker processes on a GPU whose compute mode forbids it."""
+    """Raise ConfigError when `workers` would put two worker processes on a device whose compute mode forbids it."""
     if workers <= len(devices):
         return  # one worker per device: nothing is shared
-    for device in sorted(set(d for d in devices if d.startswith("cuda"))):
+    for device in sorted(set(devices)):
         mode = mode_of(device, visible)
         if mode is not None and mode not in SHARED_MODES:
             raise ConfigError(

@@ -32,6 +32,7 @@ import torch._dynamo
 from torch import nn
 from torch._dynamo.utils import clear_compilation_metrics, counters
 
+from autotune.runtime.device import Device, parse_device
 from autotune.trial.compile_split import compile_split
 from autotune.trial.events import open_request
 from autotune.trial.request import Protocol
@@ -143,18 +144,18 @@ def main(argv: list[str] | None = None) -> int:
     phase = "build"
     try:
         events.emit("phase", phase=phase)
-        device = torch.device(request["device"])
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
+        device = parse_device(request["device"])
+        device.prepare()
         protocol = Protocol.from_dict(request.get("protocol", {}))
         workload = resolve(request["spec"])
         seed = int(request.get("seed", 0))
-        fixed = [to_device(b, device) for b in workload.draw_batches(seed=seed)]
-        fresh = [to_device(b, device) for b in workload.fresh_batches(seed=seed, count=protocol.fresh_batches)]
-        model = workload.model.to(device)
+        fixed = [to_device(b, device.torch_device) for b in workload.draw_batches(seed=seed)]
+        drawn = workload.fresh_batches(seed=seed, count=protocol.fresh_batches)
+        fresh = [to_device(b, device.torch_device) for b in drawn]
+        model = workload.model.to(device.torch_device)
         model.train(workload.task == "train")
         optimizer = workload.optimizer(model.parameters()) if workload.task == "train" and workload.optimizer else None
-        step = StepRunner(workload, device, cuda_graphs=False)
+        step = StepRunner(workload, device.torch_device, cuda_graphs=False)
         compiled = compiled_as_generated(model, backend="eager")
         seen: set[str] = set()
         recompiles: list[dict[str, Any]] = []
@@ -195,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _timed_compile(
-    model: nn.Module, step: StepRunner, optimizer: Any, fixed: list[Any], device: torch.device, events: Any
+    model: nn.Module, step: StepRunner, optimizer: Any, fixed: list[Any], device: Device, events: Any
 ) -> dict[str, Any]:
     """Plain torch.compile over the fixed batches: its compile time (the first pass less a second one) and its split."""
     events.emit("phase", phase="compile")
@@ -207,8 +208,7 @@ def _timed_compile(
         started = time.perf_counter()
         for batch in fixed:
             step(compiled, optimizer, batch)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        device.synchronize()
         return time.perf_counter() - started
 
     first = one_pass()

@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from autotune.runtime.device import parse_device
 from autotune.trial.guard import process_guard
 
 __all__ = ["QUIET_SECONDS", "GateClosed", "Member", "MeasurementGate", "overlap_seconds", "quiet_on_gpus"]
@@ -101,8 +102,8 @@ def overlap_seconds(intervals: list[Interval], span: Interval) -> float:
 
 def quiet_on_gpus(device: str) -> bool:
     """Whether a worker of `device` is asked to go quiet before it is stopped: on GPUs, whose queued work and
-    cached memory a stopped process keeps."""
-    return device.startswith("cuda")
+    cached memory a stopped process keeps (`Device.quiet_before_stop`)."""
+    return parse_device(device).quiet_before_stop
 
 
 class MeasurementGate:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.runtime import allocator
-from autotune.trial.devices import visible_device
+from autotune.runtime.device import parse_device
 from autotune.trial.events import (
     COMMAND_FD_VARIABLE,
     EVENT_FD_VARIABLE,
@@ -394,7 +394,8 @@ def _absorb(run: TrialRun, event: dict[str, Any]) -> None:
 def _payload(request: TrialRequest, workdir: Path) -> dict[str, Any]:
     return {
         "spec": request.spec,
-        "device": _device_inside(request.device),
+        # The device as the worker sees it under `_environment` (its own GPU is its cuda:0).
+        "device": str(parse_device(request.device).in_worker()),
         "seed": request.seed,
         "protocol": request.protocol,
         "uses_cuda_graphs": request.uses_cuda_graphs,
@@ -410,7 +411,6 @@ def _payload(request: TrialRequest, workdir: Path) -> dict[str, Any]:
 
 
 def _environment(cache: Path, request: TrialRequest, event_fd: int) -> dict[str, str]:
-    device = request.device
     env = dict(os.environ)
     env[PARENT_PID_VARIABLE] = str(os.getpid())
     threads = Protocol.from_dict(request.protocol).threads
@@ -431,14 +431,9 @@ def _environment(cache: Path, request: TrialRequest, event_fd: int) -> dict[str,
     env[EVENT_FD_VARIABLE] = str(event_fd)
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
-    if device.startswith("cuda"):
-        env["CUDA_VISIBLE_DEVICES"] = visible_device(device, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    # Which of the parent's devices the worker sees (on a GPU: its own, as CUDA_VISIBLE_DEVICES).
+    env.update(parse_device(request.device).worker_environment(os.environ))
     return env
-
-
-def _device_inside(device: str) -> str:
-    # The worker sees only its own GPU, which CUDA_VISIBLE_DEVICES renumbers to 0.
-    return "cuda:0" if device.startswith("cuda") else device
 
 
 def oom_kills() -> int:

@@ -1,16 +1,14 @@
-"""Measuring inside the worker: clocks, memory, machine load, dynamo's counters and accuracy against eager.
+"""Measuring inside the worker: clocks, machine load, dynamo's counters and accuracy against eager.
 
-Nothing here imports Optuna or knows about studies: it only turns what ran into numbers.
+Nothing here imports Optuna or knows about studies: it only turns what ran into numbers. What
+the device itself says (synchronisation, memory, the calibration probe) is asked of its
+`autotune.runtime.device.Device`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import resource
-import statistics
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -20,14 +18,14 @@ from typing import Any
 import torch
 from torch._dynamo.utils import counters
 
+from autotune.runtime.device import Device
+
 __all__ = [
     "PRECISION_TOLERANCE",
     "Stopwatch",
-    "calibration_probe",
     "cpu_times",
     "cpu_use",
     "others_share",
-    "device_free_mb",
     "fail_on_recompile_limit",
     "frames_compiled",
     "watch_cuda_graph_recordings",
@@ -36,103 +34,9 @@ __all__ = [
     "working_dtype",
     "compare",
     "dynamo_counts",
-    "peak_memory_mb",
-    "peak_reserved_mb",
-    "reset_peak_memory",
-    "synchronize",
     "tensor_leaves",
     "tolerance_for",
 ]
-
-
-def synchronize(device: torch.device) -> None:
-    """Wait for queued device work, so a clock read after it sees the work done."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def reset_peak_memory(device: torch.device) -> None:
-    """Start a fresh peak-memory count: CUDA's allocator statistics, or the process's peak resident set on Linux."""
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-        return
-    # Writing 5 to clear_refs resets the peak resident set size (VmHWM) the kernel keeps for this process.
-    with contextlib.suppress(OSError):
-        Path("/proc/self/clear_refs").write_text("5")
-
-
-def peak_memory_mb(device: torch.device) -> float:
-    """Peak device memory allocated (CUDA), or the process's peak resident memory since the last reset (CPU), in MiB."""
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 2**10
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
-
-
-def peak_reserved_mb(device: torch.device) -> float | None:
-    """Peak memory CUDA's caching allocator reserved since the last reset, in MiB: CUDA-graph pools and the
-    allocator's slack included, the CUDA context not. None off CUDA, where the resident set already says it."""
-    if device.type != "cuda":
-        return None
-    return torch.cuda.max_memory_reserved(device) / 2**20
-
-
-def device_free_mb(device: torch.device) -> float | None:
-    """Free memory for another process: the CUDA driver's count on a GPU, MemAvailable (/proc/meminfo) on a CPU."""
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        return free / 2**20
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) / 2**10
-    return None
-
-
-def calibration_probe(device: torch.device, repeats: int = 3) -> float:
-    """Seconds a fixed amount of device work takes (median of `repeats`): slower means a busier machine.
-
-    The work is the same in every process of every study. On a CPU: chained 256x256 matrix
-    products, with the thread count the run uses. On a GPU that would time kernel launches and
-    follow the configuration's own TF32 setting, so there it is `_cuda_probe`: a compute-bound
-    product in float16 (no TF32 question), timed with CUDA events.
-    """
-    if device.type == "cuda":
-        return _cuda_probe(device, repeats)
-    generator = torch.Generator().manual_seed(0)
-    matrix = (torch.rand(256, 256, generator=generator) / 256).to(device)
-    timings = []
-    for _ in range(repeats):
-        synchronize(device)
-        started = time.perf_counter()
-        product = matrix
-        for _ in range(24):
-            product = product @ matrix + matrix
-        synchronize(device)
-        timings.append(time.perf_counter() - started)
-    return statistics.median(timings)
-
-
-def _cuda_probe(device: torch.device, repeats: int) -> float:
-    """A few milliseconds of half-precision 4096x4096 matrix products, timed on the device with CUDA events."""
-    generator = torch.Generator().manual_seed(0)
-    matrix = (torch.rand(4096, 4096, generator=generator) / 4096).to(device=device, dtype=torch.float16)
-    timings = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize(device)
-        start.record()
-        for _ in range(8):
-            torch.mm(matrix, matrix)
-        end.record()
-        end.synchronize()
-        timings.append(start.elapsed_time(end) / 1e3)
-    del matrix
-    return statistics.median(timings)
 
 
 def load_average() -> float | None:
@@ -328,13 +232,13 @@ def compare(reference: torch.Tensor, candidate: torch.Tensor, tolerance: float, 
 class Stopwatch:
     """Synchronised wall-clock timing of device work."""
 
-    device: torch.device
+    device: Device
     started: float = field(default=0.0)
 
     def start(self) -> None:
-        synchronize(self.device)
+        self.device.synchronize()
         self.started = time.perf_counter()
 
     def elapsed(self) -> float:
-        synchronize(self.device)
+        self.device.synchronize()
         return time.perf_counter() - self.started

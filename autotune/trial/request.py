@@ -8,7 +8,6 @@ campaign keep (`to_dict`/`from_dict`, JSON-safe). Nothing here imports torch or 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -388,21 +387,11 @@ def _finite(value: Any) -> Any:
 
 def check_device(device: str | None) -> str:
     """The device trials run on: as given, or cuda when available, else cpu; refused when this torch lacks it."""
-    # Whether CUDA exists needs torch; the parent asks only that and never initialises a device.
-    import torch
+    # The device seam imports torch; whether CUDA exists is all the parent asks, and it never initialises a device.
+    from autotune.runtime.device import default_device, parse_device
 
     if device is None:
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device != "cpu" and not re.fullmatch(r"cuda(:\d+)?", device):
-        raise ConfigError(f"--device {device!r} is not allowed; use 'cpu', 'cuda' or 'cuda:N'.")
-    if device.startswith("cuda"):
-        if not torch.cuda.is_available():
-            build = f"torch {torch.__version__}" + ("" if torch.version.cuda else ", a build without CUDA")
-            raise ConfigError(f"--device {device!r}: no CUDA device is usable here ({build}); use --device cpu.")
-        index = int(device.partition(":")[2] or 0)
-        if index >= torch.cuda.device_count():
-            raise ConfigError(
-                f"--device {device!r}: this machine has {torch.cuda.device_count()} CUDA device(s), "
-                f"cuda:0 to cuda:{torch.cuda.device_count() - 1}."
-            )
-    return device
+        return str(default_device())
+    found = parse_device(device)
+    found.check_usable()
+    return str(found)

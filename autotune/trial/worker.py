@@ -48,6 +48,7 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from autotune.runtime import codegen, compile_cache, environment
+from autotune.runtime.device import Device, parse_device
 from autotune.trial.compile_split import compile_split
 from autotune.trial.events import (
     COMMAND_FD_VARIABLE,
@@ -61,21 +62,15 @@ from autotune.trial.events import (
 from autotune.trial.measure import (
     PRECISION_TOLERANCE,
     Stopwatch,
-    calibration_probe,
     compare,
     cpu_times,
     cpu_use,
-    device_free_mb,
     dynamo_counts,
     fail_on_recompile_limit,
     frames_compiled,
     load_average,
     others_share,
-    peak_memory_mb,
-    peak_reserved_mb,
-    reset_peak_memory,
     steal_share,
-    synchronize,
     tensor_leaves,
     tolerance_for,
     watch_cuda_graph_recordings,
@@ -100,7 +95,7 @@ class TrialFailure(Exception):
 def main(argv: list[str] | None = None) -> int:
     """Run the trial described by the request file; returns 0 when it completed, 1 when it failed."""
     request, events = open_request(argv)
-    if answer_pauses():
+    if answer_pauses(parse_device(str(request.get("device", "cpu")))):
         events.emit("pausable")
     if not hold(request, events):
         return 1
@@ -184,15 +179,15 @@ class Trial:
             "stream_samples": sum(samples_in(b) for b in self.stream),
             "stream_batches": len(self.stream),
             "threads": torch.get_num_threads(),
-            "device_free_mb": device_free_mb(self.device),
+            "device_free_mb": self.device.free_memory_mb(),
             **dynamo_counts(),
         }
 
     def _end(self, *, stream: bool) -> None:
         """Optionally one pass over the whole stream, save the compile cache if asked, and send the result."""
-        probe_before = calibration_probe(self.device)
+        probe_before = self.device.calibration_probe()
         fresh = fresh_stream(self) if stream and self.fresh else {}
-        probe_after = calibration_probe(self.device)
+        probe_after = self.device.calibration_probe()
         load_after, cpu_after = load_average(), cpu_times()
         if self.generated is not None and self.request.get("save_cache_path"):
             saved = compile_cache.save_compile_cache(self.request["save_cache_path"], str(self.device))
@@ -203,9 +198,9 @@ class Trial:
             "result",
             **figures,
             **{k: v for k, v in fresh.items() if k.startswith("fresh_")},
-            peak_memory_mb=peak_memory_mb(self.device),
-            peak_reserved_mb=peak_reserved_mb(self.device),
-            memory_kind="cuda_allocated" if self.device.type == "cuda" else "process_rss",
+            peak_memory_mb=self.device.peak_memory_mb(),
+            peak_reserved_mb=self.device.peak_reserved_mb(),
+            memory_kind=self.device.memory_kind,
             probe_seconds=[probe_before, probe_after],
             load=[v for v in (self.load_before, load_after) if v is not None],
             steal=steal_share(self.cpu_before, cpu_after),
@@ -216,30 +211,26 @@ class Trial:
 
     def _build(self) -> None:
         self.protocol = Protocol.from_dict(self.request.get("protocol", {}))
-        self.device = torch.device(self.request["device"])
-        if self.device.type == "cuda":
-            torch.cuda.set_device(self.device)
-            share = self.request.get("memory_share")
-            if share:
-                # Workers share this GPU: one that grows past its share fails alone instead of starving another.
-                torch.cuda.set_per_process_memory_fraction(float(share), self.device)
+        self.device = parse_device(self.request["device"])
+        # Workers that share a GPU are held to a share of its memory (`Device.memory_share`).
+        self.device.prepare(self.request.get("memory_share"))
         if self.protocol.threads:
             torch.set_num_threads(self.protocol.threads)
         self._set_phase("build")
         self.workload = resolve(self.request["spec"])
         seed = int(self.request.get("seed", 0))
-        self.batches = [to_device(b, self.device) for b in self.workload.draw_batches(seed=seed)]
+        self.batches = [to_device(b, self.device.torch_device) for b in self.workload.draw_batches(seed=seed)]
         drawn = self.workload.fresh_batches(seed=seed, count=self.protocol.fresh_batches)
-        self.fresh = [to_device(b, self.device) for b in drawn]
+        self.fresh = [to_device(b, self.device.torch_device) for b in drawn]
         # Windows take slices of the fresh stream; without one, of the fixed batches.
         self.stream = self.fresh or self.batches
-        self.model = self.workload.model.to(self.device)
+        self.model = self.workload.model.to(self.device.torch_device)
         self.events.emit("environment", environment=environment.fingerprint(str(self.device)))
         source = self.request.get("source")
         path = self.request.get("source_path", "apply_compilation.py")
         self.generated = codegen.load_module(source, path) if source else None
         self.prepare: Callable[[Any], Any] = self.generated.prepare_batch if self.generated else (lambda b: b)
-        self.step = StepRunner(self.workload, self.device, bool(self.request.get("uses_cuda_graphs")))
+        self.step = StepRunner(self.workload, self.device.torch_device, bool(self.request.get("uses_cuda_graphs")))
         if self.generated is not None:
             # The generated backward(loss): plain loss.backward(), or the compiled autograd the configuration chose.
             self.step.backward = self.generated.backward
@@ -279,8 +270,8 @@ class Trial:
         del reference
         self.model.train(self.workload.task == "train")
         # Peak memory from here on: the compiled steps, not the accuracy check's tensors.
-        reset_peak_memory(self.device)
-        synchronize(self.device)
+        self.device.reset_peak_memory()
+        self.device.synchronize()
         settled_at, passes = self._warm_up()
         if self.generated is not None:
             self.generated.finish_warmup()
@@ -290,11 +281,11 @@ class Trial:
             "warmup_passes": passes,
             # Compiling (max-autotune's benchmark buffers, CUDA-graph recording) may need more than the steps
             # do: its peak is kept apart, and the steady peak counts from here on.
-            "compile_peak_memory_mb": peak_memory_mb(self.device),
-            "compile_peak_reserved_mb": peak_reserved_mb(self.device),
+            "compile_peak_memory_mb": self.device.peak_memory_mb(),
+            "compile_peak_reserved_mb": self.device.peak_reserved_mb(),
             "compile_split": compile_split(),
         }
-        reset_peak_memory(self.device)
+        self.device.reset_peak_memory()
         # Wall-clock spans, so that a parent that stopped this process for a while can leave that out.
         spans = {"compile_span": [started_epoch, started_epoch + settled_at - started], "check_span": check_span}
         self.events.emit("compiled", **self.figures, **spans, **dynamo_counts())
@@ -305,7 +296,7 @@ class Trial:
         for index in range(1, self.protocol.max_warmup_passes + 1):
             before = frames_compiled()
             self.run_pass(self.batches)
-            synchronize(self.device)
+            self.device.synchronize()
             if frames_compiled() == before:
                 return settled_at, index
             settled_at = time.perf_counter()
@@ -368,9 +359,9 @@ def measure_window(trial: Trial, index: int, slice_: tuple[int, int], passes: in
     """
     stream, (start, count) = trial.stream, slice_
     batches = whole_steps([stream[(start + offset) % len(stream)] for offset in range(count)] * max(passes, 1), trial)
-    probe = calibration_probe(trial.device)
+    probe = trial.device.calibration_probe()
     frames_before, use_before = frames_compiled(), cpu_use()
-    synchronize(trial.device)
+    trial.device.synchronize()
     started = time.perf_counter()
     compile_seconds, compile_samples, compile_batches = run_steps(trial, batches)
     window = {
@@ -412,11 +403,11 @@ def run_steps(trial: Trial, batches: list[Any]) -> tuple[float, int, int]:
         step_started = time.perf_counter()
         trial.step(trial.model, trial.optimizer, trial.prepare(batch))
         if frames_compiled() != frames:
-            synchronize(trial.device)
+            trial.device.synchronize()
             seconds += time.perf_counter() - step_started
             samples += samples_in(batch)
             count += 1
-    synchronize(trial.device)
+    trial.device.synchronize()
     return seconds, samples, count
 
 
@@ -425,7 +416,7 @@ def fresh_stream(trial: Trial) -> dict[str, Any]:
     frames_before = frames_compiled()
     fresh = whole_steps(trial.fresh, trial)
     samples = sum(samples_in(b) for b in fresh)
-    synchronize(trial.device)
+    trial.device.synchronize()
     started = time.perf_counter()
     compiling_seconds, _, _ = run_steps(trial, fresh)
     elapsed = time.perf_counter() - started
@@ -587,12 +578,13 @@ class Reference:
         return time.perf_counter() - started if self.training and self.eval_mode else 0.0
 
 
-def answer_pauses() -> bool:
-    """Handle SIGTSTP by going quiet and answering on the pause descriptor; False without one (nothing installed).
+def answer_pauses(device: Device) -> bool:
+    """Handle SIGTSTP by going quiet on `device` (`Device.go_quiet`) and answering on the pause descriptor; False
+    without one (nothing installed).
 
     Python runs the handler between two bytecodes of the main thread: never inside a kernel
     launch or an allocation. While a CUDA graph is being recorded, synchronising would break
-    the recording, so the handler only answers.
+    the recording, so then the handler only answers.
     """
     fd = os.environ.get(PAUSE_FD_VARIABLE)
     if not fd:
@@ -601,9 +593,7 @@ def answer_pauses() -> bool:
 
     def go_quiet(signum: int, frame: object) -> None:
         with contextlib.suppress(Exception):
-            if torch.cuda.is_initialized() and not torch.cuda.is_current_stream_capturing():
-                torch.cuda.synchronize()
-                torch.cuda.empty_cache()
+            device.go_quiet()
         with contextlib.suppress(OSError):
             os.write(answer, b".")
 

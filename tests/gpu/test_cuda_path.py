@@ -14,6 +14,7 @@ import torch
 from autotune import CompileConfig
 from autotune.measure import Budget, Harness, Objective, Subject, outcome
 from autotune.measure import _engine as engine
+from autotune.runtime.device import parse_device
 from autotune.trial.request import Protocol
 from autotune.trial.runner import run_trial
 from autotune.workload import resolve
@@ -33,13 +34,26 @@ def harness(device: str = "cuda") -> Harness:
 
 
 def test_the_gpu_probe_is_stable_on_an_idle_gpu() -> None:
-    from autotune.trial.measure import calibration_probe
-
-    device = torch.device("cuda")
-    calibration_probe(device)  # the first call pays for the allocation and the kernels' loading
-    probes = [calibration_probe(device) for _ in range(10)]
+    device = parse_device("cuda")
+    device.calibration_probe()  # the first call pays for the allocation and the kernels' loading
+    probes = [device.calibration_probe() for _ in range(10)]
     assert min(probes) > 0
     assert max(probes) / min(probes) < 1.2, probes  # PROBE_SLOWDOWN flags 1.5x
+
+
+def test_the_cuda_device_counts_what_its_tensors_take_and_what_is_left() -> None:
+    device = parse_device("cuda:0")
+    device.prepare()
+    device.reset_peak_memory()
+    block = torch.empty(64 * 2**20, dtype=torch.uint8, device=device.torch_device)  # 64 MiB
+    device.synchronize()
+    peak, reserved, free = device.peak_memory_mb(), device.peak_reserved_mb(), device.free_memory_mb()
+    assert peak >= 64 and reserved is not None and reserved >= peak, (peak, reserved)
+    assert free is not None and 0 < free < torch.cuda.get_device_properties(0).total_memory / 2**20
+    del block
+    device.go_quiet()  # synchronises and hands the cached block back
+    assert torch.cuda.memory_reserved(0) < reserved * 2**20
+    assert device.memory_kind == "cuda_allocated" and device.in_worker() == parse_device("cuda:0")
 
 
 class StaleGraph(torch.nn.Module):

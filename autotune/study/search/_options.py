@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autotune.errors import SearchError
+from autotune.errors import ConfigError, SearchError
 from autotune.measure import DEFAULT_PICK, Objectives, parse_pick
+from autotune.runtime.device import Device, parse_device
 from autotune.study.storage import Liveness
 from autotune.trial.devices import refuse_shared_exclusive
 from autotune.trial.request import Protocol, check_device
@@ -160,12 +162,21 @@ def _devices(device: str | None, devices: list[str]) -> list[str]:
     if device is None or "," not in device:
         return [check_device(device)]
     names = [part.strip() for part in device.split(",")]
-    if any(not name.startswith("cuda:") for name in names) or len(set(names)) != len(names):
+    found = [_numbered(name) for name in names]
+    if None in found or len(set(found)) != len(found):
         raise SearchError(
             f"--device {device!r}: several devices must be distinct CUDA devices such as 'cuda:0,cuda:1'; for "
             "several workers on one device use --workers N."
         )
     return [check_device(name) for name in names]
+
+
+def _numbered(name: str) -> Device | None:
+    """The device `name` names when it is one of several of its kind ('cuda:1', not 'cuda' or 'cpu'), else None."""
+    with contextlib.suppress(ConfigError):
+        found = parse_device(name)
+        return found if found.index is not None else None
+    return None
 
 
 def default_study_name(model: str) -> str:

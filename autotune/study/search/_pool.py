@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable
 
 from autotune.measure import Harness
+from autotune.runtime.device import parse_device
 from autotune.study.search._loop import TrialLoop
 from autotune.trial.devices import core_sets
 from autotune.trial.gate import GateClosed, MeasurementGate
@@ -89,7 +90,7 @@ class TrialPool:
         """The harness of a worker on `device`: its share of the host's cores and, on a shared GPU, of its memory."""
         cores = core_sets(self.devices, sorted(os.sched_getaffinity(0))).get(device)
         sharing = self.devices.count(device)
-        share = round(1.0 / sharing, 4) if sharing > 1 and device.startswith("cuda") else None
+        share = parse_device(device).memory_share(sharing)
         return dataclasses.replace(self.loop.harness, device=device, cpus=cores, memory_share=share)
 
     def _stop(self, threads: list[threading.Thread]) -> None:

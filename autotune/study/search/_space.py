@@ -17,7 +17,6 @@ from typing import Any, Protocol
 from autotune.errors import AutotuneError, ConfigError, SpaceError
 from autotune.runtime.buckets import MAX_BUCKETS, choose_buckets
 from autotune.runtime.config import (
-    CUDA_GRAPH_OPTIONS,
     MARK_AS,
     MATMUL_PRECISIONS,
     PADDING_WORDS,
@@ -32,6 +31,7 @@ from autotune.runtime.config import (
     inductor_option_defaults,
     mode_options,
 )
+from autotune.runtime.device import Device, parse_device
 from autotune.runtime.features import FEATURES, has_feature
 from autotune.runtime.limits import printable, quote, read_yaml_file
 from autotune.runtime.summary import WorkloadSummary
@@ -71,10 +71,9 @@ KNOWN_MODES = ("default", "lite", "reduce-overhead", "max-autotune", "max-autotu
 
 @dataclass(frozen=True)
 class KnownOption:
-    """An Inductor option autotune knows how to search: where it applies and what it needs."""
+    """An Inductor option autotune knows how to search: what it needs. On which devices it exists is the device's
+    to say (`autotune.runtime.device.OPTION_NEEDS`)."""
 
-    device: str = "any"
-    """'any', 'cpu' (the C++ backend's cpp.* options) or 'cuda' (Triton, GEMM backends, CUDA graphs)."""
     needs: str | None = None
     """An option that must be on for this one to change anything (e.g. max_autotune), or None."""
     task: str | None = None
@@ -87,15 +86,15 @@ KNOWN_OPTIONS: Mapping[str, KnownOption] = {
     "epilogue_fusion": KnownOption(),
     "aggressive_fusion": KnownOption(),
     "cpp_wrapper": KnownOption(),
-    "combo_kernels": KnownOption(device="cuda"),
-    "max_autotune_gemm_backends": KnownOption(device="cuda", needs="max_autotune"),
-    "triton.cudagraph_trees": KnownOption(device="cuda", needs="triton.cudagraphs"),
-    "triton.cudagraph_skip_dynamic_graphs": KnownOption(device="cuda", needs="triton.cudagraphs"),
+    "combo_kernels": KnownOption(),
+    "max_autotune_gemm_backends": KnownOption(needs="max_autotune"),
+    "triton.cudagraph_trees": KnownOption(needs="triton.cudagraphs"),
+    "triton.cudagraph_skip_dynamic_graphs": KnownOption(needs="triton.cudagraphs"),
     "freezing": KnownOption(task="infer"),
-    "cpp.weight_prepack": KnownOption(device="cpu", needs="freezing", task="infer"),
-    "cpp.dynamic_threads": KnownOption(device="cpu"),
-    "cpp.min_chunk_size": KnownOption(device="cpu"),
-    "cpp.enable_unsafe_math_opt_flag": KnownOption(device="cpu"),
+    "cpp.weight_prepack": KnownOption(needs="freezing", task="infer"),
+    "cpp.dynamic_threads": KnownOption(),
+    "cpp.min_chunk_size": KnownOption(),
+    "cpp.enable_unsafe_math_opt_flag": KnownOption(),
 }
 """Options a space may list even when the installed torch lacks them: those are dropped with a note."""
 
@@ -290,11 +289,11 @@ def adapt(
     allow_precision_changes: bool = False,
 ) -> SearchSpace:
     """`space` without the choices that cannot apply to `workload` on `device` (see `SearchSpace.adapt`)."""
-    drop = _Dropped(on_gpu=device.startswith("cuda"), missing=f"not in the installed torch {_torch_version()}")
+    drop = _Dropped(device=parse_device(device), missing=f"not in the installed torch {_torch_version()}")
     modes = drop.modes("mode", space.mode)
     options = dict(space.options)
     for name in list(options):
-        why = _option_dropped(name, workload.task, drop.on_gpu, allow_precision_changes)
+        why = _option_dropped(name, workload.task, drop.device, allow_precision_changes)
         if why:
             drop.dropped.append(f"option {name}: {why.replace('missing', drop.missing)}")
             del options[name]
@@ -339,7 +338,8 @@ def adapt(
 class _Dropped:
     """The choices `adapt` removes, each with why: what the search prints and records."""
 
-    on_gpu: bool
+    device: Device
+    """The device the space is adapted to: which modes and options exist there."""
     missing: str
     """Why a choice the installed torch lacks is dropped."""
     dropped: list[str] = field(default_factory=list)
@@ -352,11 +352,12 @@ class _Dropped:
         return kept
 
     def modes(self, name: str, values: tuple[Any, ...]) -> tuple[Any, ...]:
-        """Compile modes the installed torch has, without CUDA-graph modes off a GPU."""
+        """Compile modes the installed torch has and the device offers (no CUDA-graph modes off a GPU), each
+        dropped with the device's reason."""
         kept = self.keep(name, values, lambda m: m in available_modes(), self.missing)
-        return self.keep(
-            name, kept, lambda m: self.on_gpu or not _uses_cuda_graphs(mode_options(m)), "CUDA graphs need a GPU"
-        )
+        for why in dict.fromkeys(filter(None, map(self.device.why_not, kept))):
+            kept = self.keep(name, kept, lambda m, why=why: self.device.why_not(m) != why, why)
+        return kept
 
 
 def _length_groups(
@@ -429,17 +430,14 @@ def _newer_choices(
     return extra
 
 
-def _option_dropped(name: str, task: str, on_gpu: bool, allow_precision_changes: bool) -> str | None:
+def _option_dropped(name: str, task: str, device: Device, allow_precision_changes: bool) -> str | None:
     """Why a space's Inductor option cannot apply here ('missing' for one the installed torch lacks), or None."""
     known = KNOWN_OPTIONS.get(name, KnownOption())
     if name not in inductor_option_defaults():
         return "missing"
-    if name in CUDA_GRAPH_OPTIONS and not on_gpu:
-        return "CUDA graphs need a GPU"
-    if known.device == "cuda" and not on_gpu:
-        return "applies to GPU (Triton) code only"
-    if known.device == "cpu" and on_gpu:
-        return "applies to CPU (C++) code only"
+    why = device.why_not(name)
+    if why:
+        return why
     if (name in INFERENCE_ONLY_OPTIONS or known.task == "infer") and task != "infer":
         return "inference only"
     if name in PRECISION_OPTIONS and not allow_precision_changes:
@@ -474,10 +472,6 @@ def _settings(mode: str, options: Mapping[str, Any]) -> ModuleSettings:
     if options:
         return ModuleSettings(mode=None, options={**mode_options(mode), **options})
     return ModuleSettings(mode=mode)
-
-
-def _uses_cuda_graphs(options: Mapping[str, Any]) -> bool:
-    return any(bool(options.get(name)) for name in CUDA_GRAPH_OPTIONS)
 
 
 def _group_name(group: Sequence[tuple[InputKey, int]], index: int) -> str:
