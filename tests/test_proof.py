@@ -27,6 +27,7 @@ from autotune.measure._statistics import t_quantile
 from autotune.runtime.config import CompileConfig
 from autotune.trial.request import RunRecord, TrialRun
 from examples import decision_error
+from tests import fake_records
 
 pytestmark = pytest.mark.parallel  # nothing here is timed
 
@@ -139,7 +140,9 @@ class FakeWorker:
         self.name, self.group = name, group
 
     def end(self) -> TrialRun:
-        return TrialRun(state="complete", result={"samples_per_second": 100.0 + self.group}, message=str(self.group))
+        return TrialRun(
+            state="complete", result=fake_records.result(samples_per_second=100.0 + self.group), message=str(self.group)
+        )
 
 
 def test_the_pairs_design_starts_the_reference_in_every_group_in_a_random_order(monkeypatch) -> None:
