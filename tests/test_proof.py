@@ -153,10 +153,10 @@ def test_the_pairs_design_starts_the_reference_in_every_group_in_a_random_order(
         started.append(sorted(order))
         for name in order:
             workers[name] = FakeWorker(name, group)
-        return {name: {} for name in order}
+        return {name: fake_records.ready() for name in order}
 
     monkeypatch.setattr(_session, "_make_ready", make_ready)
-    monkeypatch.setattr(_session, "calibrate", lambda workers: {n: {} for n in workers})
+    monkeypatch.setattr(_session, "calibrate", lambda workers: {n: fake_records.ready() for n in workers})
     monkeypatch.setattr(_session, "_turns", lambda *args: None)
     groups = [["compile", "trial 1"], ["compile", "trial 2"], ["compile", "trial 3"]]
     requests = {name: None for group in groups for name in group}

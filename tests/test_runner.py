@@ -81,12 +81,12 @@ def test_a_live_worker_measures_the_windows_it_is_asked_for_and_ends() -> None:
         first = worker.window(0, 8, 4, passes=3)
         second = worker.window(1, 2, 1)
         assert first is not None and second is not None
-        assert (first["index"], first["batches"], second["batches"]) == (0, 12, 1), "a slice of 4, three passes"
-        assert first["samples"] == 12 * 6 and first["probe_seconds"] > 0
+        assert (first.index, first.batches, second.batches) == (0, 12, 1), "a slice of 4, three passes"
+        assert first.samples == 12 * 6 and first.probe_seconds > 0
     finally:
         run = worker.end()
     assert run.state == "complete", run.message + run.stderr_tail
-    assert [w["index"] for w in run.windows] == [0, 1]
+    assert [w.index for w in run.windows] == [0, 1]
     assert not worker.alive and not worker.workdir.exists()
     record = run.record()
     assert record.windows and record.samples_per_second and record.fresh_recompiles == 0
