@@ -10,6 +10,7 @@ __all__ = [
     "AutotuneError",
     "ConfigError",
     "PublishError",
+    "RecordError",
     "RetuneError",
     "SearchError",
     "SpaceError",
@@ -43,3 +44,7 @@ class RetuneError(AutotuneError):
 
 class PublishError(AutotuneError):
     """New result files could not replace the old ones (which are then left as they were)."""
+
+
+class RecordError(AutotuneError):
+    """A record from a trial process is of another version, or its fields are not the record's own."""

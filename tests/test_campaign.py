@@ -44,6 +44,7 @@ from autotune.runtime.summary import WorkloadSummary
 from autotune.trial.live import LiveWorker
 from autotune.trial.request import Protocol, RunRecord, TrialRequest, TrialRun, noisy_reason, window_figures
 from examples import decision_error
+from tests import fake_records
 
 pytestmark = pytest.mark.parallel
 
@@ -245,7 +246,7 @@ class StartLog:
         log, name = self, request.spec
 
         class Worker:
-            run = TrialRun(state="complete", ready={"batches_per_second": 10.0})
+            run = TrialRun(state="complete", ready=fake_records.ready(batches_per_second=10.0))
 
             def start(self, *, hold: bool = False):
                 log.events.append(("start held" if hold else "start", name))
@@ -327,12 +328,11 @@ def test_beside_a_gpu_subjects_start_side_by_side_and_each_is_stopped_when_ready
 # -- a run's figures from its windows --------------------------------------------------------------
 
 
-def window(seconds: float, samples: int = 100, **extra: float) -> dict:
-    return {"seconds": seconds, "samples": samples, "batches": 10, **extra}
+window = fake_records.window
 
 
 def test_recompiles_in_windows_are_paid_once_per_pass_over_the_stream() -> None:
-    ready = {"stream_samples": 1000, "stream_batches": 100}
+    ready = fake_records.ready(stream_samples=1000, stream_batches=100)
     steady = window_figures([window(1.0), window(1.0)], ready)
     assert steady["samples_per_second"] == pytest.approx(100.0) and steady["fresh_recompiles"] == 0
     compiled = window_figures(
@@ -347,14 +347,14 @@ def test_recompiles_in_windows_are_paid_once_per_pass_over_the_stream() -> None:
 
 @pytest.mark.parametrize(("others", "busy"), [(0.24, False), (0.26, True)])
 def test_a_run_saw_the_machine_busy_when_other_processes_took_a_quarter_of_it(others: float, busy: bool) -> None:
-    figures = window_figures([window(1.0, others=0.0), window(1.0, others=others)], {})
+    figures = window_figures([window(1.0, others=0.0), window(1.0, others=others)], None)
     assert bool(figures.get("noisy")) is busy
 
 
 def test_quiet_windows_clear_what_the_start_up_said_about_the_machine() -> None:
     # A replicate's subjects start together, so their settle windows spread; the measured windows,
     # with nothing else on the CPU, are what says whether the machine was busy.
-    started = {"samples_per_second": 100.0, "noisy": "its windows ranged from 5.2 to 49 samples/s"}
+    started = fake_records.result(samples_per_second=100.0, noisy="its windows ranged from 5.2 to 49 samples/s")
     quiet = TrialRun(state="complete", result=started, windows=[window(1.0, others=0.0), window(1.0, others=0.1)])
     assert quiet.record().noisy == ""
     busy = TrialRun(state="complete", result=started, windows=[window(1.0, others=0.0), window(1.0, others=0.4)])
@@ -388,7 +388,11 @@ class Stand:
         self.first.append(name)
         if name in self.failing:
             return TrialRun(state="failed", reason="accuracy", message="it broke")
-        return TrialRun(state="complete", result={"samples_per_second": 1.0, "compile_seconds": 2.0})
+        return TrialRun(
+            state="complete",
+            compiled=fake_records.compiled(compile_seconds=2.0),
+            result=fake_records.result(samples_per_second=1.0),
+        )
 
     def replicate(self, requests, groups, *, design, blocks, batches_per_window, window_seconds, rng, on_window=None):
         index = len(self.replicates)
@@ -399,8 +403,8 @@ class Stand:
             rate = rates[index % len(rates)]
             runs[name] = TrialRun(
                 state="complete",
-                ready={"stream_samples": 100, "stream_batches": 10},
-                result={"samples_per_second": rate},
+                ready=fake_records.ready(stream_samples=100, stream_batches=10),
+                result=fake_records.result(samples_per_second=rate),
                 windows=[window(100 / rate) for _ in range(blocks)],
             )
         return Replicate(design=design, blocks=blocks, batches_per_window=4, seconds=1.0, ready_seconds=1.0), runs, {}

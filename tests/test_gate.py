@@ -52,6 +52,12 @@ def _ticks(folder: Path) -> dict[int, list[float]]:
     }
 
 
+def _measured(folder: Path) -> list[tuple[float, float]]:
+    """Each fake worker's measurement, (start, end), in order."""
+    spans = [path.read_text().split() for path in folder.glob("measured-*")]
+    return sorted((float(start), float(end)) for start, end in spans)
+
+
 def _state(pid: int) -> str:
     with open(f"/proc/{pid}/stat") as stat:
         return stat.read().rsplit(")", 1)[1].split()[0]
@@ -71,25 +77,28 @@ def test_workers_of_one_device_measure_one_at_a_time_while_the_others_stand_stil
     with MeasurementGate() as gate:
         runs = _run_together(requests, gate)
     assert [run.state for run in runs] == ["complete"] * 3, [(run.reason, run.message, run.stderr_tail) for run in runs]
-    measured = sorted(tuple(run.result["measured"]) for run in runs)
+    measured = _measured(tmp_path)
+    assert len(measured) == len(runs)
     for (_, end), (start, _) in zip(measured, measured[1:], strict=False):
         assert end <= start, f"two measurements overlapped: {measured}"
     # No other worker ticked while one measured: they were stopped (10 ms ticks; 50 ms of slack at the edges).
     ticks = _ticks(tmp_path)
-    for run in runs:
-        start, end = run.result["measured"]
+    for start, end in measured:
         busy = [pid for pid, times in ticks.items() if any(start + 0.05 < t < end - 0.05 for t in times)]
         assert not busy, f"workers {busy} ran during a measurement {start:.2f}-{end:.2f}"
     # The later workers stood still during the first measurement; their compile time leaves that out.
-    paused = [run for run in runs if run.result.get("compile_paused_seconds", 0) > 0.5]
-    assert paused, [run.result for run in runs]
+    stops = [run.compile_stops for run in runs]
+    assert all(stop is not None for stop in stops), "every worker shared the device"
+    paused = [stop for stop in stops if stop is not None and stop.compile_paused_seconds > 0.5]
+    assert paused, stops
     for run, request in zip(runs, requests, strict=True):
         wanted = float(request.spec.split(",")[0])
-        span = run.compiled["compile_span"]
-        assert run.result["compile_seconds"] == pytest.approx(wanted, abs=0.3), (run.result, span)
-        assert span[1] - span[0] == pytest.approx(wanted + run.result["compile_paused_seconds"], abs=0.3)
-        assert run.result["compile_concurrent_seconds"] > 0, "every worker compiled beside another"
-        assert run.record().compile_seconds == run.result["compile_seconds"]
+        assert run.compiled is not None and run.compile_stops is not None
+        span, stop = run.compiled.compile_span, run.compile_stops
+        assert stop.compile_seconds == pytest.approx(wanted, abs=0.3), (stop, span)
+        assert span[1] - span[0] == pytest.approx(wanted + stop.compile_paused_seconds, abs=0.3)
+        assert stop.compile_concurrent_seconds > 0, "every worker compiled beside another"
+        assert run.record().compile_seconds == stop.compile_seconds
     assert any(run.record().paused_seconds for run in runs)
 
 
@@ -99,7 +108,7 @@ def test_workers_of_different_devices_never_stop_each_other(tmp_path: Path) -> N
         runs = _run_together(requests, gate)
     assert [run.state for run in runs] == ["complete"] * 2, [run.stderr_tail for run in runs]
     assert all(not run.paused_seconds for run in runs)
-    (a_start, a_end), (b_start, b_end) = sorted(tuple(run.result["measured"]) for run in runs)
+    (a_start, a_end), (b_start, b_end) = _measured(tmp_path)
     assert b_start < a_end, "each device has its own turn: the two measured at the same time"
 
 

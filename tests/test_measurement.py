@@ -71,7 +71,7 @@ def test_a_window_that_meets_a_new_shape_counts_the_recompile_and_its_cost() -> 
         run = worker.end()
     assert run.state == "complete", run.message + run.stderr_tail
     record = run.record()
-    assert sum(w["recompiles"] for w in windows if w) == record.fresh_recompiles > 0
+    assert sum(w.recompiles for w in windows if w) == record.fresh_recompiles > 0
     assert record.fresh_compile_seconds and record.fresh_compile_seconds > 0
     # One pass over the stream pays the compiles once: slower than the steps that compiled nothing.
     assert record.samples_per_second < record.steady_samples_per_second

@@ -27,6 +27,7 @@ from autotune.measure._statistics import t_quantile
 from autotune.runtime.config import CompileConfig
 from autotune.trial.request import RunRecord, TrialRun
 from examples import decision_error
+from tests import fake_records
 
 pytestmark = pytest.mark.parallel  # nothing here is timed
 
@@ -139,7 +140,9 @@ class FakeWorker:
         self.name, self.group = name, group
 
     def end(self) -> TrialRun:
-        return TrialRun(state="complete", result={"samples_per_second": 100.0 + self.group}, message=str(self.group))
+        return TrialRun(
+            state="complete", result=fake_records.result(samples_per_second=100.0 + self.group), message=str(self.group)
+        )
 
 
 def test_the_pairs_design_starts_the_reference_in_every_group_in_a_random_order(monkeypatch) -> None:
@@ -150,10 +153,10 @@ def test_the_pairs_design_starts_the_reference_in_every_group_in_a_random_order(
         started.append(sorted(order))
         for name in order:
             workers[name] = FakeWorker(name, group)
-        return {name: {} for name in order}
+        return {name: fake_records.ready() for name in order}
 
     monkeypatch.setattr(_session, "_make_ready", make_ready)
-    monkeypatch.setattr(_session, "calibrate", lambda workers: {n: {} for n in workers})
+    monkeypatch.setattr(_session, "calibrate", lambda workers: {n: fake_records.ready() for n in workers})
     monkeypatch.setattr(_session, "_turns", lambda *args: None)
     groups = [["compile", "trial 1"], ["compile", "trial 2"], ["compile", "trial 3"]]
     requests = {name: None for group in groups for name in group}

@@ -14,6 +14,7 @@ from autotune.measure import Harness
 from autotune.runtime import codegen
 from autotune.trial.live import LiveWorker
 from autotune.trial.measure import PRECISION_TOLERANCE
+from autotune.trial.records import SettleWindow
 from autotune.trial.request import Protocol, TrialRun
 from autotune.trial.runner import TrialRequest, run_trial
 from tests.short_runs import SHORT
@@ -57,9 +58,10 @@ def test_eager_trial_completes_with_settle_windows_a_stream_pass_and_a_result() 
         )
     )
     assert run.state == "complete", run.message + run.stderr_tail
-    assert len(run.ready["settle_windows"]) == 3
-    assert run.result["samples_per_second"] > 0 and run.result["fresh_batches"] == Protocol().fresh_batches
-    assert run.result["compile_seconds"] == 0.0
+    assert run.ready is not None and len(run.ready.settle_windows) == 3
+    assert run.result is not None and run.result.samples_per_second > 0
+    assert run.fresh is not None and run.fresh.fresh_batches == Protocol().fresh_batches
+    assert run.compile_seconds == 0.0
     assert run.environment["device"] == "cpu"
 
 
@@ -73,18 +75,18 @@ def test_a_live_worker_measures_the_windows_it_is_asked_for_and_ends() -> None:
     worker = LiveWorker(request).start()
     try:
         assert worker.until_ready()
-        assert worker.run.ready["stream_batches"] == 10
+        assert worker.run.ready is not None and worker.run.ready.stream_batches == 10
         worker.pause()
         worker.resume()
         first = worker.window(0, 8, 4, passes=3)
         second = worker.window(1, 2, 1)
         assert first is not None and second is not None
-        assert (first["index"], first["batches"], second["batches"]) == (0, 12, 1), "a slice of 4, three passes"
-        assert first["samples"] == 12 * 6 and first["probe_seconds"] > 0
+        assert (first.index, first.batches, second.batches) == (0, 12, 1), "a slice of 4, three passes"
+        assert first.samples == 12 * 6 and first.probe_seconds > 0
     finally:
         run = worker.end()
     assert run.state == "complete", run.message + run.stderr_tail
-    assert [w["index"] for w in run.windows] == [0, 1]
+    assert [w.index for w in run.windows] == [0, 1]
     assert not worker.alive and not worker.workdir.exists()
     record = run.record()
     assert record.windows and record.samples_per_second and record.fresh_recompiles == 0
@@ -104,8 +106,8 @@ def test_settle_windows_follow_the_window_length() -> None:
 
     short, long = settled(1e-6), settled(5.0)
     assert short.state == long.state == "complete"
-    assert short.ready["settle_passes"] == 1
-    assert long.ready["settle_passes"] == 64, "a window of a fast model stops at 64 passes"
+    assert short.ready is not None and short.ready.settle_passes == 1
+    assert long.ready is not None and long.ready.settle_passes == 64, "a window of a fast model stops at 64 passes"
 
 
 def test_hanging_trial_is_killed_at_its_timeout_with_its_process_group(tmp_path, monkeypatch) -> None:
@@ -135,7 +137,7 @@ def test_raising_workload_fails_with_the_error_and_stderr_tail() -> None:
 
 def test_a_monitor_can_prune_a_trial_and_its_process_is_gone() -> None:
     def stop_at_first_settle_window(event):
-        if event and event["event"] == "settle":
+        if event and isinstance(event.record, SettleWindow):
             return "pruned by the test"
         return None
 

@@ -154,7 +154,9 @@ def test_a_worker_given_cores_uses_those_only() -> None:
     try:
         assert worker.until_ready(), worker.end().stderr_tail
         assert os.sched_getaffinity(worker.pid) == {last}
-        assert worker.run.ready["threads"] == 1, "torch's threads follow the worker's share of the cores"
+        assert worker.run.ready is not None and worker.run.ready.threads == 1, (
+            "torch's threads follow the worker's share of the cores"
+        )
         run = worker.end()
     finally:
         worker.kill()

@@ -12,6 +12,8 @@ from autotune.errors import SearchError
 from autotune.measure import Harness, Objective, Paired, Reference
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search import Monitor, SearchOptions, TrialLoop, compile_limit
+from autotune.trial.records import Event, Paused, PhaseChange
+from tests import fake_records
 
 pytestmark = pytest.mark.parallel
 
@@ -72,12 +74,12 @@ def test_a_trial_compiling_past_its_budget_is_stopped_and_an_explicit_limit_repl
     loop.baselines = {"compile": {"compile_seconds": 20.0}}
     assert compile_limit(loop) == (80.0, "4x plain torch.compile's 20.0 s (--compile-budget)")
     monitor = Monitor(loop, loop.study.ask(), "trial 1")
-    monitor({"event": "phase", "phase": "compile"})
+    monitor(Event(PhaseChange(phase="compile")))
     monitor.phase_started = time.monotonic() - 79
     assert monitor(None) is None
     monitor.phase_started = time.monotonic() - 81
     assert monitor(None) == "compile ran past 80 s: 4x plain torch.compile's 20.0 s (--compile-budget)"
-    assert monitor({"event": "compiled", "compile_seconds": 85.0}).startswith("compile took 85 s, more than 80 s")
+    assert monitor(Event(fake_records.compiled(compile_seconds=85.0))).startswith("compile took 85 s, more than 80 s")
     loop.baselines = {"compile": {"compile_seconds": 5.0}}  # 4x would be 20 s: a busy moment could reach that
     assert compile_limit(loop) == (60.0, "4x plain torch.compile's 5.0 s (--compile-budget), but never less than 60 s")
 
@@ -113,10 +115,10 @@ def test_time_a_worker_stood_stopped_is_not_compile_time_and_shared_devices_wide
     limit, why = compile_limit(loop)
     assert limit == 160.0 and "times the 2 workers that compile side by side" in why
     monitor = Monitor(loop, loop.study.ask(), "trial 1")
-    monitor({"event": "phase", "phase": "compile"})
+    monitor(Event(PhaseChange(phase="compile")))
     monitor.phase_started = time.monotonic() - 170
     assert monitor(None) is not None, "past the budget"
-    assert monitor({"event": "paused", "seconds": 30.0}) is None
+    assert monitor(Event(Paused(seconds=30.0))) is None
     assert monitor(None) is None, "30 s of it stood stopped while another worker measured"
 
 
@@ -129,10 +131,10 @@ def paired(trial_seconds: list[float], reference_seconds: list[float], over_eage
         batches_per_window=10,
         over_eager=over_eager,
     )
-    result = Paired(reference=reference, ready={"stream_samples": 100, "stream_batches": 10})
+    result = Paired(reference=reference, ready=fake_records.ready(stream_samples=100, stream_batches=10))
     for mine, theirs in zip(trial_seconds, reference_seconds, strict=True):
-        result.trial_windows.append({"seconds": mine, "samples": 100, "batches": 10})
-        result.reference_windows.append({"seconds": theirs, "samples": 100, "batches": 10})
+        result.trial_windows.append(fake_records.window(mine))
+        result.reference_windows.append(fake_records.window(theirs))
     return result
 
 
@@ -146,7 +148,7 @@ def test_the_slow_ratio_rule_judges_a_trial_beside_the_reference_not_alone() -> 
     assert monitor.block(slow) == "it ran 0.40x eager beside the reference, below --slow-ratio 0.5"
     # A machine that got busy four times slower slows both sides of every pair alike: 1.1x the reference.
     hogged = paired([4 / 1.1, 4 / 1.1, 4 / 1.1], [4.0, 4.0, 4.0])
-    assert hogged.trial_windows[0]["samples"] / hogged.trial_windows[0]["seconds"] < 0.5 * 100, "alone it looks slow"
+    assert hogged.trial_windows[0].samples / hogged.trial_windows[0].seconds < 0.5 * 100, "alone it looks slow"
     assert Monitor(loop, loop.study.ask(), "trial 2").block(hogged) is None
     assert hogged.ratio == pytest.approx(1.1) and hogged.samples_per_second == pytest.approx(220.0)
 
@@ -202,7 +204,7 @@ def test_speedups_name_the_host_whose_baselines_they_compare_with(monkeypatch) -
     loop.host = environment.host_key({"torch": "2.13.0", "device_name": "cpu"})
     assert loop.host != environment.host_key({"torch": "2.12.0", "device_name": "cpu"})
     monkeypatch.setattr(Harness, "source", lambda self, config, created: "# generated")
-    done = TrialRun(state="complete", result={"samples_per_second": 30.0, "batches_per_second": 3.0})
+    done = TrialRun(state="complete", result=fake_records.result(samples_per_second=30.0, batches_per_second=3.0))
     beside = paired([1 / 1.5] * 3, [1.0] * 3)  # 1.5x the reference, which ran 2x eager
     monkeypatch.setattr(trials_module, "measure_trial", lambda request, **kwargs: (done, beside))
     monkeypatch.setattr(Harness, "request", lambda self, config, source, cache_dir: None)

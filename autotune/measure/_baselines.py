@@ -90,7 +90,8 @@ def _without_pairing(
     reference = None
     if survivor is not None:
         survivor.resume()
-        batches = batches_for(window_seconds)({"survivor": survivor.run.ready})
+        ready = {"survivor": survivor.run.ready} if survivor.run.ready is not None else {}
+        batches = batches_for(window_seconds)(ready)
         reference = Reference(
             worker=survivor,
             samples_per_second=0.0,
@@ -99,7 +100,7 @@ def _without_pairing(
             window_seconds=window_seconds,
         )
         passes = survivor.passes_for(batches, window_seconds)
-        windows = [e for k in range(4) if (e := survivor.window(k, k * batches, batches, passes)) is not None]
+        windows = [w for k in range(4) if (w := survivor.window(k, k * batches, batches, passes)) is not None]
         figures = window_figures(windows, survivor.run.ready)
         reference.samples_per_second = float(figures.get("samples_per_second") or 0.0)
         reference.batches_per_second = float(figures.get("batches_per_second") or 0.0)

@@ -51,13 +51,16 @@ def record_compile_cache(
     measured = warm_from is not None and cold_seconds is not None and has_warm_cache(warm_from)
     saving = replace(request, save_cache_path=str(staged), cache_dir=warm_from if measured else None)
     saver = run_trial(saving)
-    if saver.state != "complete" or not saver.cache.get("saved"):
+    saved = saver.cache_saved
+    if saver.state != "complete" or saved is None or not saved.saved:
         staged.unlink(missing_ok=True)
         what = "the run from the measured cache" if measured else "the cold run"
-        why = saver.cache.get("message") or f"{what} {saver.state}: {saver.reason} {saver.message}".strip()
+        said = saved.message if saved is not None else ""
+        why = said or f"{what} {saver.state}: {saver.reason} {saver.message}".strip()
         return {"saved": False, "note": why}, None
     warm = run_trial(replace(request, load_cache_path=str(staged)))
-    if warm.state != "complete" or not warm.cache.get("loaded"):
+    loaded = warm.cache_loaded
+    if warm.state != "complete" or loaded is None or not loaded.loaded:
         staged.unlink(missing_ok=True)
         why = f"the run with the cache loaded {warm.state}: {warm.reason} {warm.message}".strip()
         return {
@@ -65,18 +68,18 @@ def record_compile_cache(
             "note": why if warm.state != "complete" else "the saved cache could not be loaded",
         }, None
     if not measured or cold_seconds is None:
-        cold_seconds = float(saver.result["compile_seconds"])
-    warm_seconds = float(warm.result["compile_seconds"])
+        cold_seconds = float(saver.compile_seconds or 0.0)
+    warm_seconds = float(warm.compile_seconds or 0.0)
     section = {
         "file": CACHE_FILE,
         "saved": True,
-        "bytes": saver.cache["bytes"],
-        "sha256": saver.cache["sha256"],
-        "artifacts": saver.cache.get("artifacts", {}),
-        "fingerprint": saver.cache["fingerprint"],
+        "bytes": saved.bytes,
+        "sha256": saved.sha256,
+        "artifacts": saved.artifacts,
+        "fingerprint": saved.fingerprint,
         "cold_compile_seconds": round(cold_seconds, 3),
         "cached_compile_seconds": round(warm_seconds, 3),
-        "load_seconds": round(float(warm.cache.get("load_seconds", 0.0)), 3),
+        "load_seconds": round(loaded.load_seconds, 3),
         "saved_fraction": round(1 - warm_seconds / cold_seconds, 3) if cold_seconds > 0 else None,
         "saved_from": SAVED_FROM_MEASURED if measured else SAVED_FROM_COLD,
     }

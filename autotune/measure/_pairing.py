@@ -22,6 +22,7 @@ from autotune.measure._session import calibrate
 from autotune.runtime.config import CompileConfig
 from autotune.trial.gate import MeasurementGate
 from autotune.trial.live import LiveWorker, Monitor
+from autotune.trial.records import ReadyReport, Window
 from autotune.trial.request import TrialRequest, TrialRun, window_figures
 
 __all__ = ["Paired", "Reference", "measure_trial", "pair_windows", "start_reference"]
@@ -51,9 +52,10 @@ class Paired:
     """A trial's windows beside the reference's, block by block, and what they say so far."""
 
     reference: Reference
-    trial_windows: list[dict[str, Any]] = field(default_factory=list)
-    reference_windows: list[dict[str, Any]] = field(default_factory=list)
-    ready: dict[str, Any] = field(default_factory=dict)
+    trial_windows: list[Window] = field(default_factory=list)
+    reference_windows: list[Window] = field(default_factory=list)
+    ready: ReadyReport | None = None
+    """The trial's ready record: the stream its windows' figures are for."""
 
     @property
     def blocks(self) -> int:
@@ -124,7 +126,7 @@ def pair_windows(
     """
     calibrate({"trial": trial})  # its step rate, timed alone: what its windows' passes follow
     paired = Paired(reference=reference, ready=trial.run.ready)
-    stream = int(trial.run.ready.get("stream_batches") or 1)
+    stream = (trial.run.ready.stream_batches if trial.run.ready is not None else 0) or 1
     batches = reference.batches_per_window
     passes = {
         "trial": trial.passes_for(batches, reference.window_seconds),
@@ -137,11 +139,11 @@ def pair_windows(
         for who in order:
             worker = trial if who == "trial" else reference.worker
             worker.resume()
-            event = worker.window(block, start, batches, passes[who])
+            window = worker.window(block, start, batches, passes[who])
             worker.pause()
-            if event is None:
+            if window is None:
                 return paired, None if who == "trial" else "the plain torch.compile reference stopped"
-            (paired.trial_windows if who == "trial" else paired.reference_windows).append(event)
+            (paired.trial_windows if who == "trial" else paired.reference_windows).append(window)
         if on_block is not None:
             why = on_block(paired)
             if why:

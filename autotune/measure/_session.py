@@ -25,11 +25,12 @@ import os
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from autotune.runtime.device import parse_device
 from autotune.trial.live import LiveWorker
+from autotune.trial.records import ReadyReport, Window
 from autotune.trial.request import RunRecord, TrialRequest, TrialRun
 
 __all__ = [
@@ -49,8 +50,8 @@ DESIGNS = ("together", "pairs", "one at a time")
 MEMORY_MARGIN = 1.25
 """Subjects live together only when their first runs' peak memory, times this, fits in what is free."""
 
-WindowCallback = Callable[[str, int, dict[str, Any]], None]
-"""Called after each window with the subject, the block and the window's event."""
+WindowCallback = Callable[[str, int, Window], None]
+"""Called after each window with the subject, the block and the window's record."""
 
 
 @dataclass
@@ -106,8 +107,8 @@ class ReplicatePlan:
     """One of DESIGNS."""
     blocks: int
     """Windows each subject measures."""
-    batches_per_window: int | Callable[[Mapping[str, dict[str, Any]]], int]
-    """The slice of the stream a window covers, or how to choose it from the subjects' ready events."""
+    batches_per_window: int | Callable[[Mapping[str, ReadyReport]], int]
+    """The slice of the stream a window covers, or how to choose it from the subjects' ready records."""
     window_seconds: float
 
 
@@ -149,7 +150,7 @@ def run_replicate(
     *,
     design: str,
     blocks: int,
-    batches_per_window: int | Callable[[Mapping[str, dict[str, Any]]], int],
+    batches_per_window: int | Callable[[Mapping[str, ReadyReport]], int],
     window_seconds: float,
     rng: random.Random,
     on_window: WindowCallback | None = None,
@@ -237,13 +238,13 @@ def _make_ready(
     order: Sequence[str],
     workers: dict[str, LiveWorker],
     runs: dict[str, TrialRun],
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, ReadyReport]:
     """Start `order`'s workers into `workers`, each stopped once ready; a worker that fails is ended.
 
     All start at once but hold after their imports, which take one core each; then they are let
     go on a few at a time (`starts_at_once`) to build, compile and settle.
     """
-    ready: dict[str, dict[str, Any]] = {}
+    ready: dict[str, ReadyReport] = {}
     at_once = starts_at_once(requests[order[0]].device) if order else 1
     hold = len(order) > at_once
     for name in order:
@@ -260,7 +261,7 @@ def _make_ready(
                 workers[name].release()
         for name in batch:
             worker = workers[name]
-            if worker.until_ready():
+            if worker.until_ready() and worker.run.ready is not None:
                 ready[name] = worker.run.ready
                 worker.pause()
             else:
@@ -271,13 +272,13 @@ def _make_ready(
 
 def _turns(
     workers: dict[str, LiveWorker],
-    ready: Mapping[str, dict[str, Any]],
+    ready: Mapping[str, ReadyReport],
     orders: list[list[str]],
     batches: int,
     window_seconds: float,
     on_window: WindowCallback | None,
 ) -> None:
-    stream = min((int(r.get("stream_batches") or 0) for r in ready.values()), default=0) or 1
+    stream = min((r.stream_batches for r in ready.values()), default=0) or 1
     passes = {name: worker.passes_for(batches, window_seconds) for name, worker in workers.items()}
     for block, order in enumerate(orders):
         start = (block * batches) % stream
@@ -296,39 +297,44 @@ CALIBRATION_SECONDS = 0.05
 """A calibration window lasts at least this long: long enough to time a step, short enough to cost nothing."""
 
 
-def calibrate(workers: Mapping[str, LiveWorker]) -> dict[str, dict[str, Any]]:
+def calibrate(workers: Mapping[str, LiveWorker]) -> dict[str, ReadyReport]:
     """Each subject's step rate, timed alone once all are ready (their settle windows ran beside others' start-ups).
 
     One short window per subject on the stream's first batches, the others stopped; it is not
     counted (its index is -1), and it also wakes the subject after its stop. The rate goes
-    into its ready figures, where the window's slice and passes are chosen from.
+    into a new ready record of the run (the worker's own is left as it said it), where the
+    window's slice and passes are chosen from.
     """
-    rates: dict[str, dict[str, Any]] = {}
+    rates: dict[str, ReadyReport] = {}
     for name, worker in workers.items():
+        ready = worker.run.ready
+        if ready is None:
+            continue  # not ready: nothing to calibrate (its run says why)
         worker.resume()
-        count, passes = min(int(worker.run.ready.get("stream_batches") or 1), 8), 1
-        event = None
+        count, passes = min(ready.stream_batches or 1, 8), 1
+        window = None
         for _ in range(3):
-            event = worker.window(-1, 0, count, passes)
-            if event is None or float(event["seconds"]) >= CALIBRATION_SECONDS:
+            window = worker.window(-1, 0, count, passes)
+            if window is None or window.seconds >= CALIBRATION_SECONDS:
                 break
-            passes = min(64, passes * max(2, math.ceil(CALIBRATION_SECONDS / max(float(event["seconds"]), 1e-6))))
+            passes = min(64, passes * max(2, math.ceil(CALIBRATION_SECONDS / max(window.seconds, 1e-6))))
         worker.pause()
-        if event is not None and float(event["seconds"]) > 0:
-            worker.run.ready["batches_per_second"] = int(event["batches"]) / float(event["seconds"])
-        rates[name] = worker.run.ready
+        if window is not None and window.seconds > 0:
+            ready = replace(ready, batches_per_second=window.batches / window.seconds)
+            worker.run.ready = ready
+        rates[name] = ready
     return rates
 
 
-def batches_for(window_seconds: float) -> Callable[[Mapping[str, dict[str, Any]]], int]:
+def batches_for(window_seconds: float) -> Callable[[Mapping[str, ReadyReport]], int]:
     """A window's slice from the subjects' settle rates: as many batches as the slowest subject runs in that time.
 
     Faster subjects pass over the slice several times (`LiveWorker.passes_for`), so every
     window lasts about `window_seconds`.
     """
 
-    def choose(ready: Mapping[str, dict[str, Any]]) -> int:
-        rates = [float(r.get("batches_per_second") or 0.0) for r in ready.values()]
+    def choose(ready: Mapping[str, ReadyReport]) -> int:
+        rates = [r.batches_per_second for r in ready.values()]
         rates = [r for r in rates if r > 0]
         if not rates:
             return 1

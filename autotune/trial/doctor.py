@@ -35,6 +35,7 @@ from torch._dynamo.utils import clear_compilation_metrics, counters
 from autotune.runtime.device import Device, parse_device
 from autotune.trial.compile_split import compile_split
 from autotune.trial.events import open_request
+from autotune.trial.records import DoctorFindings, Failure, PhaseChange
 from autotune.trial.request import Protocol
 from autotune.trial.worker import StepRunner, classify, exit_now, to_device
 from autotune.workload import input_keys, input_of, resolve
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     request, events = open_request(argv)
     phase = "build"
     try:
-        events.emit("phase", phase=phase)
+        events.emit(PhaseChange(phase=phase))
         device = parse_device(request["device"])
         device.prepare()
         protocol = Protocol.from_dict(request.get("protocol", {}))
@@ -161,36 +162,40 @@ def main(argv: list[str] | None = None) -> int:
         recompiles: list[dict[str, Any]] = []
         with BreakLog() as log:
             for phase, batches in (("fixed", fixed), ("repeat", fixed), ("fresh", fresh)):
-                events.emit("phase", phase=phase)
+                events.emit(PhaseChange(phase=phase))
                 for batch in batches:
                     step(compiled, optimizer, batch)
                 recompiles += recompiles_since(seen, phase)
         timed = _timed_compile(model, step, optimizer, fixed, device, events) if request.get("measure_compile") else {}
         events.emit(
-            "result",
-            **timed,
-            blocks=list(workload.block_paths()),
-            breaks=log.breaks,
-            recompiles=recompiles,
-            graphs=int(counters["stats"]["unique_graphs"]),
-            frames=int(counters["frames"]["ok"]),
-            fixed_batches=len(fixed),
-            fresh_batches=len(fresh),
-            recompile_limit=int(getattr(torch._dynamo.config, "recompile_limit", 8)),
-            task=workload.task,
-            dynamic_dims={str(k): list(v) for k, v in workload.dynamic_dims.items()},
-            # Each declared axis's length in every batch: what padding would waste, and how many shapes it leaves.
-            lengths={
-                f"{k}:{axis}": [int(input_of(b, k).shape[axis]) for b in (*fixed, *fresh)]
-                for k, axes in workload.dynamic_dims.items()
-                for axis in axes
-            },
-            inputs=[str(k) for k in input_keys(fixed[0])] if fixed else [],
-            torch=torch.__version__,
+            DoctorFindings(
+                compile_seconds=timed.get("compile_seconds"),
+                compile_split=timed.get("compile_split", {}),
+                blocks=list(workload.block_paths()),
+                breaks=log.breaks,
+                recompiles=recompiles,
+                graphs=int(counters["stats"]["unique_graphs"]),
+                frames=int(counters["frames"]["ok"]),
+                fixed_batches=len(fixed),
+                fresh_batches=len(fresh),
+                recompile_limit=int(getattr(torch._dynamo.config, "recompile_limit", 8)),
+                task=workload.task,
+                dynamic_dims={str(k): list(v) for k, v in workload.dynamic_dims.items()},
+                # Each declared axis's length in every batch: what padding would waste, and how many shapes it leaves.
+                lengths={
+                    f"{k}:{axis}": [int(input_of(b, k).shape[axis]) for b in (*fixed, *fresh)]
+                    for k, axes in workload.dynamic_dims.items()
+                    for axis in axes
+                },
+                inputs=[str(k) for k in input_keys(fixed[0])] if fixed else [],
+                torch=torch.__version__,
+            )
         )
     except Exception as exc:
         traceback.print_exc()
-        events.emit("failed", reason=classify(exc, "build" if phase == "build" else "run"), message=f"{exc}"[:2000])
+        events.emit(
+            Failure(reason=classify(exc, "build" if phase == "build" else "run"), message=f"{exc}"[:2000], phase=phase)
+        )
         return 1
     return 0
 
@@ -199,7 +204,7 @@ def _timed_compile(
     model: nn.Module, step: StepRunner, optimizer: Any, fixed: list[Any], device: Device, events: Any
 ) -> dict[str, Any]:
     """Plain torch.compile over the fixed batches: its compile time (the first pass less a second one) and its split."""
-    events.emit("phase", phase="compile")
+    events.emit(PhaseChange(phase="compile"))
     torch._dynamo.reset()
     clear_compilation_metrics()
     compiled = compiled_as_generated(model)

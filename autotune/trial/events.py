@@ -2,6 +2,7 @@
 
 The worker writes one JSON object per line, flushed at once, so the parent sees each
 phase, window and result as it happens and can stop the trial between any two of them.
+Each line is a typed record of `autotune.trial.records` in its versioned wire form.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
+
+from autotune.trial.records import WireRecord, event_line, parse_event
 
 __all__ = [
     "COMMAND_FD_VARIABLE",
@@ -48,19 +51,10 @@ class Events:
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
 
-    def emit(self, event: str, **fields: Any) -> None:
-        """Write one event with a timestamp."""
-        self.stream.write(json.dumps({"event": event, "time": time.time(), **fields}) + "\n")
+    def emit(self, record: WireRecord) -> None:
+        """Write one record as an event line, with the wire version and a timestamp."""
+        self.stream.write(event_line(record, time.time()) + "\n")
         self.stream.flush()
-
-
-def parse_event(line: bytes) -> dict[str, Any] | None:
-    """One event from a line the worker wrote, or None for anything else (a stray print, a partial line)."""
-    try:
-        event = json.loads(line)
-    except ValueError:
-        return None
-    return event if isinstance(event, dict) and "event" in event else None
 
 
 def die_with_parent() -> None:

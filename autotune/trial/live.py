@@ -38,11 +38,29 @@ from autotune.trial.events import (
     HOLD_VARIABLE,
     PARENT_PID_VARIABLE,
     PAUSE_FD_VARIABLE,
-    parse_event,
 )
 from autotune.trial.gate import GateClosed, MeasurementGate, Member, overlap_seconds
 from autotune.trial.guard import process_guard
-from autotune.trial.request import Protocol, TrialRequest, TrialRun
+from autotune.trial.records import (
+    CacheLoaded,
+    CacheSaved,
+    Compiled,
+    DoctorFindings,
+    EnvironmentReport,
+    Event,
+    Failure,
+    FreshPass,
+    Held,
+    Pausable,
+    Paused,
+    PhaseChange,
+    ReadyReport,
+    ResultReport,
+    Window,
+    WireRecord,
+    parse_event,
+)
+from autotune.trial.request import CompileStops, Protocol, TrialRequest, TrialRun
 
 __all__ = ["WORKDIR_PREFIX", "LiveWorker", "Monitor", "oom_kills"]
 
@@ -51,7 +69,7 @@ WORKDIR_PREFIX = "autotune-trial-"
 STDERR_TAIL_LINES = 25
 MAX_PASSES = 64
 """Passes over its slice a window makes at most, for a subject far faster than the slowest."""
-Monitor = Callable[[dict[str, Any] | None], str | None]
+Monitor = Callable[[Event | None], str | None]
 """Called with each event (and with None about once a second); a returned string stops the trial as PRUNED."""
 
 
@@ -137,7 +155,7 @@ class LiveWorker:
 
     def passes_for(self, batches: int, window_seconds: float) -> int:
         """Passes over a slice of `batches` that last about `window_seconds` at this worker's settle rate."""
-        rate = float(self.run.ready.get("batches_per_second") or 0.0)
+        rate = self.run.ready.batches_per_second if self.run.ready is not None else 0.0
         return max(1, min(MAX_PASSES, round(window_seconds * rate / max(batches, 1))))
 
     @property
@@ -152,35 +170,40 @@ class LiveWorker:
 
     def until_ready(self) -> bool:
         """Follow the worker until it is ready; False when it failed, ended or was stopped before."""
-        return self.follow({"ready"}, self.request.timeout) is not None
+        return self.follow({ReadyReport}, self.request.timeout) is not None
 
     def until_held(self) -> bool:
         """Follow a worker started with `hold` until it has imported and waits; False when it failed or ended."""
-        return self.follow({"held"}, self.request.timeout) is not None
+        return self.follow({Held}, self.request.timeout) is not None
 
     def release(self) -> bool:
         """Let a held worker go on to build, compile and settle; False when it is gone."""
         return self._send({"do": "go"})
 
-    def window(self, index: int, start: int, count: int, passes: int = 1) -> dict[str, Any] | None:
-        """Measure one window: `passes` passes over stream batches start .. start+count-1; its event, or None."""
+    def window(self, index: int, start: int, count: int, passes: int = 1) -> Window | None:
+        """Measure one window: `passes` passes over stream batches start .. start+count-1; its record, or None."""
         if not self._send({"do": "window", "index": index, "start": start, "count": count, "passes": passes}):
             return None
-        return self.follow({"window"}, self.request.timeout)
+        found = self.follow({Window}, self.request.timeout)
+        return found if isinstance(found, Window) else None
 
-    def stream(self) -> dict[str, Any] | None:
-        """One timed pass over the whole fresh stream (it fills the subject's cache); its event, or None."""
+    def stream(self) -> FreshPass | None:
+        """One timed pass over the whole fresh stream (it fills the subject's cache); its record, or None."""
         if not self._send({"do": "stream"}):
             return None
-        return self.follow({"fresh"}, self.request.timeout)
+        found = self.follow({FreshPass}, self.request.timeout)
+        return found if isinstance(found, FreshPass) else None
 
-    def follow(self, until: Collection[str], limit: float) -> dict[str, Any] | None:
-        """Read events until one of a kind in `until` (returned), or the run ends, is stopped or runs out of time."""
+    def follow(self, until: Collection[type[WireRecord]], limit: float) -> WireRecord | None:
+        """Read records until one of a type in `until` (returned), or the run ends, is stopped or runs out of time.
+
+        A line of another wire version, or a record that does not parse, raises `RecordError`.
+        """
         deadline_base = time.monotonic()
         held_base = self._standing()
         while not self.stop_reason:
             if self._standing() > self.held:
-                self.stop_reason = self.monitor({"event": "paused", "seconds": self._standing() - self.held})
+                self.stop_reason = self.monitor(Event(Paused(seconds=self._standing() - self.held)))
                 self.held = self._standing()
                 if self.stop_reason:
                     return None
@@ -207,27 +230,28 @@ class LiveWorker:
                 self._take(event)
                 if self.stop_reason:
                     return None
-                if event["event"] == "failed":
+                if isinstance(event.record, Failure):
                     return None
-                if event["event"] in until and found is None:
-                    found = event
+                if type(event.record) in until and found is None:
+                    found = event.record
             if found is not None:
                 return found
         return None
 
-    def _take(self, event: dict[str, Any]) -> None:
-        if event["event"] == "phase":
+    def _take(self, event: Event) -> None:
+        record = event.record
+        if isinstance(record, PhaseChange):
             # When the worker entered the phase, not when this process read it: a worker stopped
             # right after it said "ready" is read much later, and that wait is no part of settling.
-            late = max(0.0, time.time() - float(event.get("time") or time.time()))
+            late = max(0.0, time.time() - event.time)
             now = time.monotonic() - late
             self.run.phase_seconds[self.phase] = self.run.phase_seconds.get(self.phase, 0.0) + now - self.phase_started
-            self.phase, self.phase_started = event["phase"], now
-        if event["event"] == "compiled" and self.gate is not None and self.member is not None:
-            _without_stops(self.gate, self.member, event)
-        if event["event"] == "pausable" and self.member is not None:
+            self.phase, self.phase_started = record.phase, now
+        if isinstance(record, Compiled) and self.gate is not None and self.member is not None:
+            self.run.compile_stops = _without_stops(self.gate, self.member, record)
+        if isinstance(record, Pausable) and self.member is not None:
             self.member.pausable = True
-        _absorb(self.run, event)
+        _absorb(self.run, record)
         self.stop_reason = self.monitor(event)
 
     # -- turns -----------------------------------------------------------------------------------
@@ -258,7 +282,7 @@ class LiveWorker:
         """The run so far, as if it ended now: complete once ready (and not failed), with its windows and stream pass."""
         run = copy.deepcopy(self.run)
         run.wall_seconds = time.monotonic() - self.started
-        if run.ready and not run.reason:
+        if run.ready is not None and not run.reason:
             run.state = "complete"
         return run
 
@@ -268,7 +292,7 @@ class LiveWorker:
         """Tell the worker to end (after one pass over the stream, with `stream`), collect its result, clean up."""
         self.resume()
         if self.alive and not self.stop_reason and self._send({"do": "end", "stream": stream}):
-            self.follow({"result"}, self.request.timeout)
+            self.follow({ResultReport, DoctorFindings}, self.request.timeout)
         return self._finish()
 
     def kill(self) -> TrialRun:
@@ -327,7 +351,7 @@ def _outcome(worker: LiveWorker, returncode: int | None) -> TrialRun:
             run.state, run.reason, run.message = "failed", "killed", f"stopped by the search in phase '{phase}'"
     elif worker.stop_reason:
         run.state, run.reason, run.message = "pruned", "pruned", worker.stop_reason
-    elif run.result and returncode == 0 and not run.reason:
+    elif (run.result is not None or run.findings is not None) and returncode == 0 and not run.reason:
         run.state = "complete"
     elif not run.reason:
         run.state, run.reason = "failed", "crash"
@@ -352,43 +376,47 @@ def _died(worker: LiveWorker, returncode: int | None) -> str:
     return f"the worker exited with code {returncode} in phase '{phase}' without a result"
 
 
-def _without_stops(gate: MeasurementGate, member: Member, event: dict[str, Any]) -> None:
+def _without_stops(gate: MeasurementGate, member: Member, compiled: Compiled) -> CompileStops:
     """A gated worker's compile time, without the time it stood stopped while another worker measured."""
-    if not isinstance(event.get("compile_span"), list):
-        return
-    start, end = (float(t) for t in event["compile_span"])
+    start, end = compiled.compile_span
     stopped = overlap_seconds(member.paused, (start, end))
     beside = gate.beside(member, (start, end))
-    if isinstance(event.get("check_span"), list):
+    if compiled.check_span is not None:
         # The accuracy check's eager reference is not compile time, stopped or beside another.
-        check = tuple(float(t) for t in event["check_span"])
-        stopped -= overlap_seconds(member.paused, (check[0], check[1]))
-        beside -= gate.beside(member, (check[0], check[1]))
-    compile_seconds = max(float(event.get("compile_seconds", 0.0)) - stopped, 0.0)
-    event["compile_seconds"] = compile_seconds
-    event["compile_paused_seconds"] = round(stopped, 3)
-    event["compile_concurrent_seconds"] = round(min(max(beside, 0.0), compile_seconds), 3)
+        check_start, check_end = compiled.check_span
+        stopped -= overlap_seconds(member.paused, (check_start, check_end))
+        beside -= gate.beside(member, (check_start, check_end))
+    compile_seconds = max(compiled.compile_seconds - stopped, 0.0)
+    return CompileStops(
+        compile_seconds=compile_seconds,
+        compile_paused_seconds=round(stopped, 3),
+        compile_concurrent_seconds=round(min(max(beside, 0.0), compile_seconds), 3),
+    )
 
 
-def _absorb(run: TrialRun, event: dict[str, Any]) -> None:
-    kind = event["event"]
-    if kind == "window" and int(event.get("index", 0)) >= 0:
-        run.windows.append(event)  # a calibration window (index -1) times a step, and counts for nothing else
-    elif kind == "compiled":
-        run.compiled = event
-    elif kind == "ready":
-        # The corrected compile time of a worker that shared its device is the one of its "compiled" event.
-        run.ready = {**event, **{k: v for k, v in run.compiled.items() if k.startswith("compile_")}}
-    elif kind == "environment":
-        run.environment = event.get("environment", {})
-    elif kind == "cache":
-        run.cache.update({k: v for k, v in event.items() if k not in ("event", "time")})
-    elif kind == "fresh":
-        run.fresh = event
-    elif kind == "result":
-        run.result = {**event, **{k: v for k, v in run.compiled.items() if k.startswith("compile_")}}
-    elif kind == "failed":
-        run.state, run.reason, run.message = "failed", str(event.get("reason")), str(event.get("message"))
+def _absorb(run: TrialRun, record: WireRecord) -> None:
+    """Keep what a record says in the run: the records themselves, never changed."""
+    if isinstance(record, Window):
+        if record.index >= 0:  # a calibration window (index -1) times a step, and counts for nothing else
+            run.windows.append(record)
+    elif isinstance(record, Compiled):
+        run.compiled = record
+    elif isinstance(record, ReadyReport):
+        run.ready = record
+    elif isinstance(record, EnvironmentReport):
+        run.environment = record.environment
+    elif isinstance(record, CacheLoaded):
+        run.cache_loaded = record
+    elif isinstance(record, CacheSaved):
+        run.cache_saved = record
+    elif isinstance(record, FreshPass):
+        run.fresh = record
+    elif isinstance(record, ResultReport):
+        run.result = record
+    elif isinstance(record, DoctorFindings):
+        run.findings = record
+    elif isinstance(record, Failure):
+        run.state, run.reason, run.message = "failed", record.reason, record.message
 
 
 def _payload(request: TrialRequest, workdir: Path) -> dict[str, Any]:

@@ -1,18 +1,29 @@
 """What crosses the boundary of a trial process: the request, the measuring protocol, and the run's record.
 
-`TrialRequest` goes to the worker (as JSON), `TrialRun` collects what the worker reported,
-and `RunRecord` is the plain figures of one run that studies, reports and the measurement
-campaign keep (`to_dict`/`from_dict`, JSON-safe). Nothing here imports torch or Optuna.
+`TrialRequest` goes to the worker (as JSON), `TrialRun` collects the typed records the worker
+reported (`autotune.trial.records`), and `RunRecord` is the plain figures of one run that
+studies, reports and the measurement campaign keep (`to_dict`/`from_dict`, JSON-safe).
+Nothing here imports torch or Optuna.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from autotune.errors import ConfigError
+from autotune.trial.records import (
+    CacheLoaded,
+    CacheSaved,
+    Compiled,
+    DoctorFindings,
+    FreshPass,
+    ReadyReport,
+    ResultReport,
+    Window,
+)
 
 __all__ = [
     "PROBE_SLOWDOWN",
@@ -118,20 +129,29 @@ class TrialRun:
     state: str
     reason: str = ""
     message: str = ""
-    ready: dict[str, Any] = field(default_factory=dict)
-    """The worker's "ready" event: compiled, checked, warmed up and settled on the fixed batches."""
-    result: dict[str, Any] = field(default_factory=dict)
-    compiled: dict[str, Any] = field(default_factory=dict)
-    windows: list[dict[str, Any]] = field(default_factory=list)
+    ready: ReadyReport | None = None
+    """The worker's "ready" record: compiled, checked, warmed up and settled on the fixed batches (its batch rate
+    possibly replaced by the parent's calibration)."""
+    result: ResultReport | None = None
+    """The worker's last word on a run it measured."""
+    findings: DoctorFindings | None = None
+    """The compile doctor's last word, instead of a result."""
+    compiled: Compiled | None = None
+    """The worker's "compiled" record, its compile time as the worker measured it."""
+    compile_stops: CompileStops | None = None
+    """A worker that shared its device: its compile time without the time it stood stopped (the parent's view)."""
+    windows: list[Window] = field(default_factory=list)
     """Each window the worker measured on a slice of the fresh stream, in order."""
-    fresh: dict[str, Any] = field(default_factory=dict)
+    fresh: FreshPass | None = None
     """A timed pass over the whole stream (a first run's): recompiles of the stream's new shapes, counted and timed."""
     environment: dict[str, Any] = field(default_factory=dict)
     stderr_tail: str = ""
     wall_seconds: float = 0.0
     phase_seconds: dict[str, float] = field(default_factory=dict)
-    cache: dict[str, Any] = field(default_factory=dict)
-    """What the worker said about a compile cache it loaded or saved."""
+    cache_loaded: CacheLoaded | None = None
+    """What the worker said about a compile cache it loaded."""
+    cache_saved: CacheSaved | None = None
+    """What the worker said about the compile cache it saved (or could not)."""
     paused_seconds: float = 0.0
     """Wall time the worker spent stopped by its parent (not part of any figure)."""
     measured_between: list[float] = field(default_factory=list)
@@ -156,17 +176,59 @@ class TrialRun:
             values["warm"] = True
         if any(self.quiet_pauses):
             values["quiet_pauses"] = list(self.quiet_pauses)
-        for source in (self.compiled, self.ready, self.result):
-            values.update({k: v for k, v in source.items() if k in _FIGURES})
+        values.update(self._reported())
         if self.windows:
             values.update(window_figures(self.windows, self.ready))
-        values.update({k: v for k, v in self.fresh.items() if k.startswith("fresh_")})
+        if self.fresh is not None:
+            values.update(self.fresh.figures())
         if self.state == "failed":
             values["stderr_tail"] = self.stderr_tail[-3000:]
         return RunRecord.from_dict(values)
 
+    def _reported(self) -> dict[str, Any]:
+        """The figures of the worker's compiled, ready and result records, later ones over earlier ones.
 
-def window_figures(windows: list[dict[str, Any]], ready: Mapping[str, Any]) -> dict[str, Any]:
+        The compile figures are the compiled record's, with the parent's correction for a
+        worker that stood stopped while compiling.
+        """
+        values: dict[str, Any] = {}
+        if self.compiled is not None:
+            compiled = self.compiled.to_json()
+            values.update({k: v for k, v in compiled.items() if k in _FIGURES})
+            values.update(self.compiled.counts.figures())
+        if self.compile_stops is not None:
+            values.update(self.compile_stops.figures())
+        for report in (self.ready, self.result):
+            if report is not None:
+                values.update({k: v for k, v in report.to_json().items() if k in _FIGURES})
+                values.update(report.counts.figures())
+        return values
+
+    @property
+    def compile_seconds(self) -> float | None:
+        """The run's compile time: the compiled record's, less the time a sharing worker stood stopped."""
+        if self.compile_stops is not None:
+            return self.compile_stops.compile_seconds
+        return self.compiled.compile_seconds if self.compiled is not None else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompileStops:
+    """The parent's correction of a sharing worker's compile time: the time it stood stopped, left out."""
+
+    compile_seconds: float
+    """The worker's compile time less the time it stood stopped."""
+    compile_paused_seconds: float
+    """Seconds the compile stood stopped while another worker of the device measured."""
+    compile_concurrent_seconds: float
+    """Seconds of the compile during which another worker of the device ran too."""
+
+    def figures(self) -> dict[str, float]:
+        """Plain data, as a run's record keeps it."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def window_figures(windows: Sequence[Window], ready: ReadyReport | None) -> dict[str, Any]:
     """A run's throughput from its windows on slices of the fresh stream: one pass over the stream, recompiles included.
 
     Steps that compiled something are timed apart: the steady rate comes from the others,
@@ -174,28 +236,29 @@ def window_figures(windows: list[dict[str, Any]], ready: Mapping[str, Any]) -> d
     stream once pays them. So the figure means the same however many windows ran, and the
     windows' drift, which hits every subject of a block alike, stays paired.
     """
-    seconds = sum(float(w["seconds"]) for w in windows)
-    samples = sum(int(w["samples"]) for w in windows)
-    batches = sum(int(w["batches"]) for w in windows)
-    compiling = sum(float(w.get("compile_seconds", 0.0)) for w in windows)
+    seconds = sum(w.seconds for w in windows)
+    samples = sum(w.samples for w in windows)
+    batches = sum(w.batches for w in windows)
+    compiling = sum(w.compile_seconds for w in windows)
     steady_seconds = seconds - compiling
-    steady_samples = samples - sum(int(w.get("compile_samples", 0)) for w in windows)
-    steady_batches = batches - sum(int(w.get("compile_batches", 0)) for w in windows)
+    steady_samples = samples - sum(w.compile_samples for w in windows)
+    steady_batches = batches - sum(w.compile_batches for w in windows)
     figures: dict[str, Any] = {
-        "windows": [round(int(w["samples"]) / float(w["seconds"]), 4) for w in windows],
-        "window_probe_ms": [round(float(w.get("probe_seconds", 0.0)) * 1e3, 3) for w in windows],
-        "window_recompiles": [int(w.get("recompiles", 0)) for w in windows],
-        "fresh_recompiles": sum(int(w.get("recompiles", 0)) for w in windows),
+        "windows": [round(w.samples / w.seconds, 4) for w in windows],
+        "window_probe_ms": [round(w.probe_seconds * 1e3, 3) for w in windows],
+        "window_recompiles": [w.recompiles for w in windows],
+        "fresh_recompiles": sum(w.recompiles for w in windows),
         "fresh_compile_seconds": round(compiling, 4),
-        "load": [float(w["load"]) for w in windows if w.get("load") is not None][-1:],
+        "load": [w.load for w in windows if w.load is not None][-1:],
     }
     if steady_seconds <= 0 or steady_samples <= 0:
         return figures  # every step compiled: no steady rate to speak of
     steady_sps, steady_bps = steady_samples / steady_seconds, steady_batches / steady_seconds
-    stream_samples = int(ready.get("stream_samples") or samples)
-    stream_batches = int(ready.get("stream_batches") or batches)
-    rates = [int(w["samples"]) / float(w["seconds"]) for w in windows if not w.get("recompiles")]
-    others = [float(w["others"]) for w in windows if w.get("others") is not None]
+    # Without a ready record (windows and nothing else), the windows themselves are the stream.
+    stream_samples = (ready.stream_samples if ready is not None else 0) or samples
+    stream_batches = (ready.stream_batches if ready is not None else 0) or batches
+    rates = [w.samples / w.seconds for w in windows if not w.recompiles]
+    others = [w.others for w in windows if w.others is not None]
     figures.update(
         {
             "steady_samples_per_second": steady_sps,

@@ -40,7 +40,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -76,6 +76,22 @@ from autotune.trial.measure import (
     watch_cuda_graph_recordings,
     working_dtype,
 )
+from autotune.trial.records import (
+    CacheLoaded,
+    CacheSaved,
+    Compiled,
+    DynamoCounts,
+    EnvironmentReport,
+    Failure,
+    FreshPass,
+    Held,
+    Pausable,
+    PhaseChange,
+    ReadyReport,
+    ResultReport,
+    SettleWindow,
+    Window,
+)
 from autotune.trial.request import Protocol, noisy_reason
 from autotune.workload import Workload, preimport, resolve, samples_in
 
@@ -96,18 +112,18 @@ def main(argv: list[str] | None = None) -> int:
     """Run the trial described by the request file; returns 0 when it completed, 1 when it failed."""
     request, events = open_request(argv)
     if answer_pauses(parse_device(str(request.get("device", "cpu")))):
-        events.emit("pausable")
+        events.emit(Pausable())
     if not hold(request, events):
         return 1
     trial = Trial(request, events)
     try:
         trial.run()
     except TrialFailure as failure:
-        events.emit("failed", reason=failure.reason, message=str(failure), phase=trial.phase)
+        events.emit(Failure(reason=failure.reason, message=str(failure), phase=trial.phase))
         return 1
     except Exception as exc:
         traceback.print_exc()
-        events.emit("failed", reason=classify(exc, trial.phase), message=_one_line(exc), phase=trial.phase)
+        events.emit(Failure(reason=classify(exc, trial.phase), message=_one_line(exc), phase=trial.phase))
         return 1
     return 0
 
@@ -123,8 +139,8 @@ def hold(request: Mapping[str, Any], events: Events) -> bool:
     if not os.environ.get(HOLD_VARIABLE) or not os.environ.get(COMMAND_FD_VARIABLE):
         return True
     preimport(str(request.get("spec")))  # a module that fails to import fails again, and is classified, in build
-    events.emit("phase", phase="held")
-    events.emit("held")
+    events.emit(PhaseChange(phase="held"))
+    events.emit(Held())
     return wait_for_go()
 
 
@@ -135,7 +151,6 @@ class Trial:
     request: dict[str, Any]
     events: Events
     phase: str = "build"
-    figures: dict[str, Any] = field(default_factory=dict)
 
     def run(self) -> None:
         """Build, check, compile, settle; say ready; then measure windows until told to end."""
@@ -146,7 +161,7 @@ class Trial:
         # The phase first: the parent may stop the worker as soon as it reads "ready", and a phase
         # said after that stop would count the stop as settling.
         self._set_phase("ready")
-        self.events.emit("ready", **self.ready)
+        self.events.emit(self.ready)
         commands = command_channel()
         if commands is None:  # nobody to command it: a one-shot run, which ends with its stream
             self._end(stream=True)
@@ -167,44 +182,45 @@ class Trial:
         """Windows on the fixed batches until `settle_windows` of them compiled nothing; the ready event's figures."""
         self._set_phase("settle")
         settle, redone = settle_windows(self)
-        rates = [w["samples_per_second"] for w in settle]
-        self.ready = {
-            **self.figures,
-            "settle_windows": rates,
-            "settle_passes": settle[0]["passes"],
-            "windows_redone": redone,
-            "steady_samples_per_second": statistics.median(rates),
-            "samples_per_second": statistics.median(rates),
-            "batches_per_second": statistics.median(w["batches_per_second"] for w in settle),
-            "stream_samples": sum(samples_in(b) for b in self.stream),
-            "stream_batches": len(self.stream),
-            "threads": torch.get_num_threads(),
-            "device_free_mb": self.device.free_memory_mb(),
-            **dynamo_counts(),
-        }
+        rates = [w.samples_per_second for w in settle]
+        self.ready = ReadyReport(
+            settle_windows=rates,
+            settle_passes=settle[0].passes,
+            windows_redone=redone,
+            steady_samples_per_second=statistics.median(rates),
+            samples_per_second=statistics.median(rates),
+            batches_per_second=statistics.median(w.batches_per_second for w in settle),
+            stream_samples=sum(samples_in(b) for b in self.stream),
+            stream_batches=len(self.stream),
+            threads=torch.get_num_threads(),
+            device_free_mb=self.device.free_memory_mb(),
+            counts=DynamoCounts(**dynamo_counts()),
+        )
 
     def _end(self, *, stream: bool) -> None:
         """Optionally one pass over the whole stream, save the compile cache if asked, and send the result."""
         probe_before = self.device.calibration_probe()
-        fresh = fresh_stream(self) if stream and self.fresh else {}
+        fresh = fresh_stream(self) if stream and self.fresh else None
         probe_after = self.device.calibration_probe()
         load_after, cpu_after = load_average(), cpu_times()
         if self.generated is not None and self.request.get("save_cache_path"):
             saved = compile_cache.save_compile_cache(self.request["save_cache_path"], str(self.device))
-            self.events.emit("cache", **saved)
-        figures = {**self.ready, **dynamo_counts()}
-        figures.update({k: v for k, v in fresh.items() if k in ("samples_per_second", "batches_per_second")})
+            self.events.emit(CacheSaved(**saved))
+        # The stream pass's rate is the run's; without one, the settle windows' (the fresh_* figures are in its event).
+        rates = fresh if fresh is not None else self.ready
         self.events.emit(
-            "result",
-            **figures,
-            **{k: v for k, v in fresh.items() if k.startswith("fresh_")},
-            peak_memory_mb=self.device.peak_memory_mb(),
-            peak_reserved_mb=self.device.peak_reserved_mb(),
-            memory_kind=self.device.memory_kind,
-            probe_seconds=[probe_before, probe_after],
-            load=[v for v in (self.load_before, load_after) if v is not None],
-            steal=steal_share(self.cpu_before, cpu_after),
-            noisy=noisy_reason([probe_before, probe_after], figures["settle_windows"]),
+            ResultReport(
+                samples_per_second=rates.samples_per_second,
+                batches_per_second=rates.batches_per_second,
+                counts=DynamoCounts(**dynamo_counts()),
+                peak_memory_mb=self.device.peak_memory_mb(),
+                peak_reserved_mb=self.device.peak_reserved_mb(),
+                memory_kind=self.device.memory_kind,
+                probe_seconds=[probe_before, probe_after],
+                load=[v for v in (self.load_before, load_after) if v is not None],
+                steal=steal_share(self.cpu_before, cpu_after),
+                noisy=noisy_reason([probe_before, probe_after], self.ready.settle_windows),
+            )
         )
 
     # -- building -------------------------------------------------------------------------------
@@ -225,7 +241,7 @@ class Trial:
         # Windows take slices of the fresh stream; without one, of the fixed batches.
         self.stream = self.fresh or self.batches
         self.model = self.workload.model.to(self.device.torch_device)
-        self.events.emit("environment", environment=environment.fingerprint(str(self.device)))
+        self.events.emit(EnvironmentReport(environment=environment.fingerprint(str(self.device))))
         source = self.request.get("source")
         path = self.request.get("source_path", "apply_compilation.py")
         self.generated = codegen.load_module(source, path) if source else None
@@ -239,7 +255,7 @@ class Trial:
 
     def _set_phase(self, phase: str) -> None:
         self.phase = phase
-        self.events.emit("phase", phase=phase)
+        self.events.emit(PhaseChange(phase=phase))
 
     # -- compiling ------------------------------------------------------------------------------
 
@@ -261,7 +277,7 @@ class Trial:
         if self.generated is not None and self.request.get("load_cache_path"):
             # Loading the artifacts is part of what a warm start costs, so it is inside the compile clock.
             loaded = self.generated.load_compile_cache(self.request["load_cache_path"])
-            self.events.emit("cache", loaded=dict(loaded), load_seconds=time.perf_counter() - started)
+            self.events.emit(CacheLoaded(loaded=dict(loaded), load_seconds=time.perf_counter() - started))
         if self.generated is not None:
             self.model, self.optimizer = self.generated.apply_compilation(self.model, self.optimizer)
         check_started = time.time()
@@ -276,19 +292,21 @@ class Trial:
         if self.generated is not None:
             self.generated.finish_warmup()
         compile_seconds = max(settled_at - started - excluded, 0.0) if self.generated is not None else 0.0
-        self.figures = {
-            "compile_seconds": compile_seconds,
-            "warmup_passes": passes,
+        compiled = Compiled(
+            compile_seconds=compile_seconds,
+            warmup_passes=passes,
             # Compiling (max-autotune's benchmark buffers, CUDA-graph recording) may need more than the steps
             # do: its peak is kept apart, and the steady peak counts from here on.
-            "compile_peak_memory_mb": self.device.peak_memory_mb(),
-            "compile_peak_reserved_mb": self.device.peak_reserved_mb(),
-            "compile_split": compile_split(),
-        }
+            compile_peak_memory_mb=self.device.peak_memory_mb(),
+            compile_peak_reserved_mb=self.device.peak_reserved_mb(),
+            compile_split=compile_split(),
+            # Wall-clock spans, so that a parent that stopped this process for a while can leave that out.
+            compile_span=[started_epoch, started_epoch + settled_at - started],
+            check_span=check_span,
+            counts=DynamoCounts(**dynamo_counts()),
+        )
         self.device.reset_peak_memory()
-        # Wall-clock spans, so that a parent that stopped this process for a while can leave that out.
-        spans = {"compile_span": [started_epoch, started_epoch + settled_at - started], "check_span": check_span}
-        self.events.emit("compiled", **self.figures, **spans, **dynamo_counts())
+        self.events.emit(compiled)
 
     def _warm_up(self) -> tuple[float, int]:
         """Passes over the fixed batches until one compiles nothing; (clock when the last compiling pass ended, passes)."""
@@ -313,7 +331,7 @@ class Trial:
             self.step(self.model, self.optimizer, self.prepare(batch))
 
 
-def settle_windows(trial: Trial) -> tuple[list[dict[str, Any]], int]:
+def settle_windows(trial: Trial) -> tuple[list[SettleWindow], int]:
     """Windows on the fixed batches until `settle_windows` compiled nothing; (those windows, how many were redone).
 
     A window in which anything compiled is measured again: a ready subject has stopped
@@ -324,7 +342,7 @@ def settle_windows(trial: Trial) -> tuple[list[dict[str, Any]], int]:
     clock.start()
     trial.run_pass(trial.batches)
     passes = min(MAX_PASSES_PER_WINDOW, max(1, math.ceil(trial.protocol.window_seconds / max(clock.elapsed(), 1e-6))))
-    windows: list[dict[str, Any]] = []
+    windows: list[SettleWindow] = []
     redone = 0
     while len(windows) < trial.protocol.settle_windows:
         frames = frames_compiled()
@@ -337,19 +355,19 @@ def settle_windows(trial: Trial) -> tuple[list[dict[str, Any]], int]:
             if redone > trial.protocol.settle_windows + 2:
                 raise TrialFailure("unsettled", "kept compiling while measuring the same batches")
             continue
-        window = {
-            "index": len(windows),
-            "seconds": seconds,
-            "passes": passes,
-            "samples_per_second": samples * passes / seconds,
-            "batches_per_second": len(trial.batches) * passes / seconds,
-        }
+        window = SettleWindow(
+            index=len(windows),
+            seconds=seconds,
+            passes=passes,
+            samples_per_second=samples * passes / seconds,
+            batches_per_second=len(trial.batches) * passes / seconds,
+        )
         windows.append(window)
-        trial.events.emit("settle", **window)
+        trial.events.emit(window)
     return windows, redone
 
 
-def measure_window(trial: Trial, index: int, slice_: tuple[int, int], passes: int = 1) -> dict[str, Any]:
+def measure_window(trial: Trial, index: int, slice_: tuple[int, int], passes: int = 1) -> Window:
     """Time `passes` passes over a slice (start, count) of the stream (modulo its length); the probe just before.
 
     Every subject of a block gets the same slice; a fast one passes over it more often, so
@@ -364,20 +382,20 @@ def measure_window(trial: Trial, index: int, slice_: tuple[int, int], passes: in
     trial.device.synchronize()
     started = time.perf_counter()
     compile_seconds, compile_samples, compile_batches = run_steps(trial, batches)
-    window = {
-        "index": index,
-        "seconds": time.perf_counter() - started,
-        "samples": sum(samples_in(b) for b in batches),
-        "batches": len(batches),
-        "recompiles": frames_compiled() - frames_before,
-        "compile_seconds": compile_seconds,
-        "compile_samples": compile_samples,
-        "compile_batches": compile_batches,
-        "probe_seconds": probe,
-        "others": others_share(use_before, cpu_use()),
-        "load": load_average(),
-    }
-    trial.events.emit("window", **window)
+    window = Window(
+        index=index,
+        seconds=time.perf_counter() - started,
+        samples=sum(samples_in(b) for b in batches),
+        batches=len(batches),
+        recompiles=frames_compiled() - frames_before,
+        compile_seconds=compile_seconds,
+        compile_samples=compile_samples,
+        compile_batches=compile_batches,
+        probe_seconds=probe,
+        others=others_share(use_before, cpu_use()),
+        load=load_average(),
+    )
+    trial.events.emit(window)
     return window
 
 
@@ -411,7 +429,7 @@ def run_steps(trial: Trial, batches: list[Any]) -> tuple[float, int, int]:
     return seconds, samples, count
 
 
-def fresh_stream(trial: Trial) -> dict[str, Any]:
+def fresh_stream(trial: Trial) -> FreshPass:
     """One pass over the fresh batches, timed as a whole: a first run's figure, the compiles of new shapes included."""
     frames_before = frames_compiled()
     fresh = whole_steps(trial.fresh, trial)
@@ -420,14 +438,14 @@ def fresh_stream(trial: Trial) -> dict[str, Any]:
     started = time.perf_counter()
     compiling_seconds, _, _ = run_steps(trial, fresh)
     elapsed = time.perf_counter() - started
-    figures = {
-        "samples_per_second": samples / elapsed,
-        "batches_per_second": len(fresh) / elapsed,
-        "fresh_batches": len(fresh),
-        "fresh_recompiles": frames_compiled() - frames_before,
-        "fresh_compile_seconds": compiling_seconds,
-    }
-    trial.events.emit("fresh", **figures)
+    figures = FreshPass(
+        samples_per_second=samples / elapsed,
+        batches_per_second=len(fresh) / elapsed,
+        fresh_batches=len(fresh),
+        fresh_recompiles=frames_compiled() - frames_before,
+        fresh_compile_seconds=compiling_seconds,
+    )
+    trial.events.emit(figures)
     return figures
 
 

@@ -5,7 +5,7 @@
 FOLDER/ticks-PID every 10 ms, so a test sees exactly when it ran; it counts only the time
 it ran, so a pause makes its compile take longer by the clock. It then says it is ready and,
 told to end with its stream pass (which its parent does in the device's turn), "measures" by
-sleeping, and reports the measurement's start and end in its result. A "deaf" one says it can
+sleeping, and writes the measurement's start and end to FOLDER/measured-PID. A "deaf" one says it can
 be paused quietly but ignores the SIGTSTP that asks it to, as a worker stuck in a long C call would.
 """
 
@@ -17,6 +17,8 @@ import sys
 import time
 
 from autotune.trial.events import command_channel, open_request
+from autotune.trial.records import FreshPass, Pausable, PhaseChange
+from tests import fake_records
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,8 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     compile_seconds, measure_seconds, folder, *flags = request["spec"].split(",")
     if "deaf" in flags:
         signal.signal(signal.SIGTSTP, signal.SIG_IGN)
-        events.emit("pausable")
-    events.emit("phase", phase="compile")
+        events.emit(Pausable())
+    events.emit(PhaseChange(phase="compile"))
     started = time.time()
     ran, last = 0.0, time.monotonic()
     with open(os.path.join(folder, f"ticks-{os.getpid()}"), "w") as ticks:
@@ -37,23 +39,27 @@ def main(argv: list[str] | None = None) -> int:
             ticks.write(f"{time.time()}\n")
             ticks.flush()
     settled = time.time()
-    events.emit("compiled", compile_seconds=settled - started, compile_span=[started, settled], check_span=None)
-    events.emit("ready", compile_seconds=settled - started, settle_windows=[1.0])
-    events.emit("phase", phase="ready")
+    events.emit(fake_records.compiled(compile_seconds=settled - started, compile_span=[started, settled]))
+    events.emit(fake_records.ready(settle_windows=[1.0]))
+    events.emit(PhaseChange(phase="ready"))
     for command in command_channel() or [{"do": "end", "stream": True}]:
         if command.get("do") == "end":
             break
-    events.emit("phase", phase="measure")
+    events.emit(PhaseChange(phase="measure"))
     measure_started = time.time()
     time.sleep(float(measure_seconds))
-    events.emit("fresh", fresh_batches=1)
+    with open(os.path.join(folder, f"measured-{os.getpid()}"), "w") as measured:
+        measured.write(f"{measure_started} {time.time()}\n")
     events.emit(
-        "result",
-        samples_per_second=1.0,
-        batches_per_second=1.0,
-        compile_seconds=settled - started,
-        measured=[measure_started, time.time()],
+        FreshPass(
+            samples_per_second=1.0,
+            batches_per_second=1.0,
+            fresh_batches=1,
+            fresh_recompiles=0,
+            fresh_compile_seconds=0.0,
+        )
     )
+    events.emit(fake_records.result(samples_per_second=1.0, batches_per_second=1.0))
     return 0
 
 

@@ -23,6 +23,7 @@ from autotune.runtime.limits import printable
 from autotune.study.doctor._compile_time import compile_time_lines
 from autotune.study.doctor._hints import break_cause, guard_hint, guard_text, size_change, value_guard
 from autotune.study.doctor._padding import padding_rows, padding_table
+from autotune.trial.records import DoctorFindings
 from autotune.trial.request import Protocol, TrialRequest
 from autotune.trial.runner import run_trial
 
@@ -296,28 +297,30 @@ def diagnose(
         detail = f"\n{run.stderr_tail}" if run.stderr_tail else ""
         error = WorkloadError if run.reason == "workload_error" else SearchError
         raise error(f"the doctor could not run {spec!r}: {run.reason}: {run.message}{detail}")
-    return from_findings(spec, device, run.result, seconds=run.wall_seconds)
+    if run.findings is None:
+        raise SearchError(f"the doctor could not run {spec!r}: its process ended without its findings")
+    return from_findings(spec, device, run.findings, seconds=run.wall_seconds)
 
 
-def from_findings(spec: str, device: str, found: Mapping[str, Any], seconds: float = 0.0) -> Diagnosis:
+def from_findings(spec: str, device: str, found: DoctorFindings, seconds: float = 0.0) -> Diagnosis:
     """The diagnosis of what the doctor's process reported (`autotune.trial.doctor`)."""
-    inputs = {str(k) for k in found.get("inputs", [])}
-    declared = {str(k): list(v) for k, v in found.get("dynamic_dims", {}).items()}
+    inputs = set(found.inputs)
+    declared = {k: list(v) for k, v in found.dynamic_dims.items()}
     return Diagnosis(
         spec=spec,
         device=device,
-        breaks=_group_breaks(found.get("breaks", [])),
-        recompiles=_group_recompiles(found.get("recompiles", []), inputs, declared),
-        graphs=int(found.get("graphs", 0)),
-        fixed_batches=int(found.get("fixed_batches", 0)),
-        fresh_batches=int(found.get("fresh_batches", 0)),
-        recompile_limit=int(found.get("recompile_limit", 8)),
-        torch=str(found.get("torch", "")),
+        breaks=_group_breaks(found.breaks),
+        recompiles=_group_recompiles(found.recompiles, inputs, declared),
+        graphs=found.graphs,
+        fixed_batches=found.fixed_batches,
+        fresh_batches=found.fresh_batches,
+        recompile_limit=found.recompile_limit,
+        torch=found.torch,
         seconds=round(seconds, 1),
-        padding=padding_rows(found.get("lengths", {})),
-        compile_seconds=found.get("compile_seconds"),
-        compile_split=dict(found.get("compile_split") or {}),
-        blocks=[str(b) for b in found.get("blocks", [])],
+        padding=padding_rows(found.lengths),
+        compile_seconds=found.compile_seconds,
+        compile_split=dict(found.compile_split),
+        blocks=list(found.blocks),
     )
 
 

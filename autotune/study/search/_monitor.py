@@ -11,6 +11,7 @@ import optuna
 
 from autotune.measure import Objective, Objectives, Paired
 from autotune.study.search._ledger import StudyLedger
+from autotune.trial.records import Compiled, Event, Paused, PhaseChange
 
 __all__ = ["MIN_COMPILE_BUDGET", "LoopOptions", "Monitor", "Watched", "compile_limit"]
 
@@ -83,7 +84,7 @@ class Monitor:
         self.compile_seconds = 0.0
         self.limit, self.why = compile_limit(loop)
 
-    def __call__(self, event: dict[str, Any] | None) -> str | None:
+    def __call__(self, event: Event | None) -> str | None:
         if self.loop.stopping.is_set():
             raise KeyboardInterrupt  # the pool stops: the runner kills the worker, the trial ends as interrupted
         limit = self.limit
@@ -91,15 +92,15 @@ class Monitor:
             if self.phase == "compile" and limit and time.monotonic() - self.phase_started > limit:
                 return f"compile ran past {limit:.0f} s: {self.why}"
             return None
-        kind = event["event"]
-        if kind == "paused":
+        record = event.record
+        if isinstance(record, Paused):
             # Stopped while another worker measured: not this trial's compile time.
-            self.phase_started += float(event["seconds"])
-        elif kind == "phase":
-            self.phase, self.phase_started = event["phase"], time.monotonic()
+            self.phase_started += record.seconds
+        elif isinstance(record, PhaseChange):
+            self.phase, self.phase_started = record.phase, time.monotonic()
             self.loop.report(self.trial.number, f"{self.label}: {self.phase}")
-        elif kind == "compiled":
-            self.compile_seconds = float(event["compile_seconds"])
+        elif isinstance(record, Compiled):
+            self.compile_seconds = record.compile_seconds
             if limit and self.compile_seconds > limit:
                 return f"compile took {self.compile_seconds:.0f} s, more than {limit:.0f} s: {self.why}"
         return None
