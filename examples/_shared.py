@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, cast
 
@@ -73,3 +74,23 @@ def eager_training(spec: str, warm_passes: int) -> tuple[Callable[[], None], lis
     for _ in range(warm_passes):
         one_pass()
     return one_pass, batches
+
+
+class StepClock:
+    """Seconds per training step after the first `skip` steps (the compiles); a framework's callback ticks it."""
+
+    def __init__(self, skip: int = 10) -> None:
+        self.skip, self.started, self.steps = skip, 0.0, 0
+
+    def tick(self) -> None:
+        """One step has ended."""
+        self.steps += 1
+        if self.steps == self.skip:
+            self.started = time.perf_counter()
+
+    def summary(self) -> str:
+        """'12.3 ms per step after the first 10', or that there were too few steps to time."""
+        counted = self.steps - self.skip
+        if counted <= 0:
+            return "too few steps to time"
+        return f"{(time.perf_counter() - self.started) / counted * 1000:.1f} ms per step after the first {self.skip}"

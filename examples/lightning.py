@@ -20,7 +20,6 @@ import argparse
 import logging
 import random
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,7 +30,7 @@ from lightning.pytorch.utilities.types import OptimizerLRScheduler
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from examples._shared import seeded
+from examples._shared import StepClock, seeded
 from examples.toy import Block
 
 __all__ = ["CountingData", "CountingLM", "pad_batch", "trainer"]
@@ -165,20 +164,14 @@ def trainer(max_steps: int = 40, **options: Any) -> tuple[L.Trainer, CountingLM,
     return L.Trainer(**settings), module, CountingData()
 
 
-class _StepClock(L.Callback):
-    """Seconds per step after the first `skip` steps (the compiles)."""
+class _Ticks(L.Callback):
+    """Ticks a StepClock at the end of every training batch."""
 
-    def __init__(self, skip: int = 10) -> None:
-        self.skip, self.started, self.steps = skip, 0.0, 0
+    def __init__(self, clock: StepClock) -> None:
+        self.clock = clock
 
     def on_train_batch_end(self, trainer: L.Trainer, module: L.LightningModule, *args: Any) -> None:
-        self.steps += 1
-        if self.steps == self.skip:
-            self.started = time.perf_counter()
-
-    def per_step(self) -> float | None:
-        counted = self.steps - self.skip
-        return (time.perf_counter() - self.started) / counted if counted > 0 else None
+        self.clock.tick()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,8 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("config", nargs="?", help="a best.yaml from `autotune search` (none: train uncompiled)")
     parser.add_argument("--steps", type=int, default=40, help="training steps (default 40)")
     options = parser.parse_args(argv)
-    clock = _StepClock()
-    callbacks: list[L.Callback] = [clock]
+    clock = StepClock()
+    callbacks: list[L.Callback] = [_Ticks(clock)]
     if options.config:
         # Imported only when used: training uncompiled needs nothing from autotune.
         from autotune.integrations.lightning import AutotuneCallback
@@ -198,8 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     fit, module, data = trainer(max_steps=options.steps, callbacks=callbacks)
     fit.fit(module, data)
     loss = fit.callback_metrics.get("train_loss")
-    per_step = clock.per_step()
-    timing = f"{per_step * 1000:.1f} ms per step after the first {clock.skip}" if per_step else "too few steps to time"
+    timing = clock.summary()
     shown = f"{float(loss):.4f}" if loss is not None else "not logged"
     print(f"final training loss {shown}; {timing}", file=sys.stderr)
     return 0

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,7 @@ from transformers import (
     TrainingArguments,
 )
 
-from examples._shared import seeded
+from examples._shared import StepClock, seeded
 
 __all__ = ["ACCUMULATION", "VOCAB", "accumulating_trainer", "build_tokenizer", "dataset", "model", "trainer"]
 
@@ -142,20 +141,14 @@ def accumulating_trainer(output_dir: str = "outputs/trainer-example", max_steps:
     return trainer(output_dir, max_steps, gradient_accumulation_steps=ACCUMULATION, **arguments)
 
 
-class _StepClock(TrainerCallback):
-    """Seconds per step after the first `skip` steps (the compiles)."""
+class _Ticks(TrainerCallback):
+    """Ticks a StepClock at the end of every optimizer step."""
 
-    def __init__(self, skip: int = 10) -> None:
-        self.skip, self.started, self.steps = skip, 0.0, 0
+    def __init__(self, clock: StepClock) -> None:
+        self.clock = clock
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self.steps += 1
-        if self.steps == self.skip:
-            self.started = time.perf_counter()
-
-    def per_step(self) -> float | None:
-        counted = self.steps - self.skip
-        return (time.perf_counter() - self.started) / counted if counted > 0 else None
+        self.clock.tick()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,11 +172,10 @@ def main(argv: list[str] | None = None) -> int:
 
         tuned = apply_to_trainer(built, Path(options.config))
         print(f"applied: {tuned.config.describe()}", file=sys.stderr)
-    clock = _StepClock()
-    built.add_callback(clock)
+    clock = StepClock()
+    built.add_callback(_Ticks(clock))
     result = built.train()
-    per_step = clock.per_step()
-    timing = f"{per_step * 1000:.1f} ms per step after the first {clock.skip}" if per_step else "too few steps to time"
+    timing = clock.summary()
     print(f"final training loss {result.training_loss:.4f}; {timing}", file=sys.stderr)
     return 0
 

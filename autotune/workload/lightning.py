@@ -53,7 +53,7 @@ from torch import nn
 from autotune.errors import WorkloadError
 from autotune.runtime.config import InputKey
 from autotune.workload.contract import Workload, seed_everything
-from autotune.workload.trainer import INFERENCE_BATCHES, PaddingGuess, infer_padding
+from autotune.workload.trainer import INFERENCE_BATCHES, PaddingGuess, chosen_padding, infer_padding
 
 __all__ = ["BATCH_INDEX", "PRECISIONS", "is_lightning_target", "lightning_workload", "target_workload"]
 
@@ -135,8 +135,7 @@ def lightning_workload(
         lines.append(line)
     if report is not None and lines:
         report("; ".join(lines))
-    dims = dict(dynamic_dims) if dynamic_dims is not None else dict(guess.dynamic_dims) if guess else {}
-    pads = dict(pad_values) if pad_values is not None else dict(guess.pad_values) if guess else {}
+    dims, pads = chosen_padding(guess, dynamic_dims, pad_values)
     module.train()
     return Workload(
         model=module,
@@ -146,7 +145,7 @@ def lightning_workload(
         forward=_training_step,
         loss=_step_loss,
         dynamic_dims=dims,
-        pad_values={k: v for k, v in pads.items() if k in dims},
+        pad_values=pads,
         autocast=autocast,
         num_batches=-(-num_batches // accumulation) * accumulation,
         accumulation_steps=accumulation,

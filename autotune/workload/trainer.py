@@ -42,6 +42,7 @@ from autotune.workload.contract import Workload, seed_everything
 __all__ = [
     "INFERENCE_BATCHES",
     "PaddingGuess",
+    "chosen_padding",
     "infer_padding",
     "is_trainer",
     "refuse_compile_flags",
@@ -154,6 +155,22 @@ def _plain(value: Any) -> int | float | bool:
     return value if isinstance(value, (bool, float)) else int(value)
 
 
+def chosen_padding(
+    guess: PaddingGuess | None,
+    dynamic_dims: Mapping[InputKey, Sequence[int]] | None,
+    pad_values: Mapping[InputKey, float | int | bool] | None,
+) -> tuple[dict[InputKey, Sequence[int]], dict[InputKey, float | int | bool]]:
+    """The dynamic axes and pad values a Workload gets: what the caller gave, else what was inferred,
+    the pad values kept only for the inputs that are dynamic."""
+    dims: dict[InputKey, Sequence[int]] = dict(
+        dynamic_dims if dynamic_dims is not None else guess.dynamic_dims if guess else {}
+    )
+    pads: dict[InputKey, float | int | bool] = dict(
+        pad_values if pad_values is not None else guess.pad_values if guess else {}
+    )
+    return dims, {k: v for k, v in pads.items() if k in dims}
+
+
 def trainer_workload(
     trainer: Any,
     *,
@@ -185,8 +202,7 @@ def trainer_workload(
         guess = infer_padding([dict(b) for b in itertools.islice(iter(loader), INFERENCE_BATCHES)])
         if report is not None:
             report(f"inferred from the Trainer's collator: {guess.describe()}")
-    dims = dict(dynamic_dims) if dynamic_dims is not None else dict(guess.dynamic_dims) if guess else {}
-    pads = dict(pad_values) if pad_values is not None else dict(guess.pad_values) if guess else {}
+    dims, pads = chosen_padding(guess, dynamic_dims, pad_values)
     model.train()
     return Workload(
         model=model,
@@ -196,7 +212,7 @@ def trainer_workload(
         forward=_trainer_forward(trainer),
         loss=lambda loss, batch: loss,
         dynamic_dims=dims,
-        pad_values={k: v for k, v in pads.items() if k in dims},
+        pad_values=pads,
         autocast=torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else None,
         num_batches=-(-num_batches // accumulation) * accumulation,
         accumulation_steps=accumulation,
