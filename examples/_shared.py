@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, cast
@@ -94,3 +95,19 @@ class StepClock:
         if counted <= 0:
             return "too few steps to time"
         return f"{(time.perf_counter() - self.started) / counted * 1000:.1f} ms per step after the first {self.skip}"
+
+
+def counting_rows(
+    size: int, *, vocab: int, lengths: Sequence[tuple[int, int, float]], eos_id: int, seed: int = 0
+) -> list[list[int]]:
+    """`size` token rows that count up from a random word with a random stride (modulo the words 2 to
+    vocab - 1), each ending with `eos_id`; a row's length is drawn from the first (shortest, longest,
+    share) range with that share, else from the second: text whose lengths vary, most short, a few long."""
+    draw = random.Random(seed)
+    rows: list[list[int]] = []
+    for _ in range(size):
+        low, high, _share = lengths[0] if draw.random() < lengths[0][2] else lengths[1]
+        start, stride = draw.randrange(vocab - 2), draw.randint(1, 3)
+        words = [2 + (start + stride * i) % (vocab - 2) for i in range(draw.randint(low, high) - 1)]
+        rows.append([*words, eos_id])
+    return rows

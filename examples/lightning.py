@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import random
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -30,7 +29,7 @@ from lightning.pytorch.utilities.types import OptimizerLRScheduler
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from examples._shared import StepClock, seeded
+from examples._shared import StepClock, counting_rows, seeded
 from examples.toy import Block
 
 __all__ = ["CountingData", "CountingLM", "pad_batch", "trainer"]
@@ -48,13 +47,7 @@ class CountingText(Dataset[list[int]]):
     """Sequences that count up from a random word with a random stride, ending with EOS; lengths as in LENGTHS."""
 
     def __init__(self, size: int, seed: int = 0) -> None:
-        draw = random.Random(seed)
-        self.rows: list[list[int]] = []
-        for _ in range(size):
-            low, high, _share = LENGTHS[0] if draw.random() < LENGTHS[0][2] else LENGTHS[1]
-            start, stride = draw.randrange(VOCAB - 2), draw.randint(1, 3)
-            words = [2 + (start + stride * i) % (VOCAB - 2) for i in range(draw.randint(low, high) - 1)]
-            self.rows.append([*words, EOS_ID])
+        self.rows = counting_rows(size, vocab=VOCAB, lengths=LENGTHS, eos_id=EOS_ID, seed=seed)
 
     def __len__(self) -> int:
         return len(self.rows)

@@ -22,7 +22,6 @@ The training run prints the loss every 10 steps and the seconds per step after t
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ from transformers import (
     TrainingArguments,
 )
 
-from examples._shared import StepClock, seeded
+from examples._shared import StepClock, counting_rows, seeded
 
 __all__ = ["ACCUMULATION", "VOCAB", "accumulating_trainer", "build_tokenizer", "dataset", "model", "trainer"]
 
@@ -63,13 +62,7 @@ class CountingText(torch.utils.data.Dataset):
     """Sequences that count up from a random word with a random stride, ending with [EOS]; lengths as in LENGTHS."""
 
     def __init__(self, size: int, seed: int = 0) -> None:
-        draw = random.Random(seed)
-        self.rows: list[list[int]] = []
-        for _ in range(size):
-            low, high, _share = LENGTHS[0] if draw.random() < LENGTHS[0][2] else LENGTHS[1]
-            start, stride = draw.randrange(VOCAB - 2), draw.randint(1, 3)
-            words = [2 + (start + stride * i) % (VOCAB - 2) for i in range(draw.randint(low, high) - 1)]
-            self.rows.append([*words, EOS_ID])
+        self.rows = counting_rows(size, vocab=VOCAB, lengths=LENGTHS, eos_id=EOS_ID, seed=seed)
 
     def __len__(self) -> int:
         return len(self.rows)
