@@ -481,19 +481,32 @@ def test_a_replicate_that_would_pass_the_seconds_budget_is_not_started(harness, 
     assert roomy.rounds == 8, "the undecided ratio is measured up to the most replicates"
 
 
-@pytest.mark.parametrize(("spread", "stops"), [(0.005, True), (0.007, False)])
+@pytest.mark.parametrize(("spread", "stops"), [(0.005, True), (0.02, False)])
 def test_equivalence_stops_the_measurement_only_inside_the_band(harness, stand, spread: float, stops: bool) -> None:
     # The configuration runs as fast as plain compile; its three replicates scatter by +/- spread. The
-    # campaign looks after 3 and 4 replicates and spends 1.25% a side at the first look: the t-interval
-    # (6.21 standard errors at 2 degrees of freedom) is 0.018 wide each way for 0.005, inside +/-2%, and
-    # 0.025 for 0.007, outside it: only the first stops as soon as it may.
+    # campaign looks after 3 and 4 replicates and spends 1.25% a side at the first look: 6.21 standard
+    # errors at 2 degrees of freedom. For 0.005 the spread is taken as the floor, 0.015, and the interval
+    # is 0.054 wide each way, inside +/-6%; for 0.02 it is 0.072, outside it: only the first stops as
+    # soon as it may.
     trial = [100.0 * (1 + spread), 100.0, 100.0 * (1 - spread)]
     stand({"eager": [50.0], "compile": [100.0], "trial 7": trial})
     result = engine.measure(
-        harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=3, max_rounds=4, decide_within=0.02)
+        harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=3, max_rounds=4, decide_within=0.06)
     )
     assert (result.rounds == 3) is stops
     assert result.stopped.startswith("decided after 3 replicates: trial 7 against compile: equivalent") is stops
+
+
+def test_three_replicates_that_happen_to_agree_do_not_prove_equivalence_within_the_band(harness, stand) -> None:
+    # Identical to a thousandth, three replicates would have stopped at the first look with a +/-0.4%
+    # interval; the floor of the spread between processes keeps the interval as wide as this machine's
+    # least spread allows, so the campaign goes on to its last look.
+    stand({"eager": [50.0], "compile": [100.0], "trial 7": [100.1, 100.0, 99.9]})
+    result = engine.measure(
+        harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=3, max_rounds=4, decide_within=0.02)
+    )
+    assert result.rounds == 4, result.stopped
+    assert "undecided" in result.stopped
 
 
 def test_precision_keeps_measuring_a_decided_ratio_until_it_is_narrow(harness, stand) -> None:

@@ -23,7 +23,7 @@ from autotune.measure import (
     replicate_interval,
 )
 from autotune.measure._objective import Objectives
-from autotune.measure._statistics import t_quantile
+from autotune.measure._statistics import REPLICATE_SD_FLOOR, t_quantile
 from autotune.runtime.config import CompileConfig
 from autotune.trial.request import RunRecord, TrialRun
 from examples import decision_error
@@ -81,6 +81,19 @@ def test_a_campaign_interval_is_wider_than_one_look_at_one_candidate() -> None:
     assert campaign_of(rates, Looks(candidates=3, first=3, last=6)).ratio("trial 7", "compile").low == pytest.approx(
         spent.low
     )
+
+
+def test_a_campaign_interval_never_takes_the_spread_below_the_least_seen_between_processes() -> None:
+    # Three replicates that agree to 0.1% would make a +/-0.5% interval on 2 degrees of freedom; the
+    # spread between new processes on a CPU was never under 0.015, so a campaign's interval is as wide
+    # as that spread would make it, and a real spread above the floor is used as it is.
+    looks = Looks(candidates=1, first=3, last=3)
+    floor = looks.quantile(3) * REPLICATE_SD_FLOOR / math.sqrt(3)
+    lucky = replicate_interval([0.001, 0.0, -0.001], looks=looks)
+    assert math.log(lucky.high) == pytest.approx(floor)
+    assert replicate_interval([0.001, 0.0, -0.001]).high < 1.005, "one plain look, planning and reports: no floor"
+    wide = [0.03, 0.0, -0.03]
+    assert math.log(replicate_interval(wide, looks=looks).high) == pytest.approx(looks.quantile(3) * 0.03 / math.sqrt(3))
 
 
 def test_a_campaigns_looks_survive_its_file() -> None:

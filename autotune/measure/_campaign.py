@@ -242,7 +242,14 @@ class Campaign:
         if not logs or not all(math.isfinite(v) for v in logs):
             return None
         windows = sum(len(a.windows) for a in self.complete_runs(name))
+        if self._same_code(name, reference):
+            return replicate_interval(logs, windows)  # one set of runs read twice: exactly 1, no spread to assume
         return replicate_interval(logs, windows, self.looks)
+
+    def _same_code(self, name: str, reference: str) -> bool:
+        """Whether one subject stands for the other (`Subject.same_as`), so that their runs are the same runs."""
+        ours, theirs = self.subjects.get(name), self.subjects.get(reference)
+        return (ours is not None and ours.same_as == reference) or (theirs is not None and theirs.same_as == name)
 
     def window_log_ratios(self, name: str, reference: str) -> list[list[float]]:
         """Per replicate, each block's paired log-ratio of single windows (blocks in which either side compiled left out)."""

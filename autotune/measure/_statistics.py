@@ -64,7 +64,8 @@ BAND = 0.02
 ERROR = 0.025
 """The chance, over a whole campaign, that an interval misses on one side: 2.5% each side, 95% in all."""
 REPLICATE_SD_FLOOR = 0.015
-"""The least standard deviation between replicates' paired log-ratios that windows per replicate are planned for:
+"""The least standard deviation between replicates' paired log-ratios that a campaign's intervals and its windows per
+replicate assume:
 the smallest seen between new pairs of identical processes on the 2-core machine this was built on
 (outputs/benchmarks/noise.md: 0.015 to 0.076)."""
 
@@ -234,7 +235,10 @@ def replicate_interval(log_ratios: Sequence[float], windows: int = 0, looks: Loo
     """The geometric mean of per-replicate ratios (given as logarithms) with its t-interval (df = n - 1).
 
     Without `looks`, the plain 95% interval of one look at one candidate; with them, the
-    campaign's simultaneous interval at this look (`Looks.quantile`).
+    campaign's simultaneous interval at this look (`Looks.quantile`), whose spread is never
+    taken below `REPLICATE_SD_FLOOR`: a few replicates that happen to agree more closely than
+    new processes ever did on this machine are luck, and a campaign that stopped on them (a
+    precision stop, an early gain) would print an interval that covers less than it says.
     """
     if not log_ratios:
         raise ValueError("an interval needs at least one replicate")
@@ -243,7 +247,10 @@ def replicate_interval(log_ratios: Sequence[float], windows: int = 0, looks: Loo
         value = math.exp(centre)
         return Interval(value, value, value, 1, windows)
     quantile = looks.quantile(len(log_ratios)) if looks is not None else t975(len(log_ratios) - 1)
-    half = quantile * math.sqrt(_variance(log_ratios)) / math.sqrt(len(log_ratios))
+    spread = math.sqrt(_variance(log_ratios))
+    if looks is not None:
+        spread = max(spread, REPLICATE_SD_FLOOR)
+    half = quantile * spread / math.sqrt(len(log_ratios))
     return Interval(math.exp(centre), math.exp(centre - half), math.exp(centre + half), len(log_ratios), windows)
 
 
