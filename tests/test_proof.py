@@ -93,7 +93,9 @@ def test_a_campaign_interval_never_takes_the_spread_below_the_least_seen_between
     assert math.log(lucky.high) == pytest.approx(floor)
     assert replicate_interval([0.001, 0.0, -0.001]).high < 1.005, "one plain look, planning and reports: no floor"
     wide = [0.03, 0.0, -0.03]
-    assert math.log(replicate_interval(wide, looks=looks).high) == pytest.approx(looks.quantile(3) * 0.03 / math.sqrt(3))
+    assert math.log(replicate_interval(wide, looks=looks).high) == pytest.approx(
+        looks.quantile(3) * 0.03 / math.sqrt(3)
+    )
 
 
 def test_a_campaigns_looks_survive_its_file() -> None:
