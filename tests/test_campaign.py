@@ -39,7 +39,7 @@ from autotune.measure import (
     windows_per_replicate,
 )
 from autotune.measure import _engine as engine
-from autotune.measure._statistics import REPLICATE_SD_FLOOR
+from autotune.measure._statistics import REPLICATE_SD_FLOOR, Looks
 from autotune.runtime.summary import WorkloadSummary
 from autotune.trial.live import LiveWorker
 from autotune.trial.request import Protocol, RunRecord, TrialRequest, TrialRun, noisy_reason, window_figures
@@ -476,9 +476,24 @@ def test_a_replicate_that_would_pass_the_seconds_budget_is_not_started(harness, 
     assert tight.rounds == 2, tight.stopped
     assert tight.stopped.startswith("budget spent: ") and "another replicate (about 1 s) would pass" in tight.stopped
     roomy = engine.measure(
-        harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=2, max_rounds=8, seconds=60)
+        harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=2, max_rounds=8, seconds=600)
     )
     assert roomy.rounds == 8, "the undecided ratio is measured up to the most replicates"
+
+
+def test_a_seconds_budget_plans_its_looks_up_to_the_replicates_it_can_hold(harness, stand) -> None:
+    # The first runs say a replicate will take about 29 s (each subject's start, a third of its 2 s
+    # cold compile for the warm one, 14 windows of 0.5 s): 100 s hold three. The error is spent over
+    # looks 2 and 3 only, not over the 19 looks `max_rounds` would allow, and the campaign says why
+    # it stopped at the third.
+    stand({"eager": [50.0], "compile": [100.0], "trial 7": [90.0, 112.0, 95.0, 110.0]})
+    budget = Budget(min_rounds=2, max_rounds=20, seconds=100)
+    result = engine.measure(harness, subjects(), objective=THROUGHPUT, budget=budget)
+    assert result.looks == Looks(candidates=1, first=2, last=3)
+    assert result.rounds == 3
+    assert "the most that 100 s of replicates hold" in result.stopped
+    unbounded = engine.measure(harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=2, max_rounds=5))
+    assert unbounded.looks == Looks(candidates=1, first=2, last=5), "no seconds budget: every allowed look"
 
 
 @pytest.mark.parametrize(("spread", "stops"), [(0.005, True), (0.02, False)])

@@ -30,6 +30,7 @@ from a known distribution (`examples.decision_error`), which run this very engin
 from __future__ import annotations
 
 import contextlib
+import math
 import random
 import shutil
 import tempfile
@@ -41,7 +42,14 @@ from typing import Protocol
 
 from autotune.measure._campaign import Campaign, Harness, Subject, start
 from autotune.measure._objective import Objective
-from autotune.measure._session import Replicate, ReplicatePlan, batches_for, co_residence, run_replicate
+from autotune.measure._session import (
+    Replicate,
+    ReplicatePlan,
+    batches_for,
+    co_residence,
+    expected_replicate_seconds,
+    run_replicate,
+)
 from autotune.measure._statistics import BAND, Looks, outcome, replicate_interval, windows_per_replicate
 from autotune.trial.request import Protocol as RunProtocol
 from autotune.trial.request import RunRecord, TrialRequest, TrialRun
@@ -209,8 +217,6 @@ def measure(
     budget = budget or Budget()
     lab = lab or Processes()
     campaign = campaign if campaign is not None else start(harness, subjects, objective)
-    if campaign.looks is None:
-        campaign.looks = plan_looks(campaign, budget)
     rng = random.Random(seed + 7919 * campaign.rounds)
     with _cache_root(cache_root) as root:
         folders = {
@@ -223,6 +229,12 @@ def measure(
             for name, folder in folders.items():
                 campaign.subjects[name] = replace(campaign.subjects[name], cache_dir=folder)
         _first_runs(harness, campaign, folders, on_run, lab)
+        if campaign.looks is None:
+            # Planned once the first runs say what a replicate costs, before any replicate is seen.
+            firsts = {name: campaign.cold.get(name) for name in campaign.racing()}
+            expected = expected_replicate_seconds(firsts, budget.blocks, harness.protocol.window_seconds)
+            campaign.looks = plan_looks(campaign, budget, expected)
+            budget = replace(budget, max_rounds=campaign.looks.last)
         requests = _warm_requests(harness, campaign, folders)
         started = lab.clock()
         while campaign.rounds < budget.max_rounds and _measurable(campaign):
@@ -241,20 +253,27 @@ def measure(
     return campaign
 
 
-def plan_looks(campaign: Campaign, budget: Budget) -> Looks:
+def plan_looks(campaign: Campaign, budget: Budget, replicate_seconds: float | None = None) -> Looks:
     """The looks a campaign takes and the candidates it compares, over which it spends its error.
 
     The candidates are the configurations measured against `budget.reference` (not eager, not
     a subject that is the reference itself); the looks, after replicates `min_rounds` to
-    `max_rounds`, and no earlier than the second (one replicate decides nothing).
+    `max_rounds`, and no earlier than the second (one replicate decides nothing). With a
+    seconds budget and a guess at a replicate's cost (`expected_replicate_seconds`, from the
+    first runs), the last look is the last replicate the budget can hold: error planned for
+    looks that never come is power lost (`autotune validate` planned 18 looks and had time
+    for four or five).
     """
     candidates = [
         n
         for n, s in campaign.subjects.items()
         if s.config is not None and n != budget.reference and s.same_as != budget.reference and n != "eager"
     ]
-    first = max(2, budget.min_rounds)
-    return Looks(candidates=max(1, len(candidates)), first=min(first, budget.max_rounds), last=budget.max_rounds)
+    first = min(max(2, budget.min_rounds), budget.max_rounds)
+    last = budget.max_rounds
+    if budget.seconds is not None and replicate_seconds:
+        last = min(last, max(first, math.floor(budget.seconds / replicate_seconds)))
+    return Looks(candidates=max(1, len(candidates)), first=first, last=last)
 
 
 @contextlib.contextmanager
@@ -467,7 +486,11 @@ def _stop(campaign: Campaign, budget: Budget, spent: float, ahead: float = 0.0) 
 def _spent(campaign: Campaign, budget: Budget) -> str:
     if not _measurable(campaign):
         return "nothing left to compare: every configuration but one failed"
-    return f"budget spent: {campaign.rounds} replicates (the most allowed); " + _state(campaign, budget)
+    if campaign.looks is not None and budget.seconds is not None and campaign.rounds >= campaign.looks.last:
+        most = f"the most that {budget.seconds:g} s of replicates hold, as planned from the first runs"
+    else:
+        most = "the most allowed"
+    return f"budget spent: {campaign.rounds} replicates ({most}); " + _state(campaign, budget)
 
 
 def _state(campaign: Campaign, budget: Budget) -> str:
