@@ -24,7 +24,6 @@ from autotune.measure import (
     Objective,
     Replicate,
     Subject,
-    _session,
     block_orders,
     choose,
     co_residence,
@@ -38,8 +37,9 @@ from autotune.measure import (
     replicate_interval,
     windows_per_replicate,
 )
-from autotune.measure import _engine as engine
-from autotune.measure._statistics import REPLICATE_SD_FLOOR
+from autotune.measure.engine import _engine as engine
+from autotune.measure.engine import _session
+from autotune.measure.stats import REPLICATE_SD_FLOOR
 from autotune.runtime.summary import WorkloadSummary
 from autotune.trial.live import LiveWorker
 from autotune.trial.request import Protocol, RunRecord, TrialRequest, TrialRun, noisy_reason, window_figures
@@ -749,7 +749,7 @@ def test_a_subject_that_compiles_faster_owes_plain_compile_nothing_and_a_slower_
     short = replace(timed, objective=Objective("time-to", 100))
     rows_short = {row["subject"]: row for row in confirmation_rows(short)}
     assert rows_short["trial"]["break_even_vs_eager"]["steps"] > 100
-    from autotune.measure._choice import pay_back_sentence
+    from autotune.measure.choice import pay_back_sentence
 
     assert "more than the 100 steps of the objective: over 100 steps, eager finishes first" in pay_back_sentence(
         short, "trial"

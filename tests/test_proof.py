@@ -16,14 +16,13 @@ from autotune.measure import (
     Objective,
     Replicate,
     Subject,
-    _session,
     choose,
     front,
     outcome,
     replicate_interval,
 )
-from autotune.measure._objective import Objectives
-from autotune.measure._statistics import REPLICATE_SD_FLOOR, t_quantile
+from autotune.measure.engine import _session
+from autotune.measure.stats import REPLICATE_SD_FLOOR, Objectives, t_quantile
 from autotune.runtime.config import CompileConfig
 from autotune.trial.request import RunRecord, TrialRun
 from examples import decision_error

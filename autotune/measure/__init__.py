@@ -2,26 +2,9 @@
 
 from __future__ import annotations
 
-from autotune.measure._baselines import Baselines, measure_baselines
-from autotune.measure._cache import record_compile_cache
-from autotune.measure._campaign import BASELINES, PROBE_SLOWDOWN, Campaign, Harness, Subject, with_protocol
-from autotune.measure._choice import BASELINE_FIELDS, Choice, baseline_figures, choose, metrics
-from autotune.measure._decision import DECISIONS, Decision, decide, recorded_ratios
-from autotune.measure._engine import (
-    Budget,
-    Lab,
-    Processes,
-    ReplicateCallback,
-    RunCallback,
-    confirmation_budget,
-    first_blocks,
-    measure,
-    validation_budget,
-)
-from autotune.measure._method import METHOD, method_change
-from autotune.measure._objective import OBJECTIVE_HELP, Objective, Objectives, faster
-from autotune.measure._pairing import Paired, Reference, measure_trial, pair_windows, start_reference
-from autotune.measure._pareto import (
+from autotune.measure.choice._choice import BASELINE_FIELDS, Choice, baseline_figures, choose, metrics
+from autotune.measure.choice._decision import DECISIONS, Decision, decide, recorded_ratios
+from autotune.measure.choice._pareto import (
     DEFAULT_PICK,
     Pick,
     Point,
@@ -32,8 +15,19 @@ from autotune.measure._pareto import (
     points,
     subjects_to_confirm,
 )
-from autotune.measure._recipes import Recipe, read_recipe, read_recipes, without_cuda_graphs
-from autotune.measure._session import (
+from autotune.measure.engine._campaign import BASELINES, PROBE_SLOWDOWN, Campaign, Harness, Subject, with_protocol
+from autotune.measure.engine._engine import (
+    Budget,
+    Lab,
+    Processes,
+    ReplicateCallback,
+    RunCallback,
+    confirmation_budget,
+    first_blocks,
+    measure,
+    validation_budget,
+)
+from autotune.measure.engine._session import (
     DESIGNS,
     Replicate,
     ReplicatePlan,
@@ -43,7 +37,10 @@ from autotune.measure._session import (
     expected_replicate_seconds,
     run_replicate,
 )
-from autotune.measure._statistics import (
+from autotune.measure.report._tables import confirmation_cells, confirmation_rows, confirmation_table, table
+from autotune.measure.stats._method import METHOD, method_change
+from autotune.measure.stats._objective import OBJECTIVE_HELP, Objective, Objectives, faster
+from autotune.measure.stats._statistics import (
     BAND,
     OUTCOMES,
     Components,
@@ -56,8 +53,11 @@ from autotune.measure._statistics import (
     t975,
     windows_per_replicate,
 )
-from autotune.measure._tables import confirmation_cells, confirmation_rows, confirmation_table, table
-from autotune.measure._validate import ValidationReport, design_text, read_config_file, validate
+from autotune.measure.tasks._baselines import Baselines, measure_baselines
+from autotune.measure.tasks._cache import record_compile_cache
+from autotune.measure.tasks._pairing import Paired, Reference, measure_trial, pair_windows, start_reference
+from autotune.measure.tasks._recipes import Recipe, read_recipe, read_recipes, without_cuda_graphs
+from autotune.measure.tasks._validate import ValidationReport, design_text, read_config_file, validate
 
 __all__ = [
     "BAND",

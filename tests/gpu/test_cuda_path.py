@@ -13,7 +13,7 @@ import torch
 
 from autotune import CompileConfig
 from autotune.measure import Budget, Harness, Objective, Subject, outcome
-from autotune.measure import _engine as engine
+from autotune.measure.engine import _engine as engine
 from autotune.runtime.device import parse_device
 from autotune.trial.request import Protocol
 from autotune.trial.runner import run_trial

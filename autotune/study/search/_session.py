@@ -3,8 +3,8 @@
 Optuna is driven with explicit ask/tell so that every trial runs in its own process and
 every outcome, failures included, is recorded in the study (`study.trials`). The best
 trials are then confirmed in one measurement campaign with both baselines
-(`autotune.measure._campaign`), and the export ships the best of eager, plain torch.compile and the
-confirmed trials (`autotune.measure._choice`).
+(`autotune.measure.engine._campaign`), and the export ships the best of eager, plain torch.compile and the
+confirmed trials (`autotune.measure.choice._choice`).
 
 Several hosts may share one study in a database server (`--storage postgresql://...`):
 `--trials` is the study's total, a host whose trials end waits for those the others still
