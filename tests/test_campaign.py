@@ -15,31 +15,20 @@ from dataclasses import replace
 import pytest
 
 from autotune import CompileConfig
-from autotune.measure import (
-    Budget,
-    Campaign,
+from autotune.measure import Budget, Campaign, Harness, Objective, Subject, choose, metrics, outcome
+from autotune.measure.choice import decide
+from autotune.measure.engine import Replicate, _session, block_orders, co_residence
+from autotune.measure.engine import _engine as engine
+from autotune.measure.report import confirmation_cells, confirmation_rows
+from autotune.measure.stats import (
+    REPLICATE_SD_FLOOR,
     Components,
-    Harness,
     Interval,
-    Objective,
-    Replicate,
-    Subject,
-    block_orders,
-    choose,
-    co_residence,
     components,
-    confirmation_cells,
-    confirmation_rows,
-    decide,
-    design_text,
-    metrics,
-    outcome,
     replicate_interval,
     windows_per_replicate,
 )
-from autotune.measure.engine import _engine as engine
-from autotune.measure.engine import _session
-from autotune.measure.stats import REPLICATE_SD_FLOOR
+from autotune.measure.tasks import design_text
 from autotune.runtime.summary import WorkloadSummary
 from autotune.trial.live import LiveWorker
 from autotune.trial.request import Protocol, RunRecord, TrialRequest, TrialRun, noisy_reason, window_figures

@@ -137,7 +137,7 @@ def test_cuda_graph_recording_is_part_of_the_compile_time_and_skips_are_reported
 def test_two_workers_on_one_gpu_measure_one_at_a_time_and_go_quiet_before_they_stop(tmp_path) -> None:
     import threading
 
-    from autotune.measure import measure_trial
+    from autotune.measure.tasks import measure_trial
     from autotune.trial.gate import MeasurementGate
 
     runs = []
