@@ -35,18 +35,9 @@ from typing import Any
 import optuna
 
 from autotune.errors import AutotuneError, ConfigError
-from autotune.measure import (
-    Budget,
-    Campaign,
-    Harness,
-    Objective,
-    Subject,
-    choose,
-    measure,
-    read_recipes,
-    without_cuda_graphs,
-)
+from autotune.measure import Budget, Campaign, Harness, Objective, Subject, choose, measure
 from autotune.measure.format import interval
+from autotune.measure.tasks import read_recipes, without_cuda_graphs
 from autotune.runtime import environment
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.device import parse_device

@@ -44,15 +44,13 @@ from autotune.measure import (
     Budget,
     Harness,
     Objective,
-    Replicate,
-    ReplicatePlan,
     Subject,
     choose,
     confirmation_budget,
     measure,
     outcome,
-    validation_budget,
 )
+from autotune.measure.engine import Replicate, ReplicatePlan, validation_budget
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search._effort import EFFORTS

@@ -15,31 +15,21 @@ from dataclasses import replace
 import pytest
 
 from autotune import CompileConfig
-from autotune.measure import (
-    Budget,
-    Campaign,
+from autotune.measure import Budget, Campaign, Harness, Objective, Subject, choose, metrics, outcome
+from autotune.measure.choice import decide
+from autotune.measure.engine import Replicate, _session, block_orders, co_residence
+from autotune.measure.engine import _engine as engine
+from autotune.measure.report import confirmation_cells, confirmation_rows
+from autotune.measure.stats import (
+    REPLICATE_SD_FLOOR,
     Components,
-    Harness,
     Interval,
-    Objective,
-    Replicate,
-    Subject,
-    _session,
-    block_orders,
-    choose,
-    co_residence,
+    Looks,
     components,
-    confirmation_cells,
-    confirmation_rows,
-    decide,
-    design_text,
-    metrics,
-    outcome,
     replicate_interval,
     windows_per_replicate,
 )
-from autotune.measure import _engine as engine
-from autotune.measure._statistics import REPLICATE_SD_FLOOR, Looks
+from autotune.measure.tasks import design_text
 from autotune.runtime.summary import WorkloadSummary
 from autotune.trial.live import LiveWorker
 from autotune.trial.request import Protocol, RunRecord, TrialRequest, TrialRun, noisy_reason, window_figures
@@ -764,7 +754,7 @@ def test_a_subject_that_compiles_faster_owes_plain_compile_nothing_and_a_slower_
     short = replace(timed, objective=Objective("time-to", 100))
     rows_short = {row["subject"]: row for row in confirmation_rows(short)}
     assert rows_short["trial"]["break_even_vs_eager"]["steps"] > 100
-    from autotune.measure._choice import pay_back_sentence
+    from autotune.measure.choice import pay_back_sentence
 
     assert "more than the 100 steps of the objective: over 100 steps, eager finishes first" in pay_back_sentence(
         short, "trial"

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from autotune.measure import Budget, Campaign, Objective, Replicate, Subject, expected_replicate_seconds
+from autotune.measure import Budget, Campaign, Objective, Subject
+from autotune.measure.engine import Replicate, expected_replicate_seconds
 from autotune.study.report import Plan, Progress, SearchDisplay, duration
 from autotune.study.report import _display as display_module
 from autotune.study.search import _session as _search_session

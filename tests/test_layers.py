@@ -42,7 +42,7 @@ def copy_of_package(tmp_path: Path) -> Path:
 def test_the_package_keeps_every_contract(tmp_path: Path) -> None:
     done = lint_imports(copy_of_package(tmp_path))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "Contracts: 10 kept, 0 broken." in done.stdout
+    assert "Contracts: 11 kept, 0 broken." in done.stdout
 
 
 def test_a_runtime_module_importing_the_study_layer_breaks_the_layers(tmp_path: Path) -> None:
@@ -74,14 +74,14 @@ def test_the_runtime_importing_optuna_breaks_its_contract(tmp_path: Path) -> Non
 
 def test_the_measurement_engine_importing_optuna_breaks_its_contract(tmp_path: Path) -> None:
     root = copy_of_package(tmp_path)
-    statistics = root / "autotune" / "measure" / "_campaign.py"
+    statistics = root / "autotune" / "measure" / "engine" / "_campaign.py"
     statistics.write_text(
         statistics.read_text().replace("import hashlib\n", "import hashlib\n\nimport optuna  # noqa: F401\n", 1)
     )
     done = lint_imports(root)
     assert done.returncode == 1
     assert "the measurement engine never import Optuna" in done.stdout.replace("\n", " ")
-    assert "autotune.measure._campaign -> optuna" in done.stdout
+    assert "autotune.measure.engine._campaign -> optuna" in done.stdout
 
 
 def broken_by(tmp_path: Path, module: str, anchor: str, added: str) -> str:
@@ -96,9 +96,16 @@ def broken_by(tmp_path: Path, module: str, anchor: str, added: str) -> str:
 
 def test_the_report_importing_the_search_breaks_the_study_rooms(tmp_path: Path) -> None:
     added = "from autotune.study.search import TrialLoop  # noqa: F401"
-    report = broken_by(tmp_path, "autotune/study/report/_verdict.py", "from autotune.measure import", added)
+    report = broken_by(tmp_path, "autotune/study/report/_verdict.py", "from autotune.measure.format import", added)
     assert "Study rooms: storage < doctor < report < search < retune BROKEN" in report
     assert "autotune.study.report._verdict -> autotune.study.search" in report
+
+
+def test_the_statistics_importing_the_campaign_breaks_the_measure_rooms(tmp_path: Path) -> None:
+    added = "from autotune.measure.engine import Campaign  # noqa: F401"
+    report = broken_by(tmp_path, "autotune/measure/stats/_statistics.py", "from typing import Any", added)
+    assert "Measure rooms: format < stats < engine < report < choice < tasks BROKEN" in report
+    assert "autotune.measure.stats._statistics -> autotune.measure.engine" in report
 
 
 MAX_FUNCTION_LINES = 80

@@ -17,8 +17,9 @@ import optuna
 import pytest
 
 from autotune import CompileConfig, cli, load, resolve
-from autotune.measure import Budget, Harness, Objective, Subject, choose, outcome, validate, with_protocol
-from autotune.measure import _engine as engine
+from autotune.measure import Budget, Harness, Objective, Subject, choose, outcome, validate
+from autotune.measure.engine import _engine as engine
+from autotune.measure.engine import with_protocol
 from autotune.runtime import codegen
 from autotune.trial.live import LiveWorker
 from autotune.trial.request import Protocol, RunRecord, TrialRequest

@@ -10,16 +10,8 @@ import pytest
 
 from autotune import CompileConfig
 from autotune.errors import SearchError
-from autotune.measure import (
-    Campaign,
-    Objective,
-    Objectives,
-    Subject,
-    choose_point,
-    front,
-    parse_pick,
-    subjects_to_confirm,
-)
+from autotune.measure import Campaign, Objective, Objectives, Subject, parse_pick
+from autotune.measure.choice import choose_point, front, subjects_to_confirm
 from autotune.trial.request import RunRecord
 
 pytestmark = pytest.mark.parallel

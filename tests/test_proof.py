@@ -9,21 +9,10 @@ import random
 
 import pytest
 
-from autotune.measure import (
-    Campaign,
-    Interval,
-    Looks,
-    Objective,
-    Replicate,
-    Subject,
-    _session,
-    choose,
-    front,
-    outcome,
-    replicate_interval,
-)
-from autotune.measure._objective import Objectives
-from autotune.measure._statistics import REPLICATE_SD_FLOOR, t_quantile
+from autotune.measure import Campaign, Objective, Subject, choose, outcome
+from autotune.measure.choice import front
+from autotune.measure.engine import Replicate, _session
+from autotune.measure.stats import REPLICATE_SD_FLOOR, Interval, Looks, Objectives, replicate_interval, t_quantile
 from autotune.runtime.config import CompileConfig
 from autotune.trial.request import RunRecord, TrialRun
 from examples import decision_error
@@ -270,7 +259,8 @@ def test_the_simulation_check_names_every_broken_bound() -> None:
 
 
 def test_best_yaml_records_the_method_and_another_method_is_named() -> None:
-    from autotune.measure import METHOD, method_change, metrics
+    from autotune.measure import metrics
+    from autotune.measure.stats import METHOD, method_change
 
     made = campaign_of({"eager": [50.0, 50.0], "compile": [100.0, 100.0], "trial 7": [150.0, 151.0]})
     figures = metrics(made, choose(made))

@@ -25,7 +25,7 @@ from torch._dynamo.utils import counters
 
 from autotune import cli, resolve
 from autotune.errors import ConfigError
-from autotune.measure import Recipe, read_recipe, read_recipes, without_cuda_graphs
+from autotune.measure.tasks import Recipe, read_recipe, read_recipes, without_cuda_graphs
 from autotune.runtime import codegen
 from autotune.runtime.summary import WorkloadSummary
 from autotune.workload import Workload

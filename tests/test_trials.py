@@ -9,7 +9,8 @@ import pytest
 
 from autotune import CompileConfig
 from autotune.errors import SearchError
-from autotune.measure import Harness, Objective, Paired, Reference
+from autotune.measure import Harness, Objective, Paired
+from autotune.measure.tasks import Reference
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search import Monitor, SearchOptions, TrialLoop, compile_limit
 from autotune.trial.records import Event, Paused, PhaseChange

@@ -1,141 +1,40 @@
-"""The one measurement engine: subjects measured against each other, statistics, stopping, and the never-worse choice of what is exported. No Optuna."""
+"""The one measurement engine: subjects measured against each other, statistics, stopping, and the never-worse choice of what is exported. No Optuna.
+
+The engine lives in rooms, each importing only the rooms below it (an import-linter contract):
+`stats` (what a measurement means: paired ratios, the band, the stopping rule, the objective),
+`engine` (subjects in fresh processes, replicates, the campaign), `report` (a campaign's rows and
+tables), `choice` (what is exported, the Pareto front, the retune decision) and `tasks` (what
+search, validate and retune ask of it); `format` writes figures for people. This package names
+what the layers above use most; the rest is imported from its room.
+"""
 
 from __future__ import annotations
 
-from autotune.measure._baselines import Baselines, measure_baselines
-from autotune.measure._cache import record_compile_cache
-from autotune.measure._campaign import BASELINES, PROBE_SLOWDOWN, Campaign, Harness, Subject, with_protocol
-from autotune.measure._choice import BASELINE_FIELDS, Choice, baseline_figures, choose, metrics
-from autotune.measure._decision import DECISIONS, Decision, decide, recorded_ratios
-from autotune.measure._engine import (
-    Budget,
-    Lab,
-    Processes,
-    ReplicateCallback,
-    RunCallback,
-    confirmation_budget,
-    first_blocks,
-    measure,
-    validation_budget,
-)
-from autotune.measure._method import METHOD, method_change
-from autotune.measure._objective import OBJECTIVE_HELP, Objective, Objectives, faster
-from autotune.measure._pairing import Paired, Reference, measure_trial, pair_windows, start_reference
-from autotune.measure._pareto import (
-    DEFAULT_PICK,
-    Pick,
-    Point,
-    choose_point,
-    front,
-    parse_pick,
-    point_figures,
-    points,
-    subjects_to_confirm,
-)
-from autotune.measure._recipes import Recipe, read_recipe, read_recipes, without_cuda_graphs
-from autotune.measure._session import (
-    DESIGNS,
-    Replicate,
-    ReplicatePlan,
-    batches_for,
-    block_orders,
-    co_residence,
-    expected_replicate_seconds,
-    run_replicate,
-)
-from autotune.measure._statistics import (
-    BAND,
-    OUTCOMES,
-    Components,
-    Interval,
-    Looks,
-    components,
-    outcome,
-    paired_interval,
-    replicate_interval,
-    t975,
-    windows_per_replicate,
-)
-from autotune.measure._tables import confirmation_cells, confirmation_rows, confirmation_table, table
-from autotune.measure._validate import ValidationReport, design_text, read_config_file, validate
+from autotune.measure.choice import DEFAULT_PICK, Choice, baseline_figures, choose, metrics, parse_pick
+from autotune.measure.engine import BASELINES, Budget, Campaign, Harness, Subject, confirmation_budget, measure
+from autotune.measure.report import confirmation_table
+from autotune.measure.stats import Objective, Objectives, outcome
+from autotune.measure.tasks import Paired, record_compile_cache, validate
 
 __all__ = [
-    "BAND",
     "BASELINES",
-    "BASELINE_FIELDS",
-    "Baselines",
+    "DEFAULT_PICK",
     "Budget",
     "Campaign",
     "Choice",
-    "Components",
-    "DECISIONS",
-    "DEFAULT_PICK",
-    "DESIGNS",
-    "Decision",
     "Harness",
-    "Interval",
-    "Lab",
-    "METHOD",
-    "Looks",
-    "OBJECTIVE_HELP",
-    "OUTCOMES",
     "Objective",
     "Objectives",
-    "PROBE_SLOWDOWN",
     "Paired",
-    "Pick",
-    "Point",
-    "Processes",
-    "Recipe",
-    "Reference",
-    "Replicate",
-    "ReplicatePlan",
-    "ReplicateCallback",
-    "RunCallback",
     "Subject",
-    "ValidationReport",
     "baseline_figures",
-    "batches_for",
-    "block_orders",
     "choose",
-    "choose_point",
-    "co_residence",
-    "components",
     "confirmation_budget",
-    "confirmation_cells",
-    "confirmation_rows",
     "confirmation_table",
-    "decide",
-    "design_text",
-    "expected_replicate_seconds",
-    "faster",
-    "first_blocks",
-    "front",
     "measure",
-    "measure_baselines",
-    "measure_trial",
-    "method_change",
     "metrics",
     "outcome",
-    "pair_windows",
-    "paired_interval",
     "parse_pick",
-    "point_figures",
-    "points",
-    "read_config_file",
-    "read_recipe",
-    "read_recipes",
     "record_compile_cache",
-    "recorded_ratios",
-    "replicate_interval",
-    "run_replicate",
-    "start_reference",
-    "subjects_to_confirm",
-    "t975",
-    "table",
     "validate",
-    "validation_budget",
-    "windows_per_replicate",
-    "with_protocol",
-    "without_cuda_graphs",
 ]

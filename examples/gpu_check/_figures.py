@@ -110,7 +110,7 @@ def trial_figures(storage: Path, study_name: str) -> list[dict[str, Any]] | str:
 
 
 def validation_figures(report: Any) -> dict[str, Any]:
-    """The headline of an `autotune.measure.ValidationReport`: ratios, decision, and each subject's cold run."""
+    """The headline of an `autotune.measure.tasks.ValidationReport`: ratios, decision, and each subject's cold run."""
     from autotune.measure import outcome
 
     campaign = report.campaign

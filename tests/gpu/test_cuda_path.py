@@ -13,7 +13,7 @@ import torch
 
 from autotune import CompileConfig
 from autotune.measure import Budget, Harness, Objective, Subject, outcome
-from autotune.measure import _engine as engine
+from autotune.measure.engine import _engine as engine
 from autotune.runtime.device import parse_device
 from autotune.trial.request import Protocol
 from autotune.trial.runner import run_trial
@@ -137,7 +137,7 @@ def test_cuda_graph_recording_is_part_of_the_compile_time_and_skips_are_reported
 def test_two_workers_on_one_gpu_measure_one_at_a_time_and_go_quiet_before_they_stop(tmp_path) -> None:
     import threading
 
-    from autotune.measure import measure_trial
+    from autotune.measure.tasks import measure_trial
     from autotune.trial.gate import MeasurementGate
 
     runs = []

@@ -24,15 +24,13 @@ from autotune.measure import (
     Campaign,
     Choice,
     Objectives,
-    Pick,
     Subject,
     baseline_figures,
     choose,
-    choose_point,
     metrics,
     parse_pick,
-    point_figures,
 )
+from autotune.measure.choice import Pick, choose_point, point_figures
 from autotune.measure.format import utc_now
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.summary import WorkloadSummary

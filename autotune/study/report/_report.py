@@ -8,9 +8,11 @@ from typing import Any
 
 import optuna
 
-from autotune.measure import BAND, Campaign, design_text
+from autotune.measure import Campaign
 from autotune.measure.format import interval as show_interval
 from autotune.measure.format import number, span
+from autotune.measure.stats import BAND
+from autotune.measure.tasks import design_text
 from autotune.runtime.tuned import TunedConfig
 from autotune.study.doctor import SPLIT_NAMES, Diagnosis
 from autotune.study.report import _plots as plots
@@ -20,7 +22,7 @@ from autotune.study.storage import read_history
 __all__ = ["DECIDE_WITHIN", "write_report"]
 
 DECIDE_WITHIN = BAND
-"""The band of equivalence the report draws: the engine's own (`autotune.measure.BAND`)."""
+"""The band of equivalence the report draws: the engine's own (`autotune.measure.stats.BAND`)."""
 """The band of equivalence around plain torch.compile the confirmation decides with."""
 
 

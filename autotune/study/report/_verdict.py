@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from autotune.measure import confirmation_cells, table
 from autotune.measure.format import number
+from autotune.measure.report import confirmation_cells, table
 
 __all__ = ["BEST_TRIALS", "best_trials", "render_summary", "savings_text"]
 

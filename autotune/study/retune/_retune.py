@@ -30,26 +30,23 @@ import optuna
 from autotune.errors import ConfigError, RetuneError, SearchError
 from autotune.measure import (
     BASELINES,
-    DECISIONS,
     Budget,
     Campaign,
     Choice,
-    Decision,
     Harness,
     Objective,
     Objectives,
     Subject,
     baseline_figures,
     confirmation_table,
-    decide,
-    first_blocks,
     measure,
-    method_change,
     metrics,
     record_compile_cache,
-    recorded_ratios,
 )
+from autotune.measure.choice import DECISIONS, Decision, decide, recorded_ratios
+from autotune.measure.engine import first_blocks
 from autotune.measure.format import utc_now
+from autotune.measure.stats import method_change
 from autotune.runtime import compile_cache, environment, tuned
 from autotune.runtime.config import CompileConfig, is_plain_compile
 from autotune.study.report import (

@@ -17,7 +17,8 @@ from collections.abc import Callable
 import optuna
 
 from autotune.errors import ConfigError
-from autotune.measure import Objective, Objectives, subjects_to_confirm
+from autotune.measure import Objective, Objectives
+from autotune.measure.choice import subjects_to_confirm
 from autotune.runtime.config import CompileConfig, is_plain_compile
 from autotune.study.storage import beats, fail_stale, grace_period, retried_numbers, trial_value
 from autotune.trial.runner import process_alive

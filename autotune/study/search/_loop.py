@@ -26,8 +26,9 @@ from typing import Any
 import optuna
 
 from autotune.errors import ConfigError, SpaceError
-from autotune.measure import Harness, Objective, Objectives, Paired, Reference, measure_trial, start_reference
+from autotune.measure import Harness, Objective, Objectives, Paired
 from autotune.measure.format import utc_now
+from autotune.measure.tasks import Reference, measure_trial, start_reference
 from autotune.runtime.config import CompileConfig, is_plain_compile
 from autotune.study.search._ledger import StudyLedger
 from autotune.study.search._monitor import LoopOptions, Monitor
@@ -79,7 +80,7 @@ class TrialLoop:
         rather than compiling the same code again."""
         self.exhausted = False
         self.references: dict[str, Reference] = {}
-        """Per device, the live plain-compile worker trials are paired with (`autotune.measure.Reference`)."""
+        """Per device, the live plain-compile worker trials are paired with (`autotune.measure.tasks.Reference`)."""
         self.reference_name = "compile"
         """Which baseline the references are: plain compile, or eager when plain compile failed."""
         self.caches = Path(tempfile.gettempdir()) / f"autotune-caches-{os.getpid()}"

@@ -62,7 +62,7 @@ class SearchOptions:
     objective: str = "throughput"
     """'throughput', 'time-to:N', or a list with trade-offs: 'throughput,compile-time,peak-memory'."""
     pick: str = DEFAULT_PICK
-    """Which point of a multi-objective study's Pareto front best.yaml gets (see `autotune.measure._pareto`)."""
+    """Which point of a multi-objective study's Pareto front best.yaml gets (see `autotune.measure.choice`)."""
     max_compile_seconds: float | None = None
     """Stop a trial whose compile and warm-up take longer (replaces the compile budget)."""
     compile_budget: float = 4.0

@@ -3,8 +3,8 @@
 Optuna is driven with explicit ask/tell so that every trial runs in its own process and
 every outcome, failures included, is recorded in the study (`study.trials`). The best
 trials are then confirmed in one measurement campaign with both baselines
-(`autotune.measure._campaign`), and the export ships the best of eager, plain torch.compile and the
-confirmed trials (`autotune.measure._choice`).
+(`autotune.measure.Campaign`), and the export ships the best of eager, plain torch.compile and the
+confirmed trials (`autotune.measure.choose`).
 
 Several hosts may share one study in a database server (`--storage postgresql://...`):
 `--trials` is the study's total, a host whose trials end waits for those the others still
@@ -29,16 +29,14 @@ from autotune.measure import (
     Campaign,
     Harness,
     Objectives,
-    ReplicateCallback,
-    RunCallback,
     Subject,
     confirmation_budget,
-    expected_replicate_seconds,
     measure,
-    measure_baselines,
     record_compile_cache,
 )
+from autotune.measure.engine import ReplicateCallback, RunCallback, expected_replicate_seconds
 from autotune.measure.format import span, utc_now
+from autotune.measure.tasks import measure_baselines
 from autotune.runtime import compile_cache, environment
 from autotune.runtime.config import CompileConfig
 from autotune.study.doctor import diagnose

@@ -17,8 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from autotune.measure._campaign import Harness
-from autotune.measure._session import calibrate
+from autotune.measure.engine import Harness, calibrate
 from autotune.runtime.config import CompileConfig
 from autotune.trial.gate import MeasurementGate
 from autotune.trial.live import LiveWorker, Monitor

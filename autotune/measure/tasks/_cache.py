@@ -14,8 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from autotune.measure._campaign import Harness, with_protocol
-from autotune.measure._engine import has_warm_cache
+from autotune.measure.engine import Harness, has_warm_cache, with_protocol
 from autotune.runtime.compile_cache import CACHE_FILE, SAVED_FROM_COLD, SAVED_FROM_MEASURED
 from autotune.runtime.config import CompileConfig
 from autotune.trial.runner import run_trial

@@ -23,12 +23,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from autotune.measure._breakeven import break_even, break_even_text
-from autotune.measure._campaign import BASELINES, Campaign
-from autotune.measure._method import METHOD
-from autotune.measure._statistics import BAND, Interval, outcome
-from autotune.measure._tables import confirmation_rows
+from autotune.measure.engine import BASELINES, Campaign
 from autotune.measure.format import interval as show_interval
+from autotune.measure.report import break_even, break_even_text, confirmation_rows
+from autotune.measure.stats import BAND, METHOD, Interval, outcome
 from autotune.runtime.config import CompileConfig
 
 __all__ = ["BASELINE_FIELDS", "Choice", "baseline_figures", "choose", "metrics"]

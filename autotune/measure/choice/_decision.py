@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.measure._campaign import BASELINES, Campaign
-from autotune.measure._statistics import Interval
+from autotune.measure.engine import BASELINES, Campaign
+from autotune.measure.stats import Interval
 
 __all__ = ["DECISIONS", "Decision", "decide", "recorded_ratios"]
 

@@ -32,10 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.errors import SearchError
-from autotune.measure._campaign import BASELINES, Campaign
-from autotune.measure._choice import Choice, choose
-from autotune.measure._objective import Objective, Objectives
-from autotune.measure._statistics import BAND, outcome
+from autotune.measure.choice._choice import Choice, choose
+from autotune.measure.engine import BASELINES, Campaign
+from autotune.measure.stats import BAND, Objective, Objectives, outcome
 from autotune.runtime.config import CompileConfig
 
 __all__ = [

@@ -10,22 +10,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autotune.errors import ConfigError, WorkloadError
-from autotune.measure._campaign import Campaign, Harness, Subject
-from autotune.measure._engine import (
+from autotune.measure.engine import (
     VALIDATION_MAX_ROUNDS,
     VALIDATION_PRECISION,
     VALIDATION_REPEATS,
     VALIDATION_SECONDS,
+    Campaign,
+    Harness,
     ReplicateCallback,
     RunCallback,
+    Subject,
     measure,
     validation_budget,
 )
-from autotune.measure._objective import Objective
-from autotune.measure._recipes import read_recipe
-from autotune.measure._statistics import BAND, Interval, outcome
-from autotune.measure._tables import confirmation_table
 from autotune.measure.format import interval
+from autotune.measure.report import confirmation_table
+from autotune.measure.stats import BAND, Interval, Objective, outcome
+from autotune.measure.tasks._recipes import read_recipe
 from autotune.runtime import tuned
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.limits import read_yaml_file

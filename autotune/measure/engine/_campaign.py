@@ -5,12 +5,12 @@ folder is empty, its compile time is the one reported, its accuracy is checked, 
 over the fresh stream fills the folder with every shape the stream holds. That first run is a
 search trial's own run, or a baseline's, when the campaign is given it (`Subject.cold`).
 
-Then replicates (see `autotune.measure._session`): every subject in a new process started
+Then replicates (see `autotune.measure.engine._session`): every subject in a new process started
 from its warm folder, taking turns window by window on the same slices of the stream. Each
 replicate gives each subject one figure (`window_figures`: one pass over the stream, the
 compiles of new shapes included), and the ratio of two subjects in one replicate is paired:
 same time, same batches. The interval of a ratio is the t-interval over replicates
-(`autotune.measure._statistics`).
+(`autotune.measure.stats._statistics`).
 
 `Harness` is the one builder of worker requests.
 """
@@ -25,10 +25,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from autotune.measure._objective import Objective, faster
-from autotune.measure._session import Replicate
-from autotune.measure._statistics import Components, Interval, Looks, components, replicate_interval
+from autotune.measure.engine._session import Replicate
 from autotune.measure.format import utc_now
+from autotune.measure.stats import Components, Interval, Looks, Objective, components, faster, replicate_interval
 from autotune.runtime import codegen, environment
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.summary import WorkloadSummary
@@ -153,7 +152,7 @@ class Campaign:
     """Files of earlier versions: the order of each rotated round (their runs were one per round)."""
     retired: dict[str, str] = field(default_factory=dict)
     """Subjects left out of later replicates because they no longer bear on the question, and why (racing: see
-    `autotune.measure._engine`). Their figures rest on the replicates they ran in."""
+    `autotune.measure.engine._engine`). Their figures rest on the replicates they ran in."""
     looks: Looks | None = None
     """The looks and candidates the campaign spends its error over: its intervals are simultaneous over them.
     None (files of earlier versions): plain 95% intervals of one look."""

@@ -5,7 +5,7 @@ time is the budget trials are held to). Both measure `blocks` windows in turn on
 slices of the stream, which gives plain compile's ratio to eager and its own rate. Each then
 passes once over the whole stream (its first-run figure, and a cache that holds every shape).
 Eager ends; plain compile stays alive, stopped, as the search's reference: every trial's
-windows are paired with its windows (`autotune.measure._pairing`). When plain compile fails,
+windows are paired with its windows (`autotune.measure.tasks._pairing`). When plain compile fails,
 eager is the reference.
 """
 
@@ -16,9 +16,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from autotune.measure._campaign import Harness, Subject
-from autotune.measure._pairing import Reference, pair_windows
-from autotune.measure._session import batches_for, calibrate
+from autotune.measure.engine import Harness, Subject, batches_for, calibrate
+from autotune.measure.tasks._pairing import Reference, pair_windows
 from autotune.trial.live import LiveWorker
 from autotune.trial.request import RunRecord, TrialRun, window_figures
 

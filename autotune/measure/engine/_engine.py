@@ -19,7 +19,7 @@ benchmark call. It
    `budget_seconds` of measurement are spent, and says which (`Campaign.stopped`).
 
 Every look from `min_rounds` to `max_rounds` and every configuration compared counts against
-the campaign's error (`Campaign.looks`, `autotune.measure._statistics.Looks`): the intervals
+the campaign's error (`Campaign.looks`, `autotune.measure.stats.Looks`): the intervals
 it judges and prints are simultaneous over them, so stopping at whichever look decided first
 does not make a false gain likelier.
 
@@ -40,9 +40,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from autotune.measure._campaign import Campaign, Harness, Subject, start
-from autotune.measure._objective import Objective
-from autotune.measure._session import (
+from autotune.measure.engine._campaign import Campaign, Harness, Subject, start
+from autotune.measure.engine._session import (
     Replicate,
     ReplicatePlan,
     batches_for,
@@ -50,7 +49,7 @@ from autotune.measure._session import (
     expected_replicate_seconds,
     run_replicate,
 )
-from autotune.measure._statistics import BAND, Looks, outcome, replicate_interval, windows_per_replicate
+from autotune.measure.stats import BAND, Looks, Objective, outcome, replicate_interval, windows_per_replicate
 from autotune.trial.request import Protocol as RunProtocol
 from autotune.trial.request import RunRecord, TrialRequest, TrialRun
 from autotune.trial.runner import run_trial
@@ -120,7 +119,7 @@ class Lab(Protocol):
     def replicate(
         self, requests: Mapping[str, TrialRequest], plan: ReplicatePlan, rng: random.Random
     ) -> tuple[Replicate, dict[str, TrialRun], dict[str, TrialRun]]:
-        """One replicate as `plan` says (see `autotune.measure._session.run_replicate`)."""
+        """One replicate as `plan` says (see `autotune.measure.engine._session.run_replicate`)."""
         ...
 
     def clock(self) -> float:

@@ -18,9 +18,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from autotune.measure._campaign import Campaign
-from autotune.measure._statistics import Interval, replicate_interval
+from autotune.measure.engine import Campaign
 from autotune.measure.format import number
+from autotune.measure.stats import Interval, replicate_interval
 
 __all__ = ["break_even", "break_even_text", "steps_to_pay_back"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from autotune.measure._breakeven import break_even, break_even_text
-from autotune.measure._campaign import Campaign
+from autotune.measure.engine import Campaign
 from autotune.measure.format import interval, number
+from autotune.measure.report._breakeven import break_even, break_even_text
 
 __all__ = ["confirmation_cells", "confirmation_rows", "confirmation_table", "table"]
 

@@ -1,0 +1,55 @@
+"""The engine: subjects run in fresh processes, replicates of interleaved paired windows, and the campaign that records them until the question is decided."""
+
+from __future__ import annotations
+
+from autotune.measure.engine._campaign import BASELINES, Campaign, Harness, Subject, with_protocol
+from autotune.measure.engine._engine import (
+    VALIDATION_MAX_ROUNDS,
+    VALIDATION_PRECISION,
+    VALIDATION_REPEATS,
+    VALIDATION_SECONDS,
+    Budget,
+    ReplicateCallback,
+    RunCallback,
+    confirmation_budget,
+    first_blocks,
+    has_warm_cache,
+    measure,
+    validation_budget,
+)
+from autotune.measure.engine._session import (
+    Replicate,
+    ReplicatePlan,
+    batches_for,
+    block_orders,
+    calibrate,
+    co_residence,
+    expected_replicate_seconds,
+)
+
+__all__ = [
+    "BASELINES",
+    "VALIDATION_MAX_ROUNDS",
+    "VALIDATION_PRECISION",
+    "VALIDATION_REPEATS",
+    "VALIDATION_SECONDS",
+    "Budget",
+    "Campaign",
+    "Harness",
+    "Replicate",
+    "ReplicateCallback",
+    "ReplicatePlan",
+    "RunCallback",
+    "Subject",
+    "batches_for",
+    "block_orders",
+    "calibrate",
+    "co_residence",
+    "confirmation_budget",
+    "expected_replicate_seconds",
+    "first_blocks",
+    "has_warm_cache",
+    "measure",
+    "validation_budget",
+    "with_protocol",
+]

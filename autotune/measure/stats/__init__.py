@@ -1,0 +1,36 @@
+"""What a measurement means: the statistics of paired ratios, the equivalence band and stopping rule, the objective, the method's version."""
+
+from __future__ import annotations
+
+from autotune.measure.stats._method import METHOD, method_change
+from autotune.measure.stats._objective import Objective, Objectives, faster
+from autotune.measure.stats._statistics import (
+    BAND,
+    REPLICATE_SD_FLOOR,
+    Components,
+    Interval,
+    Looks,
+    components,
+    outcome,
+    replicate_interval,
+    t_quantile,
+    windows_per_replicate,
+)
+
+__all__ = [
+    "BAND",
+    "METHOD",
+    "REPLICATE_SD_FLOOR",
+    "Components",
+    "Interval",
+    "Looks",
+    "Objective",
+    "Objectives",
+    "components",
+    "faster",
+    "method_change",
+    "outcome",
+    "replicate_interval",
+    "t_quantile",
+    "windows_per_replicate",
+]

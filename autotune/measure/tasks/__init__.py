@@ -1,0 +1,27 @@
+"""What search, validate and retune ask of the engine: baselines, trials paired with a live reference, validation, the winner's compile cache, recipes."""
+
+from __future__ import annotations
+
+from autotune.measure.tasks._baselines import Baselines, measure_baselines
+from autotune.measure.tasks._cache import record_compile_cache
+from autotune.measure.tasks._pairing import Paired, Reference, measure_trial, start_reference
+from autotune.measure.tasks._recipes import Recipe, read_recipe, read_recipes, without_cuda_graphs
+from autotune.measure.tasks._validate import ValidationReport, design_text, read_config_file, validate
+
+__all__ = [
+    "Baselines",
+    "Paired",
+    "Recipe",
+    "Reference",
+    "ValidationReport",
+    "design_text",
+    "measure_baselines",
+    "measure_trial",
+    "read_config_file",
+    "read_recipe",
+    "read_recipes",
+    "record_compile_cache",
+    "start_reference",
+    "validate",
+    "without_cuda_graphs",
+]
