@@ -77,7 +77,7 @@ def _what(g: Any) -> None:
     )
     g.add_argument(
         "--objective",
-        default="throughput",
+        default=_default("objective"),
         metavar="OBJECTIVE[,TRADE-OFF...]",
         help="throughput (maximise samples/s, the default) or time-to:N (minimise compile time plus N steps); "
         "add compile-time and/or peak-memory (e.g. throughput,compile-time) for a multi-objective search that "
@@ -94,10 +94,12 @@ def _what(g: Any) -> None:
     g.add_argument(
         "--sampler",
         choices=("tpe", "random", "bruteforce"),
-        default="tpe",
+        default=_default("sampler"),
         help="tpe (seeded, default), random, or bruteforce (every configuration of the space once)",
     )
-    g.add_argument("--seed", type=int, default=0, help="seeds the sampler and the batches drawn (default: 0)")
+    g.add_argument(
+        "--seed", type=int, default=_default("seed"), help="seeds the sampler and the batches drawn (default: 0)"
+    )
     g.add_argument(
         "--no-recipes",
         dest="recipes",
@@ -115,6 +117,16 @@ def _what(g: Any) -> None:
     )
 
 
+def _default(name: str) -> Any:
+    """The default of SearchOptions' field `name`: the flags restate no default of their own."""
+    import dataclasses
+
+    from autotune.study.search import SearchOptions  # lazy: see the package docstring
+
+    (field,) = [f for f in dataclasses.fields(SearchOptions) if f.name == name]
+    return field.default
+
+
 def _budget(g: Any) -> None:
     g.add_argument("--trials", type=int, help="trials in the study, resumed ones included (default: from --effort)")
     g.add_argument(
@@ -126,20 +138,20 @@ def _budget(g: Any) -> None:
     g.add_argument(
         "--trial-timeout",
         type=float,
-        default=900.0,
+        default=_default("trial_timeout"),
         metavar="SECONDS",
         help="kill a trial's whole process group after this many seconds (default: 900)",
     )
     g.add_argument(
         "--pruner",
         choices=("median", "hyperband", "none"),
-        default="median",
+        default=_default("pruner"),
         help="stops trials whose throughput windows trail the others (default: median)",
     )
     g.add_argument(
         "--slow-ratio",
         type=float,
-        default=0.5,
+        default=_default("slow_ratio"),
         help="prune trials running below this fraction of eager's throughput (default: 0.5)",
     )
     g.add_argument(
@@ -151,7 +163,7 @@ def _budget(g: Any) -> None:
     g.add_argument(
         "--compile-budget",
         type=float,
-        default=4.0,
+        default=_default("compile_budget"),
         metavar="K",
         help="stop a trial as soon as its compile and warm-up run longer than K times plain torch.compile's "
         "(measured when the session starts; never less than 60 s); with --objective time-to:N also once it has run "
@@ -160,7 +172,7 @@ def _budget(g: Any) -> None:
     g.add_argument(
         "--max-failure-rate",
         type=float,
-        default=0.8,
+        default=_default("max_failure_rate"),
         help="stop the search when more than this fraction of (at least 5) trials failed (default: 0.8)",
     )
 
@@ -237,14 +249,14 @@ def _scale(g: Any) -> None:
     g.add_argument(
         "--heartbeat-interval",
         type=int,
-        default=10,
+        default=_default("heartbeat_interval"),
         metavar="SECONDS",
         help="with a shared --storage (not SQLite): a running trial records a heartbeat this often (default: 10)",
     )
     g.add_argument(
         "--grace-period",
         type=int,
-        default=60,
+        default=_default("grace_period"),
         metavar="SECONDS",
         help="with a shared --storage: a trial without a heartbeat for this long is failed as abandoned by any host "
         "and its configuration queued again, once (default: 60)",

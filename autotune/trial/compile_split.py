@@ -18,10 +18,20 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["SPLIT_PARTS", "compile_split"]
+__all__ = ["ALWAYS_SHOWN", "SPLIT_LABELS", "SPLIT_PARTS", "compile_split"]
 
-SPLIT_PARTS = ("tracing", "aot_autograd", "inductor", "autotuning", "cudagraphs")
+SPLIT_LABELS = {
+    "tracing": "dynamo tracing",
+    "aot_autograd": "AOTAutograd",
+    "inductor": "Inductor code generation and kernel compilation",
+    "autotuning": "autotuning (benchmarking kernels)",
+    "cudagraphs": "CUDA-graph recording",
+}
+"""How each part is named for people, in the order the parts happen."""
+SPLIT_PARTS = tuple(SPLIT_LABELS)
 """The parts of a compile, in the order they happen."""
+ALWAYS_SHOWN = SPLIT_PARTS[:3]
+"""The parts every compile has, shown even at zero; autotuning and CUDA graphs only where they took time."""
 
 
 def compile_split() -> dict[str, float]:

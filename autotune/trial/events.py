@@ -23,6 +23,7 @@ __all__ = [
     "COMMAND_FD_VARIABLE",
     "EVENT_FD_VARIABLE",
     "HOLD_VARIABLE",
+    "MAX_PASSES",
     "PARENT_PID_VARIABLE",
     "PAUSE_FD_VARIABLE",
     "Events",
@@ -33,6 +34,9 @@ __all__ = [
     "wait_for_go",
 ]
 
+MAX_PASSES = 64
+"""Passes over its slice one window makes at most (a subject far faster than the slowest), the same limit
+for the window the parent asks for, the window the worker times and the calibration window."""
 EVENT_FD_VARIABLE = "AUTOTUNE_EVENT_FD"
 """The environment variable that names the worker's event file descriptor."""
 COMMAND_FD_VARIABLE = "AUTOTUNE_COMMAND_FD"

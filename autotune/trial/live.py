@@ -36,6 +36,7 @@ from autotune.trial.events import (
     COMMAND_FD_VARIABLE,
     EVENT_FD_VARIABLE,
     HOLD_VARIABLE,
+    MAX_PASSES,
     PARENT_PID_VARIABLE,
     PAUSE_FD_VARIABLE,
 )
@@ -67,8 +68,6 @@ __all__ = ["WORKDIR_PREFIX", "LiveWorker", "Monitor", "oom_kills"]
 WORKDIR_PREFIX = "autotune-trial-"
 """A run's temporary folder is WORKDIR_PREFIX + the parent's pid + a random part, in the temp directory."""
 STDERR_TAIL_LINES = 25
-MAX_PASSES = 64
-"""Passes over its slice a window makes at most, for a subject far faster than the slowest."""
 Monitor = Callable[[Event | None], str | None]
 """Called with each event (and with None about once a second); a returned string stops the trial as PRUNED."""
 

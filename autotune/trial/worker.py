@@ -53,6 +53,7 @@ from autotune.trial.compile_split import compile_split
 from autotune.trial.events import (
     COMMAND_FD_VARIABLE,
     HOLD_VARIABLE,
+    MAX_PASSES,
     PAUSE_FD_VARIABLE,
     Events,
     command_channel,
@@ -96,8 +97,6 @@ from autotune.trial.request import Protocol, noisy_reason
 from autotune.workload import Workload, preimport, resolve, samples_in
 
 __all__ = ["StepRunner", "TrialFailure", "answer_pauses", "classify", "exit_now", "hold", "main", "to_device"]
-
-MAX_PASSES_PER_WINDOW = 64
 
 
 class TrialFailure(Exception):
@@ -341,7 +340,7 @@ def settle_windows(trial: Trial) -> tuple[list[SettleWindow], int]:
     clock = Stopwatch(trial.device)
     clock.start()
     trial.run_pass(trial.batches)
-    passes = min(MAX_PASSES_PER_WINDOW, max(1, math.ceil(trial.protocol.window_seconds / max(clock.elapsed(), 1e-6))))
+    passes = min(MAX_PASSES, max(1, math.ceil(trial.protocol.window_seconds / max(clock.elapsed(), 1e-6))))
     windows: list[SettleWindow] = []
     redone = 0
     while len(windows) < trial.protocol.settle_windows:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from autotune.runtime.device import parse_device
+from autotune.trial.events import MAX_PASSES
 from autotune.trial.live import LiveWorker
 from autotune.trial.records import ReadyReport, Window
 from autotune.trial.request import RunRecord, TrialRequest, TrialRun
@@ -317,7 +318,7 @@ def calibrate(workers: Mapping[str, LiveWorker]) -> dict[str, ReadyReport]:
             window = worker.window(-1, 0, count, passes)
             if window is None or window.seconds >= CALIBRATION_SECONDS:
                 break
-            passes = min(64, passes * max(2, math.ceil(CALIBRATION_SECONDS / max(window.seconds, 1e-6))))
+            passes = min(MAX_PASSES, passes * max(2, math.ceil(CALIBRATION_SECONDS / max(window.seconds, 1e-6))))
         worker.pause()
         if window is not None and window.seconds > 0:
             ready = replace(ready, batches_per_second=window.batches / window.seconds)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from autotune.study.doctor._compile_time import SPLIT_NAMES
 from autotune.study.doctor._doctor import Diagnosis, GraphBreak, Recompile, diagnose
 from autotune.study.doctor._hints import (
     BreakCause,
@@ -17,7 +16,6 @@ from autotune.study.doctor._padding import BUCKET_COUNTS, padding_rows
 
 __all__ = [
     "BUCKET_COUNTS",
-    "SPLIT_NAMES",
     "BreakCause",
     "Diagnosis",
     "GraphBreak",

@@ -4,17 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-__all__ = ["SPLIT_NAMES", "compile_time_lines"]
+from autotune.trial.compile_split import ALWAYS_SHOWN, SPLIT_LABELS
 
-
-SPLIT_NAMES = {
-    "tracing": "dynamo tracing",
-    "aot_autograd": "AOTAutograd",
-    "inductor": "Inductor code generation and kernel compilation",
-    "autotuning": "autotuning (benchmarking kernels)",
-    "cudagraphs": "CUDA-graph recording",
-}
-"""How each part of `autotune.trial.compile_split` is named for people."""
+__all__ = ["compile_time_lines"]
 
 
 def compile_time_lines(total: float | None, split: Mapping[str, float], shorter: Sequence[str]) -> list[str]:
@@ -22,9 +14,9 @@ def compile_time_lines(total: float | None, split: Mapping[str, float], shorter:
     parts = sum(split.values())
     measured = total if total else parts
     lines = [f"Where plain torch.compile's {measured:.1f} s of compiling went (torch's own compilation metrics)"]
-    for name, label in SPLIT_NAMES.items():
+    for name, label in SPLIT_LABELS.items():
         seconds = split.get(name, 0.0)
-        if seconds or name in ("tracing", "aot_autograd", "inductor"):
+        if seconds or name in ALWAYS_SHOWN:
             share = seconds / measured if measured else 0.0
             lines.append(f"  {label:<50} {seconds:>7.1f} s  {share:>4.0%}")
     if total:

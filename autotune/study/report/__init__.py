@@ -25,12 +25,11 @@ from autotune.study.report._plots import (
     throughput_vs_compile,
 )
 from autotune.study.report._progress import Plan, Progress, ProgressCallback, quiet
-from autotune.study.report._report import DECIDE_WITHIN, write_report
+from autotune.study.report._report import write_report
 from autotune.study.report._verdict import BEST_TRIALS, best_trials, render_summary, savings_text
 
 __all__ = [
     "BEST_TRIALS",
-    "DECIDE_WITHIN",
     "Plan",
     "Plot",
     "Progress",

@@ -14,16 +14,13 @@ from autotune.measure.format import number, span
 from autotune.measure.stats import BAND
 from autotune.measure.tasks import design_text
 from autotune.runtime.tuned import TunedConfig
-from autotune.study.doctor import SPLIT_NAMES, Diagnosis
+from autotune.study.doctor import Diagnosis
 from autotune.study.report import _plots as plots
 from autotune.study.report._verdict import render_summary, savings_text
 from autotune.study.storage import read_history
+from autotune.trial.compile_split import ALWAYS_SHOWN, SPLIT_LABELS
 
-__all__ = ["DECIDE_WITHIN", "write_report"]
-
-DECIDE_WITHIN = BAND
-"""The band of equivalence the report draws: the engine's own (`autotune.measure.stats.BAND`)."""
-"""The band of equivalence around plain torch.compile the confirmation decides with."""
+__all__ = ["write_report"]
 
 
 def write_report(
@@ -56,9 +53,7 @@ def write_report(
         "",
     ]
     if confirmed:
-        title_, what = plots.decision(
-            out_dir, list(metrics.get("confirmation") or []), DECIDE_WITHIN, metrics.get("subject")
-        )
+        title_, what = plots.decision(out_dir, list(metrics.get("confirmation") or []), BAND, metrics.get("subject"))
         lines += [f"![{title_}]({what})" if what.endswith(".png") else what, ""]
     lines += [_noise_text(campaign, confirmed), ""]
     if front:
@@ -224,8 +219,8 @@ def _split_table(metrics: Mapping[str, Any], baselines: Mapping[str, Any]) -> st
         header,
         "|---|" + "---|" * len(columns),
     ]
-    for part, label in SPLIT_NAMES.items():
-        if any(split.get(part) for split in columns.values()) or part in ("tracing", "aot_autograd", "inductor"):
+    for part, label in SPLIT_LABELS.items():
+        if any(split.get(part) for split in columns.values()) or part in ALWAYS_SHOWN:
             lines.append(f"| {label} | " + " | ".join(number(split.get(part)) for split in columns.values()) + " |")
     totals = " | ".join(number(sum(split.values()) if split else None) for split in columns.values())
     lines.append(f"| all of them | {totals} |")
