@@ -221,7 +221,7 @@ def _tests(python: str, *, dry_run: bool, junit: Path) -> list[str]:
     common += ["no:cacheprovider"]
     if dry_run:
         # tests/gpu is not collected without CUDA; the CPU tests of the GPU path stand in for it.
-        return [*common, "tests/test_gpu_path.py", "-m", "parallel"]
+        return [*common, "tests/trial/test_gpu_path.py", "-m", "parallel"]
     # The paired campaign of reduce-overhead against plain compile is left out: the validate stage measures
     # that very pair with the same engine, and its cold compiles and replicates would take a minute of the
     # stage's limit. pytest-timeout, where installed, stops one hanging test instead of the whole stage.

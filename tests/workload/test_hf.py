@@ -120,7 +120,7 @@ def test_vision_model_gets_pixel_batches(vit: Workload) -> None:
 
 
 @pytest.mark.slow
-# One text and one vision model; BERT's compiled training runs in tests/test_examples.py
+# One text and one vision model; BERT's compiled training runs in tests/project/test_examples.py
 # (bert_classify), so examples.hf:bert is checked eagerly below to save a compile.
 @pytest.mark.parametrize("name", ["gpt2", "vit"])
 def test_bare_model_runs_one_compiled_step(name: str, request: pytest.FixtureRequest) -> None:
@@ -252,7 +252,7 @@ def test_required_inputs_it_cannot_make_are_refused() -> None:
 
 def test_resolve_reports_the_synthesis_error() -> None:
     with pytest.raises(WorkloadError, match=r"NoInputsModel"):
-        resolve("tests.test_hf:no_inputs")
+        resolve("tests.workload.test_hf:no_inputs")
 
 
 def no_inputs() -> NoInputsModel:

@@ -11,7 +11,7 @@ from autotune.cli import _reference
 
 pytestmark = pytest.mark.parallel
 
-PAGE = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 
 
 def test_the_committed_reference_matches_the_parsers() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from examples.benchmark import main, render
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # Two linear blocks: each compile takes seconds, and regional compilation has blocks to compile.
 SPEC = "tests.trial_targets.workloads:detour_infer"
 

@@ -35,7 +35,7 @@ from autotune.study.storage import HISTORY_FILE, append_history, read_history
 from tests.short_runs import SHORT_FLAGS
 
 SPEC = "tests.trial_targets.workloads:detour_infer"
-SPACES = Path(__file__).parent / "retune_spaces"
+SPACES = Path(__file__).parent.parent / "retune_spaces"
 NARROW = str(SPACES / "regional.yaml")
 WIDE = str(SPACES / "whole_or_regional.yaml")
 # The incumbent's figures are dominated by a fixed pause, but this runs on shared CPUs:

@@ -18,7 +18,7 @@ from autotune.trial.request import Protocol
 
 pytestmark = pytest.mark.parallel
 
-TARGETS = Path(__file__).parent / "targets" / "doctor.py"
+TARGETS = Path(__file__).parent.parent / "targets" / "doctor.py"
 FEW_FRESH = Protocol(fresh_batches=4)
 
 

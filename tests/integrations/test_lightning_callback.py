@@ -27,7 +27,7 @@ from autotune.runtime.tuned import EnvironmentMismatchWarning
 
 VOCAB = 24
 SUMMARY = WorkloadSummary(
-    spec="tests.test_lightning_callback:TinyLM",
+    spec="tests.integrations.test_lightning_callback:TinyLM",
     task="train",
     model_class="TinyLM",
     dynamic_dims={"input_ids": (1,), "attention_mask": (1,), "labels": (1,)},

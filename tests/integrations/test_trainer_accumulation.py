@@ -21,8 +21,8 @@ from autotune import cli
 from autotune.runtime.tuned import read
 from autotune.workload.trainer import trainer_workload
 from examples import trainer as example
+from tests.integrations.test_trainer import SPACE, TUNED, _train, _write
 from tests.short_runs import SHORT_FLAGS
-from tests.test_trainer import SPACE, TUNED, _train, _write
 
 ACCUMULATING = "examples.trainer:accumulating_trainer"
 

@@ -27,7 +27,7 @@ from autotune.trial.runner import run_trial
 from tests.short_runs import SHORT, SHORT_FLAGS
 
 TARGETS = "tests.trial_targets.workloads"
-FAST = str(Path(__file__).parent / "search_spaces" / "fast.yaml")
+FAST = str(Path(__file__).parent.parent / "search_spaces" / "fast.yaml")
 
 
 def source(spec: str, config: CompileConfig) -> str:
@@ -222,7 +222,7 @@ def test_a_search_does_not_prune_a_trial_as_fast_as_plain_compile_when_the_machi
     # windows run far below eager's rate at the session's start, and --slow-ratio 0.5 would stop it;
     # beside the live plain compile, which runs on the same busy machine, it is 5% faster.
     out = tmp_path / "busy"
-    space = str(Path(__file__).parent / "search_spaces" / "precision.yaml")
+    space = str(Path(__file__).parent.parent / "search_spaces" / "precision.yaml")
     code = cli.main(
         [
             "search", "--no-doctor", "--model", f"{TARGETS}:spins_and_hogs_when_faster", "--space", space,

@@ -1,7 +1,7 @@
 """The CUDA path's rules, checked without a GPU: the worker's environment on a GPU, when a GPU may not be shared,
 CUDA-graph recordings counted as compiling, the replayed accuracy check, the output-clone rule.
 
-Which GPU a worker is given, and the other rules of one device, are in tests/test_device.py; what
+Which GPU a worker is given, and the other rules of one device, are in tests/runtime/test_device.py; what
 only a GPU can show is in tests/gpu (`bash .ci/gpu`).
 """
 

@@ -6,7 +6,7 @@ both captioning variants one step, and `dynamic_true` (max-autotune-no-cudagraph
 forward passes of two caption lengths. `static`, `dynamic_mark`, `buckets` and `modular`
 use max-autotune, whose CUDA graphs need CUDA, so on the CPU they are generated, parsed,
 executed and applied, but not run. The regional runs are also the captioning examples'
-compiled training steps (tests/test_examples.py runs the other examples').
+compiled training steps (tests/project/test_examples.py runs the other examples').
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from autotune.workload import Workload
 
 pytestmark = pytest.mark.parallel
 
-RECIPES = Path(__file__).resolve().parent.parent / "examples" / "recipes"
+RECIPES = Path(__file__).resolve().parents[2] / "examples" / "recipes"
 STATIC = "examples.captioning:captioning_static"
 DYNAMIC = "examples.captioning:captioning_dynamic"
 RUNS_ON_CPU = ("dynamic_true", "regional")

@@ -26,7 +26,7 @@ from examples.gpu_check import (
 )
 from examples.gpu_check._figures import interval_text, run_figures, search_figures
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def check(tmp_path: Path, *args: str, fault: str = "", timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -28,7 +28,7 @@ from autotune.runtime import environment
 # Compiles the toy (dynamo only) in-process and times nothing: beside other tests is fine.
 pytestmark = [pytest.mark.slow, pytest.mark.parallel]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 STUDY = "outputs/examples.toy-model"
 FENCE = re.compile(r"^(?P<indent>[ ]*)```python[ ]*\n(?P<code>.*?)^(?P=indent)```[ ]*$", re.MULTILINE | re.DOTALL)
 NOT_RUN = re.compile(r"^# not run: (?P<reason>\S.*)$")

@@ -26,7 +26,7 @@ from examples import trainer as example
 from tests.short_runs import SHORT_FLAGS
 
 SPEC = "examples.trainer:trainer"
-SPACE = str(Path(__file__).parent / "search_spaces" / "trainer.yaml")
+SPACE = str(Path(__file__).parent.parent / "search_spaces" / "trainer.yaml")
 TUNED = CompileConfig(
     mark_dynamic=(("input_ids", 1), ("attention_mask", 1), ("labels", 1)), compile_optimizer=True, padding_alignment=8
 )

@@ -15,7 +15,7 @@ import pytest
 
 pytestmark = pytest.mark.parallel
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NAME = re.compile(r"\bautotune(?:\.[A-Za-z_]\w*)+")
 
 # Names that read like modules but are not meant to import. Keep each with its reason.

@@ -87,8 +87,8 @@ def test_example_builds_and_draws_repeatable_batches(spec: str) -> None:
 
 
 # Compiles cost tens of seconds each here, so every example compiles once in the whole suite:
-# the captioning workloads in tests/test_recipes.py (trained by the regional recipe), the
-# bare models of examples.hf in tests/test_hf.py, and the rest below.
+# the captioning workloads in tests/measure/test_recipes.py (trained by the regional recipe), the
+# bare models of examples.hf in tests/workload/test_hf.py, and the rest below.
 @pytest.mark.slow
 @pytest.mark.parametrize("spec", OTHERS)
 def test_example_runs_one_compiled_step(spec: str) -> None:
@@ -150,7 +150,7 @@ def test_captioning_modules_and_blocks() -> None:
 
 def test_a_labelled_captioning_forward_is_one_graph() -> None:
     # VisionEncoderDecoderModel computes the loss itself: the decoder's loss lookup, which breaks the
-    # graph of a bare GPT-2 given labels (tests/test_doctor.py), is not on this model's path.
+    # graph of a bare GPT-2 given labels (tests/study/test_doctor.py), is not on this model's path.
     model = captioning.build_model(captioning.SIZES["tiny"])
     batch = captioning.make_batches(captioning.SIZES["tiny"], count=1, pad_to_max=False)[0]
     explained = torch._dynamo.explain(model)(**batch)

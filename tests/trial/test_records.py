@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 from dataclasses import fields
 
 import pytest
@@ -23,6 +24,7 @@ from autotune.trial.records import (
     FreshPass,
     Held,
     Pausable,
+    Paused,
     PhaseChange,
     ReadyReport,
     ResultReport,
@@ -168,3 +170,39 @@ def test_a_real_worker_sends_only_records_the_parent_reads() -> None:
     assert run.ready is not None and run.ready.stream_batches == 4
     record = run.record()
     assert record.samples_per_second and record.windows and record.fresh_batches == 4
+
+
+def test_an_event_line_is_read_from_text_as_from_bytes_with_its_time_as_a_float() -> None:
+    line = json.dumps({"v": EVENT_VERSION, "event": "phase", "time": 3, "record": {"phase": "measure"}})
+    event = parse_event(line)
+    assert event == Event(record=PhaseChange(phase="measure"), time=3.0)
+    assert event is not None and isinstance(event.time, float)
+    assert parse_event(line.encode()) == event
+
+
+@pytest.mark.parametrize("line", [b"[1, 2]", b"42", b'"event"', b"null", b"", b"\xff\xfe"])
+def test_json_that_is_not_an_object_with_an_event_is_not_an_event(line: bytes) -> None:
+    assert parse_event(line) is None
+
+
+@pytest.mark.parametrize("time", [None, "12.5", True, [1.0]])
+def test_an_event_without_a_numeric_time_is_refused_naming_what_came(time: object) -> None:
+    wire = {"v": EVENT_VERSION, "event": "phase", "record": {"phase": "build"}}
+    if time is not None:
+        wire["time"] = time
+    with pytest.raises(RecordError, match=rf"'phase' event has no time \(got {re.escape(repr(time))}\)"):
+        parse_event(json.dumps(wire))
+
+
+@pytest.mark.parametrize("record", [None, [], "phase", 7])
+def test_an_event_whose_record_is_not_an_object_is_refused_naming_what_came(record: object) -> None:
+    wire = {"v": EVENT_VERSION, "event": "phase", "time": 1.0, "record": record}
+    with pytest.raises(RecordError, match=rf"'phase' event carries no record object \(got {re.escape(repr(record))}\)"):
+        parse_event(json.dumps(wire))
+
+
+def test_a_record_only_the_parent_makes_is_refused_from_a_worker() -> None:
+    # The parent writes `Paused` for its own monitor; a worker claiming to have been paused is not believed.
+    line = event_line(Paused(seconds=2.0), 1.0)
+    with pytest.raises(RecordError, match="unknown event 'paused'"):
+        parse_event(line)

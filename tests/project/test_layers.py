@@ -13,7 +13,7 @@ import pytest
 
 pytestmark = pytest.mark.parallel
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:

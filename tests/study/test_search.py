@@ -24,7 +24,7 @@ from autotune.study.search import SearchOptions, search
 from tests.short_runs import SHORT_FLAGS
 
 SPEC = "tests.trial_targets.workloads:tiny_train"
-FAST = str(Path(__file__).parent / "search_spaces" / "fast.yaml")
+FAST = str(Path(__file__).parent.parent / "search_spaces" / "fast.yaml")
 STUDY = "tests.trial_targets.workloads-tiny_train"  # derived from SPEC
 
 

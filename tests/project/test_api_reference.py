@@ -14,7 +14,7 @@ from autotune.integrations import transformers as hf_integration
 
 pytestmark = pytest.mark.parallel
 
-PAGE = Path(__file__).resolve().parent.parent / "docs" / "api.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 # A mkdocstrings block: `::: dotted.path`, optionally followed by an indented `heading: "public.name"`.
 BLOCK = re.compile(r'^::: (?P<path>[\w.]+)\n(?:(?:[ ]+.*\n)*?[ ]+heading: "(?P<heading>[\w.]+)"\n)?', re.MULTILINE)
 

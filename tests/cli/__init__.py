@@ -1,0 +1,1 @@
+"""Tests of autotune.cli: what a person sees and the exit codes."""

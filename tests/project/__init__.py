@@ -1,0 +1,1 @@
+"""Tests of the repository as a whole: documentation, references, layers, examples and the GPU check."""

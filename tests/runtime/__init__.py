@@ -1,0 +1,1 @@
+"""Tests of autotune.runtime: what a training or serving process imports."""

@@ -1,0 +1,127 @@
+"""A search's trial budget: --trials, --timeout and --max-failure-rate, and which search of a study confirms."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import types
+
+import optuna
+import pytest
+
+from autotune.study.search import SearchOptions, StudyLedger, TrialBudget
+from tests.study.test_ledger import ledger_of, trial
+
+pytestmark = pytest.mark.parallel
+
+State = optuna.trial.TrialState
+MINE = {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def budget_of(
+    *trials: optuna.trial.FrozenTrial,
+    exhausted: bool = False,
+    started: float | None = None,
+    **options: object,
+) -> tuple[TrialBudget, StudyLedger, list[str]]:
+    """The budget of a search over an in-memory study holding `trials`, and the notes it writes."""
+    ledger, notes = ledger_of(*trials)
+    # What the budget asks of the trial loop: its ledger, its study, and whether the space is used up.
+    loop = types.SimpleNamespace(ledger=ledger, study=ledger.study, exhausted=exhausted)
+    search = SearchOptions(model="m:w", device="cpu", **options)  # type: ignore[arg-type]
+    budget = TrialBudget(search, loop, notes.append, started=time.monotonic() if started is None else started)  # type: ignore[arg-type]
+    return budget, ledger, notes
+
+
+def test_another_trial_starts_until_the_trials_started_reach_the_budget() -> None:
+    done = [trial(State.COMPLETE, [1.0]), trial(State.PRUNED)]
+    assert budget_of(*done, trials=3)[0].more()
+    full, _, notes = budget_of(*done, trial(State.FAIL), trials=3)
+    assert not full.more()
+    assert notes == []
+    running, _, _ = budget_of(*done, trial(State.RUNNING, host="another-host", pid=1), trials=3)
+    assert not running.more(), "a trial another search runs now holds its place"
+
+
+def test_a_used_up_space_stops_the_search_saying_after_how_many_trials() -> None:
+    budget, _, notes = budget_of(trial(State.COMPLETE, [1.0]), trial(State.COMPLETE, [2.0]), exhausted=True)
+    assert not budget.more()
+    assert notes == ["every configuration of the space was measured after 2 trials"]
+
+
+def test_the_timeout_counts_from_the_start_of_the_search() -> None:
+    late, _, notes = budget_of(trial(State.COMPLETE, [1.0]), timeout=10.0, started=time.monotonic() - 20)
+    assert not late.more()
+    assert notes == ["--timeout 10 s reached after 1 trials"]
+    assert budget_of(timeout=60.0, started=time.monotonic() - 20)[0].more()
+
+
+def test_more_failures_than_the_rate_allows_stop_the_search_naming_the_count_and_the_reasons() -> None:
+    failed = [trial(State.FAIL, reason=r) for r in ("crash", "accuracy", "crash", "accuracy")]
+    budget, ledger, notes = budget_of(trial(State.COMPLETE, [1.0]), *failed, max_failure_rate=0.5)
+    assert not budget.more()
+    expected = (
+        "stopped searching: 4 of 5 trials failed, more than --max-failure-rate 50% (reasons: accuracy, crash); "
+        "what completed is still confirmed"
+    )
+    assert notes == [expected]
+    assert ledger.study.user_attrs["stopped"] == expected, "the study remembers why it stopped"
+
+
+def test_the_failure_rate_is_judged_from_five_trials_and_only_above_the_limit() -> None:
+    four_failed = [trial(State.FAIL, reason="crash") for _ in range(4)]
+    assert budget_of(*four_failed, max_failure_rate=0.5)[0].more(), "four trials are too few to judge"
+    at_limit, _, notes = budget_of(trial(State.COMPLETE, [1.0]), *four_failed, max_failure_rate=0.8)
+    assert at_limit.more(), "4 of 5 is not more than 80%"
+    assert notes == []
+
+
+def test_start_notes_whether_the_budget_was_complete_with_nothing_running() -> None:
+    under, _, _ = budget_of(trial(State.COMPLETE, [1.0]), trials=2)
+    under.start()
+    assert under.completed_before is False
+    complete, _, _ = budget_of(trial(State.COMPLETE, [1.0]), trials=1)
+    complete.start()
+    assert complete.completed_before is True
+    assert complete.confirms(), "a search started on a complete study confirms it"
+    busy, _, _ = budget_of(trial(State.COMPLETE, [1.0]), trial(State.RUNNING, host="another-host", pid=1), trials=1)
+    busy.start()
+    assert busy.completed_before is False
+
+
+def test_the_search_that_finished_the_last_trial_confirms() -> None:
+    assert budget_of()[0].confirms(), "nothing finished: nobody else can confirm"
+    mine_last = [trial(State.COMPLETE, [1.0], ago=10, host="another-host", pid=7), trial(State.COMPLETE, [2.0], **MINE)]
+    assert budget_of(*mine_last)[0].confirms()
+    # A trial failed as abandoned was finished by whoever noticed, not by the search that ran it.
+    abandoned = trial(State.FAIL, ago=-5, reason="abandoned", host="another-host", pid=7)
+    assert budget_of(*mine_last, abandoned)[0].confirms()
+
+
+def test_a_search_that_did_not_finish_the_last_trial_leaves_the_confirmation_and_says_who_does() -> None:
+    last = trial(State.COMPLETE, [2.0], host="another-host", pid=4242)
+    budget, _, notes = budget_of(trial(State.COMPLETE, [1.0], ago=10, **MINE), last, study_name="shared")
+    assert not budget.confirms()
+    (note,) = notes
+    assert "(trial 1: pid 4242 on another-host) confirms and exports" in note
+    assert "autotune export --storage sqlite:///" in note and "--study-name shared" in note
+
+
+def test_while_other_searches_run_trials_the_confirmation_waits_for_the_last_of_them() -> None:
+    running = trial(State.RUNNING, host="another-host", pid=1)
+    budget, _, notes = budget_of(trial(State.COMPLETE, [1.0], **MINE), running)
+    assert not budget.confirms()
+    assert notes[0].startswith("other searches still run trials of the study: the last to finish confirms")
+
+
+def test_only_a_shared_study_waits_for_other_searches_to_finish_its_budget() -> None:
+    running = trial(State.RUNNING, host="another-host", pid=1)
+    local, _, _ = budget_of(trial(State.COMPLETE, [1.0]), running, trials=2)
+    assert not local.others_finish_it(), "a SQLite study has no other searches to wait for"
+    shared, ledger, _ = budget_of(trial(State.COMPLETE, [1.0]), running, trials=2)
+    ledger.shared = True
+    assert shared.others_finish_it()
+    short, ledger, _ = budget_of(trial(State.COMPLETE, [1.0]), running, trials=3)
+    ledger.shared = True
+    assert not short.others_finish_it(), "trials the budget still holds are this search's to run"
