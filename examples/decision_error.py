@@ -54,7 +54,7 @@ from autotune.measure.engine import Replicate, ReplicatePlan, validation_budget
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search._effort import EFFORTS
-from autotune.trial.request import Protocol, RunRecord, TrialRequest, TrialRun
+from autotune.trial.request import RunProtocol, RunRecord, TrialRequest, TrialRun
 
 RATIOS = (0.98, 0.99, 1.00, 1.05, 1.10)
 SPREADS = (0.005, 0.01, 0.02, 0.04)
@@ -141,7 +141,7 @@ class Case:
         return 1 if self.design == "validate" else EFFORTS[self.design].confirm
 
 
-def budget_of(design: str, protocol: Protocol) -> Budget:
+def budget_of(design: str, protocol: RunProtocol) -> Budget:
     """The budget the real command gives this design."""
     if design == "validate":
         return validation_budget(protocol)

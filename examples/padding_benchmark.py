@@ -29,7 +29,7 @@ from autotune.runtime.buckets import choose_buckets
 from autotune.runtime.config import CompileConfig
 from autotune.study.doctor import padding_rows
 from autotune.study.search import observed_lengths, shared_length_groups
-from autotune.trial.request import Protocol, check_device
+from autotune.trial.request import RunProtocol, check_device
 from autotune.workload import resolve
 from examples.benchmark import _machine, machine_text
 
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--buckets {args.buckets}: must be 1 or more")
     device = check_device(args.device)
     started, load = time.monotonic(), os.getloadavg()[0]
-    protocol = Protocol()
+    protocol = RunProtocol()
     workload = resolve(args.model)
     fixed = workload.draw_batches(seed=0)
     fresh = workload.fresh_batches(seed=0, count=protocol.fresh_batches)

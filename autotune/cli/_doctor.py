@@ -40,7 +40,7 @@ examples:
 
 def add_flags(p: argparse.ArgumentParser) -> None:
     """The workload, where it runs, and how the findings are printed."""
-    from autotune.trial.request import Protocol  # lazy: see the package docstring
+    from autotune.trial.request import RunProtocol  # lazy: see the package docstring
 
     p.add_argument("--model", required=True, metavar="PKG.MOD:ATTR", help="the workload, as for `autotune search`")
     p.add_argument("--device", metavar="cpu|cuda|cuda:N", help="default: cuda when available, else cpu")
@@ -48,7 +48,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--fresh-batches",
         type=int,
-        default=Protocol().fresh_batches,
+        default=RunProtocol().fresh_batches,
         help="new batches to run after the fixed ones, where new lengths show their recompiles (default: %(default)s)",
     )
     p.add_argument(
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     import json  # lazy: see the package docstring
 
     from autotune.study.doctor import diagnose  # lazy: see the package docstring
-    from autotune.trial.request import Protocol, check_device  # lazy: see the package docstring
+    from autotune.trial.request import RunProtocol, check_device  # lazy: see the package docstring
 
     if args.fresh_batches < 0:
         raise ConfigError(f"--fresh-batches {args.fresh_batches}: must be >= 0.")
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         args.model,
         device,
         seed=args.seed,
-        protocol=Protocol(fresh_batches=args.fresh_batches),
+        protocol=RunProtocol(fresh_batches=args.fresh_batches),
         timeout=args.timeout,
         measure_compile=args.compile_time,
     )

@@ -10,7 +10,7 @@ from autotune.cli._common import EXIT_OK, add_no_compile_cache, add_pick, option
 from autotune.errors import ConfigError
 
 if TYPE_CHECKING:
-    from autotune.trial.request import Protocol
+    from autotune.trial.request import RunProtocol
 
 __all__ = ["DESCRIPTION", "EPILOG", "HELP", "NAME", "add_flags", "run"]
 
@@ -178,7 +178,7 @@ def _budget(g: Any) -> None:
 
 
 def _measurement(g: Any) -> None:
-    from autotune.trial.request import Protocol  # lazy: see the package docstring
+    from autotune.trial.request import RunProtocol  # lazy: see the package docstring
 
     g.add_argument(
         "--confirm",
@@ -201,14 +201,14 @@ def _measurement(g: Any) -> None:
     g.add_argument(
         "--windows",
         type=int,
-        default=Protocol().windows,
+        default=RunProtocol().windows,
         help="paired windows each trial measures beside a live plain torch.compile; the pruner sees each "
         "(default: %(default)s)",
     )
     g.add_argument(
         "--window-seconds",
         type=float,
-        default=Protocol().window_seconds,
+        default=RunProtocol().window_seconds,
         metavar="SECONDS",
         help="a window is as many batches of the fresh stream as run in about this long, the same slice for every "
         "subject it is compared with (default: %(default)s)",
@@ -216,7 +216,7 @@ def _measurement(g: Any) -> None:
     g.add_argument(
         "--fresh-batches",
         type=int,
-        default=Protocol().fresh_batches,
+        default=RunProtocol().fresh_batches,
         help="the fresh stream: batches no run has seen before, which windows take in turn; a configuration that "
         "meets a new length compiles inside its window, and that counts (default: %(default)s; 0: the fixed "
         "batches only)",
@@ -270,13 +270,13 @@ def _output(g: Any) -> None:
     )
 
 
-def protocol_from(args: argparse.Namespace) -> Protocol:
+def protocol_from(args: argparse.Namespace) -> RunProtocol:
     """The measurement protocol of `autotune search`'s flags; a bad value is named by its flag."""
-    from autotune.trial.request import Protocol  # lazy: see the package docstring
+    from autotune.trial.request import RunProtocol  # lazy: see the package docstring
 
     given = {name: getattr(args, name) for name in ("windows", "fresh_batches", "window_seconds")}
     try:
-        return Protocol(**given)
+        return RunProtocol(**given)
     except ConfigError as exc:
         message = str(exc)
         for name in given:

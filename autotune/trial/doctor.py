@@ -36,7 +36,7 @@ from autotune.runtime.device import Device, parse_device
 from autotune.trial.compile_split import compile_split
 from autotune.trial.events import open_request
 from autotune.trial.records import DoctorFindings, Failure, PhaseChange
-from autotune.trial.request import Protocol
+from autotune.trial.request import RunProtocol
 from autotune.trial.worker import StepRunner, classify, exit_now, to_device
 from autotune.workload import input_keys, input_of, resolve
 
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         events.emit(PhaseChange(phase=phase))
         device = parse_device(request["device"])
         device.prepare()
-        protocol = Protocol.from_dict(request.get("protocol", {}))
+        protocol = RunProtocol.from_dict(request.get("protocol", {}))
         workload = resolve(request["spec"])
         seed = int(request.get("seed", 0))
         fixed = [to_device(b, device.torch_device) for b in workload.draw_batches(seed=seed)]

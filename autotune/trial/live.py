@@ -61,14 +61,14 @@ from autotune.trial.records import (
     WireRecord,
     parse_event,
 )
-from autotune.trial.request import CompileStops, Protocol, TrialRequest, TrialRun
+from autotune.trial.request import CompileStops, RunProtocol, TrialRequest, TrialRun
 
-__all__ = ["WORKDIR_PREFIX", "LiveWorker", "Monitor", "oom_kills"]
+__all__ = ["WORKDIR_PREFIX", "LiveWorker", "EventMonitor", "oom_kills"]
 
 WORKDIR_PREFIX = "autotune-trial-"
 """A run's temporary folder is WORKDIR_PREFIX + the parent's pid + a random part, in the temp directory."""
 STDERR_TAIL_LINES = 25
-Monitor = Callable[[Event | None], str | None]
+EventMonitor = Callable[[Event | None], str | None]
 """Called with each event (and with None about once a second); a returned string stops the trial as PRUNED."""
 
 
@@ -76,10 +76,10 @@ class LiveWorker:
     """One worker process seen from its parent; see the module docstring."""
 
     def __init__(
-        self, request: TrialRequest, monitor: Monitor | None = None, gate: MeasurementGate | None = None
+        self, request: TrialRequest, monitor: EventMonitor | None = None, gate: MeasurementGate | None = None
     ) -> None:
         self.request = request
-        self.monitor: Monitor = monitor or (lambda event: None)
+        self.monitor: EventMonitor = monitor or (lambda event: None)
         self.gate = gate
         self.member: Member | None = None
         self.run = TrialRun(state="failed")
@@ -440,7 +440,7 @@ def _payload(request: TrialRequest, workdir: Path) -> dict[str, Any]:
 def _environment(cache: Path, request: TrialRequest, event_fd: int) -> dict[str, str]:
     env = dict(os.environ)
     env[PARENT_PID_VARIABLE] = str(os.getpid())
-    threads = Protocol.from_dict(request.protocol).threads
+    threads = RunProtocol.from_dict(request.protocol).threads
     if threads:
         # Inductor's C++ kernels use OpenMP threads, which read this before torch is imported.
         env["OMP_NUM_THREADS"] = str(threads)

@@ -29,7 +29,7 @@ __all__ = [
     "PROBE_SLOWDOWN",
     "OTHERS_BUSY",
     "WINDOW_SPREAD",
-    "Protocol",
+    "RunProtocol",
     "RunRecord",
     "TrialRequest",
     "TrialRun",
@@ -40,7 +40,7 @@ __all__ = [
 
 
 @dataclass(frozen=True, kw_only=True)
-class Protocol:
+class RunProtocol:
     """How a run is measured; the same for every trial and baseline of a study."""
 
     windows: int = 5
@@ -80,7 +80,7 @@ class Protocol:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Protocol:
+    def from_dict(cls, data: Mapping[str, Any]) -> RunProtocol:
         """The inverse of to_dict; keys of other versions are ignored."""
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})

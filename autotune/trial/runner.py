@@ -14,13 +14,15 @@ import tempfile
 from pathlib import Path
 
 from autotune.trial.gate import MeasurementGate
-from autotune.trial.live import WORKDIR_PREFIX, LiveWorker, Monitor, oom_kills
+from autotune.trial.live import WORKDIR_PREFIX, EventMonitor, LiveWorker, oom_kills
 from autotune.trial.request import TrialRequest, TrialRun
 
-__all__ = ["WORKDIR_PREFIX", "Monitor", "oom_kills", "process_alive", "remove_abandoned_workdirs", "run_trial"]
+__all__ = ["WORKDIR_PREFIX", "EventMonitor", "oom_kills", "process_alive", "remove_abandoned_workdirs", "run_trial"]
 
 
-def run_trial(request: TrialRequest, monitor: Monitor | None = None, gate: MeasurementGate | None = None) -> TrialRun:
+def run_trial(
+    request: TrialRequest, monitor: EventMonitor | None = None, gate: MeasurementGate | None = None
+) -> TrialRun:
     """Run `request` in a fresh `python -m <request.program>` process (the worker) and collect what it reports.
 
     The worker compiles, checks and settles, then times one pass over the fresh stream. With a

@@ -93,7 +93,7 @@ from autotune.trial.records import (
     SettleWindow,
     Window,
 )
-from autotune.trial.request import Protocol, noisy_reason
+from autotune.trial.request import RunProtocol, noisy_reason
 from autotune.workload import Workload, preimport, resolve, samples_in
 
 __all__ = ["StepRunner", "TrialFailure", "answer_pauses", "classify", "exit_now", "hold", "main", "to_device"]
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         events.emit(Pausable())
     if not hold(request, events):
         return 1
-    trial = Trial(request, events)
+    trial = WorkerRun(request, events)
     try:
         trial.run()
     except TrialFailure as failure:
@@ -144,7 +144,7 @@ def hold(request: Mapping[str, Any], events: Events) -> bool:
 
 
 @dataclass
-class Trial:
+class WorkerRun:
     """One run of one configuration (or eager), from building the workload to the result event."""
 
     request: dict[str, Any]
@@ -225,7 +225,7 @@ class Trial:
     # -- building -------------------------------------------------------------------------------
 
     def _build(self) -> None:
-        self.protocol = Protocol.from_dict(self.request.get("protocol", {}))
+        self.protocol = RunProtocol.from_dict(self.request.get("protocol", {}))
         self.device = parse_device(self.request["device"])
         # Workers that share a GPU are held to a share of its memory (`Device.memory_share`).
         self.device.prepare(self.request.get("memory_share"))
@@ -262,7 +262,7 @@ class Trial:
         checking = self.generated is not None and self.protocol.check_accuracy
         # The reference is the model itself, run eagerly before it is compiled: no second copy
         # of the weights on the device, and its time is not part of the compile time.
-        reference = Reference.of(self.workload, self.model, self.batches[0], self.step) if checking else None
+        reference = EagerReference.of(self.workload, self.model, self.batches[0], self.step) if checking else None
         if reference is not None:
             reference.other = next((b for b in self.batches[1:] if same_shapes(b, self.batches[0])), None)
         if reference is not None and self.request.get("changes_precision"):
@@ -330,7 +330,7 @@ class Trial:
             self.step(self.model, self.optimizer, self.prepare(batch))
 
 
-def settle_windows(trial: Trial) -> tuple[list[SettleWindow], int]:
+def settle_windows(trial: WorkerRun) -> tuple[list[SettleWindow], int]:
     """Windows on the fixed batches until `settle_windows` compiled nothing; (those windows, how many were redone).
 
     A window in which anything compiled is measured again: a ready subject has stopped
@@ -366,7 +366,7 @@ def settle_windows(trial: Trial) -> tuple[list[SettleWindow], int]:
     return windows, redone
 
 
-def measure_window(trial: Trial, index: int, slice_: tuple[int, int], passes: int = 1) -> Window:
+def measure_window(trial: WorkerRun, index: int, slice_: tuple[int, int], passes: int = 1) -> Window:
     """Time `passes` passes over a slice (start, count) of the stream (modulo its length); the probe just before.
 
     Every subject of a block gets the same slice; a fast one passes over it more often, so
@@ -398,7 +398,7 @@ def measure_window(trial: Trial, index: int, slice_: tuple[int, int], passes: in
     return window
 
 
-def whole_steps(batches: list[Any], trial: Trial) -> list[Any]:
+def whole_steps(batches: list[Any], trial: WorkerRun) -> list[Any]:
     """`batches`, continued from their start up to a whole number of optimizer steps (gradient accumulation).
 
     Every subject gets the same list, and each timed span then begins and ends between two
@@ -409,7 +409,7 @@ def whole_steps(batches: list[Any], trial: Trial) -> list[Any]:
     return batches + [batches[i % len(batches)] for i in range(short)] if batches and short else batches
 
 
-def run_steps(trial: Trial, batches: list[Any]) -> tuple[float, int, int]:
+def run_steps(trial: WorkerRun, batches: list[Any]) -> tuple[float, int, int]:
     """Run one step per batch, the steps that compiled (or recorded) something timed apart; synchronised at the end.
 
     Returns (seconds, samples, batches) of those compiling steps.
@@ -428,7 +428,7 @@ def run_steps(trial: Trial, batches: list[Any]) -> tuple[float, int, int]:
     return seconds, samples, count
 
 
-def fresh_stream(trial: Trial) -> FreshPass:
+def fresh_stream(trial: WorkerRun) -> FreshPass:
     """One pass over the fresh batches, timed as a whole: a first run's figure, the compiles of new shapes included."""
     frames_before = frames_compiled()
     fresh = whole_steps(trial.fresh, trial)
@@ -504,7 +504,7 @@ def same_shapes(a: Any, b: Any) -> bool:
 
 
 @dataclass
-class Reference:
+class EagerReference:
     """What eager computes on one batch (loss and gradients, or outputs), kept on the CPU.
 
     Train: loss and every gradient after one forward/backward (no optimizer step, so the
@@ -527,7 +527,7 @@ class Reference:
     """Another batch of the same shapes, which CUDA-graph configurations warm up and record on before the check."""
 
     @classmethod
-    def of(cls, workload: Workload, model: nn.Module, batch: Any, step: StepRunner) -> Reference:
+    def of(cls, workload: Workload, model: nn.Module, batch: Any, step: StepRunner) -> EagerReference:
         training = workload.task == "train"
         eval_mode = not training or _has_dropout(model)
         model.train(not eval_mode)

@@ -170,12 +170,12 @@ def _search(work: Path, arguments: list[str]) -> int:
 
 def _validate(args: argparse.Namespace) -> int:
     from autotune.measure import validate
-    from autotune.trial.request import Protocol
+    from autotune.trial.request import RunProtocol
     from examples.gpu_check._figures import validation_figures
 
     # Shorter windows than `autotune validate`'s (5 of half a second): the toy's steps take a millisecond on a
     # GPU, and the stage has about a minute for three cold compiles and two replicates.
-    protocol = Protocol(windows=args.windows, window_seconds=args.window_seconds, fresh_batches=args.fresh_batches)
+    protocol = RunProtocol(windows=args.windows, window_seconds=args.window_seconds, fresh_batches=args.fresh_batches)
     report = validate(
         args.path,
         model=args.model,

@@ -15,7 +15,7 @@ from autotune import CompileConfig
 from autotune.measure import Budget, Harness, Objective, Subject, outcome
 from autotune.measure.engine import _engine as engine
 from autotune.runtime.device import parse_device
-from autotune.trial.request import Protocol
+from autotune.trial.request import RunProtocol
 from autotune.trial.runner import run_trial
 from autotune.workload import resolve
 
@@ -28,7 +28,7 @@ def harness(device: str = "cuda") -> Harness:
         spec=TOY,
         summary=workload.summary(TOY, workload.draw_batches()),
         device=device,
-        protocol=Protocol(window_seconds=0.25, fresh_batches=24),
+        protocol=RunProtocol(window_seconds=0.25, fresh_batches=24),
         timeout=600,
     )
 
@@ -90,7 +90,7 @@ def test_the_replayed_accuracy_check_catches_a_stale_static_input() -> None:
 
     import pytest
 
-    from autotune.trial.worker import Reference, StepRunner, TrialFailure
+    from autotune.trial.worker import EagerReference, StepRunner, TrialFailure
 
     device = torch.device("cuda")
     workload = SimpleNamespace(task="infer", autocast=None, run_forward=lambda model, batch: model(batch))
@@ -98,7 +98,7 @@ def test_the_replayed_accuracy_check_catches_a_stale_static_input() -> None:
     batch, other = torch.randn(8, 16, device=device), torch.randn(8, 16, device=device)
     for cuda_graphs in (True, False):
         step = StepRunner(workload, device, cuda_graphs=cuda_graphs)  # type: ignore[arg-type]
-        reference = Reference.of(workload, linear, batch, step)  # type: ignore[arg-type]
+        reference = EagerReference.of(workload, linear, batch, step)  # type: ignore[arg-type]
         reference.other = other
         if cuda_graphs:
             # Warm-up and recording on the other batch, then a replay on this one: it returns the other's outputs.

@@ -17,7 +17,7 @@ import pytest
 from autotune import CompileConfig
 from autotune.measure import Budget, Campaign, Harness, Objective, Subject, choose, metrics, outcome
 from autotune.measure.choice import decide
-from autotune.measure.engine import Replicate, _session, block_orders, co_residence
+from autotune.measure.engine import Replicate, _replicate, block_orders, co_residence
 from autotune.measure.engine import _engine as engine
 from autotune.measure.report import confirmation_cells, confirmation_rows
 from autotune.measure.stats import (
@@ -32,7 +32,7 @@ from autotune.measure.stats import (
 from autotune.measure.tasks import design_text
 from autotune.runtime.summary import WorkloadSummary
 from autotune.trial.live import LiveWorker
-from autotune.trial.request import Protocol, RunRecord, TrialRequest, TrialRun, noisy_reason, window_figures
+from autotune.trial.request import RunProtocol, RunRecord, TrialRequest, TrialRun, noisy_reason, window_figures
 from examples import decision_error
 from tests import fake_records
 
@@ -268,7 +268,7 @@ class StartLog:
     ("device", "cores", "at_once"), [("cpu", 2, 1), ("cpu", 64, 1), ("cuda:0", 16, 4), ("cuda:0", 2, 1)]
 )
 def test_a_replicate_starts_its_subjects_as_the_host_has_cores_for_them(device, cores, at_once) -> None:
-    assert _session.starts_at_once(device, cores) == at_once
+    assert _replicate.starts_at_once(device, cores) == at_once
 
 
 def test_on_a_cpu_subjects_import_together_then_each_is_ready_and_stopped_before_the_next_goes_on(
@@ -276,12 +276,12 @@ def test_on_a_cpu_subjects_import_together_then_each_is_ready_and_stopped_before
 ) -> None:
     # Start-ups that overlap on a 2-core host took twice as long as the same start-ups in a row; imports take a core each.
     log = StartLog(failing="b", not_held="d")
-    monkeypatch.setattr(_session, "LiveWorker", log.worker)
+    monkeypatch.setattr(_replicate, "LiveWorker", log.worker)
     names = ["a", "b", "c", "d"]
     requests = {n: TrialRequest(spec=n, source=None, device="cpu") for n in names}
     workers: dict = {}
     runs: dict = {}
-    ready = _session._make_ready(requests, names, workers, runs)
+    ready = _replicate._make_ready(requests, names, workers, runs)
     assert log.events == [
         ("start held", "a"), ("start held", "b"), ("start held", "c"), ("start held", "d"),
         ("held", "a"), ("held", "b"), ("held", "c"), ("held", "d"), ("end", "d"),
@@ -295,19 +295,19 @@ def test_on_a_cpu_subjects_import_together_then_each_is_ready_and_stopped_before
 
 def test_a_subject_alone_is_not_held(monkeypatch) -> None:
     log = StartLog()
-    monkeypatch.setattr(_session, "LiveWorker", log.worker)
+    monkeypatch.setattr(_replicate, "LiveWorker", log.worker)
     requests = {"a": TrialRequest(spec="a", source=None, device="cpu")}
-    _session._make_ready(requests, ["a"], {}, {})
+    _replicate._make_ready(requests, ["a"], {}, {})
     assert log.events == [("start", "a"), ("ready", "a"), ("pause", "a")]
 
 
 def test_beside_a_gpu_subjects_start_side_by_side_and_each_is_stopped_when_ready(monkeypatch) -> None:
     log = StartLog()
-    monkeypatch.setattr(_session, "LiveWorker", log.worker)
-    monkeypatch.setattr(_session.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(_replicate, "LiveWorker", log.worker)
+    monkeypatch.setattr(_replicate.os, "cpu_count", lambda: 8)
     names = ["a", "b", "c"]
     requests = {n: TrialRequest(spec=n, source=None, device="cuda:0") for n in names}
-    _session._make_ready(requests, names, {}, {})
+    _replicate._make_ready(requests, names, {}, {})
     assert log.events == [
         ("start held", "a"), ("start held", "b"), ("start held", "c"), ("held", "a"), ("held", "b"), ("held", "c"),
         ("go", "a"), ("go", "b"), ("ready", "a"), ("pause", "a"), ("ready", "b"), ("pause", "b"),
@@ -876,7 +876,7 @@ def test_the_design_text_names_who_left_the_race_and_why(harness, stand) -> None
 
 @pytest.mark.parallel  # nothing is timed: it checks what each worker did, and in which order
 def test_held_workers_import_side_by_side_and_build_nothing_until_let_go() -> None:
-    protocol = Protocol(window_seconds=0.1, fresh_batches=4, settle_windows=1).to_dict()
+    protocol = RunProtocol(window_seconds=0.1, fresh_batches=4, settle_windows=1).to_dict()
     request = TrialRequest(spec="tests.trial_targets.workloads:tiny_infer", source=None, protocol=protocol, timeout=120)
     first, second, dropped = (LiveWorker(request).start(hold=True) for _ in range(3))
     try:

@@ -22,7 +22,7 @@ from autotune.measure.engine import _engine as engine
 from autotune.measure.engine import with_protocol
 from autotune.runtime import codegen
 from autotune.trial.live import LiveWorker
-from autotune.trial.request import Protocol, RunRecord, TrialRequest
+from autotune.trial.request import RunProtocol, RunRecord, TrialRequest
 from autotune.trial.runner import run_trial
 from tests.short_runs import SHORT, SHORT_FLAGS
 
@@ -40,7 +40,7 @@ def request(spec: str, config: CompileConfig | None, **protocol: object) -> Tria
     return TrialRequest(
         spec=spec,
         source=source(spec, config) if config is not None else None,
-        protocol=Protocol(windows=2, **{**SHORT, **protocol}).to_dict(),  # type: ignore[arg-type]
+        protocol=RunProtocol(windows=2, **{**SHORT, **protocol}).to_dict(),  # type: ignore[arg-type]
         changes_precision=bool(config and config.changes_precision),
         falls_back_to_eager=bool(config and config.falls_back_to_eager),
         timeout=600,
@@ -211,7 +211,7 @@ def spin_harness(spec: str) -> Harness:
     return Harness(
         spec=spec,
         summary=workload.summary(spec, workload.draw_batches()),
-        protocol=Protocol(window_seconds=0.25, fresh_batches=24),
+        protocol=RunProtocol(window_seconds=0.25, fresh_batches=24),
         timeout=600,
     )
 
@@ -292,7 +292,7 @@ def test_validating_the_same_configuration_twice_gives_ratios_that_agree_within_
     recipe.write_text("description: the whole model, compiled once\nconfig:\n  scope: whole\n")
     spec = f"{TARGETS}:detour_infer"
     first, second = (
-        validate(recipe, model=spec, device="cpu", repeats=2, max_rounds=2, protocol=Protocol(windows=2, **SHORT))
+        validate(recipe, model=spec, device="cpu", repeats=2, max_rounds=2, protocol=RunProtocol(windows=2, **SHORT))
         for _ in range(2)
     )
     # The ratio to plain compile is what autotune's decisions rest on.

@@ -11,7 +11,7 @@ import pytest
 
 from autotune.measure import Campaign, Objective, Subject, choose, outcome
 from autotune.measure.choice import front
-from autotune.measure.engine import Replicate, _session
+from autotune.measure.engine import Replicate, _replicate
 from autotune.measure.stats import REPLICATE_SD_FLOOR, Interval, Looks, Objectives, replicate_interval, t_quantile
 from autotune.runtime.config import CompileConfig
 from autotune.trial.request import RunRecord, TrialRun
@@ -159,15 +159,15 @@ def test_the_pairs_design_starts_the_reference_in_every_group_in_a_random_order(
             workers[name] = FakeWorker(name, group)
         return {name: fake_records.ready() for name in order}
 
-    monkeypatch.setattr(_session, "_make_ready", make_ready)
-    monkeypatch.setattr(_session, "calibrate", lambda workers: {n: fake_records.ready() for n in workers})
-    monkeypatch.setattr(_session, "_turns", lambda *args: None)
+    monkeypatch.setattr(_replicate, "_make_ready", make_ready)
+    monkeypatch.setattr(_replicate, "calibrate", lambda workers: {n: fake_records.ready() for n in workers})
+    monkeypatch.setattr(_replicate, "_turns", lambda *args: None)
     groups = [["compile", "trial 1"], ["compile", "trial 2"], ["compile", "trial 3"]]
     requests = {name: None for group in groups for name in group}
     orders = set()
     for seed in range(8):
         started.clear()
-        _, runs, partners = _session.run_replicate(
+        _, runs, partners = _replicate.run_replicate(
             requests,
             groups,
             design="pairs",

@@ -12,7 +12,7 @@ from autotune.measure.engine import Replicate, expected_replicate_seconds
 from autotune.study.report import Plan, Progress, SearchDisplay, duration
 from autotune.study.report import _display as display_module
 from autotune.study.search import _session as _search_session
-from autotune.trial.request import Protocol, RunRecord
+from autotune.trial.request import RunProtocol, RunRecord
 
 pytestmark = pytest.mark.parallel
 
@@ -41,7 +41,7 @@ def test_the_confirmation_eta_counts_down_from_a_guess_made_before_its_first_rep
     notes: list[str] = []
     search = SimpleNamespace(
         plan=Plan(cache=1, typical_run=40.0),
-        options=SimpleNamespace(protocol=Protocol(window_seconds=0.5)),
+        options=SimpleNamespace(protocol=RunProtocol(window_seconds=0.5)),
         _report=lambda trial, phase: notes.append(phase),
     )
     planned = _search_session._planned(search)
@@ -63,7 +63,7 @@ def test_a_subject_left_out_of_later_replicates_is_said_once_with_why() -> None:
     said: list[str] = []
     search = SimpleNamespace(
         plan=Plan(),
-        options=SimpleNamespace(protocol=Protocol(window_seconds=0.5)),
+        options=SimpleNamespace(protocol=RunProtocol(window_seconds=0.5)),
         _report=lambda trial, phase: None,
         _note=said.append,
     )

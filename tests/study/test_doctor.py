@@ -14,12 +14,12 @@ from autotune.cli import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, main
 from autotune.errors import WorkloadError
 from autotune.study.doctor import Diagnosis, break_cause, diagnose, guard_hint, guard_text, size_change, value_guard
 from autotune.trial.doctor import parse_break
-from autotune.trial.request import Protocol
+from autotune.trial.request import RunProtocol
 
 pytestmark = pytest.mark.parallel
 
 TARGETS = Path(__file__).parent.parent / "targets" / "doctor.py"
-FEW_FRESH = Protocol(fresh_batches=4)
+FEW_FRESH = RunProtocol(fresh_batches=4)
 
 
 def line_of(marker: str) -> int:
@@ -134,7 +134,7 @@ def test_bad_input_exits_with_the_error_code(capsys: pytest.CaptureFixture[str])
 
 
 def test_data_dependent_shapes_and_untraceable_calls_get_their_hints() -> None:
-    diagnosis = diagnose("tests.targets.doctor:data_dependent", protocol=Protocol(fresh_batches=0))
+    diagnosis = diagnose("tests.targets.doctor:data_dependent", protocol=RunProtocol(fresh_batches=0))
     kinds = {b.kind: b for b in diagnosis.breaks}
     assert kinds["data-dependent shape"].location == f"tests/targets/doctor.py:{line_of('mask')}"
     assert "capture_dynamic_output_shape_ops" in kinds["data-dependent shape"].hint

@@ -33,7 +33,7 @@ from autotune.study.search import TrialLoop, load_space
 from autotune.study.search import _loop as trials
 from autotune.study.storage import create_study
 from autotune.trial import live, runner
-from autotune.trial.request import Protocol, TrialRequest
+from autotune.trial.request import RunProtocol, TrialRequest
 from tests.short_runs import SHORT_FLAGS
 
 TARGETS = "tests.trial_targets.workloads"
@@ -80,7 +80,7 @@ def _loop(study: optuna.Study, trials: int = 3) -> TrialLoop:
     options = SimpleNamespace(
         trials=trials, reuse_since=0, max_compile_seconds=None, compile_budget=4.0, pruner="median", slow_ratio=0.5
     )
-    harness = SimpleNamespace(timeout=900.0, device="cpu", protocol=Protocol())
+    harness = SimpleNamespace(timeout=900.0, device="cpu", protocol=RunProtocol())
     return TrialLoop(study, harness, options, Objective.parse("throughput"), lambda *args, **kwargs: None)  # type: ignore[arg-type]
 
 
@@ -212,7 +212,7 @@ _PARENT = textwrap.dedent(
     # A process started from a background job inherits SIGINT ignored, and Python then leaves it
     # so; a search run from a terminal gets Ctrl-C. Restore that, whatever started the tests.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    from autotune.trial.request import Protocol, TrialRequest
+    from autotune.trial.request import RunProtocol, TrialRequest
     from autotune.trial.runner import run_trial
     run_trial(TrialRequest(spec="tests.trial_targets.workloads:hangs", source=None, timeout=600))
     """

@@ -26,7 +26,7 @@ from autotune.study.search._pool import TrialPool
 from autotune.trial import gate as gate_module
 from autotune.trial.gate import GateClosed, MeasurementGate
 from autotune.trial.live import LiveWorker
-from autotune.trial.request import Protocol, TrialRequest, TrialRun
+from autotune.trial.request import RunProtocol, TrialRequest, TrialRun
 
 TINY = "tests.trial_targets.workloads:tiny_infer"
 
@@ -45,7 +45,7 @@ def _stopped(pid: int) -> bool:
 
 
 def _eager(**changes: object) -> TrialRequest:
-    protocol = Protocol(window_seconds=0.1, fresh_batches=4, settle_windows=1).to_dict()
+    protocol = RunProtocol(window_seconds=0.1, fresh_batches=4, settle_windows=1).to_dict()
     return dataclasses.replace(TrialRequest(spec=TINY, source=None, protocol=protocol, timeout=120), **changes)
 
 

@@ -10,7 +10,7 @@ import pytest
 from autotune import CompileConfig
 from autotune.errors import SearchError
 from autotune.measure import Harness, Objective, Paired
-from autotune.measure.tasks import Reference
+from autotune.measure.tasks import LiveReference
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search import Monitor, SearchOptions, TrialLoop, compile_limit
 from autotune.trial.records import Event, Paused, PhaseChange
@@ -125,7 +125,7 @@ def test_time_a_worker_stood_stopped_is_not_compile_time_and_shared_devices_wide
 
 def paired(trial_seconds: list[float], reference_seconds: list[float], over_eager: float = 2.0) -> Paired:
     """A trial's blocks beside the reference's: each window 100 samples in the given seconds."""
-    reference = Reference(
+    reference = LiveReference(
         worker=None,  # type: ignore[arg-type]
         samples_per_second=200.0,
         batches_per_second=20.0,

@@ -17,7 +17,7 @@ from autotune import ConfigError
 from autotune.trial import live, measure
 from autotune.trial.devices import core_sets, refuse_shared_exclusive
 from autotune.trial.request import TrialRequest
-from autotune.trial.worker import Reference, StepRunner, same_shapes
+from autotune.trial.worker import EagerReference, StepRunner, same_shapes
 
 pytestmark = pytest.mark.parallel
 
@@ -126,7 +126,7 @@ def test_under_cuda_graphs_the_checked_call_is_a_replay_after_warm_up_and_record
     for cuda_graphs, calls in ((False, [1.0, 1.0]), (True, [1.0, 7.0, 7.0, 1.0])):
         model.seen.clear()
         step = StepRunner(workload, torch.device("cpu"), cuda_graphs=cuda_graphs)  # type: ignore[arg-type]
-        reference = Reference.of(workload, model, batch, step)  # type: ignore[arg-type]
+        reference = EagerReference.of(workload, model, batch, step)  # type: ignore[arg-type]
         reference.other = other
         reference.check(model, lambda b: b)
         # The reference, then (under CUDA graphs) the warm-up and the recording on the other batch,

@@ -15,7 +15,7 @@ from autotune.runtime import codegen
 from autotune.trial.live import LiveWorker
 from autotune.trial.measure import PRECISION_TOLERANCE
 from autotune.trial.records import SettleWindow
-from autotune.trial.request import Protocol, TrialRun
+from autotune.trial.request import RunProtocol, TrialRun
 from autotune.trial.runner import TrialRequest, run_trial
 from tests.short_runs import SHORT
 
@@ -60,7 +60,7 @@ def test_eager_trial_completes_with_settle_windows_a_stream_pass_and_a_result() 
     assert run.state == "complete", run.message + run.stderr_tail
     assert run.ready is not None and len(run.ready.settle_windows) == 3
     assert run.result is not None and run.result.samples_per_second > 0
-    assert run.fresh is not None and run.fresh.fresh_batches == Protocol().fresh_batches
+    assert run.fresh is not None and run.fresh.fresh_batches == RunProtocol().fresh_batches
     assert run.compile_seconds == 0.0
     assert run.environment["device"] == "cpu"
 
@@ -69,7 +69,7 @@ def test_a_live_worker_measures_the_windows_it_is_asked_for_and_ends() -> None:
     request = TrialRequest(
         spec="tests.trial_targets.workloads:tiny_train",
         source=None,
-        protocol=Protocol(**SHORT, fresh_batches=10).to_dict(),
+        protocol=RunProtocol(**SHORT, fresh_batches=10).to_dict(),
         timeout=120,
     )
     worker = LiveWorker(request).start()
@@ -97,7 +97,7 @@ def test_settle_windows_follow_the_window_length() -> None:
         request = TrialRequest(
             spec="tests.trial_targets.workloads:tiny_train",
             source=None,
-            protocol=Protocol(window_seconds=window_seconds, fresh_batches=0).to_dict(),
+            protocol=RunProtocol(window_seconds=window_seconds, fresh_batches=0).to_dict(),
             timeout=120,
         )
         worker = LiveWorker(request).start()
@@ -170,7 +170,9 @@ def test_a_configured_recompile_limit_runs_rare_shapes_eagerly_instead_of_failin
     """The same workload as above; a configuration that sets the limit itself means the eager fallback."""
     spec = "tests.trial_targets.workloads:recompiles"
     workload = resolve(spec)
-    harness = Harness(spec=spec, summary=workload.summary(spec, workload.draw_batches()), protocol=Protocol(windows=2))
+    harness = Harness(
+        spec=spec, summary=workload.summary(spec, workload.draw_batches()), protocol=RunProtocol(windows=2)
+    )
     request = harness.request(CompileConfig(dynamic=False, recompile_limit=2))
     assert request.falls_back_to_eager and not request.changes_precision
     run = run_trial(replace(request, timeout=300))
@@ -180,7 +182,9 @@ def test_a_configured_recompile_limit_runs_rare_shapes_eagerly_instead_of_failin
 def test_a_precision_change_is_checked_at_the_looser_tolerance_it_says() -> None:
     spec = "tests.trial_targets.workloads:wrong_when_compiled"
     workload = resolve(spec)
-    harness = Harness(spec=spec, summary=workload.summary(spec, workload.draw_batches()), protocol=Protocol(windows=2))
+    harness = Harness(
+        spec=spec, summary=workload.summary(spec, workload.draw_batches()), protocol=RunProtocol(windows=2)
+    )
     request = harness.request(CompileConfig(float32_matmul_precision="high"))
     assert request.changes_precision
     run = run_trial(replace(request, timeout=300))

@@ -17,7 +17,7 @@ from autotune.measure.engine._engine import (
     measure,
     validation_budget,
 )
-from autotune.measure.engine._session import (
+from autotune.measure.engine._replicate import (
     Replicate,
     ReplicatePlan,
     batches_for,

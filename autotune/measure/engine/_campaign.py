@@ -5,7 +5,7 @@ folder is empty, its compile time is the one reported, its accuracy is checked, 
 over the fresh stream fills the folder with every shape the stream holds. That first run is a
 search trial's own run, or a baseline's, when the campaign is given it (`Subject.cold`).
 
-Then replicates (see `autotune.measure.engine._session`): every subject in a new process started
+Then replicates (see `autotune.measure.engine._replicate`): every subject in a new process started
 from its warm folder, taking turns window by window on the same slices of the stream. Each
 replicate gives each subject one figure (`window_figures`: one pass over the stream, the
 compiles of new shapes included), and the ratio of two subjects in one replicate is paired:
@@ -25,13 +25,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from autotune.measure.engine._session import Replicate
+from autotune.measure.engine._replicate import Replicate
 from autotune.measure.format import utc_now
 from autotune.measure.stats import Components, Interval, Looks, Objective, components, faster, replicate_interval
 from autotune.runtime import codegen, environment
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.summary import WorkloadSummary
-from autotune.trial.request import PROBE_SLOWDOWN, Protocol, RunRecord, TrialRequest
+from autotune.trial.request import PROBE_SLOWDOWN, RunProtocol, RunRecord, TrialRequest
 
 __all__ = ["BASELINES", "PROBE_SLOWDOWN", "Campaign", "Harness", "Subject", "with_protocol"]
 
@@ -47,7 +47,7 @@ class Harness:
     summary: WorkloadSummary
     device: str = "cpu"
     seed: int = 0
-    protocol: Protocol = field(default_factory=Protocol)
+    protocol: RunProtocol = field(default_factory=RunProtocol)
     timeout: float = 900.0
     cpus: tuple[int, ...] | None = None
     """The host CPUs its workers may use (None: all); see `TrialRequest.cpus`."""

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Protocol
 
 from autotune.measure.engine._campaign import Campaign, Harness, Subject, start
-from autotune.measure.engine._session import (
+from autotune.measure.engine._replicate import (
     Replicate,
     ReplicatePlan,
     batches_for,
@@ -50,8 +50,7 @@ from autotune.measure.engine._session import (
     run_replicate,
 )
 from autotune.measure.stats import BAND, Looks, Objective, outcome, replicate_interval, windows_per_replicate
-from autotune.trial.request import Protocol as RunProtocol
-from autotune.trial.request import RunRecord, TrialRequest, TrialRun
+from autotune.trial.request import RunProtocol, RunRecord, TrialRequest, TrialRun
 from autotune.trial.runner import run_trial
 
 __all__ = [
@@ -119,7 +118,7 @@ class Lab(Protocol):
     def replicate(
         self, requests: Mapping[str, TrialRequest], plan: ReplicatePlan, rng: random.Random
     ) -> tuple[Replicate, dict[str, TrialRun], dict[str, TrialRun]]:
-        """One replicate as `plan` says (see `autotune.measure.engine._session.run_replicate`)."""
+        """One replicate as `plan` says (see `autotune.measure.engine._replicate.run_replicate`)."""
         ...
 
     def clock(self) -> float:

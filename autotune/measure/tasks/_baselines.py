@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autotune.measure.engine import Harness, Subject, batches_for, calibrate
-from autotune.measure.tasks._pairing import Reference, pair_windows
+from autotune.measure.tasks._pairing import LiveReference, pair_windows
 from autotune.trial.live import LiveWorker
 from autotune.trial.request import RunRecord, TrialRun, window_figures
 
@@ -32,7 +32,7 @@ class Baselines:
     compile: RunRecord
     compile_run: TrialRun
     """Plain compile's run as it stood when the baselines were done (a plain trial takes its outcome)."""
-    reference: Reference | None
+    reference: LiveReference | None
     """The live worker trials are paired with: plain compile, or eager when plain compile failed; None when both did."""
     reference_name: str = "compile"
 
@@ -61,7 +61,7 @@ def measure_baselines(
         return _without_pairing(eager, plain, eager_ready, plain_ready, harness.protocol.window_seconds)
     plain.pause()
     batches = batches_for(harness.protocol.window_seconds)(calibrate({"eager": eager, "compile": plain}))
-    reference = Reference(
+    reference = LiveReference(
         worker=plain,
         samples_per_second=0.0,
         batches_per_second=0.0,
@@ -91,7 +91,7 @@ def _without_pairing(
         survivor.resume()
         ready = {"survivor": survivor.run.ready} if survivor.run.ready is not None else {}
         batches = batches_for(window_seconds)(ready)
-        reference = Reference(
+        reference = LiveReference(
             worker=survivor,
             samples_per_second=0.0,
             batches_per_second=0.0,

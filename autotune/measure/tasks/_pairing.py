@@ -20,18 +20,18 @@ from typing import Any
 from autotune.measure.engine import Harness, calibrate
 from autotune.runtime.config import CompileConfig
 from autotune.trial.gate import MeasurementGate
-from autotune.trial.live import LiveWorker, Monitor
+from autotune.trial.live import EventMonitor, LiveWorker
 from autotune.trial.records import ReadyReport, Window
 from autotune.trial.request import TrialRequest, TrialRun, window_figures
 
-__all__ = ["Paired", "Reference", "measure_trial", "pair_windows", "start_reference"]
+__all__ = ["Paired", "LiveReference", "measure_trial", "pair_windows", "start_reference"]
 
 BlockCallback = Callable[["Paired"], str | None]
 """Called after each block with the figures so far; a returned reason stops the trial (pruning)."""
 
 
 @dataclass
-class Reference:
+class LiveReference:
     """The live plain-compile worker of a device, its rate when the search started, and its ratio to eager."""
 
     worker: LiveWorker
@@ -50,7 +50,7 @@ class Reference:
 class Paired:
     """A trial's windows beside the reference's, block by block, and what they say so far."""
 
-    reference: Reference
+    reference: LiveReference
     trial_windows: list[Window] = field(default_factory=list)
     reference_windows: list[Window] = field(default_factory=list)
     ready: ReadyReport | None = None
@@ -111,7 +111,7 @@ class Paired:
 
 def pair_windows(
     trial: LiveWorker,
-    reference: Reference,
+    reference: LiveReference,
     *,
     blocks: int,
     rng: random.Random,
@@ -153,10 +153,10 @@ def pair_windows(
 def measure_trial(
     request: TrialRequest,
     *,
-    monitor: Monitor | None,
+    monitor: EventMonitor | None,
     on_block: BlockCallback | None,
     gate: MeasurementGate | None,
-    reference: Reference | None,
+    reference: LiveReference | None,
     blocks: int,
     rng: random.Random,
 ) -> tuple[TrialRun, Paired | None]:
@@ -190,13 +190,13 @@ def measure_trial(
         raise
 
 
-def start_reference(harness: Harness, like: Reference, cache_dir: str) -> Reference:
+def start_reference(harness: Harness, like: LiveReference, cache_dir: str) -> LiveReference:
     """A reference for another device: plain compile started there, cold, with the first reference's figures."""
     worker = LiveWorker(harness.request(CompileConfig(), cache_dir=cache_dir)).start()
     if worker.until_ready():
         worker.stream()
     worker.pause()
-    return Reference(
+    return LiveReference(
         worker=worker,
         samples_per_second=like.samples_per_second,
         batches_per_second=like.batches_per_second,

@@ -30,7 +30,7 @@ from autotune.measure.tasks._recipes import read_recipe
 from autotune.runtime import tuned
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.limits import read_yaml_file
-from autotune.trial.request import Protocol, check_device
+from autotune.trial.request import RunProtocol, check_device
 from autotune.workload import resolve
 
 __all__ = ["ValidationReport", "design_text", "read_config_file", "validate"]
@@ -100,7 +100,7 @@ def validate(
     precision: float | None = VALIDATION_PRECISION,
     measure_seconds: float | None = VALIDATION_SECONDS,
     trial_timeout: float = 900.0,
-    protocol: Protocol | None = None,
+    protocol: RunProtocol | None = None,
     on_run: RunCallback | None = None,
     on_replicate: ReplicateCallback | None = None,
 ) -> ValidationReport:
@@ -125,7 +125,7 @@ def validate(
         spec=spec,
         summary=workload.summary(spec, workload.draw_batches()),
         device=check_device(device),
-        protocol=protocol or Protocol(),
+        protocol=protocol or RunProtocol(),
         timeout=trial_timeout,
     )
     harness.source(config)  # a configuration that does not fit the workload is an error before anything runs

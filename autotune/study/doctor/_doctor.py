@@ -24,7 +24,7 @@ from autotune.study.doctor._compile_time import compile_time_lines
 from autotune.study.doctor._hints import break_cause, guard_hint, guard_text, size_change, value_guard
 from autotune.study.doctor._padding import padding_rows, padding_table
 from autotune.trial.records import DoctorFindings
-from autotune.trial.request import Protocol, TrialRequest
+from autotune.trial.request import RunProtocol, TrialRequest
 from autotune.trial.runner import run_trial
 
 __all__ = ["Diagnosis", "GraphBreak", "Recompile", "diagnose"]
@@ -272,7 +272,7 @@ def diagnose(
     device: str = "cpu",
     *,
     seed: int = 0,
-    protocol: Protocol | None = None,
+    protocol: RunProtocol | None = None,
     timeout: float = 900.0,
     measure_compile: bool = False,
 ) -> Diagnosis:
@@ -287,7 +287,7 @@ def diagnose(
         source=None,
         device=device,
         seed=seed,
-        protocol=(protocol or Protocol()).to_dict(),
+        protocol=(protocol or RunProtocol()).to_dict(),
         timeout=timeout,
         program="autotune.trial.doctor",
         measure_compile=measure_compile,

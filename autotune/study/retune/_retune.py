@@ -62,7 +62,7 @@ from autotune.study.retune import _publish as publish
 from autotune.study.retune._warmstart import WarmStart
 from autotune.study.search import CACHES_FOLDER, bundled_spaces, load_space, observed_lengths, shared_length_groups
 from autotune.study.storage import HISTORY_FILE, append_history, load_search_study
-from autotune.trial.request import Protocol, check_device
+from autotune.trial.request import RunProtocol, check_device
 from autotune.workload import resolve
 
 __all__ = ["DECISIONS", "RetuneOptions", "RetuneResult", "retune"]
@@ -256,7 +256,7 @@ class _Retune:
         summary = workload.summary(self.spec, batches)
         self.shared_lengths = shared_length_groups(summary, batches)
         fresh = workload.fresh_batches(
-            seed=seed, count=Protocol.from_dict(self.settings.get("protocol") or {}).fresh_batches
+            seed=seed, count=RunProtocol.from_dict(self.settings.get("protocol") or {}).fresh_batches
         )
         self.lengths = observed_lengths(summary, [*batches, *fresh])
         self.model_fingerprint = environment.model_fingerprint(workload.model, environment.batch_shapes(batches))
@@ -265,7 +265,7 @@ class _Retune:
             summary=summary,
             device=device,
             seed=seed,
-            protocol=Protocol.from_dict(self.settings.get("protocol") or {}),
+            protocol=RunProtocol.from_dict(self.settings.get("protocol") or {}),
             timeout=options.trial_timeout,
         )
         self.space_name = _space_name(self.path, options.space, self.tuned, self.study)

@@ -28,7 +28,7 @@ import optuna
 from autotune.errors import ConfigError, SpaceError
 from autotune.measure import Harness, Objective, Objectives, Paired
 from autotune.measure.format import utc_now
-from autotune.measure.tasks import Reference, measure_trial, start_reference
+from autotune.measure.tasks import LiveReference, measure_trial, start_reference
 from autotune.runtime.config import CompileConfig, is_plain_compile
 from autotune.study.search._ledger import StudyLedger
 from autotune.study.search._monitor import LoopOptions, Monitor
@@ -79,8 +79,8 @@ class TrialLoop:
         for a reason a second run would repeat: a trial of that configuration on the same device takes its outcome
         rather than compiling the same code again."""
         self.exhausted = False
-        self.references: dict[str, Reference] = {}
-        """Per device, the live plain-compile worker trials are paired with (`autotune.measure.tasks.Reference`)."""
+        self.references: dict[str, LiveReference] = {}
+        """Per device, the live plain-compile worker trials are paired with (`autotune.measure.tasks.LiveReference`)."""
         self.reference_name = "compile"
         """Which baseline the references are: plain compile, or eager when plain compile failed."""
         self.caches = Path(tempfile.gettempdir()) / f"autotune-caches-{os.getpid()}"
@@ -211,7 +211,7 @@ class TrialLoop:
                 reference.worker.end()
         self.references.clear()
 
-    def reference_for(self, harness: Harness) -> Reference | None:
+    def reference_for(self, harness: Harness) -> LiveReference | None:
         """The live reference of `harness`'s device: the baselines' on the first device, one started on others."""
         with self.lock:
             if harness.device not in self.references and self.references:

@@ -13,7 +13,7 @@ from autotune.measure import DEFAULT_PICK, Objectives, parse_pick
 from autotune.runtime.device import Device, parse_device
 from autotune.study.storage import Liveness
 from autotune.trial.devices import refuse_shared_exclusive
-from autotune.trial.request import Protocol, check_device
+from autotune.trial.request import RunProtocol, check_device
 
 __all__ = ["PRUNERS", "SAMPLERS", "SearchOptions", "default_study_name"]
 
@@ -77,7 +77,7 @@ class SearchOptions:
     """Rounds of the confirmation campaign before it may stop."""
     max_rounds: int = 6
     """Rounds of the confirmation campaign at most, while the leader's interval does not decide."""
-    protocol: Protocol = field(default_factory=Protocol)
+    protocol: RunProtocol = field(default_factory=RunProtocol)
     """How every run is measured."""
     allow_precision_changes: bool = False
     """Also search settings that change numerics (float32 matmul precision, unsafe math), judged at a looser tolerance."""

@@ -120,7 +120,7 @@ _MAX_RECIPES = 16
 """Recipes one space may name: they are the study's first trials, so a few are what a search can afford."""
 
 
-class Trial(Protocol):
+class Suggester(Protocol):
     """The part of `optuna.Trial` a space needs (so this module does not import Optuna)."""
 
     def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any: ...
@@ -197,7 +197,7 @@ class SearchSpace:
             allow_precision_changes=allow_precision_changes,
         )
 
-    def suggest(self, trial: Trial) -> CompileConfig:
+    def suggest(self, trial: Suggester) -> CompileConfig:
         """Ask the trial for every dimension that applies, given the answers so far."""
         mode = _ask(trial, "mode", self.mode)
         dynamic = _ask(trial, "dynamic", self.dynamic)
@@ -462,7 +462,7 @@ def _needs(option: str) -> str | None:
     return known.needs if known else None
 
 
-def _ask(trial: Trial, name: str, choices: tuple[Any, ...]) -> Any:
+def _ask(trial: Suggester, name: str, choices: tuple[Any, ...]) -> Any:
     # A single choice is not a question: leaving it out keeps the sampler's space small.
     return choices[0] if len(choices) == 1 else trial.suggest_categorical(name, list(choices))
 
