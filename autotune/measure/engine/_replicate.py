@@ -202,15 +202,22 @@ def run_replicate(
     return replicate, runs, partners
 
 
-def expected_replicate_seconds(firsts: Mapping[str, RunRecord | None], blocks: int, window_seconds: float) -> float:
+def expected_replicate_seconds(
+    firsts: Mapping[str, RunRecord | None], blocks: int, window_seconds: float, *, starts_together: bool = False
+) -> float:
     """A guess at one replicate's seconds before any has run, from each subject's first (cold) run.
 
     A warm start repeats what the caches do not hold: the process start and imports, dynamo's
     tracing and AOTAutograd (their parts of the first run's compile split), and two settle
     windows; then come the subject's `blocks` windows. Without a split, a third of the first
     run's compile time stands for the warm compile.
+
+    The processes of a replicate import side by side (`_make_ready`): `starts_together` counts
+    the longest start once, the closer guess (a progress display's). Without it every start
+    counts, the cautious guess a campaign plans its looks from: a look planned that the budget
+    cannot reach costs power, one not planned costs nothing.
     """
-    total = 0.0
+    total, longest_start = 0.0, 0.0
     for record in firsts.values():
         phases = record.phase_seconds if record is not None else {}
         split = record.compile_split if record is not None else {}
@@ -218,9 +225,10 @@ def expected_replicate_seconds(firsts: Mapping[str, RunRecord | None], blocks: i
             warm = split.get("tracing", 0.0) + split.get("aot_autograd", 0.0)
         else:
             warm = (record.compile_seconds or 0.0) / 3 if record is not None else 0.0
-        start = phases.get("start", 2.0) + phases.get("build", 0.0)
-        total += start + warm + (2 + blocks) * window_seconds
-    return total
+        start = phases.get("start", 2.0)
+        longest_start = max(longest_start, start)
+        total += (0.0 if starts_together else start) + phases.get("build", 0.0) + warm + (2 + blocks) * window_seconds
+    return total + (longest_start if starts_together else 0.0)
 
 
 def starts_at_once(device: str, cores: int | None = None) -> int:

@@ -24,7 +24,7 @@ from autotune.study.report._plots import (
     retune_history,
     throughput_vs_compile,
 )
-from autotune.study.report._progress import Plan, Progress, ProgressCallback, quiet
+from autotune.study.report._progress import Plan, Progress, ProgressCallback, confirmation_guess, quiet
 from autotune.study.report._report import write_report
 from autotune.study.report._verdict import BEST_TRIALS, best_trials, render_summary, savings_text
 
@@ -38,6 +38,7 @@ __all__ = [
     "SearchResult",
     "best_trials",
     "campaign_of",
+    "confirmation_guess",
     "config_columns",
     "decision",
     "duration",

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["Plan", "Progress", "ProgressCallback", "quiet"]
+from autotune.measure.engine import expected_replicate_seconds, first_blocks
+from autotune.trial.request import RunProtocol, RunRecord
+
+__all__ = ["Plan", "Progress", "ProgressCallback", "confirmation_guess", "quiet"]
 
 
 @dataclass
@@ -27,15 +30,20 @@ ProgressCallback = Callable[[Progress], None]
 class Plan:
     """The worker runs a search still has ahead, stage by stage, for an ETA that covers all of them.
 
-    Every run (a baseline, a trial, a confirmation run, a compile-cache run) starts a fresh
-    worker that compiles and measures, so they take about the same time: the ETA is the runs
-    left times the typical run, less what the current run has already taken.
+    Trials and compile-cache runs start a fresh worker that compiles cold and measures, so
+    they take about a typical trial each (the median of those run so far, pruned and failed ones
+    included, so the pruning rate counts). The confirmation is warm restarts, far cheaper than a
+    trial: before it starts it counts as `confirmation_seconds_guess` (`confirmation_guess`, from
+    the baselines' first runs), then at the pace of its own replicates. The ETA is their sum,
+    less what the current run has already taken.
     """
 
     baselines: int = 2
     trials: int = 0
     confirmation: int = 0
-    """Runs of the confirmation before it starts (a first guess: every subject once per replicate)."""
+    """Runs of the confirmation before it starts, where `confirmation_seconds_guess` is not known yet."""
+    confirmation_seconds_guess: float | None = None
+    """Seconds the whole confirmation will take, guessed before it starts (`confirmation_guess`)."""
     confirmation_seconds: float | None = None
     """Once the confirmation runs: seconds of it still ahead, at the pace of its replicates so far."""
     cache: int = 0
@@ -55,8 +63,28 @@ class Plan:
             # Measuring: the replicates left at the pace of those done, less the current one's time so far.
             ahead = max(self.confirmation_seconds - elapsed, 0.0)
             return self.cache * self.typical_run + ahead
-        runs = self.baselines + self.trials / self.workers + self.confirmation + self.cache
-        return max(runs * self.typical_run - min(elapsed, self.typical_run), 0.0)
+        runs = self.baselines + self.trials / self.workers + self.cache
+        if self.confirmation_seconds_guess is not None:
+            confirming = self.confirmation_seconds_guess
+        else:
+            confirming = self.confirmation * self.typical_run
+        return max(runs * self.typical_run + confirming - min(elapsed, self.typical_run), 0.0)
+
+
+def confirmation_guess(
+    eager: RunRecord | None, compile: RunRecord | None, *, confirm: int, rounds: int, protocol: RunProtocol
+) -> float:
+    """Seconds a search's confirmation will take, from the baselines' first runs, before any trial.
+
+    Its least replicates (`rounds`, where most confirmations decide), each of eager, plain compile
+    and `confirm` trials warm from their caches (`expected_replicate_seconds`, processes starting
+    side by side); plain compile's first run stands for each trial's, which is not known yet.
+    """
+    if confirm <= 0:
+        return 0.0
+    subjects = {"eager": eager, "compile": compile, **{f"trial {i}": compile for i in range(confirm)}}
+    per = expected_replicate_seconds(subjects, first_blocks(protocol), protocol.window_seconds, starts_together=True)
+    return rounds * per
 
 
 def quiet(progress: Progress) -> None:

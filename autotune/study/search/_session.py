@@ -46,6 +46,7 @@ from autotune.study.report import (
     ProgressCallback,
     SearchResult,
     campaign_of,
+    confirmation_guess,
     export_study,
     exported_choice,
     quiet,
@@ -95,7 +96,9 @@ class _Search:
         self.reporting = threading.Lock()
         self.plan = Plan(
             confirmation=(options.confirm + 2) * options.rounds if options.confirm else 0,
-            cache=2 if options.compile_cache else 0,
+            cache=1
+            if options.compile_cache
+            else 0,  # save, then load: a warm run and a run from the file, about one trial
         )
         workload = resolve(options.model, isolated=True)
         batches = workload.draw_batches(seed=options.seed)
@@ -294,6 +297,10 @@ def _baselines(search: _Search) -> dict[str, dict[str, Any]]:
     search.plan.baselines, search.plan.run_started = 0, None
     if search.plan.typical_run is None:
         search.plan.typical_run = measured.compile_run.wall_seconds
+    options = search.options
+    search.plan.confirmation_seconds_guess = confirmation_guess(
+        measured.eager, measured.compile, confirm=options.confirm, rounds=options.rounds, protocol=options.protocol
+    )
     if not measured.eager.complete:
         measured.close()
         raise SearchError(
@@ -420,7 +427,9 @@ def _planned(search: _Search) -> ReplicateCallback:
             pace = sum(r.seconds for r in done) / len(done)
         else:  # before the first: a guess from the subjects' first runs, so the ETA counts down from the start
             firsts = {n: campaign.cold.get(n) for n in campaign.racing()}
-            pace = expected_replicate_seconds(firsts, budget.blocks, search.options.protocol.window_seconds)
+            pace = expected_replicate_seconds(
+                firsts, budget.blocks, search.options.protocol.window_seconds, starts_together=True
+            )
         left = max(budget.min_rounds - len(done), 1)
         running = len(done) < budget.max_rounds and not campaign.stopped
         search.plan.confirmation_seconds = left * pace if running else 0.0
