@@ -5,9 +5,11 @@ from __future__ import annotations
 import optuna
 import pytest
 
+from autotune.measure import Objective
 from autotune.runtime.config import inductor_option_defaults, is_plain_compile
 from autotune.runtime.summary import WorkloadSummary
-from autotune.study.search import Seed, expert_recipes, load_space, seed_params, seed_study
+from autotune.study.search import Seed, expert_recipes, load_space, seed_params, seed_study, stacked_recipes
+from autotune.study.search._seeds import recipes_pending
 
 pytestmark = pytest.mark.parallel
 
@@ -145,3 +147,77 @@ def test_a_bad_recipes_section_names_the_recipe_and_what_is_allowed(tmp_path, re
     path.write_text(f"description: a space\nmode: [default]\nrecipes: {recipes}\n")
     with pytest.raises(SpaceError, match=message.replace("[", r"\[").replace("{", r"\{")):
         load_space(str(path))
+
+
+# -- stacking the recipes that helped ----------------------------------------------------------------
+
+
+def recipe_study(values: dict[str, float], direction: str = "maximize") -> optuna.Study:
+    """A study whose recipe trials completed with these values (samples/s, or seconds for time-to)."""
+    study = optuna.create_study(direction=direction)
+    for name, value in values.items():
+        study.add_trial(
+            optuna.trial.create_trial(
+                state=optuna.trial.TrialState.COMPLETE, value=value, params={}, distributions={},
+                user_attrs={"recipe": name},
+            )
+        )  # fmt: skip
+    return study
+
+
+def test_the_recipes_that_beat_plain_compile_are_stacked_in_pairs_then_all_together(toy_summary) -> None:
+    seeds = expert_recipes(toy_summary)
+    values = {"plain": 100.0, "mark_dynamic": 110.0, "compiled-optimizer": 120.0, "regional": 90.0, "pad8": 100.0}
+    stacked = stacked_recipes(recipe_study(values), seeds, Objective())
+    assert [seed.name for seed in stacked] == ["compiled-optimizer+mark_dynamic"], "regional was slower, pad8 a tie"
+    (both,) = stacked
+    assert both.answers == {"compile_optimizer": True, "mark_dynamic": True}
+    values.update({"max-autotune": 104.0})
+    names = [seed.name for seed in stacked_recipes(recipe_study(values), seeds, Objective())]
+    assert names == [
+        "compiled-optimizer+mark_dynamic",
+        "compiled-optimizer+max-autotune",
+        "mark_dynamic+max-autotune",
+        "compiled-optimizer+mark_dynamic+max-autotune",
+    ], "best first; with three that helped, all three together last"
+
+
+def test_stacking_reads_a_time_to_objective_as_smaller_is_better(toy_summary) -> None:
+    seeds = expert_recipes(toy_summary)
+    values = {"plain": 100.0, "mark_dynamic": 90.0, "compiled-optimizer": 95.0, "regional": 120.0}
+    stacked = stacked_recipes(recipe_study(values, "minimize"), seeds, Objective(kind="time-to", steps=100))
+    assert [seed.name for seed in stacked] == ["mark_dynamic+compiled-optimizer"]
+
+
+def test_recipes_that_answer_one_question_differently_do_not_stack() -> None:
+    seeds = [
+        Seed("plain", "plain"),
+        Seed("tuned", "tuned kernels", {"mode": "max-autotune-no-cudagraphs"}),
+        Seed("graphs", "CUDA graphs", {"mode": "reduce-overhead"}),
+        Seed("opt", "optimizer", {"compile_optimizer": True}),
+    ]
+    values = {"plain": 100.0, "tuned": 110.0, "graphs": 120.0, "opt": 105.0}
+    names = [seed.name for seed in stacked_recipes(recipe_study(values), seeds, Objective())]
+    assert names == ["graphs+opt", "tuned+opt"], "graphs+tuned and all three ask for two modes"
+
+
+def test_a_stacked_recipe_is_queued_as_one_configuration_with_both_settings(toy_summary) -> None:
+    space = adapted(toy_summary)
+    seeds = expert_recipes(toy_summary)
+    study = recipe_study({"plain": 100.0, "mark_dynamic": 110.0, "compiled-optimizer": 120.0})
+    assert not recipes_pending(study)
+    stacked = stacked_recipes(study, seeds, Objective())
+    notes = seed_study(study, space, stacked, limit=1)
+    assert notes == ["recipe compiled-optimizer+mark_dynamic seeded: " + stacked[0].why]
+    assert recipes_pending(study), "queued and not yet run"
+    (waiting,) = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+    _, config = seed_params(space, stacked[0])
+    assert config.compile_optimizer is True and set(config.mark_dynamic) == {
+        (key, axis) for key, axes in toy_summary.dynamic_dims.items() for axis in axes
+    }
+    assert waiting.system_attrs["fixed_params"] == seed_params(space, stacked[0])[0], "the answers the trial will get"
+
+
+def test_without_plain_compile_among_the_recipes_nothing_is_stacked(toy_summary) -> None:
+    study = recipe_study({"mark_dynamic": 110.0, "compiled-optimizer": 120.0})
+    assert stacked_recipes(study, expert_recipes(toy_summary), Objective()) == []

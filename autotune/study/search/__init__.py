@@ -17,6 +17,7 @@ from autotune.study.search._seeds import (
     seed_params,
     seed_study,
     space_recipes,
+    stacked_recipes,
     study_seeds,
 )
 from autotune.study.search._session import CACHES_FOLDER, explore, search
@@ -83,6 +84,7 @@ __all__ = [
     "seed_params",
     "seed_study",
     "space_recipes",
+    "stacked_recipes",
     "study_seeds",
     "observed_lengths",
     "shared_length_groups",

@@ -13,10 +13,16 @@ learns from it like from any trial. A recipe the adapted space cannot ask (no re
 blocks, no declared dynamic inputs, inference) is skipped with the reason. With the
 never-worse rule, the export is then at least as good as the best of them that the
 confirmation measured.
+
+Once every recipe has run, the ones that ran faster than plain compile are tried together
+(`stacked_recipes`: each pair, then all of them), before the sampler has the rest of the
+budget: the sampler finds a combination only by chance, and an engineer's next step after two
+recipes that each help is to try both.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,11 +30,23 @@ from typing import Any
 import optuna
 
 from autotune.errors import AutotuneError
+from autotune.measure import Objective
 from autotune.runtime.config import CompileConfig, inductor_option_defaults
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search._space import SearchSpace
+from autotune.study.storage import trial_rank
 
-__all__ = ["PAD_MULTIPLE", "Seed", "expert_recipes", "seed_params", "seed_study", "space_recipes", "study_seeds"]
+__all__ = [
+    "PAD_MULTIPLE",
+    "Seed",
+    "expert_recipes",
+    "recipes_pending",
+    "seed_params",
+    "seed_study",
+    "space_recipes",
+    "stacked_recipes",
+    "study_seeds",
+]
 
 PAD_MULTIPLE = 8
 SMALL_BUDGET_RECIPES = 3
@@ -170,3 +188,42 @@ def seed_study(study: optuna.Study, space: SearchSpace, seeds: Sequence[Seed], l
         queued.append(config)
         notes.append(f"recipe {seed.name} seeded: {seed.why}")
     return notes
+
+
+def recipes_pending(study: optuna.Study) -> bool:
+    """Whether a recipe of the study is still waiting or running: stacking waits until every one has run."""
+    waiting = (optuna.trial.TrialState.WAITING, optuna.trial.TrialState.RUNNING)
+    return any("recipe" in t.user_attrs for t in study.get_trials(deepcopy=False, states=waiting))
+
+
+def stacked_recipes(study: optuna.Study, seeds: Sequence[Seed], objective: Objective) -> list[Seed]:
+    """The recipes that ran faster than plain compile, together: each pair, then all of them (best first).
+
+    Faster is by the trials' own figures, which only rank them (the confirmation decides what is
+    exported). Answers that two recipes give differently cannot stack; such a combination is left
+    out. A stacked recipe is named after its parts (`mark_dynamic+compiled-optimizer`).
+    """
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    plain = [t for t in complete if t.user_attrs.get("recipe") == "plain"]
+    if not plain:
+        return []
+    bar = trial_rank(plain[0], objective)
+    by_name = {seed.name: seed for seed in seeds}
+    ran = [t for t in complete if t.user_attrs.get("recipe") in by_name and t.user_attrs.get("recipe") != "plain"]
+    helped = [by_name[t.user_attrs["recipe"]] for t in sorted(ran, key=lambda t: -trial_rank(t, objective))]
+    helped = [seed for seed in helped if seed.answers and trial_rank(_trial_of(ran, seed.name), objective) > bar]
+    groups = [list(pair) for pair in itertools.combinations(helped, 2)]
+    if len(helped) > 2:
+        groups.append(helped)
+    stacked = []
+    for group in groups:
+        answers: dict[str, Any] = {}
+        if any(answers.setdefault(k, v) != v for seed in group for k, v in seed.answers.items()):
+            continue  # two of them answer one question differently
+        names = "+".join(seed.name for seed in group)
+        stacked.append(Seed(names, f"recipes that each ran faster than plain compile, together: {names}", answers))
+    return stacked
+
+
+def _trial_of(trials: Sequence[optuna.trial.FrozenTrial], recipe: str) -> optuna.trial.FrozenTrial:
+    return next(t for t in trials if t.user_attrs.get("recipe") == recipe)

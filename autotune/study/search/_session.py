@@ -56,7 +56,7 @@ from autotune.study.search._loop import DETERMINISTIC_FAILURES, TrialLoop
 from autotune.study.search._opening import forget_new_study, open_search_study
 from autotune.study.search._options import SearchOptions
 from autotune.study.search._pool import TrialPool, worker_devices
-from autotune.study.search._seeds import seed_study, study_seeds
+from autotune.study.search._seeds import recipes_pending, seed_study, stacked_recipes, study_seeds
 from autotune.study.search._space import SearchSpace, load_space, observed_lengths, shared_length_groups
 from autotune.trial.request import RunRecord
 from autotune.trial.runner import remove_abandoned_workdirs
@@ -220,6 +220,7 @@ class _Search:
             if len(workers) > 1:
                 TrialPool(self.loop, workers, more=self.budget.more, finished_one=self._finished_one).run()
             while self.budget.more():
+                self._stack_recipes()
                 self.plan.run_started = time.monotonic()
                 self.loop.one_trial()
                 self._finished_one()
@@ -232,6 +233,24 @@ class _Search:
                 waiting = True
             time.sleep(self.options.heartbeat_interval)
         self.plan.trials = 0
+
+    def _stack_recipes(self) -> None:
+        """Once every recipe has run, queue the ones that ran faster than plain compile together (once a study).
+
+        They take at most half the trials left, so the sampler keeps the rest.
+        """
+        stacking = self.options.recipes and self.options.sampler != "bruteforce"
+        if not stacking or "stacked" in self.study.user_attrs or recipes_pending(self.study):
+            return
+        assert self.loop.space is not None
+        seeds, _ = study_seeds(self.loop.space, self.summary, self.options.trials)
+        stacked = stacked_recipes(self.study, seeds, self.objective)
+        left = max(self.options.trials - self.loop.ledger.started(), 0)
+        notes = seed_study(self.study, self.loop.space, stacked, limit=left // 2)
+        self.study.set_user_attr("stacked", [seed.name for seed in stacked])
+        for note in notes:
+            self._note(note.replace("recipe ", "stacked recipe ", 1))
+        self.plan.trials = left
 
     def _finished_one(self) -> None:
         self.plan.run_started = None
