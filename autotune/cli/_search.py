@@ -107,7 +107,7 @@ def _what(g: Any) -> None:
         help="do not start a new study with plain torch.compile and the generic expert recipes (mark_dynamic on "
         "declared dynamic inputs, regional, max-autotune-no-cudagraphs, padding to 8, compiled optimizer); they "
         "take at most half of --trials, but at least 3 (plain compile and the two most likely to help) where --trials allows; a space file with its own `recipes:` section starts with those instead, "
-        "as many as --trials allows",
+        "as many as --trials allows; once they have run, those faster than plain compile are tried together",
     )
     g.add_argument(
         "--no-doctor",

@@ -910,3 +910,15 @@ def test_the_engine_keeps_false_gains_far_under_five_percent_over_looks_and_cand
     row = decision_error.run_case(decision_error.Case("default", 0.02, 1.0), campaigns=600, seed=3)
     assert row["claimed_gain"] <= 0.025 and row["exported"] <= 0.025, row
     assert row["covered"] >= 0.95, row
+
+
+def test_the_search_time_ratio_stands_beside_the_confirmed_one_where_it_is_known() -> None:
+    # A trial that looked 0.99x plain compile in its first run and confirmed 1.6x: the table shows both.
+    timed = _timed(eager=([800.0] * 3, 0.0), compile=([1000.0] * 3, 20.0), trial=([1600.0] * 3, 30.0))
+    cells = confirmation_cells(confirmation_rows(timed), {"trial": 0.99, "compile": 1.0})
+    assert cells[0][2:5] == ["vs plain compile", "at search time", "vs eager"]
+    by_subject = {row[0]: row for row in cells[1:]}
+    assert by_subject["trial"][3] == "0.99x" and by_subject["trial"][2].startswith("1.60x")
+    assert by_subject["compile"][3] == "1.00x" and by_subject["eager"][3] == "–", "eager was not a trial"
+    assert all(len(row) == len(cells[0]) for row in cells)
+    assert "at search time" not in confirmation_cells(confirmation_rows(timed))[0], "validate and retune: no search"

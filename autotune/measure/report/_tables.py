@@ -41,19 +41,30 @@ def confirmation_table(campaign: Campaign, *, markdown: bool = False) -> str:
     return table(confirmation_cells(confirmation_rows(campaign)), markdown)
 
 
-def confirmation_cells(rows: Sequence[Mapping[str, Any]]) -> list[list[str]]:
-    """The rows as table cells, a header first."""
+def confirmation_cells(
+    rows: Sequence[Mapping[str, Any]], searched: Mapping[str, float | None] | None = None
+) -> list[list[str]]:
+    """The rows as table cells, a header first.
+
+    With `searched` (subject -> its ratio to plain compile during the search, its first run's),
+    that figure stands beside the confirmed one, so a reader sees where the two disagree.
+    """
     header = ["subject", "samples/s", "vs plain compile", "vs eager", "compile s", "pays back after", "runs"]
+    if searched is not None:
+        header.insert(3, "at search time")
     cells = [[*header, "configuration"]]
     for row in rows:
         name = str(row.get("subject"))
+        seen = searched.get(name) if searched is not None else None
+        early = [] if searched is None else [f"{seen:.2f}x" if seen else "–"]
         if not row.get("runs"):
             failed = f"failed ({row['failure']})" if row.get("failure") else "not measured"
-            cells.append([name, failed, "", "", "", "", "0", str(row.get("configuration", ""))])
+            cells.append([name, failed, "", *early, "", "", "", "0", str(row.get("configuration", ""))])
             continue
         ratios = [
             "1.00x" if name == reference else interval(row.get(f"vs_{reference}")) for reference in ("compile", "eager")
         ]
+        ratios[1:1] = early
         runs = str(row["runs"]) + (f", failed ({row['failure']})" if row.get("failure") else "")
         cells.append(
             [

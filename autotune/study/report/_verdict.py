@@ -45,7 +45,9 @@ def render_summary(metrics: Mapping[str, Any], study: Mapping[str, Any], *, mark
         if confirmed
         else "Search-time figures (not confirmed: --confirm 0)"
     )
-    lines += ["", table(confirmation_cells(metrics.get("confirmation") or []), markdown), ""]
+    searched = {f"trial {row.get('number')}": row.get("speedup_vs_compile") for row in study.get("best_trials") or []}
+    searched["compile"] = 1.0
+    lines += ["", table(confirmation_cells(metrics.get("confirmation") or [], searched), markdown), ""]
     lines += [
         "During the search (each trial's first run, paired window by window with a live plain torch.compile of"
         " its session; the confirmation above decides):",
