@@ -23,6 +23,10 @@ from autotune.study.report import export_from_storage, render_summary
 from autotune.study.search import SearchOptions, search
 from tests.short_runs import SHORT_FLAGS
 
+# Real searches of tiny workloads, whose assertions rest on what they write, never on how fast
+# anything ran (no pruning, no slow-ratio, any export accepted): they may run beside other tests.
+pytestmark = pytest.mark.parallel
+
 SPEC = "tests.trial_targets.workloads:tiny_train"
 FAST = str(Path(__file__).parent.parent / "search_spaces" / "fast.yaml")
 STUDY = "tests.trial_targets.workloads-tiny_train"  # derived from SPEC
@@ -74,6 +78,7 @@ def _search(out):
     )
 
 
+@pytest.mark.slow  # a real search (its module's fixture, or its own): 15 to 50 s
 def test_search_exports_every_file_with_baselines(searched, capsys) -> None:
     code, out = searched
     assert code == 0
@@ -136,6 +141,7 @@ def test_search_exports_every_file_with_baselines(searched, capsys) -> None:
     assert "(the run of the plain torch.compile baseline, reused)" in progress
 
 
+@pytest.mark.slow  # a real search (its module's fixture, or its own): 15 to 50 s
 def test_the_cli_the_report_and_show_print_the_same_summary(searched, capsys) -> None:
     _, out = searched
     tuned = load(out / "best.yaml")
@@ -154,6 +160,7 @@ def test_the_cli_the_report_and_show_print_the_same_summary(searched, capsys) ->
         assert row["subject"] in summary
 
 
+@pytest.mark.slow  # a real search (its module's fixture, or its own): 15 to 50 s
 def test_exported_code_is_the_measured_code_and_runs_without_autotune(searched, tmp_path) -> None:
     _, out = searched
     source = (out / "apply_compilation.py").read_text()
@@ -192,6 +199,7 @@ def test_exported_code_is_the_measured_code_and_runs_without_autotune(searched, 
     assert float(result.stdout.strip().splitlines()[-1]) < 1e-4
 
 
+@pytest.mark.slow  # a real search (its module's fixture, or its own): 15 to 50 s
 def test_rerunning_resumes_the_study_and_export_rebuilds_the_files(searched, tmp_path) -> None:
     _, out = searched
     before = yaml.safe_load((out / "best.yaml").read_text())
@@ -226,6 +234,7 @@ def test_rerunning_resumes_the_study_and_export_rebuilds_the_files(searched, tmp
     assert before["baselines"]["eager"]["samples_per_second"] > 0
 
 
+@pytest.mark.slow  # a real search (its module's fixture, or its own): 15 to 50 s
 def test_resuming_with_another_objective_is_refused(searched) -> None:
     _, out = searched
     with pytest.raises(SearchError, match="objective"):
@@ -293,6 +302,7 @@ def test_the_plain_recipe_with_inductor_options_at_their_defaults_is_the_compile
     assert load(out / "best.yaml").metrics["exported"] in ("plain torch.compile", "no compilation")
 
 
+@pytest.mark.slow  # a real search (its module's fixture, or its own): 15 to 50 s
 def test_bruteforce_stops_when_every_configuration_was_measured(tmp_path) -> None:
     space = tmp_path / "two.yaml"
     space.write_text("description: two configurations\nmode: [default]\ndynamic: [null, true]\n")
@@ -373,6 +383,7 @@ def test_a_device_this_torch_cannot_use_is_refused_before_anything_starts(tmp_pa
     assert not out.exists(), "no study, no folder"
 
 
+@pytest.mark.slow  # a real search (its module's fixture, or its own): 15 to 50 s
 def test_a_multi_objective_search_exports_its_pareto_front_and_export_can_pick_another_point(tmp_path) -> None:
     out = tmp_path / "front"
     argv = [
