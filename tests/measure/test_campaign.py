@@ -484,6 +484,10 @@ def test_a_seconds_budget_plans_its_looks_up_to_the_replicates_it_can_hold(harne
     assert "the most that 100 s of replicates hold" in result.stopped
     unbounded = engine.measure(harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=2, max_rounds=5))
     assert unbounded.looks == Looks(candidates=1, first=2, last=5), "no seconds budget: every allowed look"
+    roomy = engine.measure(
+        harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=2, max_rounds=3, seconds=1000)
+    )
+    assert roomy.rounds == 3 and "(the most allowed)" in roomy.stopped, "--max-rounds, not the seconds, set the last"
 
 
 @pytest.mark.parametrize(("spread", "stops"), [(0.005, True), (0.02, False)])

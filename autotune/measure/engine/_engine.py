@@ -227,11 +227,13 @@ def measure(
             for name, folder in folders.items():
                 campaign.subjects[name] = replace(campaign.subjects[name], cache_dir=folder)
         _first_runs(harness, campaign, folders, on_run, lab)
+        held = False
         if campaign.looks is None:
             # Planned once the first runs say what a replicate costs, before any replicate is seen.
             firsts = {name: campaign.cold.get(name) for name in campaign.racing()}
             expected = expected_replicate_seconds(firsts, budget.blocks, harness.protocol.window_seconds)
             campaign.looks = plan_looks(campaign, budget, expected)
+            held = campaign.looks.last < budget.max_rounds  # the seconds, not --max-rounds, set the last look
             budget = replace(budget, max_rounds=campaign.looks.last)
         requests = _warm_requests(harness, campaign, folders)
         started = lab.clock()
@@ -247,7 +249,7 @@ def measure(
                 campaign.stopped = why
                 break
         else:
-            campaign.stopped = campaign.stopped or _spent(campaign, budget)
+            campaign.stopped = campaign.stopped or _spent(campaign, budget, held)
     return campaign
 
 
@@ -481,10 +483,11 @@ def _stop(campaign: Campaign, budget: Budget, spent: float, ahead: float = 0.0) 
     return ""
 
 
-def _spent(campaign: Campaign, budget: Budget) -> str:
+def _spent(campaign: Campaign, budget: Budget, held: bool = False) -> str:
+    """Why a campaign that ran its last replicate stopped; `held`: its seconds budget set that last replicate."""
     if not _measurable(campaign):
         return "nothing left to compare: every configuration but one failed"
-    if campaign.looks is not None and budget.seconds is not None and campaign.rounds >= campaign.looks.last:
+    if held and budget.seconds is not None:
         most = f"the most that {budget.seconds:g} s of replicates hold, as planned from the first runs"
     else:
         most = "the most allowed"

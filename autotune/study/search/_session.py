@@ -250,7 +250,6 @@ class _Search:
         self.study.set_user_attr("stacked", [seed.name for seed in stacked])
         for note in notes:
             self._note(note.replace("recipe ", "stacked recipe ", 1))
-        self.plan.trials = left
 
     def _finished_one(self) -> None:
         self.plan.run_started = None
