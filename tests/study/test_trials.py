@@ -173,7 +173,7 @@ def test_pruning_savings_come_from_each_trial_s_own_measurements() -> None:
     trials = [
         trial(complete, phase_seconds={"compile": 30.0, "measure": 12.0}, windows=[1, 1, 1, 1, 1]),
         trial(complete, phase_seconds={"compile": 30.0, "measure": 10.0}, windows=[1, 1, 1, 1, 1]),
-        # pruned at its third block: 2 blocks of 6 s / 3 left (its stream pass is not counted)
+        # pruned at its third block of its warm restart: 2 blocks of 6 s / 3 left
         trial(pruned, phase_seconds={"compile": 30.0, "measure": 6.0}, windows=[1, 1, 1]),
         # stopped while compiling after 80 s: the study's shortest measurement (10 s) not run
         trial(pruned, phase_seconds={"compile": 80.0}),

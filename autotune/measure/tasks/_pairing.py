@@ -1,20 +1,23 @@
 """Search-time figures paired with a warm plain torch.compile: what the pruner and the sampler see.
 
-A search keeps one plain-compile worker alive per device: the reference. Every trial, once
-ready, measures its windows in turn with the reference on the same slices of the fresh
-stream, each stopped while the other runs, ABBA. A trial's figure is then a ratio to plain
-compile measured at the same moments, which load on the machine does not bias, scaled by the
+A search keeps one plain-compile worker alive per device: the reference. Every trial first
+runs cold (its compile time, checks and a pass over the stream, which fills its cache folder),
+then starts again warm from that folder, as each replicate of the confirmation will, and
+measures its windows in turn with the reference on the same slices of the fresh stream, each
+stopped while the other runs, ABBA. A trial's figure is then a ratio to plain compile
+measured at the same moments, which load on the machine does not bias, scaled by the
 reference's own rate when the search started so that it reads as samples per second
 (`Paired.samples_per_second`). The reference's windows start from the same slice for every
-trial; it has seen the stream before and compiles nothing in them, while a trial pays for
-the shapes it has not seen, as it would in a real run.
+trial; it has seen the stream before, and so has the trial's cache: a new shape costs either
+side dynamo's tracing, not Inductor's code generation, as it does in the confirmation.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from autotune.measure.engine import Harness, calibrate
@@ -159,35 +162,87 @@ def measure_trial(
     reference: LiveReference | None,
     blocks: int,
     rng: random.Random,
+    restart_monitor: EventMonitor | None = None,
 ) -> tuple[TrialRun, Paired | None]:
-    """A search trial: its first, cold run, paired with the reference once ready; (its run, its paired figures).
+    """A search trial as the confirmation will see it; (its run, its paired figures).
 
-    It then passes once over the whole stream (its first-run figures, and a cache that holds
-    every shape for the confirmation). A worker that shares its device holds the device's
-    turn while it measures. Without a reference (both baselines failed) it is not paired.
+    Its first, cold run compiles, checks and settles, then passes once over the whole stream:
+    its compile time, its failures and its first-run figures, and a cache folder that holds
+    every shape of the stream. Then a warm restart from that folder, a new process as each
+    replicate of the confirmation starts, measures `blocks` windows paired with the reference:
+    the figure the pruner and the sampler see. A first run may be slower than the same
+    configuration's warm restarts by several percent (`outputs/benchmarks/noise.md`), which
+    would rank trials by a figure the confirmation does not measure.
+
+    `monitor` watches the cold run (the compile budget), `restart_monitor` the restart. A
+    worker that shares its device holds the device's turn while it measures. Without a
+    reference (both baselines failed) there is nothing to pair with: the first run is the trial.
     """
-    worker = LiveWorker(request, monitor, gate).start()
+    first = _first_run(request, monitor, gate)
+    if reference is None or first.state != "complete":
+        return first, None
+    warm = replace(request, save_cache_path=None, load_cache_path=None)
+    worker = LiveWorker(warm, restart_monitor, gate).start()
     try:
-        if not worker.until_ready():
-            return worker.end(), None
-        if gate is not None and worker.member is not None:
-            gate.acquire(worker.member)
-        try:
-            paired, why = (None, None)
-            if reference is not None:
+        paired: Paired | None = None
+        why: str | None = None
+        if worker.until_ready():
+            with _turn(gate, worker):
                 paired, why = pair_windows(worker, reference, blocks=blocks, rng=rng, on_block=on_block)
             if why:
                 worker.stop(why)
-            elif worker.alive:
-                worker.resume()
-                worker.stream()
-        finally:
-            if gate is not None and worker.member is not None:
-                gate.release(worker.member)
-        return worker.end(), paired
+        return _joined(first, worker.end()), paired
     except BaseException:
         worker.kill()
         raise
+
+
+def _first_run(request: TrialRequest, monitor: EventMonitor | None, gate: MeasurementGate | None) -> TrialRun:
+    """The trial's cold run: ready, then one pass over the stream, holding the device's turn while it passes."""
+    worker = LiveWorker(request, monitor, gate).start()
+    try:
+        if worker.until_ready():
+            with _turn(gate, worker):
+                worker.stream()
+        return worker.end()
+    except BaseException:
+        worker.kill()
+        raise
+
+
+@contextlib.contextmanager
+def _turn(gate: MeasurementGate | None, worker: LiveWorker) -> Iterator[None]:
+    """The device's measuring turn, for a worker that shares its device with others."""
+    member = worker.member if gate is not None else None
+    if gate is not None and member is not None:
+        gate.acquire(member)
+    try:
+        yield
+    finally:
+        if gate is not None and member is not None:
+            gate.release(member)
+
+
+def _joined(first: TrialRun, restart: TrialRun) -> TrialRun:
+    """The trial's run: its first run's compile, checks and stream pass, with the restart's windows and outcome.
+
+    A restart pruned or failed makes the trial so, its message saying where; its seconds are
+    counted under `restart` (start-up to ready) and `measure` (the paired windows).
+    """
+    joined = replace(first, windows=list(restart.windows), measured_between=list(restart.measured_between))
+    joined.phase_seconds = dict(first.phase_seconds)
+    phases = dict(restart.phase_seconds)
+    joined.phase_seconds["measure"] = phases.pop("measure", 0.0)
+    joined.phase_seconds["restart"] = sum(phases.values())
+    joined.paused_seconds = first.paused_seconds + restart.paused_seconds
+    joined.wall_seconds = first.wall_seconds + restart.wall_seconds
+    if restart.state == "pruned":
+        joined.state, joined.reason, joined.message = restart.state, restart.reason, restart.message
+    elif restart.state != "complete":
+        joined.state, joined.reason = "failed", restart.reason or "crash"
+        joined.message = f"its warm restart, after a complete first run: {restart.message}".rstrip(": ")
+        joined.stderr_tail = restart.stderr_tail
+    return joined
 
 
 def start_reference(harness: Harness, like: LiveReference, cache_dir: str) -> LiveReference:

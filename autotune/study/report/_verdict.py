@@ -49,8 +49,8 @@ def render_summary(metrics: Mapping[str, Any], study: Mapping[str, Any], *, mark
     searched["compile"] = 1.0
     lines += ["", table(confirmation_cells(metrics.get("confirmation") or [], searched), markdown), ""]
     lines += [
-        "During the search (each trial's first run, paired window by window with a live plain torch.compile of"
-        " its session; the confirmation above decides):",
+        "During the search (each trial restarted warm from the cache its first run filled, paired window by window"
+        " with a live plain torch.compile of its session; the confirmation above decides):",
         "",
         table(_search_cells(study.get("best_trials") or []), markdown),
         "",

@@ -186,6 +186,7 @@ class TrialLoop:
                 reference=self.reference_for(harness),
                 blocks=harness.protocol.windows,
                 rng=self.rng,
+                restart_monitor=monitor.restart(),
             )
 
         run, paired = measure(request)
@@ -235,6 +236,9 @@ class TrialLoop:
         also = f" (the run of {reused}, reused)" if reused else ""
         if reused:
             self._reused(trial, config, record, created, reused)
+        if run.fresh is not None and not reused:
+            # The cold run's pass over the stream: what the trial's own process ran right after compiling.
+            trial.set_user_attr("first_run_samples_per_second", round(run.fresh.samples_per_second, 4))
         if run.measured_between:
             trial.set_user_attr("measured_between", [round(t, 3) for t in run.measured_between])
         for key, value in record.to_dict().items():

@@ -105,6 +105,22 @@ class Monitor:
                 return f"compile took {self.compile_seconds:.0f} s, more than {limit:.0f} s: {self.why}"
         return None
 
+    def restart(self) -> Callable[[Event | None], str | None]:
+        """What watches the trial's warm restart: the search's stop, and its phases for the display.
+
+        The compile budget judged the first run, where the trial compiled cold; the restart's
+        figures are judged block by block (`block`).
+        """
+
+        def watch(event: Event | None) -> str | None:
+            if self.loop.stopping.is_set():
+                raise KeyboardInterrupt
+            if event is not None and isinstance(event.record, PhaseChange):
+                self.loop.report(self.trial.number, f"{self.label}: warm restart, {event.record.phase}")
+            return None
+
+        return watch
+
     def block(self, paired: Paired) -> str | None:
         """Judge the trial after each paired block: the pruner, then the slow-ratio rule; a reason stops it.
 
