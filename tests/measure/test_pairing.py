@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.measure.tasks._pairing import _joined
+from autotune.measure.tasks._pairing import joined_run
 from autotune.trial.request import TrialRun
 from tests import fake_records
 
@@ -28,7 +28,7 @@ def test_the_trial_keeps_its_first_run_s_compile_and_takes_the_restart_s_windows
         wall_seconds=11.5,
         measured_between=[1.0, 2.0],
     )
-    joined = _joined(first_run(), restart)
+    joined = joined_run(first_run(), restart)
     assert joined.state == "complete" and joined.result is not None and joined.result.samples_per_second == 30.0
     assert joined.windows == restart.windows and joined.measured_between == [1.0, 2.0]
     assert joined.phase_seconds["compile"] == 40.0, "the compile time is the cold one"
@@ -37,9 +37,9 @@ def test_the_trial_keeps_its_first_run_s_compile_and_takes_the_restart_s_windows
 
 
 def test_a_restart_pruned_or_failed_makes_the_trial_so_and_says_where() -> None:
-    pruned = _joined(first_run(), TrialRun(state="pruned", reason="pruned", message="the median pruner stopped it"))
+    pruned = joined_run(first_run(), TrialRun(state="pruned", reason="pruned", message="the median pruner stopped it"))
     assert (pruned.state, pruned.reason, pruned.message) == ("pruned", "pruned", "the median pruner stopped it")
-    crashed = _joined(first_run(), TrialRun(state="failed", reason="crash", message="exit -11", stderr_tail="boom"))
+    crashed = joined_run(first_run(), TrialRun(state="failed", reason="crash", message="exit -11", stderr_tail="boom"))
     assert (crashed.state, crashed.reason) == ("failed", "crash")
     assert crashed.message == "its warm restart, after a complete first run: exit -11" and crashed.stderr_tail == "boom"
-    assert _joined(first_run(), TrialRun(state="failed")).reason == "crash", "a failure without a reason is a crash"
+    assert joined_run(first_run(), TrialRun(state="failed")).reason == "crash", "a failure without a reason is a crash"

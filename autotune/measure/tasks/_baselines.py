@@ -1,12 +1,13 @@
-"""A search's baselines: eager and plain torch.compile, each first alone and cold, then paired, and the reference.
+"""A search's baselines: eager and plain torch.compile, each first alone and cold, then warm and paired: the reference.
 
-Eager starts first and is stopped once ready; plain compile then compiles alone (its compile
-time is the budget trials are held to). Both measure `blocks` windows in turn on the same
-slices of the stream, which gives plain compile's ratio to eager and its own rate. Each then
-passes once over the whole stream (its first-run figure, and a cache that holds every shape).
-Eager ends; plain compile stays alive, stopped, as the search's reference: every trial's
-windows are paired with its windows (`autotune.measure.tasks._pairing`). When plain compile fails,
-eager is the reference.
+Each first runs alone and cold in a new cache folder, as a trial does: plain compile's
+compile time is the budget trials are held to, and its pass over the whole stream leaves
+every shape in its cache. Then both start again warm from their folders, as every replicate
+of the confirmation starts them, and measure `blocks` windows in turn on the same slices of
+the stream, which gives plain compile's ratio to eager and its own rate. Eager ends; plain
+compile stays alive, stopped, as the search's reference: every trial's warm restart is paired
+with its windows (`autotune.measure.tasks._pairing`). When plain compile fails, eager is the
+reference.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autotune.measure.engine import Harness, Subject, batches_for, calibrate
-from autotune.measure.tasks._pairing import LiveReference, pair_windows
+from autotune.measure.tasks._pairing import LiveReference, first_run, joined_run, pair_windows
 from autotune.trial.live import LiveWorker
-from autotune.trial.request import RunRecord, TrialRun, window_figures
+from autotune.trial.request import RunRecord, TrialRequest, TrialRun, window_figures
 
 __all__ = ["Baselines", "measure_baselines"]
 
@@ -45,51 +46,63 @@ class Baselines:
 def measure_baselines(
     harness: Harness, caches: Path, *, blocks: int, seed: int = 0, created: str | None = None
 ) -> Baselines:
-    """Eager and plain compile, cold in new folders under `caches`, then paired; see the module docstring."""
-    folders = {}
-    for name in ("eager", "compile"):
-        folders[name] = caches / name
-        shutil.rmtree(folders[name], ignore_errors=True)  # a session's baselines start cold
+    """Eager and plain compile, cold in new folders under `caches`, then warm and paired; see the module docstring."""
     _, compile_subject = Subject.baselines()
-    eager = LiveWorker(harness.request(None, cache_dir=str(folders["eager"]))).start()
-    eager_ready = eager.until_ready()
-    eager.pause()
-    request = harness.request(compile_subject.config, created=created, cache_dir=str(folders["compile"]))
-    plain = LiveWorker(request).start()
-    plain_ready = plain.until_ready()
-    if not eager_ready or not plain_ready:
-        return _without_pairing(eager, plain, eager_ready, plain_ready, harness.protocol.window_seconds)
-    plain.pause()
-    batches = batches_for(harness.protocol.window_seconds)(calibrate({"eager": eager, "compile": plain}))
-    reference = LiveReference(
-        worker=plain,
-        samples_per_second=0.0,
-        batches_per_second=0.0,
-        batches_per_window=batches,
-        window_seconds=harness.protocol.window_seconds,
-    )
-    paired, _ = pair_windows(eager, reference, blocks=blocks, rng=random.Random(seed))
-    figures = window_figures(paired.reference_windows, plain.run.ready)
-    reference.samples_per_second = float(figures.get("samples_per_second") or 0.0)
-    reference.batches_per_second = float(figures.get("batches_per_second") or 0.0)
-    reference.over_eager = 1 / paired.ratio if paired.ratio else None
-    for worker in (eager, plain):
-        worker.resume()
-        worker.stream()
-        worker.pause()
-    snapshot = plain.snapshot()
-    return Baselines(eager=eager.end().record(), compile=snapshot.record(), compile_run=snapshot, reference=reference)
+    requests: dict[str, TrialRequest] = {}
+    for name, config in (("eager", None), ("compile", compile_subject.config)):
+        folder = caches / name
+        shutil.rmtree(folder, ignore_errors=True)  # a session's baselines start cold
+        requests[name] = harness.request(config, created=created, cache_dir=str(folder))
+    firsts = {name: first_run(request, None, None) for name, request in requests.items()}
+    workers: dict[str, LiveWorker] = {}
+    runs = dict(firsts)
+    try:
+        for name, request in requests.items():
+            if firsts[name].state != "complete":
+                continue
+            worker = LiveWorker(request).start()
+            if worker.until_ready():
+                worker.pause()
+                workers[name] = worker
+            else:
+                runs[name] = joined_run(firsts[name], worker.end())
+        if set(workers) != {"eager", "compile"}:
+            return _without_pairing(workers, firsts, runs, harness.protocol.window_seconds)
+        eager, plain = workers["eager"], workers["compile"]
+        batches = batches_for(harness.protocol.window_seconds)(calibrate(workers))
+        reference = LiveReference(
+            worker=plain,
+            samples_per_second=0.0,
+            batches_per_second=0.0,
+            batches_per_window=batches,
+            window_seconds=harness.protocol.window_seconds,
+        )
+        paired, _ = pair_windows(eager, reference, blocks=blocks, rng=random.Random(seed))
+        figures = window_figures(paired.reference_windows, plain.run.ready)
+        reference.samples_per_second = float(figures.get("samples_per_second") or 0.0)
+        reference.batches_per_second = float(figures.get("batches_per_second") or 0.0)
+        reference.over_eager = 1 / paired.ratio if paired.ratio else None
+        compile_run = joined_run(firsts["compile"], plain.snapshot())
+        eager_run = joined_run(firsts["eager"], workers.pop("eager").end())
+        return Baselines(
+            eager=eager_run.record(), compile=compile_run.record(), compile_run=compile_run, reference=reference
+        )
+    except BaseException:
+        for worker in workers.values():
+            worker.kill()
+        raise
 
 
 def _without_pairing(
-    eager: LiveWorker, plain: LiveWorker, eager_ready: bool, plain_ready: bool, window_seconds: float
+    workers: dict[str, LiveWorker], firsts: dict[str, TrialRun], runs: dict[str, TrialRun], window_seconds: float
 ) -> Baselines:
-    """One baseline failed: the other, if ready, is measured alone and becomes the reference."""
-    survivor = eager if eager_ready else plain if plain_ready else None
+    """One baseline failed: the other, if its restart is ready, is measured alone and becomes the reference."""
+    name = next(iter(workers), None)
     reference = None
-    if survivor is not None:
+    if name is not None:
+        survivor = workers[name]
         survivor.resume()
-        ready = {"survivor": survivor.run.ready} if survivor.run.ready is not None else {}
+        ready = {name: survivor.run.ready} if survivor.run.ready is not None else {}
         batches = batches_for(window_seconds)(ready)
         reference = LiveReference(
             worker=survivor,
@@ -103,17 +116,13 @@ def _without_pairing(
         figures = window_figures(windows, survivor.run.ready)
         reference.samples_per_second = float(figures.get("samples_per_second") or 0.0)
         reference.batches_per_second = float(figures.get("batches_per_second") or 0.0)
-        reference.over_eager = 1.0 if survivor is eager else None
-        survivor.stream()
+        reference.over_eager = 1.0 if name == "eager" else None
         survivor.pause()
-    eager_record = eager.snapshot().record() if eager_ready else eager.end().record()
-    plain_run = plain.snapshot() if plain_ready else plain.end()
-    if survivor is not eager:
-        eager.kill()
+        runs[name] = joined_run(firsts[name], survivor.snapshot())
     return Baselines(
-        eager=eager_record,
-        compile=plain_run.record(),
-        compile_run=plain_run,
+        eager=runs["eager"].record(),
+        compile=runs["compile"].record(),
+        compile_run=runs["compile"],
         reference=reference,
-        reference_name="eager" if survivor is eager else "compile",
+        reference_name="eager" if name == "eager" else "compile",
     )

@@ -27,7 +27,7 @@ from autotune.trial.live import EventMonitor, LiveWorker
 from autotune.trial.records import ReadyReport, Window
 from autotune.trial.request import TrialRequest, TrialRun, window_figures
 
-__all__ = ["Paired", "LiveReference", "measure_trial", "pair_windows", "start_reference"]
+__all__ = ["Paired", "LiveReference", "first_run", "joined_run", "measure_trial", "pair_windows", "start_reference"]
 
 BlockCallback = Callable[["Paired"], str | None]
 """Called after each block with the figures so far; a returned reason stops the trial (pruning)."""
@@ -178,7 +178,7 @@ def measure_trial(
     worker that shares its device holds the device's turn while it measures. Without a
     reference (both baselines failed) there is nothing to pair with: the first run is the trial.
     """
-    first = _first_run(request, monitor, gate)
+    first = first_run(request, monitor, gate)
     if reference is None or first.state != "complete":
         return first, None
     warm = replace(request, save_cache_path=None, load_cache_path=None)
@@ -191,13 +191,13 @@ def measure_trial(
                 paired, why = pair_windows(worker, reference, blocks=blocks, rng=rng, on_block=on_block)
             if why:
                 worker.stop(why)
-        return _joined(first, worker.end()), paired
+        return joined_run(first, worker.end()), paired
     except BaseException:
         worker.kill()
         raise
 
 
-def _first_run(request: TrialRequest, monitor: EventMonitor | None, gate: MeasurementGate | None) -> TrialRun:
+def first_run(request: TrialRequest, monitor: EventMonitor | None, gate: MeasurementGate | None) -> TrialRun:
     """The trial's cold run: ready, then one pass over the stream, holding the device's turn while it passes."""
     worker = LiveWorker(request, monitor, gate).start()
     try:
@@ -223,7 +223,7 @@ def _turn(gate: MeasurementGate | None, worker: LiveWorker) -> Iterator[None]:
             gate.release(member)
 
 
-def _joined(first: TrialRun, restart: TrialRun) -> TrialRun:
+def joined_run(first: TrialRun, restart: TrialRun) -> TrialRun:
     """The trial's run: its first run's compile, checks and stream pass, with the restart's windows and outcome.
 
     A restart pruned or failed makes the trial so, its message saying where; its seconds are
@@ -246,10 +246,11 @@ def _joined(first: TrialRun, restart: TrialRun) -> TrialRun:
 
 
 def start_reference(harness: Harness, like: LiveReference, cache_dir: str) -> LiveReference:
-    """A reference for another device: plain compile started there, cold, with the first reference's figures."""
-    worker = LiveWorker(harness.request(CompileConfig(), cache_dir=cache_dir)).start()
-    if worker.until_ready():
-        worker.stream()
+    """A reference for another device: plain compile's first run there, then its warm restart, with the first's figures."""
+    request = harness.request(CompileConfig(), cache_dir=cache_dir)
+    first_run(request, None, None)
+    worker = LiveWorker(request).start()
+    worker.until_ready()
     worker.pause()
     return LiveReference(
         worker=worker,

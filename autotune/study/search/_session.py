@@ -300,14 +300,14 @@ def _cache_folder(campaign: Campaign | None, name: str) -> str | None:
 
 
 def _baselines(search: _Search) -> dict[str, dict[str, Any]]:
-    """Eager and plain torch.compile, cold and then paired, once per search session; plain compile stays alive.
+    """Eager and plain torch.compile, cold and then warm and paired, once per search session; plain compile stays alive.
 
     Trials are paired with that live plain compile (the reference), so their figures compare
     with it at the same moments; its cold compile time is the compile budget's yardstick.
     """
     loop = search.loop
     search.plan.run_started = time.monotonic()
-    search._report(None, "baselines: eager, then plain torch.compile, then both in turn")
+    search._report(None, "baselines: eager, then plain torch.compile, each cold; then both warm, in turn")
     created = utc_now()
     measured = measure_baselines(
         search.harness, loop.caches, blocks=search.options.protocol.windows, seed=search.options.seed, created=created
@@ -349,7 +349,7 @@ def _baselines(search: _Search) -> dict[str, dict[str, Any]]:
     )
     ratio = measured.reference.over_eager if measured.reference is not None else None
     if ratio:
-        search._note(f"baselines: plain torch.compile ran {ratio:.2f}x eager, paired window by window")
+        search._note(f"baselines: plain torch.compile ran {ratio:.2f}x eager, both warm, paired window by window")
     return baselines
 
 
