@@ -89,7 +89,7 @@ def savings_text(summary: Mapping[str, Any]) -> str:
     if pruning.get("pruned_while_measuring"):
         parts.append(
             f"{pruning['pruned_while_measuring']} trial(s) pruned while measuring: {pruning['measuring_seconds_saved']}"
-            " s of windows and fresh stream not run"
+            " s of paired windows not run"
         )
     if pruning.get("stopped_while_compiling"):
         parts.append(
