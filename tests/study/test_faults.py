@@ -499,7 +499,7 @@ def test_nothing_is_exported_when_every_confirmation_run_failed(tmp_path: Path, 
     out.mkdir()
     (out / "best.yaml").write_text("a previous result\n")
     argv = [
-        "search", "--no-doctor", "--model", f"{TARGETS}:fails_after_two_runs", "--space", "quick", "--trials", "1",
+        "search", "--no-doctor", "--model", f"{TARGETS}:fails_after_the_baselines", "--space", "quick", "--trials", "1",
         "--confirm", "1", "--rounds", "1", "--max-rounds", "1", "--windows", "2", *SHORT_FLAGS, "--pruner", "none", "--slow-ratio", "0",
         "--no-compile-cache", "--device", "cpu", "--out", str(out),
     ]  # fmt: skip

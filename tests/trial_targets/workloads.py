@@ -315,9 +315,9 @@ class FailsLater(TinyMLP):
         return super().forward(x)
 
 
-def fails_after_two_runs() -> Workload:
-    """Runs in the first two worker processes (the two baselines, whose compile run a plain trial reuses), fails in
-    every later one."""
+def fails_after_the_baselines() -> Workload:
+    """Runs in the first four worker processes (the two baselines, cold and then warm, whose compile run a plain
+    trial reuses), fails in every later one."""
     model = FailsLater()
     model.broken = False
     if "AUTOTUNE_EVENT_FD" in os.environ:  # inside a worker, not the search process
@@ -325,7 +325,7 @@ def fails_after_two_runs() -> Workload:
         with open(counter, "a") as out:
             out.write("run\n")
         with open(counter) as runs:
-            model.broken = len(runs.readlines()) > 2
+            model.broken = len(runs.readlines()) > 4
     return tiny(model=model)
 
 
