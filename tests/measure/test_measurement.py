@@ -216,23 +216,28 @@ def spin_harness(spec: str) -> Harness:
     )
 
 
+def precision_search(out: Path, target: str, *flags: str) -> tuple[optuna.Study, optuna.trial.FrozenTrial]:
+    """A two-trial search of `target`: plain compile, and the same under 'high' precision; (study, that trial)."""
+    space = str(Path(__file__).parent.parent / "search_spaces" / "precision.yaml")
+    code = cli.main(
+        [
+            "search", "--no-doctor", "--model", f"{TARGETS}:{target}", "--space", space, "--allow-precision-changes",
+            "--sampler", "bruteforce", "--trials", "2", "--windows", "4", *SHORT_FLAGS, *flags, "--confirm", "0",
+            "--no-compile-cache", "--device", "cpu", "--out", str(out),
+        ]
+    )  # fmt: skip
+    assert code == cli.EXIT_OK
+    study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
+    (high,) = [t for t in study.trials if t.user_attrs["config"].get("float32_matmul_precision") == "high"]
+    return study, high
+
+
 @pytest.mark.slow
 def test_a_search_does_not_prune_a_trial_as_fast_as_plain_compile_when_the_machine_gets_busy(tmp_path: Path) -> None:
     # The second trial starts two busy processes as it compiles; they run until it ends. Alone, its
     # windows run far below eager's rate at the session's start, and --slow-ratio 0.5 would stop it;
     # beside the live plain compile, which runs on the same busy machine, it is 5% faster.
-    out = tmp_path / "busy"
-    space = str(Path(__file__).parent.parent / "search_spaces" / "precision.yaml")
-    code = cli.main(
-        [
-            "search", "--no-doctor", "--model", f"{TARGETS}:spins_and_hogs_when_faster", "--space", space,
-            "--allow-precision-changes", "--sampler", "bruteforce", "--trials", "2", "--windows", "4", *SHORT_FLAGS,
-            "--slow-ratio", "0.5", "--confirm", "0", "--no-compile-cache", "--device", "cpu", "--out", str(out),
-        ]
-    )  # fmt: skip
-    assert code == cli.EXIT_OK
-    study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
-    (busy,) = [t for t in study.trials if t.user_attrs["config"].get("float32_matmul_precision") == "high"]
+    study, busy = precision_search(tmp_path / "busy", "spins_and_hogs_when_faster", "--slow-ratio", "0.5")
     assert busy.state == optuna.trial.TrialState.COMPLETE, busy.user_attrs.get("message")
     eager = study.user_attrs["baseline.eager"]["samples_per_second"]
     assert busy.user_attrs["own_samples_per_second"] < 0.5 * eager, "alone, the busy machine made it look slow"
@@ -247,18 +252,7 @@ def test_a_search_judges_a_trial_by_its_warm_restart_not_by_the_process_that_com
     # Under 'high' precision the stand-in spins 5% less than plain compile, except in the cold process
     # that compiled it, where it spins 1.5 times as long: 0.70x plain compile there, 1.05x warm, as
     # the confirmation measures it. The spin is CPU time, so the premise holds on any machine.
-    out = tmp_path / "first"
-    space = str(Path(__file__).parent.parent / "search_spaces" / "precision.yaml")
-    code = cli.main(
-        [
-            "search", "--no-doctor", "--model", f"{TARGETS}:slower_in_its_first_run", "--space", space,
-            "--allow-precision-changes", "--sampler", "bruteforce", "--trials", "2", "--windows", "4", *SHORT_FLAGS,
-            "--confirm", "0", "--no-compile-cache", "--device", "cpu", "--out", str(out),
-        ]
-    )  # fmt: skip
-    assert code == cli.EXIT_OK
-    study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
-    (high,) = [t for t in study.trials if t.user_attrs["config"].get("float32_matmul_precision") == "high"]
+    _, high = precision_search(tmp_path / "first", "slower_in_its_first_run")
     assert high.state == optuna.trial.TrialState.COMPLETE, high.user_attrs.get("message")
     plain = high.user_attrs["reference_samples_per_second"]
     assert high.user_attrs["first_run_samples_per_second"] < 0.85 * plain, "its first run is the slow one"
