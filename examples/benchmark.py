@@ -37,6 +37,7 @@ import optuna
 from autotune.errors import AutotuneError, ConfigError
 from autotune.measure import Budget, Campaign, Harness, Objective, Subject, choose, measure
 from autotune.measure.format import interval
+from autotune.measure.stats import BAND
 from autotune.measure.tasks import read_recipes, without_cuda_graphs
 from autotune.runtime import environment
 from autotune.runtime.config import CompileConfig
@@ -56,6 +57,8 @@ WORKLOADS = {
 }
 RECIPES = Path(__file__).resolve().parent / "recipes"
 PHASES = ("start", "build", "compile", "measure")
+AGREE_WITHIN = 0.05
+"""A search-time ratio agrees with its confirmation inside the confirmed interval or within 5% of its estimate."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,6 +218,8 @@ def bench_workload(
         "noise": campaign.noise(),
         "campaign": campaign.to_dict(),
         "search_seconds": round(search_seconds, 1),
+        # What the search itself measured of each confirmed trial: its warm restart paired with plain compile.
+        "search_time": {name: trials[number].user_attrs.get("paired_ratio") for number, name in names.items()},
         "trial_states": {s: sum(1 for t in trials if t.state.name == s) for s in ("COMPLETE", "PRUNED", "FAIL")},
         "failure_reasons": _count(t.user_attrs.get("reason", "?") for t in trials if t.state.name == "FAIL"),
         "pruning": pruning_savings(trials, harness.protocol.to_dict()),
@@ -321,6 +326,55 @@ def _analyse(
     return rows, exported
 
 
+def search_agreement(bench: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each confirmed trial's search-time ratio to plain compile beside its confirmed one, and whether they agree.
+
+    They agree when the search-time ratio lies inside the confirmed interval or within
+    `AGREE_WITHIN` of its estimate. Trials without a search-time figure, or confirmed on fewer
+    than two replicates, are left out: there is nothing to compare.
+    """
+    rows = []
+    for name, ratio in (bench.get("search_time") or {}).items():
+        confirmed = (bench["rows"].get(name) or {}).get("vs_compile")
+        if ratio is None or not confirmed or confirmed.get("rounds", 0) < 2:
+            continue
+        inside = confirmed["low"] <= ratio <= confirmed["high"]
+        close = abs(ratio / confirmed["median"] - 1.0) <= AGREE_WITHIN
+        rows.append({"subject": name, "search": ratio, "confirmed": confirmed, "agrees": inside or close})
+    return rows
+
+
+def rank_swaps(agreement: list[dict[str, Any]], band: float = BAND) -> list[tuple[str, str]]:
+    """Pairs (a, b) the search put a ahead of b and the confirmation b ahead of a, each by more than the band."""
+    return [
+        (a["subject"], b["subject"])
+        for a in agreement
+        for b in agreement
+        if a["search"] > b["search"] * (1.0 + band)
+        and b["confirmed"]["median"] > a["confirmed"]["median"] * (1.0 + band)
+    ]
+
+
+def _agreement_text(bench: dict[str, Any]) -> str:
+    agreement = search_agreement(bench)
+    if not agreement:
+        return "Search time against confirmation: no trial beyond plain compile was confirmed."
+    agreeing = sum(1 for a in agreement if a["agrees"])
+    swaps = rank_swaps(agreement)
+    order = (
+        "the rank order differs: "
+        + "; ".join(f"the search put {a} ahead of {b}, the confirmation {b}" for a, b in swaps)
+        if swaps
+        else "the rank order is the same, up to ties inside the band"
+        if len(agreement) > 1
+        else "one trial, no order to compare"
+    )
+    return (
+        f"Search time against confirmation: {agreeing} of {len(agreement)} confirmed trial(s) agree "
+        f"(the search-time ratio inside the confirmed interval or within {AGREE_WITHIN:.0%} of it); {order}."
+    )
+
+
 def _reanalysed(bench: dict[str, Any]) -> dict[str, Any]:
     """A kept workload with its figures recomputed from its recorded runs by the current statistics."""
     campaign = Campaign.from_dict(bench["campaign"])
@@ -383,6 +437,20 @@ def render(results: dict[str, Any]) -> str:
         "ratios are geometric means of paired replicates with 95% t-intervals.",
         "",
     ]
+    agreement = {name: search_agreement(bench) for name, bench in results["workloads"].items()}
+    compared = [a for rows in agreement.values() for a in rows]
+    if compared:
+        swapped = [name for name, bench in results["workloads"].items() if rank_swaps(agreement[name])]
+        lines += [
+            f"**Search time against confirmation**: {sum(a['agrees'] for a in compared)} of {len(compared)} confirmed "
+            f"trials agree (the search-time ratio inside the confirmed interval or within {AGREE_WITHIN:.0%} of it); "
+            + (
+                f"the rank order differs in {', '.join(swapped)}."
+                if swapped
+                else "the rank order is the same in every workload."
+            ),
+            "",
+        ]
     for name, bench in results["workloads"].items():
         when = [f"Measured {bench['measured']}.", ""] if bench.get("measured") else []
         lines += [f"## {name} (`{bench['spec']}`)", "", *when, *_workload_table(bench), ""]
@@ -430,15 +498,19 @@ def _exported_why(exported: dict[str, Any]) -> str:
 
 def _workload_table(bench: dict[str, Any]) -> list[str]:
     lines = [
-        "| subject | samples/s | vs plain compile | vs eager | vs best recipe | compile s | new-shape compiles | configuration |",
-        "|---|---|---|---|---|---|---|---|",
+        "| subject | samples/s | vs plain compile | at search time | vs eager | vs best recipe | compile s "
+        "| new-shape compiles | configuration |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+    search_time = bench.get("search_time") or {}
     for subject, row in bench["rows"].items():
         if "samples_per_second" not in row:
-            lines.append(f"| {subject} | failed | | | | | | {row['description']}: {row.get('failure', '')} |")
+            lines.append(f"| {subject} | failed | | | | | | | {row['description']}: {row.get('failure', '')} |")
             continue
+        at_search = f"{search_time[subject]:.2f}x" if search_time.get(subject) is not None else "–"
         lines.append(
-            f"| {subject} | {row['samples_per_second']:.4g} | {interval(row['vs_compile'])} | {interval(row['vs_eager'])} | "
+            f"| {subject} | {row['samples_per_second']:.4g} | {interval(row['vs_compile'])} | {at_search} "
+            f"| {interval(row['vs_eager'])} | "
             f"{interval(row['vs_best_recipe'])} | {row['compile_seconds'] or 0.0:.1f} | {row.get('fresh_recompiles', '–')} "
             f"| {row['description']} |"
         )
@@ -452,6 +524,7 @@ def _workload_table(bench: dict[str, Any]) -> list[str]:
     lines += [
         "",
         f"**What autotune exports** (the rule of `autotune search`): {exported or 'nothing completed'}.",
+        _agreement_text(bench),
         f"Best trial after N trials: {', '.join(f'{n} → {s}' for n, s in bench['winner_after'].items()) or 'none'}.",
         f"Measurement: {_design_text(bench)}; {noise.get('noisy_runs', 0)} run(s) saw the machine busy; "
         f"1-minute load {_span(noise.get('load'))}, calibration probe {_span(noise.get('probe_ms'))} ms.",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from examples.benchmark import main, render
+from examples.benchmark import main, rank_swaps, render, search_agreement
 
 ROOT = Path(__file__).resolve().parents[2]
 # Two linear blocks: each compile takes seconds, and regional compilation has blocks to compile.
@@ -66,3 +66,27 @@ def test_a_workload_that_is_neither_bundled_nor_a_spec_is_named_with_what_is_all
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "'convnett' is neither a bundled workload" in err and "convnet" in err and "module:attribute" in err
+
+
+def _confirmed(median: float, low: float, high: float, rounds: int = 3) -> dict[str, float]:
+    return {"median": median, "low": low, "high": high, "rounds": rounds}
+
+
+def test_a_search_time_ratio_agrees_inside_the_interval_or_within_5_percent_and_swapped_ranks_are_named() -> None:
+    bench = {
+        "rows": {
+            "trial 2": {"vs_compile": _confirmed(1.18, 0.81, 1.72)},  # 1.38 outside 5%, inside the interval
+            "trial 11": {"vs_compile": _confirmed(1.23, 1.20, 1.26)},  # 1.25: outside a tight interval, within 5%
+            "trial 4": {"vs_compile": _confirmed(1.00, 0.98, 1.02)},  # 1.10: neither
+            "trial 7": {"vs_compile": _confirmed(1.30, 1.30, 1.30, rounds=1)},  # one replicate: nothing to compare
+            "trial 9": {"vs_compile": _confirmed(1.10, 1.05, 1.15)},
+        },
+        "search_time": {"trial 2": 1.38, "trial 11": 1.25, "trial 4": 1.10, "trial 7": 1.0, "trial 9": None},
+    }
+    agreement = {a["subject"]: a["agrees"] for a in search_agreement(bench)}
+    assert agreement == {"trial 2": True, "trial 11": True, "trial 4": False}
+    # The search put trial 2 ahead of trial 11 and the confirmation trial 11 ahead of trial 2, each beyond
+    # the band: a swap. Trial 4 trails both in both orders.
+    assert rank_swaps(search_agreement(bench)) == [("trial 2", "trial 11")]
+    # Within the band, an order is a tie, not a swap.
+    assert rank_swaps(search_agreement(bench), band=0.05) == []
