@@ -17,12 +17,7 @@ from typing import Any, Protocol
 from autotune.errors import AutotuneError, ConfigError, SpaceError
 from autotune.runtime.buckets import MAX_BUCKETS, choose_buckets
 from autotune.runtime.config import (
-    MARK_AS,
-    MATMUL_PRECISIONS,
-    PADDING_WORDS,
     PRECISION_OPTIONS,
-    SEARCHED_SCOPES,
-    STANCES,
     CompileConfig,
     InputKey,
     ModuleSettings,
@@ -35,6 +30,7 @@ from autotune.runtime.device import Device, parse_device
 from autotune.runtime.features import FEATURES, has_feature
 from autotune.runtime.limits import printable, quote, read_yaml_file
 from autotune.runtime.summary import WorkloadSummary
+from autotune.study.search._dimensions import DIMENSIONS, NEEDS
 from autotune.workload import input_of
 
 __all__ = [
@@ -98,23 +94,8 @@ KNOWN_OPTIONS: Mapping[str, KnownOption] = {
 }
 """Options a space may list even when the installed torch lacks them: those are dropped with a note."""
 
-_DIMENSIONS = (
-    "mode",
-    "dynamic",
-    "fullgraph",
-    "scope",
-    "mark_dynamic",
-    "padding_alignment",
-    "compile_optimizer",
-    "optimizer_mode",
-    "optimizer_fullgraph",
-    "mark_as",
-    "recompile_limit",
-    "stance_after_warmup",
-    "compiled_autograd",
-    "float32_matmul_precision",
-)
-_NEWER = _DIMENSIONS[7:]
+_DIMENSIONS = tuple(d.name for d in DIMENSIONS)
+_PINNED = tuple(d.name for d in DIMENSIONS if d.pinned)
 _KEYS = ("description", "options", "module_modes", "group_mark_dynamic", "bucket_count", "recipes", *_DIMENSIONS)
 _MAX_RECIPES = 16
 """Recipes one space may name: they are the study's first trials, so a few are what a search can afford."""
@@ -262,17 +243,13 @@ class SearchSpace:
 
     def dimensions(self) -> dict[str, tuple[Any, ...]]:
         """Each dimension with more than one choice, for display."""
-        dims: dict[str, tuple[Any, ...]] = {
-            "mode": self.mode,
-            "dynamic": self.dynamic,
-            "fullgraph": self.fullgraph,
-            "scope": self.scope,
-            "padding_alignment": self.padding_alignment,
-            **({"bucket_count": self.bucket_count} if "buckets" in self.padding_alignment else {}),
-            "compile_optimizer": self.compile_optimizer,
-            **{name: getattr(self, name) for name in _NEWER},
-            **{f"options.{k}": v for k, v in self.options.items()},
-        }
+        dims: dict[str, tuple[Any, ...]] = {}
+        for name in _DIMENSIONS:
+            if name != "mark_dynamic":  # asked per group of inputs, below
+                dims[name] = getattr(self, name)
+            if name == "padding_alignment" and "buckets" in self.padding_alignment:
+                dims["bucket_count"] = self.bucket_count
+        dims.update({f"options.{k}": v for k, v in self.options.items()})
         for index, group in enumerate(self.mark_groups):
             dims[f"mark_dynamic.{_group_name(group, index)}"] = self.mark_dynamic
         return {k: v for k, v in dims.items() if len(v) > 1}
@@ -290,43 +267,38 @@ def adapt(
 ) -> SearchSpace:
     """`space` without the choices that cannot apply to `workload` on `device` (see `SearchSpace.adapt`)."""
     drop = _Dropped(device=parse_device(device), missing=f"not in the installed torch {_torch_version()}")
-    modes = drop.modes("mode", space.mode)
+    present = {
+        "training": workload.task == "train",
+        "dynamic inputs": bool(workload.dynamic_dims),
+        "precision changes": allow_precision_changes,
+    }
+    chosen: dict[str, Any] = {}
+    for entry in DIMENSIONS:
+        name, neutral = entry.name, _neutral(entry.name)
+        values = getattr(space, name)
+        if name in ("mode", "optimizer_mode"):
+            values = drop.modes(name, values)
+        if entry.needs is not None:
+            ok = present[entry.needs]
+            values = drop.keep(name, values, lambda v, n=neutral, o=ok: v in n or o, NEEDS[entry.needs])
+        chosen[name] = drop.keep(name, values, lambda v, n=neutral, d=name: v in n or has_feature(d, v), drop.missing)
+    chosen.update(_workload_rules(drop, chosen, workload, graph_breaks, sampled=bool(lengths)))
     options = dict(space.options)
     for name in list(options):
         why = _option_dropped(name, workload.task, drop.device, allow_precision_changes)
         if why:
             drop.dropped.append(f"option {name}: {why.replace('missing', drop.missing)}")
             del options[name]
-    fullgraph = drop.keep(
-        "fullgraph",
-        space.fullgraph,
-        lambda f: not (f and graph_breaks),
-        f"plain torch.compile saw {graph_breaks} graph break(s)",
-    )
-    scopes = drop.keep("scope", space.scope, lambda s: s != "regional" or bool(workload.blocks), "no repeated blocks")
-    scopes = drop.keep(
-        "scope", scopes, lambda s: s != "modular" or len(workload.modules) >= 2, "fewer than two modules"
-    )
-    optimizer = drop.keep(
-        "compile_optimizer",
-        space.compile_optimizer,
-        lambda c: workload.task == "train" or not c,
-        "inference has no optimizer",
-    )
-    for name, values in (("mode", modes), ("scope", scopes), ("fullgraph", fullgraph)):
-        if not values:
+    for name in ("mode", "scope", "fullgraph"):
+        if not chosen[name]:
             raise SpaceError(
                 f"{space.name}: no choice of {name} is left for this workload on {device}; dropped: {drop.dropped}."
             )
+    choices: dict[str, Any] = {name: values or _neutral(name) for name, values in chosen.items()}
     return replace(
         space,
-        mode=modes,
         options=options,
-        fullgraph=fullgraph,
-        scope=scopes,
-        compile_optimizer=optimizer or (False,),
-        **_shape_choices(drop, space, workload, bool(lengths)),
-        **_newer_choices(drop, space, workload, allow_precision_changes),
+        **choices,
         mark_groups=_mark_groups(workload, shared_lengths if space.group_mark_dynamic else None),
         length_groups=_length_groups(workload, shared_lengths, lengths or {}),
         module_paths=tuple(workload.modules),
@@ -371,18 +343,28 @@ def _length_groups(
     return tuple((group, tuple(lengths[group[0]])) for group in groups if group and lengths.get(group[0]))
 
 
-def _shape_choices(drop: _Dropped, space: SearchSpace, workload: WorkloadSummary, sampled: bool) -> dict[str, Any]:
-    """Padding and marking: nothing to do for static inputs, no `max` padding without declared maxima,
-    and no buckets without lengths to learn them from."""
-    static = not workload.dynamic_dims
-    no_dynamic = "the workload declares no dynamic inputs"
-    padding = drop.keep("padding_alignment", space.padding_alignment, lambda p: not static or p is None, no_dynamic)
+def _workload_rules(
+    drop: _Dropped, chosen: Mapping[str, tuple[Any, ...]], workload: WorkloadSummary, graph_breaks: int, sampled: bool
+) -> dict[str, tuple[Any, ...]]:
+    """The choices that cannot apply for what this workload is, beyond what each dimension `needs`."""
+    fullgraph = drop.keep(
+        "fullgraph",
+        chosen["fullgraph"],
+        lambda f: not (f and graph_breaks),
+        f"plain torch.compile saw {graph_breaks} graph break(s)",
+    )
+    scopes = drop.keep(
+        "scope", chosen["scope"], lambda s: s != "regional" or bool(workload.blocks), "no repeated blocks"
+    )
+    scopes = drop.keep(
+        "scope", scopes, lambda s: s != "modular" or len(workload.modules) >= 2, "fewer than two modules"
+    )
     declared = all(
         axis in workload.max_lengths.get(k, {}) for k, axes in workload.dynamic_dims.items() for axis in axes
     )
     padding = drop.keep(
         "padding_alignment",
-        padding,
+        chosen["padding_alignment"],
         lambda p: p != "max" or declared,
         "the workload declares no max_lengths to pad to",
     )
@@ -392,42 +374,13 @@ def _shape_choices(drop: _Dropped, space: SearchSpace, workload: WorkloadSummary
         lambda p: p != "buckets" or sampled,
         "no lengths were sampled to learn buckets from",
     )
-    marks = drop.keep("mark_dynamic", space.mark_dynamic, lambda m: not static or not m, no_dynamic)
-    return {"padding_alignment": padding or (None,), "mark_dynamic": marks or (False,)}
-
-
-def _newer_choices(
-    drop: _Dropped, space: SearchSpace, workload: WorkloadSummary, allow_precision_changes: bool
-) -> dict[str, Any]:
-    """The newer dimensions keep their neutral choice, and lose the others where they cannot apply."""
-    training = workload.task == "train"
-    static = not workload.dynamic_dims
-    no_dynamic = "the workload declares no dynamic inputs"
-    extra: dict[str, Any] = {"optimizer_mode": drop.modes("optimizer_mode", space.optimizer_mode)}
-    applies = {
-        "optimizer_mode": (training, "inference has no optimizer"),
-        "optimizer_fullgraph": (training, "inference has no optimizer"),
-        "mark_as": (not static, no_dynamic),
-        "recompile_limit": (not static, no_dynamic),
-        "stance_after_warmup": (not static, no_dynamic),
-        "compiled_autograd": (training, "inference has no backward pass"),
-        "float32_matmul_precision": (
-            allow_precision_changes,
-            "changes numerics; search it with --allow-precision-changes",
-        ),
-    }
-    for name, (ok, why) in applies.items():
-        neutral = _neutral(name)
-        values = drop.keep(name, extra.get(name, getattr(space, name)), lambda v, n=neutral, o=ok: v in n or o, why)
-        values = drop.keep(name, values, lambda v, n=neutral, d=name: v in n or has_feature(d, v), drop.missing)
-        extra[name] = values or neutral
-    extra["mark_as"] = drop.keep(
+    mark_as = drop.keep(
         "mark_as",
-        extra["mark_as"],
+        chosen["mark_as"],
         lambda v: v != "sources" or not any(isinstance(k, int) for k in workload.dynamic_dims),
         "positional inputs have no name to mark them by",
-    ) or _neutral("mark_as")
-    return extra
+    )
+    return {"fullgraph": fullgraph, "scope": scopes, "padding_alignment": padding, "mark_as": mark_as}
 
 
 def _option_dropped(name: str, task: str, device: Device, allow_precision_changes: bool) -> str | None:
@@ -528,43 +481,18 @@ def load_space(name_or_path: str) -> SearchSpace:
         raise SpaceError(f"{origin}: 'description' must say what the space is for.")
     values: dict[str, Any] = {"name": path.stem, "description": data["description"].strip()}
     modes = (*KNOWN_MODES, *(m for m in available_modes() if m not in KNOWN_MODES))
-    checks = {
-        "mode": lambda v: v in modes,
-        "dynamic": lambda v: v is None or isinstance(v, bool),
-        "fullgraph": lambda v: isinstance(v, bool),
-        "scope": lambda v: v in SEARCHED_SCOPES,
-        "mark_dynamic": lambda v: isinstance(v, bool),
-        "padding_alignment": lambda v: v is None or v in PADDING_WORDS or (type(v) is int and v >= 2),
-        "bucket_count": lambda v: type(v) is int and 1 <= v <= MAX_BUCKETS,
-        "compile_optimizer": lambda v: isinstance(v, bool),
-        "optimizer_mode": lambda v: v in modes,
-        "optimizer_fullgraph": lambda v: isinstance(v, bool),
-        "mark_as": lambda v: v in MARK_AS,
-        "recompile_limit": lambda v: v is None or (type(v) is int and v >= 1),
-        "stance_after_warmup": lambda v: v in STANCES,
-        "compiled_autograd": lambda v: isinstance(v, bool),
-        "float32_matmul_precision": lambda v: v is None or v in MATMUL_PRECISIONS,
-    }
-    allowed = {
-        "mode": f"one of {modes}",
-        "dynamic": "null, false or true",
-        "fullgraph": "false or true",
-        "scope": f"one of {SEARCHED_SCOPES}",
-        "mark_dynamic": "false or true",
-        "padding_alignment": f"null, an integer >= 2 or one of {PADDING_WORDS}",
-        "bucket_count": f"an integer from 1 to {MAX_BUCKETS}",
-        "compile_optimizer": "false or true",
-        "optimizer_mode": f"one of {modes}",
-        "optimizer_fullgraph": "false or true",
-        "mark_as": f"one of {MARK_AS}",
-        "recompile_limit": "null (torch's default) or an integer >= 1",
-        "stance_after_warmup": f"one of {STANCES}",
-        "compiled_autograd": "false or true",
-        "float32_matmul_precision": f"null (torch's default) or one of {MATMUL_PRECISIONS}",
-    }
-    for name, check in checks.items():
-        if name in data:
-            values[name] = _choices(origin, name, data[name], check, allowed[name])
+    for entry in DIMENSIONS:
+        if entry.name in data:
+            check = functools.partial(lambda v, c: c(v, modes), c=entry.check)
+            values[entry.name] = _choices(origin, entry.name, data[entry.name], check, entry.allowed_text(modes))
+    if "bucket_count" in data:
+        values["bucket_count"] = _choices(
+            origin,
+            "bucket_count",
+            data["bucket_count"],
+            lambda v: type(v) is int and 1 <= v <= MAX_BUCKETS,
+            f"an integer from 1 to {MAX_BUCKETS}",
+        )
     for flag in ("module_modes", "group_mark_dynamic"):
         if flag in data:
             if not isinstance(data[flag], bool):
@@ -655,12 +583,7 @@ def params_for(space: SearchSpace, config: CompileConfig) -> dict[str, Any] | No
     """
     wanted = config.to_dict()
     pinned = {
-        "dynamic": config.dynamic,
-        "scope": config.scope,
-        "padding_alignment": config.padding_alignment,
-        "fullgraph": config.fullgraph,
-        "compile_optimizer": config.compile_optimizer,
-        **{name: getattr(config, name) for name in _NEWER},
+        **{name: getattr(config, name) for name in _PINNED},
         # A sampled option is kept as sampled (see `suggest`), and a group is marked whole or not at all.
         **{f"options.{name}": value for name, value in config.options.items() if name in space.options},
         **{
