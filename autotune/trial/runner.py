@@ -8,16 +8,57 @@ process group is gone and its temporary folder removed when `run_trial` returns.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from autotune.trial.gate import MeasurementGate
 from autotune.trial.live import WORKDIR_PREFIX, EventMonitor, LiveWorker, oom_kills
 from autotune.trial.request import TrialRequest, TrialRun
 
-__all__ = ["WORKDIR_PREFIX", "EventMonitor", "oom_kills", "process_alive", "remove_abandoned_workdirs", "run_trial"]
+__all__ = [
+    "WORKDIR_PREFIX",
+    "EventMonitor",
+    "device_turn",
+    "live_worker",
+    "oom_kills",
+    "process_alive",
+    "remove_abandoned_workdirs",
+    "run_trial",
+]
+
+
+@contextlib.contextmanager
+def live_worker(
+    request: TrialRequest, monitor: EventMonitor | None = None, gate: MeasurementGate | None = None
+) -> Iterator[LiveWorker]:
+    """A started worker for `request`, killed with its process group if the block raises (Ctrl-C included).
+
+    The one skeleton of every use of a worker: a one-shot run (`run_trial`), a search trial's
+    cold run and its warm restart. The block ends the worker (`LiveWorker.end`) on its way out.
+    """
+    worker = LiveWorker(request, monitor, gate).start()
+    try:
+        yield worker
+    except BaseException:
+        worker.kill()
+        raise
+
+
+@contextlib.contextmanager
+def device_turn(gate: MeasurementGate | None, worker: LiveWorker) -> Iterator[None]:
+    """The device's measuring turn, held for the block, for a worker that shares its device with others."""
+    member = worker.member if gate is not None else None
+    if gate is not None and member is not None:
+        gate.acquire(member)
+    try:
+        yield
+    finally:
+        if gate is not None and member is not None:
+            gate.release(member)
 
 
 def run_trial(
@@ -30,21 +71,11 @@ def run_trial(
     it takes the device's turn for its own stream pass, and its compile time and time limit
     leave the stops out (the monitor gets a "paused" event with the seconds each time they grow).
     """
-    worker = LiveWorker(request, monitor, gate).start()
-    try:
+    with live_worker(request, monitor, gate) as worker:
         if not worker.until_ready():
             return worker.end()
-        if gate is not None and worker.member is not None:
-            gate.acquire(worker.member)
-        try:
+        with device_turn(gate, worker):
             return worker.end(stream=True)
-        finally:
-            if gate is not None and worker.member is not None:
-                gate.release(worker.member)
-    except BaseException:
-        # Ctrl-C or an error here: the worker must not outlive this call.
-        worker.kill()
-        raise
 
 
 def remove_abandoned_workdirs() -> int:

@@ -25,6 +25,7 @@ from autotune.measure.engine._replicate import (
     calibrate,
     co_residence,
     expected_replicate_seconds,
+    take_turns,
 )
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "first_blocks",
     "has_warm_cache",
     "measure",
+    "take_turns",
     "validation_budget",
     "with_protocol",
 ]

@@ -40,6 +40,7 @@ __all__ = [
     "ReplicatePlan",
     "batches_for",
     "block_orders",
+    "take_turns",
     "co_residence",
     "expected_replicate_seconds",
     "run_replicate",
@@ -279,6 +280,39 @@ def _make_ready(
     return ready
 
 
+WindowSeen = Callable[[str, int, Window | None], bool]
+"""Hears each turn's window (None: that worker has stopped); True ends the turns."""
+
+
+def take_turns(
+    workers: Mapping[str, LiveWorker],
+    orders: Sequence[Sequence[str]],
+    *,
+    stream: int,
+    batches: int,
+    passes: Mapping[str, int],
+    seen: WindowSeen,
+) -> None:
+    """The one window loop: block by block, each worker in its turn measures one window, the others stopped.
+
+    Every worker of a block measures the same slice of the stream (`batches` batches from
+    `block * batches`, modulo the stream's `stream` batches), in `passes` passes of its own, so
+    that each window lasts about as long; a worker is woken for its window and stopped again
+    after it. A worker that has ended is not woken: `seen` hears None for it.
+    """
+    for block, order in enumerate(orders):
+        start = (block * batches) % max(stream, 1)
+        for name in order:
+            worker = workers.get(name)
+            window = None
+            if worker is not None and worker.alive:
+                worker.resume()
+                window = worker.window(block, start, batches, passes[name])
+                worker.pause()
+            if seen(name, block, window):
+                return
+
+
 def _turns(
     workers: dict[str, LiveWorker],
     ready: Mapping[str, ReadyReport],
@@ -287,19 +321,21 @@ def _turns(
     window_seconds: float,
     on_window: WindowCallback | None,
 ) -> None:
-    stream = min((r.stream_batches for r in ready.values()), default=0) or 1
-    passes = {name: worker.passes_for(batches, window_seconds) for name, worker in workers.items()}
-    for block, order in enumerate(orders):
-        start = (block * batches) % stream
-        for name in order:
-            worker = workers.get(name)
-            if worker is None or not worker.alive:
-                continue
-            worker.resume()
-            event = worker.window(block, start, batches, passes[name])
-            worker.pause()
-            if event is not None and on_window is not None:
-                on_window(name, block, event)
+    """A replicate's windows: a subject that stops leaves the others to go on."""
+
+    def seen(name: str, block: int, window: Window | None) -> bool:
+        if window is not None and on_window is not None:
+            on_window(name, block, window)
+        return False
+
+    take_turns(
+        workers,
+        orders,
+        stream=min((r.stream_batches for r in ready.values()), default=0) or 1,
+        batches=batches,
+        passes={name: worker.passes_for(batches, window_seconds) for name, worker in workers.items()},
+        seen=seen,
+    )
 
 
 CALIBRATION_SECONDS = 0.05

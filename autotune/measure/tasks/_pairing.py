@@ -14,18 +14,18 @@ side dynamo's tracing, not Inductor's code generation, as it does in the confirm
 
 from __future__ import annotations
 
-import contextlib
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from autotune.measure.engine import Harness, calibrate
+from autotune.measure.engine import Harness, block_orders, calibrate, take_turns
 from autotune.runtime.config import CompileConfig
 from autotune.trial.gate import MeasurementGate
 from autotune.trial.live import EventMonitor, LiveWorker
 from autotune.trial.records import ReadyReport, Window
 from autotune.trial.request import TrialRequest, TrialRun, window_figures
+from autotune.trial.runner import device_turn, live_worker
 
 __all__ = ["Paired", "LiveReference", "first_run", "joined_run", "measure_trial", "pair_windows", "start_reference"]
 
@@ -122,35 +122,37 @@ def pair_windows(
 ) -> tuple[Paired, str | None]:
     """`blocks` windows of a ready trial, each beside one of the reference on the same slice; (figures, stop reason).
 
-    Both workers are stopped while the other measures; the order inside a block alternates
-    (trial first, then reference first, at random), and the slices start from the stream's
-    beginning for every trial.
+    Both workers are stopped while the other measures, in the engine's one window loop
+    (`take_turns`); the order inside a block is ABBA, each pair of blocks in a random order
+    (`block_orders`), and the slices start from the stream's beginning for every trial.
     """
     calibrate({"trial": trial})  # its step rate, timed alone: what its windows' passes follow
     paired = Paired(reference=reference, ready=trial.run.ready)
-    stream = (trial.run.ready.stream_batches if trial.run.ready is not None else 0) or 1
     batches = reference.batches_per_window
-    passes = {
-        "trial": trial.passes_for(batches, reference.window_seconds),
-        "reference": reference.worker.passes_for(batches, reference.window_seconds),
-    }
-    first_trial = rng.random() < 0.5
-    for block in range(blocks):
-        start = (block * batches) % stream
-        order = ("trial", "reference") if (block % 2 == 0) == first_trial else ("reference", "trial")
-        for who in order:
-            worker = trial if who == "trial" else reference.worker
-            worker.resume()
-            window = worker.window(block, start, batches, passes[who])
-            worker.pause()
-            if window is None:
-                return paired, None if who == "trial" else "the plain torch.compile reference stopped"
-            (paired.trial_windows if who == "trial" else paired.reference_windows).append(window)
-        if on_block is not None:
+    workers = {"trial": trial, "reference": reference.worker}
+    stopped: list[str | None] = []
+
+    def seen(who: str, block: int, window: Window | None) -> bool:
+        if window is None:
+            stopped.append(None if who == "trial" else "the plain torch.compile reference stopped")
+            return True
+        (paired.trial_windows if who == "trial" else paired.reference_windows).append(window)
+        if on_block is not None and len(paired.trial_windows) == len(paired.reference_windows) == block + 1:
             why = on_block(paired)
             if why:
-                return paired, why
-    return paired, None
+                stopped.append(why)
+                return True
+        return False
+
+    take_turns(
+        workers,
+        block_orders(list(workers), blocks, rng),
+        stream=(trial.run.ready.stream_batches if trial.run.ready is not None else 0) or 1,
+        batches=batches,
+        passes={who: worker.passes_for(batches, reference.window_seconds) for who, worker in workers.items()},
+        seen=seen,
+    )
+    return paired, stopped[0] if stopped else None
 
 
 def measure_trial(
@@ -182,45 +184,23 @@ def measure_trial(
     if reference is None or first.state != "complete":
         return first, None
     warm = replace(request, save_cache_path=None, load_cache_path=None)
-    worker = LiveWorker(warm, restart_monitor, gate).start()
-    try:
+    with live_worker(warm, restart_monitor, gate) as worker:
         paired: Paired | None = None
-        why: str | None = None
         if worker.until_ready():
-            with _turn(gate, worker):
+            with device_turn(gate, worker):
                 paired, why = pair_windows(worker, reference, blocks=blocks, rng=rng, on_block=on_block)
             if why:
                 worker.stop(why)
         return joined_run(first, worker.end()), paired
-    except BaseException:
-        worker.kill()
-        raise
 
 
 def first_run(request: TrialRequest, monitor: EventMonitor | None, gate: MeasurementGate | None) -> TrialRun:
     """The trial's cold run: ready, then one pass over the stream, holding the device's turn while it passes."""
-    worker = LiveWorker(request, monitor, gate).start()
-    try:
+    with live_worker(request, monitor, gate) as worker:
         if worker.until_ready():
-            with _turn(gate, worker):
+            with device_turn(gate, worker):
                 worker.stream()
         return worker.end()
-    except BaseException:
-        worker.kill()
-        raise
-
-
-@contextlib.contextmanager
-def _turn(gate: MeasurementGate | None, worker: LiveWorker) -> Iterator[None]:
-    """The device's measuring turn, for a worker that shares its device with others."""
-    member = worker.member if gate is not None else None
-    if gate is not None and member is not None:
-        gate.acquire(member)
-    try:
-        yield
-    finally:
-        if gate is not None and member is not None:
-            gate.release(member)
 
 
 def joined_run(first: TrialRun, restart: TrialRun) -> TrialRun:
