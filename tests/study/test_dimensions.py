@@ -16,22 +16,13 @@ import pytest
 from autotune.errors import SpaceError
 from autotune.runtime import codegen
 from autotune.runtime.config import CompileConfig
-from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search import load_space, params_for
 from autotune.study.search._dimensions import DIMENSIONS, dimension
 from autotune.study.search._space import SearchSpace
+from tests.study.summaries import SHARED, TOY_LIKE
 
 pytestmark = pytest.mark.parallel
 
-TOY_LIKE = WorkloadSummary(
-    spec="examples.toy:model",
-    task="train",
-    modules=("embed", "encoder", "head"),
-    blocks=("encoder.blocks",),
-    dynamic_dims={"input_ids": (1,), "attention_mask": (1,), "labels": (1,)},
-    pad_values={"labels": -100},
-)
-SHARED = [[("input_ids", 1), ("attention_mask", 1), ("labels", 1)]]
 MARKS = (("attention_mask", 1), ("input_ids", 1), ("labels", 1))
 
 NOT_ASKED = {

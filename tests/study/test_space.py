@@ -9,18 +9,10 @@ from autotune.errors import SpaceError
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search import _space as space_module
 from autotune.study.search import bundled_spaces, load_space, params_for
+from tests.study.summaries import SHARED, TOY_LIKE
 
 pytestmark = pytest.mark.parallel
 
-TOY_LIKE = WorkloadSummary(
-    spec="examples.toy:model",
-    task="train",
-    modules=("embed", "encoder", "head"),
-    blocks=("encoder.blocks",),
-    dynamic_dims={"input_ids": (1,), "attention_mask": (1,), "labels": (1,)},
-    pad_values={"labels": -100},
-)
-SHARED = [[("input_ids", 1), ("attention_mask", 1), ("labels", 1)]]
 STATIC_INFER = WorkloadSummary(spec="m:f", task="infer", modules=("body",), blocks=())
 
 
