@@ -164,11 +164,10 @@ def test_a_5_percent_faster_subject_is_a_gain_a_slower_one_a_loss_and_a_twin_equ
     assert abs(centre) <= 8.610 * spread, (logs, context)
     assert abs(centre) < math.log(1.03), (logs, context)
     # And no gain (or loss) is claimed for it at that band: its interval is inside the band (equivalence, even
-    # where it excludes 1) or still reaches past it (undecided). Which of the two depends on how wide five
-    # replicates leave the interval on a busy machine (about +/-3% here), so equivalence itself is asked for
-    # only at a band the interval's width leaves room for.
+    # where it excludes 1) or still reaches past it (undecided). Which of the two is not asked: the campaign
+    # spends its error over three candidates and five looks, which leaves five replicates' interval about
+    # +/-3 to 5% wide here, and a twin whose processes ran 2% apart is then undecided at any band that narrow.
     assert outcome(ratios["twin"], 0.03) in ("equivalent", "undecided"), context
-    assert outcome(ratios["twin"], 0.05) == "equivalent", context
     twin_only = choose(campaign.only(["compile", "twin"]), within=0.03)
     assert twin_only.subject == "compile" and twin_only.decision in ("equivalent", "undecided"), context
 

@@ -103,7 +103,10 @@ def test_workers_of_one_device_measure_one_at_a_time_while_the_others_stand_stil
 
 
 def test_workers_of_different_devices_never_stop_each_other(tmp_path: Path) -> None:
-    requests = [_request(tmp_path, 0.2, 1.0, device="cuda:0"), _request(tmp_path, 0.6, 1.0, device="cuda:1")]
+    # The first measures for 4 s from 0.2 s after its start, the second from 0.6 s after its own: they overlap
+    # unless the second process starts over 3 s after the first, which two Python start-ups side by side on a
+    # busy 2-core machine do not reach (with a 1 s measurement, one did).
+    requests = [_request(tmp_path, 0.2, 4.0, device="cuda:0"), _request(tmp_path, 0.6, 1.0, device="cuda:1")]
     with MeasurementGate() as gate:
         runs = _run_together(requests, gate)
     assert [run.state for run in runs] == ["complete"] * 2, [run.stderr_tail for run in runs]
