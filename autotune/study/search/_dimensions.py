@@ -35,8 +35,8 @@ class Dimension:
     """One question of a search space (see the module's docstring)."""
 
     name: str
-    check: Callable[[Any, tuple[str, ...]], bool]
-    """Whether a space file may list this value, given the compile modes a space may name."""
+    check: Callable[..., bool]
+    """`check(value, modes=...)`: whether a space file may list this value, given the compile modes a space may name."""
     allowed: str
     """What `check` accepts, in words for the error; '{modes}' stands for those modes."""
     needs: Need | None = None
@@ -48,11 +48,11 @@ class Dimension:
         return self.allowed.replace("{modes}", str(modes))
 
 
-def _boolean(value: Any, _modes: tuple[str, ...]) -> bool:
+def _boolean(value: Any, modes: tuple[str, ...] = ()) -> bool:
     return isinstance(value, bool)
 
 
-def _mode(value: Any, modes: tuple[str, ...]) -> bool:
+def _mode(value: Any, modes: tuple[str, ...] = ()) -> bool:
     return value in modes
 
 
@@ -60,31 +60,31 @@ _BOOLEAN = "false or true"
 
 DIMENSIONS: tuple[Dimension, ...] = (
     Dimension("mode", _mode, "one of {modes}", pinned=False),
-    Dimension("dynamic", lambda v, _: v is None or isinstance(v, bool), "null, false or true"),
+    Dimension("dynamic", lambda v, modes=(): v is None or isinstance(v, bool), "null, false or true"),
     Dimension("fullgraph", _boolean, _BOOLEAN),
-    Dimension("scope", lambda v, _: v in SEARCHED_SCOPES, f"one of {SEARCHED_SCOPES}"),
+    Dimension("scope", lambda v, modes=(): v in SEARCHED_SCOPES, f"one of {SEARCHED_SCOPES}"),
     Dimension("mark_dynamic", _boolean, _BOOLEAN, needs="dynamic inputs", pinned=False),
     Dimension(
         "padding_alignment",
-        lambda v, _: v is None or v in PADDING_WORDS or (type(v) is int and v >= 2),
+        lambda v, modes=(): v is None or v in PADDING_WORDS or (type(v) is int and v >= 2),
         f"null, an integer >= 2 or one of {PADDING_WORDS}",
         needs="dynamic inputs",
     ),
     Dimension("compile_optimizer", _boolean, _BOOLEAN, needs="training"),
     Dimension("optimizer_mode", _mode, "one of {modes}", needs="training"),
     Dimension("optimizer_fullgraph", _boolean, _BOOLEAN, needs="training"),
-    Dimension("mark_as", lambda v, _: v in MARK_AS, f"one of {MARK_AS}", needs="dynamic inputs"),
+    Dimension("mark_as", lambda v, modes=(): v in MARK_AS, f"one of {MARK_AS}", needs="dynamic inputs"),
     Dimension(
         "recompile_limit",
-        lambda v, _: v is None or (type(v) is int and v >= 1),
+        lambda v, modes=(): v is None or (type(v) is int and v >= 1),
         "null (torch's default) or an integer >= 1",
         needs="dynamic inputs",
     ),
-    Dimension("stance_after_warmup", lambda v, _: v in STANCES, f"one of {STANCES}", needs="dynamic inputs"),
+    Dimension("stance_after_warmup", lambda v, modes=(): v in STANCES, f"one of {STANCES}", needs="dynamic inputs"),
     Dimension("compiled_autograd", _boolean, _BOOLEAN, needs="training"),
     Dimension(
         "float32_matmul_precision",
-        lambda v, _: v is None or v in MATMUL_PRECISIONS,
+        lambda v, modes=(): v is None or v in MATMUL_PRECISIONS,
         f"null (torch's default) or one of {MATMUL_PRECISIONS}",
         needs="precision changes",
     ),

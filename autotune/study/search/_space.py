@@ -483,7 +483,7 @@ def load_space(name_or_path: str) -> SearchSpace:
     modes = (*KNOWN_MODES, *(m for m in available_modes() if m not in KNOWN_MODES))
     for entry in DIMENSIONS:
         if entry.name in data:
-            check = functools.partial(lambda v, c: c(v, modes), c=entry.check)
+            check = functools.partial(entry.check, modes=modes)
             values[entry.name] = _choices(origin, entry.name, data[entry.name], check, entry.allowed_text(modes))
     if "bucket_count" in data:
         values["bucket_count"] = _choices(
