@@ -375,6 +375,16 @@ def spins_less() -> Workload:
     return tiny(model=SpinsLess())
 
 
+class SpinsApart(Spins):
+    """The spinning step, 15% less of it under 'high' and 15% more under 'medium': a gain and a loss to tell apart."""
+
+    factors = {**SPIN_FACTORS, "high": 0.85, "medium": 1.15}
+
+
+def spins_apart() -> Workload:
+    return tiny(model=SpinsApart())
+
+
 @torch.compiler.disable
 def _phase(calls: list[int]) -> int:
     """1 for the first 39 calls, 2 from then on; counted outside the compiled code, so only the result is guarded."""
