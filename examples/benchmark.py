@@ -218,8 +218,15 @@ def bench_workload(
         "noise": campaign.noise(),
         "campaign": campaign.to_dict(),
         "search_seconds": round(search_seconds, 1),
-        # What the search itself measured of each confirmed trial: its warm restart paired with plain compile.
-        "search_time": {name: trials[number].user_attrs.get("paired_ratio") for number, name in names.items()},
+        # What the search itself measured of each confirmed trial: its warm restart paired with the live plain
+        # compile, the reference's own level taken out (autotune.measure.tasks.LiveReference.level); raw beside it.
+        "search_time": {name: _search_ratio(trials[number].user_attrs) for number, name in names.items()},
+        "search_time_raw": {name: trials[number].user_attrs.get("paired_ratio") for number, name in names.items()},
+        "reference_levels": {
+            key.split(":", 1)[1]: value
+            for key, value in study.user_attrs.items()
+            if key.startswith("reference_levels:")
+        },
         "trial_states": {s: sum(1 for t in trials if t.state.name == s) for s in ("COMPLETE", "PRUNED", "FAIL")},
         "failure_reasons": _count(t.user_attrs.get("reason", "?") for t in trials if t.state.name == "FAIL"),
         "pruning": pruning_savings(trials, harness.protocol.to_dict()),
@@ -326,6 +333,12 @@ def _analyse(
     return rows, exported
 
 
+def _search_ratio(attrs: dict[str, Any]) -> float | None:
+    """A trial's search-time ratio to plain compile: anchored where the search anchored it, else its raw pairing."""
+    value = attrs.get("speedup_vs_compile", attrs.get("paired_ratio"))
+    return float(value) if value is not None else None
+
+
 def search_agreement(bench: dict[str, Any]) -> list[dict[str, Any]]:
     """Each confirmed trial's search-time ratio to plain compile beside its confirmed one, and whether they agree.
 
@@ -372,6 +385,20 @@ def _agreement_text(bench: dict[str, Any]) -> str:
     return (
         f"Search time against confirmation: {agreeing} of {len(agreement)} confirmed trial(s) agree "
         f"(the search-time ratio inside the confirmed interval or within {AGREE_WITHIN:.0%} of it); {order}."
+        + _anchor_text(bench)
+    )
+
+
+def _anchor_text(bench: dict[str, Any]) -> str:
+    """The reference's anchors, and the search-time ratios as they read before the reference's level was taken out."""
+    levels = [x for values in (bench.get("reference_levels") or {}).values() for x in values]
+    if not levels:
+        return ""
+    raw = bench.get("search_time_raw") or {}
+    unanchored = ", ".join(f"{name} {ratio:.2f}x" for name, ratio in raw.items() if ratio is not None)
+    return (
+        f" The live reference was anchored by {len(levels)} fresh plain-compile restart(s), which ran "
+        f"{', '.join(f'{x:.3f}x' for x in levels)} it; unanchored, the search-time ratios read {unanchored or '–'}."
     )
 
 

@@ -221,3 +221,19 @@ def test_a_stacked_recipe_is_queued_as_one_configuration_with_both_settings(toy_
 def test_without_plain_compile_among_the_recipes_nothing_is_stacked(toy_summary) -> None:
     study = recipe_study({"mark_dynamic": 110.0, "compiled-optimizer": 120.0})
     assert stacked_recipes(study, expert_recipes(toy_summary), Objective()) == []
+
+
+def test_a_recipe_is_stacked_by_its_ratio_to_plain_compile_once_the_reference_level_is_taken_out(toy_summary) -> None:
+    # Every recipe's raw pairing reads about 10% above plain compile: the live reference sat low. Their
+    # anchored ratios say which of them really ran faster than a fresh plain compile.
+    study = recipe_study({"plain": 100.0})
+    anchored = {"mark_dynamic": 1.04, "compiled-optimizer": 1.08, "regional": 0.99}
+    for name, ratio in anchored.items():
+        study.add_trial(
+            optuna.trial.create_trial(
+                state=optuna.trial.TrialState.COMPLETE, value=110.0 * ratio, params={}, distributions={},
+                user_attrs={"recipe": name, "speedup_vs_compile": ratio},
+            )
+        )  # fmt: skip
+    names = [seed.name for seed in stacked_recipes(study, expert_recipes(toy_summary), Objective())]
+    assert names == ["compiled-optimizer+mark_dynamic"], "regional's raw value beat plain compile's; its ratio did not"

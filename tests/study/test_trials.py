@@ -219,3 +219,54 @@ def test_speedups_name_the_host_whose_baselines_they_compare_with(monkeypatch) -
     # What the sampler is told, and every table shows: the paired figure; the trial's own run stays beside it.
     assert trial.value == pytest.approx(300.0) and trial.user_attrs["samples_per_second"] == pytest.approx(300.0)
     assert trial.user_attrs["own_samples_per_second"] == 30.0
+
+
+def test_the_reference_level_is_the_geometric_mean_of_its_anchors_due_before_the_first_trial_then_every_few() -> None:
+    from autotune.study.search._loop import ANCHOR_EVERY
+
+    reference = paired([1.0], [1.0]).reference
+    assert reference.level == 1.0, "no anchor yet: the reference is read as it is"
+    reference.levels = [0.8, 1.25]
+    assert reference.level == pytest.approx(1.0)
+    reference.levels = [0.8]
+    assert reference.level == pytest.approx(0.8)
+    due = []
+    for trials in range(2 * ANCHOR_EVERY + 1):
+        reference.paired_trials = trials
+        due.append(reference.anchor_due(ANCHOR_EVERY))
+    assert [n for n, yes in enumerate(due) if yes] == [0, ANCHOR_EVERY, 2 * ANCHOR_EVERY]
+
+
+def test_a_trial_is_told_its_raw_pairing_and_shown_its_ratio_against_the_anchored_reference(monkeypatch) -> None:
+    from autotune.study.search import _loop as trials_module
+    from autotune.study.search import load_space
+    from autotune.trial.request import TrialRun
+
+    loop = loop_with(optuna.trial.TrialState.COMPLETE)
+    loop.space = load_space("quick")
+    loop.baselines = {"eager": {"samples_per_second": 100.0}, "compile": {"samples_per_second": 200.0}}
+    monkeypatch.setattr(Harness, "source", lambda self, config, created: "# generated")
+    monkeypatch.setattr(Harness, "request", lambda self, config, source, cache_dir: None)
+    done = TrialRun(state="complete", result=fake_records.result(samples_per_second=30.0, batches_per_second=3.0))
+    beside = paired([1 / 1.5] * 3, [1.0] * 3)  # 1.5x the live reference
+    loop.references = {loop.harness.device: beside.reference}
+    anchors: list[int] = []
+
+    def anchor(reference: LiveReference, **kwargs) -> float:
+        anchors.append(reference.paired_trials)
+        reference.levels.append(1.25)  # a fresh plain compile ran 1.25x the live one: the reference sits low
+        return 1.25
+
+    monkeypatch.setattr(trials_module, "anchor_reference", anchor)
+    monkeypatch.setattr(trials_module, "measure_trial", lambda request, **kwargs: (done, beside))
+    for mode in ("default", "max-autotune-no-cudagraphs"):  # whole model: never the study's regional trial
+        loop.study.enqueue_trial({"scope": "whole", "mode": mode})
+        loop.one_trial()
+    first, second = loop.study.trials[-2:]
+    assert anchors == [0], "one anchor before the first trial; the next is due after a few more"
+    assert first.user_attrs["paired_ratio"] == 1.5 and first.user_attrs["reference_level"] == 1.25
+    assert first.user_attrs["speedup_vs_compile"] == pytest.approx(1.2), "against plain compile as a fresh process"
+    # The sampler is told the raw pairing, which every trial shares: the order holds whatever the anchors say.
+    assert first.value == pytest.approx(300.0) and second.value == pytest.approx(300.0)
+    assert loop.study.user_attrs[f"reference_levels:{loop.harness.device}"] == [1.25]
+    assert beside.reference.paired_trials == 2

@@ -456,3 +456,27 @@ class SlowerInItsFirstRun(Spins):
 
 def slower_in_its_first_run() -> Workload:
     return tiny(model=SlowerInItsFirstRun())
+
+
+class SlowerInTheReference(Spins):
+    """The spinning step; plain compile's first warm process, a search's live reference, spins 1.25 times as long.
+
+    Plain compile's later warm processes (a search's anchors, the confirmation's replicates) and
+    every other configuration spin as `Spins` does: the reference sits at a level of its own, a
+    fresh plain compile running 1.25 times its rate, and under 'high' precision a trial is 5%
+    faster than plain compile but about 1.3 times the reference.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+        cache = Path(folder).parent if folder else None
+        if cache is not None and cache.name == "compile" and not _cold_process() and "AUTOTUNE_EVENT_FD" in os.environ:
+            marker = cache.parent / "reference-started"
+            if not marker.exists():
+                marker.touch()
+                self.factors = {**SPIN_FACTORS, "highest": 1.25}
+
+
+def slower_in_the_reference() -> Workload:
+    return tiny(model=SlowerInTheReference())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from autotune.measure.tasks._baselines import Baselines, measure_baselines
 from autotune.measure.tasks._cache import record_compile_cache
-from autotune.measure.tasks._pairing import LiveReference, Paired, measure_trial, start_reference
+from autotune.measure.tasks._pairing import LiveReference, Paired, anchor_reference, measure_trial, start_reference
 from autotune.measure.tasks._recipes import Recipe, read_recipe, read_recipes, without_cuda_graphs
 from autotune.measure.tasks._validate import ValidationReport, design_text, read_config_file, validate
 
@@ -14,6 +14,7 @@ __all__ = [
     "Recipe",
     "LiveReference",
     "ValidationReport",
+    "anchor_reference",
     "design_text",
     "measure_baselines",
     "measure_trial",

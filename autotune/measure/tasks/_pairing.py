@@ -14,7 +14,9 @@ side dynamo's tracing, not Inductor's code generation, as it does in the confirm
 
 from __future__ import annotations
 
+import math
 import random
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -27,7 +29,16 @@ from autotune.trial.records import ReadyReport, Window
 from autotune.trial.request import TrialRequest, TrialRun, window_figures
 from autotune.trial.runner import device_turn, live_worker
 
-__all__ = ["Paired", "LiveReference", "first_run", "joined_run", "measure_trial", "pair_windows", "start_reference"]
+__all__ = [
+    "Paired",
+    "LiveReference",
+    "anchor_reference",
+    "first_run",
+    "joined_run",
+    "measure_trial",
+    "pair_windows",
+    "start_reference",
+]
 
 BlockCallback = Callable[["Paired"], str | None]
 """Called after each block with the figures so far; a returned reason stops the trial (pruning)."""
@@ -47,6 +58,29 @@ class LiveReference:
     """How long a window lasts, about: a fast subject passes over the slice more often."""
     over_eager: float | None = None
     """How many times faster than eager plain compile ran in the baseline session (paired), if eager ran."""
+    levels: list[float] = field(default_factory=list)
+    """Fresh warm restarts of plain compile, each paired with this worker: their ratios to it (`anchor_reference`)."""
+    paired_trials: int = 0
+    """Trials paired with this worker so far."""
+    anchors_started: int = 0
+
+    @property
+    def level(self) -> float:
+        """How fast a fresh plain-compile process runs against this one: the geometric mean of `levels`, else 1.
+
+        One process settles at a level of its own, several percent from another's of the same
+        code (`outputs/benchmarks/noise.md`); every trial paired with this worker shares its
+        level. Dividing a trial's ratio by this one factor keeps the trials' order and puts their
+        ratios against plain compile as a fresh process runs it, as the confirmation measures.
+        """
+        return math.exp(statistics.fmean(math.log(x) for x in self.levels)) if self.levels else 1.0
+
+    def anchor_due(self, every: int) -> bool:
+        """Whether a new anchor is due: one before the first trial, then one more after each `every` trials."""
+        if self.anchors_started > self.paired_trials // every:
+            return False
+        self.anchors_started += 1
+        return True
 
 
 @dataclass
@@ -78,6 +112,12 @@ class Paired:
         return float(trial["samples_per_second"]) / float(reference["samples_per_second"])
 
     @property
+    def anchored_ratio(self) -> float | None:
+        """The ratio to plain compile with the reference's own level taken out (`LiveReference.level`)."""
+        ratio = self.ratio
+        return ratio / self.reference.level if ratio is not None else None
+
+    @property
     def batch_ratio(self) -> float | None:
         trial, reference = self._figures()
         if not trial.get("batches_per_second") or not reference.get("batches_per_second"):
@@ -107,6 +147,8 @@ class Paired:
         """What a trial records of its pairing."""
         return {
             "paired_ratio": round(self.ratio, 4) if self.ratio is not None else None,
+            "reference_level": round(self.reference.level, 4),
+            "reference_anchors": len(self.reference.levels),
             "paired_blocks": self.blocks,
             "reference_samples_per_second": round(self.reference.samples_per_second, 4),
         }
@@ -192,6 +234,27 @@ def measure_trial(
             if why:
                 worker.stop(why)
         return joined_run(first, worker.end()), paired
+
+
+def anchor_reference(
+    reference: LiveReference, *, blocks: int, rng: random.Random, gate: MeasurementGate | None = None
+) -> float | None:
+    """A fresh warm restart of plain compile paired with the reference: its ratio, kept in `reference.levels`.
+
+    The restart starts from the reference's own cache folder, as a replicate of the confirmation
+    starts plain compile, and measures `blocks` windows beside it as a trial would. None when it
+    did not get ready or its pairing stopped.
+    """
+    with live_worker(reference.worker.request, None, gate) as worker:
+        ratio = None
+        if worker.until_ready():
+            with device_turn(gate, worker):
+                paired, why = pair_windows(worker, reference, blocks=blocks, rng=rng)
+            ratio = paired.ratio if why is None else None
+        worker.end()
+    if ratio:
+        reference.levels.append(ratio)
+    return ratio
 
 
 def first_run(request: TrialRequest, monitor: EventMonitor | None, gate: MeasurementGate | None) -> TrialRun:

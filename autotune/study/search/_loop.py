@@ -28,7 +28,7 @@ import optuna
 from autotune.errors import ConfigError, SpaceError
 from autotune.measure import Harness, Objective, Objectives, Paired
 from autotune.measure.format import utc_now
-from autotune.measure.tasks import LiveReference, measure_trial, start_reference
+from autotune.measure.tasks import LiveReference, anchor_reference, measure_trial, start_reference
 from autotune.runtime.config import CompileConfig, is_plain_compile
 from autotune.study.search._ledger import StudyLedger
 from autotune.study.search._monitor import LoopOptions, Monitor
@@ -41,6 +41,9 @@ __all__ = ["DETERMINISTIC_FAILURES", "TrialLoop", "crowded_out"]
 
 DETERMINISTIC_FAILURES = ("invalid_config", "accuracy", "graph_break", "compile_error", "recompile_limit", "unsettled")
 """Failure reasons that measuring again would repeat, so a twin may reuse them."""
+
+ANCHOR_EVERY = 4
+"""A fresh warm plain-compile restart is paired with the reference before the first trial, then after each 4 more."""
 
 
 Report = Callable[..., None]
@@ -189,6 +192,7 @@ class TrialLoop:
                 restart_monitor=monitor.restart(),
             )
 
+        self._anchor(harness, gate)
         run, paired = measure(request)
         if gate is not None and crowded_out(run, self.workers_per_device):
             # Other workers held memory on the device: run alone, the trial says whether it fits by itself.
@@ -197,6 +201,9 @@ class TrialLoop:
             with gate.alone(harness.device):
                 run, paired = measure(replace(request, memory_share=None))
             trial.set_user_attr("ran_alone", "out of memory beside other workers of its device")
+        if paired is not None:
+            with self.lock:
+                paired.reference.paired_trials += 1
         if self.stopping.is_set():
             raise KeyboardInterrupt  # the pool stopped: its worker was killed, whatever the run says
         if harness.device != self.harness.device:
@@ -220,6 +227,32 @@ class TrialLoop:
                 cache = str(self.caches / f"compile-{harness.device.replace(':', '-')}")
                 self.references[harness.device] = start_reference(harness, first, cache)
             return self.references.get(harness.device)
+
+    def _anchor(self, harness: Harness, gate: MeasurementGate | None) -> None:
+        """Pair a fresh warm restart of plain compile with the device's reference when one is due (`ANCHOR_EVERY`).
+
+        The reference is one process, and a process settles at a level of its own: every trial
+        paired with it would read that level as its own. The anchors measure it, and a trial's
+        ratio to plain compile is told divided by it (`LiveReference.level`); Optuna's value
+        stays the raw pairing, which every trial shares, so the order the sampler sees is the
+        same whatever the anchors say.
+        """
+        reference = self.reference_for(harness)
+        if reference is None or self.reference_name != "compile":
+            return
+        with self.lock:
+            if not reference.anchor_due(ANCHOR_EVERY):
+                return
+        ratio = anchor_reference(reference, blocks=harness.protocol.windows, rng=self.rng, gate=gate)
+        where = f" on {harness.device}" if harness.device != self.harness.device else ""
+        if ratio is None:
+            self._note(f"reference{where}: a fresh plain-compile restart did not finish its windows; not anchored")
+            return
+        self._note(
+            f"reference{where}: a fresh plain-compile restart ran {ratio:.3f}x the live one; "
+            f"trials' ratios are read against {reference.level:.3f} ({len(reference.levels)} restart(s))"
+        )
+        self.study.set_user_attr(f"reference_levels:{harness.device}", [round(x, 4) for x in reference.levels])
 
     def _tell_run(
         self,
@@ -289,8 +322,9 @@ class TrialLoop:
             return record
         for key, value in paired.figures().items():
             trial.set_user_attr(key, value)
-        if self.reference_name == "compile" and paired.ratio is not None:
-            trial.set_user_attr("speedup_vs_compile", round(paired.ratio, 4))
+        if self.reference_name == "compile" and paired.anchored_ratio is not None:
+            # Against plain compile as a fresh process runs it: the reference's own level taken out.
+            trial.set_user_attr("speedup_vs_compile", round(paired.anchored_ratio, 4))
         if paired.over_eager is not None:
             trial.set_user_attr("speedup_vs_eager", round(paired.over_eager, 4))
         # The figure every table and plot of the search shows is the paired one; the trial's own stays beside it.

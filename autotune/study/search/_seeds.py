@@ -199,8 +199,9 @@ def recipes_pending(study: optuna.Study) -> bool:
 def stacked_recipes(study: optuna.Study, seeds: Sequence[Seed], objective: Objective) -> list[Seed]:
     """The recipes that ran faster than plain compile, together: each pair, then all of them (best first).
 
-    Faster is by the trials' own figures, which only rank them (the confirmation decides what is
-    exported). Answers that two recipes give differently cannot stack; such a combination is left
+    Faster is by the trials' search-time figures, which only rank them (the confirmation decides
+    what is exported): for throughput, a ratio to plain compile above 1 once the reference's own
+    level is taken out (`speedup_vs_compile`), else a better value than the plain recipe's. Answers that two recipes give differently cannot stack; such a combination is left
     out. A stacked recipe is named after its parts (`mark_dynamic+compiled-optimizer`).
     """
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
@@ -211,7 +212,7 @@ def stacked_recipes(study: optuna.Study, seeds: Sequence[Seed], objective: Objec
     by_name = {seed.name: seed for seed in seeds}
     ran = [t for t in complete if t.user_attrs.get("recipe") in by_name and t.user_attrs.get("recipe") != "plain"]
     helped = [by_name[t.user_attrs["recipe"]] for t in sorted(ran, key=lambda t: -trial_rank(t, objective))]
-    helped = [seed for seed in helped if seed.answers and trial_rank(_trial_of(ran, seed.name), objective) > bar]
+    helped = [seed for seed in helped if seed.answers and _faster(_trial_of(ran, seed.name), bar, objective)]
     groups = [list(pair) for pair in itertools.combinations(helped, 2)]
     if len(helped) > 2:
         groups.append(helped)
@@ -223,6 +224,14 @@ def stacked_recipes(study: optuna.Study, seeds: Sequence[Seed], objective: Objec
         names = "+".join(seed.name for seed in group)
         stacked.append(Seed(names, f"recipes that each ran faster than plain compile, together: {names}", answers))
     return stacked
+
+
+def _faster(trial: optuna.trial.FrozenTrial, bar: float, objective: Objective) -> bool:
+    """Whether a recipe's trial ran faster than plain compile: its anchored ratio, or its value against `bar`."""
+    ratio = trial.user_attrs.get("speedup_vs_compile")
+    if objective.kind == "throughput" and ratio is not None:
+        return float(ratio) > 1.0
+    return trial_rank(trial, objective) > bar
 
 
 def _trial_of(trials: Sequence[optuna.trial.FrozenTrial], recipe: str) -> optuna.trial.FrozenTrial:
