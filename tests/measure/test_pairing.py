@@ -1,10 +1,25 @@
-"""A search trial's two runs, cold and then warm, joined into the one run the study records."""
+"""A search trial's two runs, cold and then warm, joined into the one run the study records; its paired blocks."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import random
+from collections.abc import Iterator
+from types import SimpleNamespace
+
 import pytest
 
-from autotune.measure.tasks._pairing import joined_run
+from autotune.measure.tasks._pairing import (
+    BLOCK_PRECISION,
+    CONTENDER_FLOOR,
+    LiveReference,
+    anchor_reference,
+    joined_run,
+    pair_windows,
+    worth_more_blocks,
+)
+from autotune.trial.records import Window
 from autotune.trial.request import TrialRun
 from tests import fake_records
 
@@ -43,3 +58,139 @@ def test_a_restart_pruned_or_failed_makes_the_trial_so_and_says_where() -> None:
     assert (crashed.state, crashed.reason) == ("failed", "crash")
     assert crashed.message == "its warm restart, after a complete first run: exit -11" and crashed.stderr_tail == "boom"
     assert joined_run(first_run(), TrialRun(state="failed")).reason == "crash", "a failure without a reason is a crash"
+
+
+class StandIn:
+    """A live worker that answers every window in the next of `seconds` (100 samples each), and counts them."""
+
+    def __init__(self, seconds: Iterator[float]) -> None:
+        self.seconds = seconds
+        self.run = SimpleNamespace(ready=fake_records.ready())
+        self.request = None
+        self.alive = True
+        self.windows = 0
+
+    def resume(self) -> None:
+        pass
+
+    def pause(self) -> None:
+        pass
+
+    def passes_for(self, batches: int, window_seconds: float) -> int:
+        return 1
+
+    def window(self, index: int, start: int, batches: int, passes: int) -> Window:
+        if index < 0:
+            return fake_records.window(1.0, index=index)  # calibration: long enough to be taken at once
+        self.windows += 1
+        return fake_records.window(next(self.seconds), index=index)
+
+
+def reference_of(seconds: Iterator[float]) -> LiveReference:
+    return LiveReference(
+        worker=StandIn(seconds),  # type: ignore[arg-type]
+        samples_per_second=200.0,
+        batches_per_second=20.0,
+        batches_per_window=10,
+    )
+
+
+def noisy(ratio: float, spread: float, seed: int) -> Iterator[float]:
+    """Window seconds of a subject `ratio` times as fast as one that takes 1 s, each off by a lognormal `spread`."""
+    rng = random.Random(seed)
+    while True:
+        yield rng.lognormvariate(0.0, spread) / ratio
+
+
+def test_a_contender_with_a_noisy_figure_gets_more_blocks_and_one_far_behind_or_quiet_does_not() -> None:
+    steady = itertools.repeat(1.0)
+    cases = {
+        # (the trial's windows, the reference's): what each pairing measured
+        "a contender on a noisy machine": (noisy(1.0, 0.1, 1), noisy(1.0, 0.1, 2)),
+        "a trial far behind plain compile": (noisy(0.7, 0.1, 3), noisy(1.0, 0.1, 4)),
+        "a contender on a quiet device": (noisy(1.1, 0.002, 5), steady),
+    }
+    blocks = {}
+    for name, (mine, theirs) in cases.items():
+        trial = StandIn(mine)
+        paired, why = pair_windows(
+            trial,  # type: ignore[arg-type]
+            reference_of(theirs),
+            blocks=5,
+            rng=random.Random(0),
+            more_blocks=10,
+            go_on=worth_more_blocks,
+        )
+        assert why is None, "ending the extra blocks is no stop reason"
+        assert paired.common_blocks == 5 and trial.windows == paired.blocks
+        blocks[name] = paired.blocks
+        if paired.blocks < 15:
+            assert not worth_more_blocks(paired)
+    assert blocks["a contender on a noisy machine"] > 5
+    assert blocks["a trial far behind plain compile"] == 5
+    assert blocks["a contender on a quiet device"] == 5
+
+
+def test_more_blocks_stop_once_the_figure_is_precise_or_at_the_limit() -> None:
+    reference = reference_of(itertools.repeat(1.0))
+    paired, _ = pair_windows(
+        StandIn(noisy(1.0, 0.1, 7)),  # type: ignore[arg-type]
+        reference,
+        blocks=5,
+        rng=random.Random(0),
+        more_blocks=200,
+        go_on=worth_more_blocks,
+    )
+    error = paired.standard_error
+    assert error is not None and error <= BLOCK_PRECISION < 0.1 / 5**0.5
+    paired, _ = pair_windows(
+        StandIn(noisy(1.0, 0.3, 8)),  # type: ignore[arg-type]
+        reference,
+        blocks=5,
+        rng=random.Random(0),
+        more_blocks=4,
+        go_on=worth_more_blocks,
+    )
+    assert paired.blocks == 9, "never past the limit"
+    assert CONTENDER_FLOOR < 1.0
+
+
+def test_a_pruned_contender_stops_where_it_was_pruned() -> None:
+    said: list[int] = []
+
+    def prune_at_seven(paired) -> str | None:
+        said.append(paired.blocks)
+        return "pruned" if paired.blocks == 7 else None
+
+    paired, why = pair_windows(
+        StandIn(noisy(1.0, 0.1, 9)),  # type: ignore[arg-type]
+        reference_of(noisy(1.0, 0.1, 10)),
+        blocks=5,
+        rng=random.Random(0),
+        on_block=prune_at_seven,
+        more_blocks=10,
+        go_on=lambda paired: True,
+    )
+    assert why == "pruned" and paired.blocks == 7 and said == list(range(1, 8))
+
+
+def test_an_anchor_measures_until_its_level_is_precise_and_its_seconds_are_kept(monkeypatch) -> None:
+    from autotune.measure.tasks import _pairing
+
+    restarts = iter(range(100))
+
+    @contextlib.contextmanager
+    def restart(request, monitor, gate):
+        worker = StandIn(noisy(1.0, 0.1, next(restarts)))
+        worker.until_ready = lambda: True  # type: ignore[attr-defined]
+        worker.end = lambda: None  # type: ignore[attr-defined]
+        yield worker
+        counted.append(worker.windows)
+
+    counted: list[int] = []
+    monkeypatch.setattr(_pairing, "live_worker", restart)
+    reference = reference_of(noisy(1.0, 0.1, 50))
+    for seed in range(3):
+        assert anchor_reference(reference, blocks=5, rng=random.Random(seed), more_blocks=25) is not None
+    assert len(reference.levels) == len(reference.anchor_seconds) == 3
+    assert all(n > 5 for n in counted), f"a 10% window spread needs more than 5 blocks for its level: {counted}"

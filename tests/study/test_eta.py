@@ -86,3 +86,24 @@ def test_counting_confirmation_runs_as_trials_overstated_the_time_left_by_more_t
     )
     eta = before.eta(RECORDED["trials"][2]["started"])
     assert eta is not None and eta > 1.5 * (RECORDED["ended"] - RECORDED["trials"][2]["started"])
+
+
+def test_the_anchors_the_trials_ahead_will_start_count_in_the_eta() -> None:
+    from autotune.measure.tasks import LiveReference
+
+    reference = LiveReference(worker=None, samples_per_second=1.0, batches_per_second=1.0, batches_per_window=1)  # type: ignore[arg-type]
+    assert reference.anchors_ahead(8, every=4) == 2, "one before the first trial, one after the fourth"
+    due = 0
+    for trial in range(8):  # the schedule the search keeps, trial by trial
+        reference.paired_trials = trial
+        due += reference.anchor_due(4)
+    assert due == 2
+    reference.paired_trials, reference.anchors_started = 1, 1
+    assert reference.anchors_ahead(7, every=4) == 1 and reference.anchors_ahead(4, every=4) == 1, "before the fifth"
+    assert reference.anchors_ahead(3, every=4) == 0 and reference.anchors_ahead(0, every=4) == 0
+    plain = Plan(baselines=0, trials=4, typical_run=50.0, confirmation_seconds_guess=60.0)
+    anchored = Plan(
+        baselines=0, trials=4, typical_run=50.0, confirmation_seconds_guess=60.0, anchors=1, anchor_seconds=20.0
+    )
+    assert plain.eta(0.0) == pytest.approx(4 * 50 + 60)
+    assert anchored.eta(0.0) == pytest.approx(4 * 50 + 60 + 20)

@@ -162,6 +162,17 @@ def test_the_pruner_sees_the_paired_figure_at_each_block() -> None:
     assert loop.study.trials[trial.number].intermediate_values == {1: pytest.approx(400.0)}, "2x the reference's 200"
 
 
+def test_the_pruner_hears_only_the_blocks_every_trial_measures_not_a_contender_s_extra_ones() -> None:
+    loop = loop_with(optuna.trial.TrialState.COMPLETE)
+    trial = loop.study.ask()
+    monitor = Monitor(loop, trial, "trial 1")
+    for blocks in range(1, 5):
+        figures = paired([0.5] * blocks, [1.0] * blocks)
+        figures.common_blocks = 2  # past them only contenders run: a median of contenders would prune half of them
+        assert monitor.block(figures) is None
+    assert sorted(loop.study.trials[trial.number].intermediate_values) == [0, 1]
+
+
 def test_pruning_savings_come_from_each_trial_s_own_measurements() -> None:
     from autotune.study.report import pruning_savings, savings_text
 

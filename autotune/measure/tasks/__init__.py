@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from autotune.measure.tasks._baselines import Baselines, measure_baselines
 from autotune.measure.tasks._cache import record_compile_cache
-from autotune.measure.tasks._pairing import LiveReference, Paired, anchor_reference, measure_trial, start_reference
+from autotune.measure.tasks._pairing import (
+    LiveReference,
+    Paired,
+    anchor_reference,
+    measure_trial,
+    start_reference,
+    worth_more_blocks,
+)
 from autotune.measure.tasks._recipes import Recipe, read_recipe, read_recipes, without_cuda_graphs
 from autotune.measure.tasks._validate import ValidationReport, design_text, read_config_file, validate
 
@@ -25,4 +32,5 @@ __all__ = [
     "start_reference",
     "validate",
     "without_cuda_graphs",
+    "worth_more_blocks",
 ]

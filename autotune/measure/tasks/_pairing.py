@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -38,10 +39,20 @@ __all__ = [
     "measure_trial",
     "pair_windows",
     "start_reference",
+    "worth_more_blocks",
 ]
 
 BlockCallback = Callable[["Paired"], str | None]
 """Called after each block with the figures so far; a returned reason stops the trial (pruning)."""
+
+MoreBlocks = Callable[["Paired"], bool]
+"""Asked after each block past the first `blocks`: whether the pairing should go on (`worth_more_blocks`)."""
+
+CONTENDER_FLOOR = 0.95
+"""A trial whose anchored ratio to plain compile is at least this is a contender: it may be confirmed, so its figure must be as precise as the confirmation's."""
+
+BLOCK_PRECISION = 0.025
+"""The standard error of a pairing's mean log ratio (about +/-5% at 95%) past which more blocks add nothing worth their seconds."""
 
 
 @dataclass
@@ -63,6 +74,8 @@ class LiveReference:
     paired_trials: int = 0
     """Trials paired with this worker so far."""
     anchors_started: int = 0
+    anchor_seconds: list[float] = field(default_factory=list)
+    """How long each anchor took, start-up to its last window: what an ETA counts per anchor ahead."""
 
     @property
     def level(self) -> float:
@@ -82,6 +95,13 @@ class LiveReference:
         self.anchors_started += 1
         return True
 
+    def anchors_ahead(self, trials: int, every: int) -> int:
+        """How many anchors `trials` more paired trials will start (`anchor_due`'s schedule), for an ETA."""
+        if trials <= 0:
+            return 0
+        last = self.paired_trials + trials - 1
+        return max(last // every + 1 - self.anchors_started, 0)
+
 
 @dataclass
 class Paired:
@@ -92,6 +112,8 @@ class Paired:
     reference_windows: list[Window] = field(default_factory=list)
     ready: ReadyReport | None = None
     """The trial's ready record: the stream its windows' figures are for."""
+    common_blocks: int = 0
+    """The blocks every trial measures; past them, only a contender goes on (`worth_more_blocks`); 0: all are."""
 
     @property
     def blocks(self) -> int:
@@ -110,6 +132,20 @@ class Paired:
         if not trial.get("samples_per_second") or not reference.get("samples_per_second"):
             return None
         return float(trial["samples_per_second"]) / float(reference["samples_per_second"])
+
+    def block_log_ratios(self) -> list[float]:
+        """Each block's log ratio of the trial's window rate to the reference's (samples per second)."""
+        return [
+            math.log((t.samples / t.seconds) / (r.samples / r.seconds))
+            for t, r in zip(self.trial_windows, self.reference_windows, strict=False)
+            if t.seconds > 0 and r.seconds > 0 and t.samples > 0 and r.samples > 0
+        ]
+
+    @property
+    def standard_error(self) -> float | None:
+        """The standard error of the mean block log ratio, or None below two blocks."""
+        logs = self.block_log_ratios()
+        return statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) >= 2 else None
 
     @property
     def anchored_ratio(self) -> float | None:
@@ -154,6 +190,21 @@ class Paired:
         }
 
 
+def worth_more_blocks(paired: Paired) -> bool:
+    """Whether a pairing past its first blocks should go on: a contender whose figure is not yet precise.
+
+    Five blocks leave a trial's ratio about +/-9% (a window's rate varies by about 10% on a
+    2-core CPU, `outputs/benchmarks/noise.md`): enough to tell a trial far behind plain compile,
+    not to rank the ones near the top as their confirmation will. A trial at `CONTENDER_FLOOR`
+    or better goes on until its standard error is `BLOCK_PRECISION` or less; a quiet device
+    gets there in its first blocks and pays nothing.
+    """
+    ratio, error = paired.anchored_ratio, paired.standard_error
+    if ratio is None or error is None:
+        return False
+    return ratio >= CONTENDER_FLOOR and error > BLOCK_PRECISION
+
+
 def pair_windows(
     trial: LiveWorker,
     reference: LiveReference,
@@ -161,15 +212,19 @@ def pair_windows(
     blocks: int,
     rng: random.Random,
     on_block: BlockCallback | None = None,
+    more_blocks: int = 0,
+    go_on: MoreBlocks | None = None,
 ) -> tuple[Paired, str | None]:
     """`blocks` windows of a ready trial, each beside one of the reference on the same slice; (figures, stop reason).
 
     Both workers are stopped while the other measures, in the engine's one window loop
     (`take_turns`); the order inside a block is ABBA, each pair of blocks in a random order
-    (`block_orders`), and the slices start from the stream's beginning for every trial.
+    (`block_orders`), and the slices start from the stream's beginning for every trial. Up to
+    `more_blocks` more follow while `go_on` says so (`worth_more_blocks`); ending there is no
+    stop reason.
     """
     calibrate({"trial": trial})  # its step rate, timed alone: what its windows' passes follow
-    paired = Paired(reference=reference, ready=trial.run.ready)
+    paired = Paired(reference=reference, ready=trial.run.ready, common_blocks=blocks)
     batches = reference.batches_per_window
     workers = {"trial": trial, "reference": reference.worker}
     stopped: list[str | None] = []
@@ -179,16 +234,16 @@ def pair_windows(
             stopped.append(None if who == "trial" else "the plain torch.compile reference stopped")
             return True
         (paired.trial_windows if who == "trial" else paired.reference_windows).append(window)
-        if on_block is not None and len(paired.trial_windows) == len(paired.reference_windows) == block + 1:
-            why = on_block(paired)
-            if why:
-                stopped.append(why)
-                return True
-        return False
+        if len(paired.trial_windows) != block + 1 or len(paired.reference_windows) != block + 1:
+            return False
+        if on_block is not None and (why := on_block(paired)):
+            stopped.append(why)
+            return True
+        return block + 1 >= blocks and (go_on is None or not go_on(paired))
 
     take_turns(
         workers,
-        block_orders(list(workers), blocks, rng),
+        block_orders(list(workers), blocks + more_blocks, rng),
         stream=(trial.run.ready.stream_batches if trial.run.ready is not None else 0) or 1,
         batches=batches,
         passes={who: worker.passes_for(batches, reference.window_seconds) for who, worker in workers.items()},
@@ -207,6 +262,7 @@ def measure_trial(
     blocks: int,
     rng: random.Random,
     restart_monitor: EventMonitor | None = None,
+    more_blocks: int = 0,
 ) -> tuple[TrialRun, Paired | None]:
     """A search trial as the confirmation will see it; (its run, its paired figures).
 
@@ -230,31 +286,54 @@ def measure_trial(
         paired: Paired | None = None
         if worker.until_ready():
             with device_turn(gate, worker):
-                paired, why = pair_windows(worker, reference, blocks=blocks, rng=rng, on_block=on_block)
+                paired, why = pair_windows(
+                    worker,
+                    reference,
+                    blocks=blocks,
+                    rng=rng,
+                    on_block=on_block,
+                    more_blocks=more_blocks,
+                    go_on=worth_more_blocks,
+                )
             if why:
                 worker.stop(why)
         return joined_run(first, worker.end()), paired
 
 
 def anchor_reference(
-    reference: LiveReference, *, blocks: int, rng: random.Random, gate: MeasurementGate | None = None
+    reference: LiveReference,
+    *,
+    blocks: int,
+    rng: random.Random,
+    gate: MeasurementGate | None = None,
+    more_blocks: int = 0,
 ) -> float | None:
     """A fresh warm restart of plain compile paired with the reference: its ratio, kept in `reference.levels`.
 
     The restart starts from the reference's own cache folder, as a replicate of the confirmation
-    starts plain compile, and measures `blocks` windows beside it as a trial would. None when it
-    did not get ready or its pairing stopped.
+    starts plain compile, and measures `blocks` windows beside it as a trial would, then up to
+    `more_blocks` more until its standard error is `BLOCK_PRECISION`: every trial's ratio is
+    divided by what the anchors say. None when it did not get ready or its pairing stopped.
     """
+    started = time.monotonic()
     with live_worker(reference.worker.request, None, gate) as worker:
         ratio = None
         if worker.until_ready():
             with device_turn(gate, worker):
-                paired, why = pair_windows(worker, reference, blocks=blocks, rng=rng)
+                paired, why = pair_windows(
+                    worker, reference, blocks=blocks, rng=rng, more_blocks=more_blocks, go_on=_imprecise
+                )
             ratio = paired.ratio if why is None else None
         worker.end()
+    reference.anchor_seconds.append(time.monotonic() - started)
     if ratio:
         reference.levels.append(ratio)
     return ratio
+
+
+def _imprecise(paired: Paired) -> bool:
+    error = paired.standard_error
+    return error is not None and error > BLOCK_PRECISION
 
 
 def first_run(request: TrialRequest, monitor: EventMonitor | None, gate: MeasurementGate | None) -> TrialRun:

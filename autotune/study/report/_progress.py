@@ -34,8 +34,10 @@ class Plan:
     they take about a typical trial each (the median of those run so far, pruned and failed ones
     included, so the pruning rate counts). The confirmation is warm restarts, far cheaper than a
     trial: before it starts it counts as `confirmation_seconds_guess` (`confirmation_guess`, from
-    the baselines' first runs), then at the pace of its own replicates. The ETA is their sum,
-    less what the current run has already taken.
+    the baselines' first runs), then at the pace of its own replicates. The live reference's
+    anchors (a warm restart of plain compile and its paired windows, one before the first trial
+    and one after every few more) count as `anchor_seconds` each. The ETA is their sum, less
+    what the current run has already taken.
     """
 
     baselines: int = 2
@@ -53,6 +55,10 @@ class Plan:
     """time.monotonic() when the current run started; None between runs."""
     workers: int = 1
     """Trials that run at once."""
+    anchors: int = 0
+    """Anchors of the live reference the trials ahead will start."""
+    anchor_seconds: float | None = None
+    """Seconds of one anchor: the mean of those run, or a guess from plain compile's warm restart before any."""
 
     def eta(self, now: float) -> float | None:
         """Seconds until the search ends, or None before anything was timed."""
@@ -68,7 +74,8 @@ class Plan:
             confirming = self.confirmation_seconds_guess
         else:
             confirming = self.confirmation * self.typical_run
-        return max(runs * self.typical_run + confirming - min(elapsed, self.typical_run), 0.0)
+        anchoring = self.anchors * (self.anchor_seconds or 0.0)
+        return max(runs * self.typical_run + confirming + anchoring - min(elapsed, self.typical_run), 0.0)
 
 
 def confirmation_guess(

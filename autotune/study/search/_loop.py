@@ -43,6 +43,9 @@ DETERMINISTIC_FAILURES = ("invalid_config", "accuracy", "graph_break", "compile_
 """Failure reasons that measuring again would repeat, so a twin may reuse them."""
 
 ANCHOR_EVERY = 4
+
+CONTENDER_BLOCKS = 3
+"""A contender's and an anchor's paired blocks at most, as a multiple of the protocol's windows (`worth_more_blocks`)."""
 """A fresh warm plain-compile restart is paired with the reference before the first trial, then after each 4 more."""
 
 
@@ -190,6 +193,7 @@ class TrialLoop:
                 blocks=harness.protocol.windows,
                 rng=self.rng,
                 restart_monitor=monitor.restart(),
+                more_blocks=(CONTENDER_BLOCKS - 1) * harness.protocol.windows,
             )
 
         self._anchor(harness, gate)
@@ -243,7 +247,10 @@ class TrialLoop:
         with self.lock:
             if not reference.anchor_due(ANCHOR_EVERY):
                 return
-        ratio = anchor_reference(reference, blocks=harness.protocol.windows, rng=self.rng, gate=gate)
+        windows = harness.protocol.windows
+        ratio = anchor_reference(
+            reference, blocks=windows, rng=self.rng, gate=gate, more_blocks=(CONTENDER_BLOCKS - 1) * windows
+        )
         where = f" on {harness.device}" if harness.device != self.harness.device else ""
         if ratio is None:
             self._note(f"reference{where}: a fresh plain-compile restart did not finish its windows; not anchored")

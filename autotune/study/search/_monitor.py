@@ -133,7 +133,9 @@ class Monitor:
         value = objective.value(paired.samples_per_second, paired.batches_per_second or 0.0, self.compile_seconds)
         step = paired.blocks - 1
         # Optuna's pruners judge one objective; a multi-objective study is pruned for slowness only.
-        if not self.loop.objectives.multi:
+        # Only the blocks every trial measures are reported: past them run only contenders, and a
+        # pruner comparing a contender with the median of contenders would stop half of them.
+        if not self.loop.objectives.multi and paired.blocks <= (paired.common_blocks or paired.blocks):
             self.trial.report(value, step)
             if self.trial.should_prune():
                 return (

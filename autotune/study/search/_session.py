@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import statistics
 import threading
 import time
 from typing import Any
@@ -52,7 +53,7 @@ from autotune.study.report import (
     quiet,
 )
 from autotune.study.search._budget import TrialBudget
-from autotune.study.search._loop import DETERMINISTIC_FAILURES, TrialLoop
+from autotune.study.search._loop import ANCHOR_EVERY, DETERMINISTIC_FAILURES, TrialLoop
 from autotune.study.search._opening import forget_new_study, open_search_study
 from autotune.study.search._options import SearchOptions
 from autotune.study.search._pool import TrialPool, worker_devices
@@ -210,6 +211,7 @@ class _Search:
             for note in seed_study(self.study, space, seeds, limit=limit):
                 self._note(note)
         self.plan.trials = max(self.options.trials - self.loop.ledger.started(), 0)
+        self._count_anchors()
         waiting = False
         workers = worker_devices(self.options.devices, self.options.workers or 1)
         if len(workers) > 1:
@@ -232,7 +234,7 @@ class _Search:
                 )
                 waiting = True
             time.sleep(self.options.heartbeat_interval)
-        self.plan.trials = 0
+        self.plan.trials = self.plan.anchors = 0
 
     def _stack_recipes(self) -> None:
         """Once every recipe has run, queue the ones that ran faster than plain compile together (once a study).
@@ -255,6 +257,17 @@ class _Search:
         self.plan.run_started = None
         self.plan.trials = max(self.options.trials - self.loop.ledger.started(), 0)
         self.plan.typical_run = self.loop.ledger.typical_seconds() or self.plan.typical_run
+        self._count_anchors()
+
+    def _count_anchors(self) -> None:
+        """The anchors the trials ahead will start on the search's device, and what one has taken so far."""
+        reference = self.loop.references.get(self.harness.device)
+        if reference is None or self.loop.reference_name != "compile":
+            self.plan.anchors = 0
+            return
+        self.plan.anchors = reference.anchors_ahead(self.plan.trials, ANCHOR_EVERY)
+        if reference.anchor_seconds:
+            self.plan.anchor_seconds = statistics.fmean(reference.anchor_seconds)
 
     def _save_compile_cache(self, campaign: Campaign, measured: Campaign | None) -> None:
         """Save the exported configuration's compile artifacts beside best.yaml, and time compiling with them.
@@ -332,6 +345,9 @@ def _baselines(search: _Search) -> dict[str, dict[str, Any]]:
     if measured.reference is not None:
         loop.references[search.harness.device] = measured.reference
         loop.reference_name = measured.reference_name
+        # Before any anchor ran: one costs about what plain compile's warm restart and its paired windows did.
+        phases = measured.compile_run.phase_seconds
+        search.plan.anchor_seconds = (phases.get("restart", 0.0) + phases.get("measure", 0.0)) or None
     if measured.compile.complete or measured.compile.reason in DETERMINISTIC_FAILURES:
         # A plain trial would compile the same code again: its outcome is this run's (see `TrialLoop.plain_run`).
         loop.plain_run = (measured.compile_run, created)

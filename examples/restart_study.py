@@ -1,0 +1,94 @@
+"""Does a configuration's first warm restart, the one a search measures, read as its later ones do?
+
+    python -m examples.restart_study --workload examples.convnet:convnet --restarts 4
+
+The search's own steps: the baselines (eager and plain compile, cold, then warm and paired,
+plain compile staying alive as the reference), one cold first run of the configuration (by
+default only `compile_optimizer: true`), then `--restarts` warm restarts from its cache folder,
+each paired with the reference for `--blocks` blocks as a search trial is (no extra blocks), with
+an anchor (a fresh plain-compile restart paired the same way) before each. Prints each restart's
+ratio, its blocks' ratios, the anchor and how many files its cache folder holds.
+
+Nothing else may run while it measures: the 1-minute load before and after is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import shutil
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from autotune import resolve
+from autotune.measure.engine import Harness
+from autotune.measure.tasks import anchor_reference, measure_baselines
+from autotune.measure.tasks._pairing import first_run, pair_windows
+from autotune.runtime.config import CompileConfig
+from autotune.trial.runner import live_worker
+
+
+def _files(folder: Path) -> int:
+    return sum(1 for path in folder.rglob("*") if path.is_file())
+
+
+def study(spec: str, config: CompileConfig, *, restarts: int, blocks: int, seed: int) -> list[dict[str, Any]]:
+    """One cold first run of `config`, then `restarts` warm restarts paired with the live plain compile."""
+    workload = resolve(spec, isolated=True)
+    harness = Harness(spec=spec, summary=workload.summary(spec, workload.draw_batches()))
+    rng = random.Random(seed)
+    root = Path(tempfile.mkdtemp(prefix="restart-study-"))
+    try:
+        baselines = measure_baselines(harness, root, blocks=blocks)
+        reference = baselines.reference
+        if reference is None:
+            raise SystemExit("restart_study: neither baseline ran; nothing to pair with")
+        request = harness.request(config, cache_dir=str(root / "config"))
+        cold = first_run(request, None, None)
+        print(f"cold first run: {cold.state}; cache folder {_files(root / 'config')} files", flush=True)
+        rows = []
+        for number in range(1, restarts + 1):
+            anchor = anchor_reference(reference, blocks=blocks, rng=rng)
+            with live_worker(replace(request, save_cache_path=None, load_cache_path=None)) as worker:
+                worker.until_ready()
+                paired, why = pair_windows(worker, reference, blocks=blocks, rng=rng)
+                worker.end()
+            row = {
+                "restart": number,
+                "ratio": paired.ratio,
+                "blocks": [round(math.exp(b), 4) for b in paired.block_log_ratios()],
+                "anchor": anchor,
+                "recompiles": sum(w.recompiles for w in paired.trial_windows),
+                "cache_files": _files(root / "config"),
+                "stopped": why,
+            }
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+        baselines.close()
+        return rows
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workload", default="examples.convnet:convnet", help="PKG.MOD:ATTR of the workload")
+    parser.add_argument("--restarts", type=int, default=4, help="warm restarts of the configuration (default: 4)")
+    parser.add_argument("--blocks", type=int, default=5, help="paired blocks per restart (default: 5, as a search)")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    load = os.getloadavg()[0]
+    print(f"1-minute load at the start: {load:.2f}", flush=True)
+    study(
+        args.workload, CompileConfig(compile_optimizer=True), restarts=args.restarts, blocks=args.blocks, seed=args.seed
+    )
+    print(f"1-minute load at the end: {os.getloadavg()[0]:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
