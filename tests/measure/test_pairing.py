@@ -14,6 +14,7 @@ from autotune.measure.tasks._pairing import (
     BLOCK_PRECISION,
     CONTENDER_FLOOR,
     LiveReference,
+    Paired,
     anchor_reference,
     joined_run,
     pair_windows,
@@ -131,27 +132,23 @@ def test_a_contender_with_a_noisy_figure_gets_more_blocks_and_one_far_behind_or_
     assert blocks["a contender on a quiet device"] == 5
 
 
+def measured_beside_a_steady_reference(spread: float, seed: int, more_blocks: int) -> Paired:
+    """A contender as fast as a steady reference, its windows off by a lognormal `spread`: its pairing."""
+    paired, _ = pair_windows(
+        StandIn(noisy(1.0, spread, seed)),  # type: ignore[arg-type]
+        reference_of(itertools.repeat(1.0)),
+        blocks=5,
+        rng=random.Random(0),
+        more_blocks=more_blocks,
+        go_on=worth_more_blocks,
+    )
+    return paired
+
+
 def test_more_blocks_stop_once_the_figure_is_precise_or_at_the_limit() -> None:
-    reference = reference_of(itertools.repeat(1.0))
-    paired, _ = pair_windows(
-        StandIn(noisy(1.0, 0.1, 7)),  # type: ignore[arg-type]
-        reference,
-        blocks=5,
-        rng=random.Random(0),
-        more_blocks=200,
-        go_on=worth_more_blocks,
-    )
-    error = paired.standard_error
+    error = measured_beside_a_steady_reference(0.1, 7, more_blocks=200).standard_error
     assert error is not None and error <= BLOCK_PRECISION < 0.1 / 5**0.5
-    paired, _ = pair_windows(
-        StandIn(noisy(1.0, 0.3, 8)),  # type: ignore[arg-type]
-        reference,
-        blocks=5,
-        rng=random.Random(0),
-        more_blocks=4,
-        go_on=worth_more_blocks,
-    )
-    assert paired.blocks == 9, "never past the limit"
+    assert measured_beside_a_steady_reference(0.3, 8, more_blocks=4).blocks == 9, "never past the limit"
     assert CONTENDER_FLOOR < 1.0
 
 
