@@ -37,10 +37,17 @@ def _files(folder: Path) -> int:
     return sum(1 for path in folder.rglob("*") if path.is_file())
 
 
-def study(spec: str, config: CompileConfig, *, restarts: int, blocks: int, seed: int) -> list[dict[str, Any]]:
-    """One cold first run of `config`, then `restarts` warm restarts paired with the live plain compile."""
+def study(
+    spec: str, config: CompileConfig, *, restarts: int, blocks: int, seed: int, workload_seed: int = 0
+) -> list[dict[str, Any]]:
+    """One cold first run of `config`, then `restarts` warm restarts paired with the live plain compile.
+
+    `workload_seed` seeds the workers' model and batches as `autotune search --seed` does; `seed`
+    orders the blocks.
+    """
     workload = resolve(spec, isolated=True)
-    harness = Harness(spec=spec, summary=workload.summary(spec, workload.draw_batches()))
+    batches = workload.draw_batches(seed=workload_seed)
+    harness = Harness(spec=spec, summary=workload.summary(spec, batches), seed=workload_seed)
     rng = random.Random(seed)
     root = Path(tempfile.mkdtemp(prefix="restart-study-"))
     try:
@@ -80,7 +87,13 @@ def main() -> None:
     parser.add_argument("--workload", default="examples.convnet:convnet", help="PKG.MOD:ATTR of the workload")
     parser.add_argument("--restarts", type=int, default=4, help="warm restarts of the configuration (default: 4)")
     parser.add_argument("--blocks", type=int, default=5, help="paired blocks per restart (default: 5, as a search)")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=1, help="orders the paired blocks (default: 1)")
+    parser.add_argument(
+        "--workload-seed",
+        type=int,
+        default=0,
+        help="the model's and the batches' seed, as `search --seed` (default: 0)",
+    )
     args = parser.parse_args()
     load = os.getloadavg()[0]
     print(f"1-minute load at the start: {load:.2f}", flush=True)
