@@ -89,10 +89,7 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=5, help="paired blocks per restart (default: 5, as a search)")
     parser.add_argument("--seed", type=int, default=1, help="orders the paired blocks (default: 1)")
     parser.add_argument(
-        "--workload-seed",
-        type=int,
-        default=0,
-        help="the model's and the batches' seed, as `search --seed` (default: 0)",
+        "--workload-seed", type=int, default=0, help="model and batch seed, as search --seed (default 0)"
     )
     args = parser.parse_args()
     load = os.getloadavg()[0]
