@@ -38,12 +38,20 @@ def _files(folder: Path) -> int:
 
 
 def study(
-    spec: str, config: CompileConfig, *, restarts: int, blocks: int, seed: int, workload_seed: int = 0
+    spec: str,
+    config: CompileConfig,
+    *,
+    restarts: int,
+    blocks: int,
+    seed: int,
+    workload_seed: int = 0,
+    cold_each: bool = False,
 ) -> list[dict[str, Any]]:
     """One cold first run of `config`, then `restarts` warm restarts paired with the live plain compile.
 
     `workload_seed` seeds the workers' model and batches as `autotune search --seed` does; `seed`
-    orders the blocks.
+    orders the blocks. With `cold_each`, every restart follows a cold first run of its own in a
+    new folder, right after the anchor, in a search's order (anchor, cold run, warm restart).
     """
     workload = resolve(spec, isolated=True)
     batches = workload.draw_batches(seed=workload_seed)
@@ -56,11 +64,15 @@ def study(
         if reference is None:
             raise SystemExit("restart_study: neither baseline ran; nothing to pair with")
         request = harness.request(config, cache_dir=str(root / "config"))
-        cold = first_run(request, None, None)
-        print(f"cold first run: {cold.state}; cache folder {_files(root / 'config')} files", flush=True)
+        if not cold_each:
+            cold = first_run(request, None, None)
+            print(f"cold first run: {cold.state}; cache folder {_files(root / 'config')} files", flush=True)
         rows = []
         for number in range(1, restarts + 1):
             anchor = anchor_reference(reference, blocks=blocks, rng=rng)
+            if cold_each:
+                request = harness.request(config, cache_dir=str(root / f"config-{number}"))
+                first_run(request, None, None)
             with live_worker(replace(request, save_cache_path=None, load_cache_path=None)) as worker:
                 worker.until_ready()
                 paired, why = pair_windows(worker, reference, blocks=blocks, rng=rng)
@@ -71,7 +83,7 @@ def study(
                 "blocks": [round(math.exp(b), 4) for b in paired.block_log_ratios()],
                 "anchor": anchor,
                 "recompiles": sum(w.recompiles for w in paired.trial_windows),
-                "cache_files": _files(root / "config"),
+                "cache_files": _files(Path(request.cache_dir or root)),
                 "stopped": why,
             }
             print(json.dumps(row), flush=True)
@@ -91,11 +103,20 @@ def main() -> None:
     parser.add_argument(
         "--workload-seed", type=int, default=0, help="model and batch seed, as search --seed (default 0)"
     )
+    parser.add_argument(
+        "--cold-each", action="store_true", help="a cold first run before every restart, as a search orders them"
+    )
     args = parser.parse_args()
     load = os.getloadavg()[0]
     print(f"1-minute load at the start: {load:.2f}", flush=True)
     study(
-        args.workload, CompileConfig(compile_optimizer=True), restarts=args.restarts, blocks=args.blocks, seed=args.seed
+        args.workload,
+        CompileConfig(compile_optimizer=True),
+        restarts=args.restarts,
+        blocks=args.blocks,
+        seed=args.seed,
+        workload_seed=args.workload_seed,
+        cold_each=args.cold_each,
     )
     print(f"1-minute load at the end: {os.getloadavg()[0]:.2f}", flush=True)
 
