@@ -199,10 +199,8 @@ def worth_more_blocks(paired: Paired) -> bool:
     or better goes on until its standard error is `BLOCK_PRECISION` or less; a quiet device
     gets there in its first blocks and pays nothing.
     """
-    ratio, error = paired.anchored_ratio, paired.standard_error
-    if ratio is None or error is None:
-        return False
-    return ratio >= CONTENDER_FLOOR and error > BLOCK_PRECISION
+    ratio = paired.anchored_ratio
+    return ratio is not None and ratio >= CONTENDER_FLOOR and _imprecise(paired)
 
 
 def pair_windows(
@@ -332,6 +330,7 @@ def anchor_reference(
 
 
 def _imprecise(paired: Paired) -> bool:
+    """Whether the pairing's standard error is still above `BLOCK_PRECISION` (False below two blocks)."""
     error = paired.standard_error
     return error is not None and error > BLOCK_PRECISION
 

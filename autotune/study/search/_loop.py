@@ -43,10 +43,10 @@ DETERMINISTIC_FAILURES = ("invalid_config", "accuracy", "graph_break", "compile_
 """Failure reasons that measuring again would repeat, so a twin may reuse them."""
 
 ANCHOR_EVERY = 4
+"""A fresh warm plain-compile restart is paired with the reference before the first trial, then after each 4 more."""
 
 CONTENDER_BLOCKS = 3
 """A contender's and an anchor's paired blocks at most, as a multiple of the protocol's windows (`worth_more_blocks`)."""
-"""A fresh warm plain-compile restart is paired with the reference before the first trial, then after each 4 more."""
 
 
 Report = Callable[..., None]
@@ -193,7 +193,7 @@ class TrialLoop:
                 blocks=harness.protocol.windows,
                 rng=self.rng,
                 restart_monitor=monitor.restart(),
-                more_blocks=(CONTENDER_BLOCKS - 1) * harness.protocol.windows,
+                more_blocks=_more_blocks(harness),
             )
 
         self._anchor(harness, gate)
@@ -247,9 +247,8 @@ class TrialLoop:
         with self.lock:
             if not reference.anchor_due(ANCHOR_EVERY):
                 return
-        windows = harness.protocol.windows
         ratio = anchor_reference(
-            reference, blocks=windows, rng=self.rng, gate=gate, more_blocks=(CONTENDER_BLOCKS - 1) * windows
+            reference, blocks=harness.protocol.windows, rng=self.rng, gate=gate, more_blocks=_more_blocks(harness)
         )
         where = f" on {harness.device}" if harness.device != self.harness.device else ""
         if ratio is None:
@@ -385,3 +384,8 @@ class TrialLoop:
         else:
             self._tell(trial, state=twin.state)
         self._note(f"trial {trial.number}: same configuration as trial {twin.number}; its outcome is reused")
+
+
+def _more_blocks(harness: Harness) -> int:
+    """The blocks a contender or an anchor may add to the protocol's windows (`CONTENDER_BLOCKS`)."""
+    return (CONTENDER_BLOCKS - 1) * harness.protocol.windows
