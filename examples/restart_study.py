@@ -27,7 +27,7 @@ from typing import Any
 
 from autotune import resolve
 from autotune.measure.engine import Harness
-from autotune.measure.tasks import anchor_reference, measure_baselines
+from autotune.measure.tasks import LiveReference, anchor_reference, measure_baselines
 from autotune.measure.tasks._pairing import first_run, pair_windows
 from autotune.runtime.config import CompileConfig
 from autotune.trial.runner import live_worker
@@ -58,40 +58,59 @@ def study(
     harness = Harness(spec=spec, summary=workload.summary(spec, batches), seed=workload_seed)
     rng = random.Random(seed)
     root = Path(tempfile.mkdtemp(prefix="restart-study-"))
+    baselines = None
     try:
         baselines = measure_baselines(harness, root, blocks=blocks)
         reference = baselines.reference
         if reference is None:
             raise SystemExit("restart_study: neither baseline ran; nothing to pair with")
-        request = harness.request(config, cache_dir=str(root / "config"))
-        if not cold_each:
-            cold = first_run(request, None, None)
-            print(f"cold first run: {cold.state}; cache folder {_files(root / 'config')} files", flush=True)
-        rows = []
-        for number in range(1, restarts + 1):
-            anchor = anchor_reference(reference, blocks=blocks, rng=rng)
-            if cold_each:
-                request = harness.request(config, cache_dir=str(root / f"config-{number}"))
-                first_run(request, None, None)
-            with live_worker(replace(request, save_cache_path=None, load_cache_path=None)) as worker:
-                worker.until_ready()
-                paired, why = pair_windows(worker, reference, blocks=blocks, rng=rng)
-                worker.end()
-            row = {
-                "restart": number,
-                "ratio": paired.ratio,
-                "blocks": [round(math.exp(b), 4) for b in paired.block_log_ratios()],
-                "anchor": anchor,
-                "recompiles": sum(w.recompiles for w in paired.trial_windows),
-                "cache_files": _files(Path(request.cache_dir or root)),
-                "stopped": why,
-            }
-            print(json.dumps(row), flush=True)
-            rows.append(row)
-        baselines.close()
-        return rows
+        return _restarts(
+            harness, config, reference, root, restarts=restarts, blocks=blocks, rng=rng, cold_each=cold_each
+        )
     finally:
+        if baselines is not None:
+            baselines.close()  # the live reference ends even when a restart raised
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _restarts(
+    harness: Harness,
+    config: CompileConfig,
+    reference: LiveReference,
+    root: Path,
+    *,
+    restarts: int,
+    blocks: int,
+    rng: random.Random,
+    cold_each: bool,
+) -> list[dict[str, Any]]:
+    """The study's restarts, each after an anchor (and, with `cold_each`, a cold first run of its own)."""
+    request = harness.request(config, cache_dir=str(root / "config"))
+    if not cold_each:
+        cold = first_run(request, None, None)
+        print(f"cold first run: {cold.state}; cache folder {_files(root / 'config')} files", flush=True)
+    rows = []
+    for number in range(1, restarts + 1):
+        anchor = anchor_reference(reference, blocks=blocks, rng=rng)
+        if cold_each:
+            request = harness.request(config, cache_dir=str(root / f"config-{number}"))
+            first_run(request, None, None)
+        with live_worker(replace(request, save_cache_path=None, load_cache_path=None)) as worker:
+            worker.until_ready()
+            paired, why = pair_windows(worker, reference, blocks=blocks, rng=rng)
+            worker.end()
+        row = {
+            "restart": number,
+            "ratio": paired.ratio,
+            "blocks": [round(math.exp(b), 4) for b in paired.block_log_ratios()],
+            "anchor": anchor,
+            "recompiles": sum(w.recompiles for w in paired.trial_windows),
+            "cache_files": _files(Path(request.cache_dir or root)),
+            "stopped": why,
+        }
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
 
 
 def main() -> None:
@@ -107,6 +126,9 @@ def main() -> None:
         "--cold-each", action="store_true", help="a cold first run before every restart, as a search orders them"
     )
     args = parser.parse_args()
+    for flag, value, least in (("--restarts", args.restarts, 1), ("--blocks", args.blocks, 2)):
+        if value < least:
+            parser.error(f"{flag} {value}: must be at least {least}")
     load = os.getloadavg()[0]
     print(f"1-minute load at the start: {load:.2f}", flush=True)
     study(
