@@ -127,8 +127,18 @@ def test_the_machine_is_said_busy_only_when_other_processes_took_its_cpu(tmp_pat
             run = worker.end()
         return run.record()
 
-    quiet = windows("")  # no marker: no hog
-    assert quiet.window_others and not quiet.noisy, quiet.window_others
+    # No marker, no hog. The claim needs a quiet machine, which no test can order: another tenant or a process
+    # left over from an earlier test may take the CPU for a while. So a quiet run is tried up to three times; a
+    # worker that took its own threads for others would be called busy every time.
+    seen = []
+    for _ in range(3):
+        quiet = windows("")
+        assert quiet.window_others, "no window said how much CPU the rest of the machine used"
+        seen.append(quiet.window_others)
+        if not quiet.noisy:
+            break
+    else:
+        pytest.fail(f"every run without a hog was called busy; the other processes' share of its windows: {seen}")
     busy = windows(str(tmp_path / "hogged"))
     assert (tmp_path / "hogged").exists(), "the background load was started during the windows"
     assert busy.noisy.startswith("other processes used up to"), busy.window_others
