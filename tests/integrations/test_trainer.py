@@ -192,6 +192,7 @@ def _train(tmp_path: Path, tuned: Path | None, max_steps: int, resume: bool = Fa
 
 
 @pytest.mark.parallel
+@pytest.mark.slow
 def test_a_tuned_trainer_trains_as_eager_does_and_its_checkpoints_load_anywhere(tmp_path: Path) -> None:
     best = _write(tmp_path / "best.yaml")
     _, eager = _train(tmp_path / "eager", None, 20)
@@ -224,6 +225,7 @@ def test_a_tuned_trainer_trains_as_eager_does_and_its_checkpoints_load_anywhere(
 
 # Beside other tests: nothing here rests on a figure (no pruner, no slow-ratio rule, either export accepted).
 @pytest.mark.parallel
+@pytest.mark.slow
 def test_the_example_trainer_is_searched_and_its_export_applies_to_a_new_trainer(tmp_path: Path) -> None:
     out = tmp_path / "search"
     printed, progress = io.StringIO(), io.StringIO()

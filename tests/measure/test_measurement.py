@@ -144,6 +144,7 @@ def test_the_machine_is_said_busy_only_when_other_processes_took_its_cpu(tmp_pat
     assert busy.noisy.startswith("other processes used up to"), busy.window_others
 
 
+@pytest.mark.slow
 def test_a_15_percent_faster_subject_is_a_gain_a_slower_one_a_loss_and_a_twin_neither(tmp_path: Path) -> None:
     # Each step spins a known amount: under 'high' precision 15% less, under 'medium' 15% more; the twin is
     # plain compile again, in processes and a cache folder of its own. Five replicates of four subjects, with
@@ -187,6 +188,7 @@ def test_a_15_percent_faster_subject_is_a_gain_a_slower_one_a_loss_and_a_twin_ne
     assert twin_only.subject == "compile" and twin_only.decision in ("equivalent", "undecided"), context
 
 
+@pytest.mark.slow
 def test_a_cpu_hog_started_in_the_middle_does_not_change_the_paired_decision(tmp_path: Path) -> None:
     # Two busy processes start before the second replicate and stay to the end, halving every later
     # replicate's speed: unpaired, that swamps the 15% gain. The stand-ins run one thread: their cost is

@@ -18,6 +18,7 @@ SPEC = "tests.trial_targets.workloads:detour_infer"
 
 # Beside other tests: it checks what the pipeline writes, never how fast anything ran.
 @pytest.mark.parallel
+@pytest.mark.slow
 def test_smoke_run_writes_the_table_and_the_raw_figures(tmp_path) -> None:
     result = subprocess.run(
         [sys.executable, "examples/benchmark.py", "--smoke", "--workloads", SPEC, "--out", str(tmp_path)],

@@ -120,6 +120,7 @@ def test_the_generated_file_keeps_a_step_s_memory_in_the_heap(tmp_path: Path) ->
     assert chosen["before"]["from_heap"] == chosen["after"]["from_heap"] == 0, chosen
 
 
+@pytest.mark.slow
 def test_the_allocator_study_sees_no_faults_with_the_steady_thresholds(tmp_path: Path) -> None:
     from examples import allocator_study
 

@@ -106,6 +106,7 @@ def test_recompiles_on_a_varying_length_name_the_input_axis_and_how_to_avoid_the
     assert Diagnosis.from_dict(declared.to_dict()).padding == declared.padding
 
 
+@pytest.mark.slow
 def test_transformers_loss_selection_is_found_with_its_fix_and_gone_once_fixed() -> None:
     unfixed = diagnose("tests.targets.doctor:gpt2_default_loss", protocol=FEW_FRESH)
     assert [b.kind for b in unfixed.breaks] == ["transformers loss selection"]

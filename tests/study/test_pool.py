@@ -24,6 +24,7 @@ def _space(tmp_path: Path) -> Path:
     return space
 
 
+@pytest.mark.slow
 def test_two_workers_run_trials_side_by_side_and_measure_one_at_a_time(tmp_path: Path) -> None:
     options = SearchOptions(
         model=SPEC,

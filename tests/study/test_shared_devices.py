@@ -148,7 +148,8 @@ def test_holding_a_device_alone_waits_for_its_workers_and_admits_no_new_one() ->
 
 
 @pytest.mark.parallel
-def test_a_worker_given_cores_uses_those_only() -> None:
+def test_a_worker_given_cores_uses_those_only(monkeypatch) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # what it would inherit otherwise (one thread beside other tests)
     last = max(os.sched_getaffinity(0))
     worker = LiveWorker(_eager(cpus=(last,))).start()
     try:
@@ -163,6 +164,7 @@ def test_a_worker_given_cores_uses_those_only() -> None:
     assert run.state == "complete", (run.reason, run.message, run.stderr_tail)
 
 
+@pytest.mark.slow
 def test_a_trial_out_of_memory_beside_other_workers_runs_again_alone(tmp_path: Path, monkeypatch) -> None:
     # What the pool gives workers that share a GPU, a share of its memory, given here on the CPU. The workload
     # runs out of memory in any worker given a share, so each trial's first run fails and its second, alone,
