@@ -9,6 +9,7 @@ search, which runs it again.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import signal
 import subprocess
@@ -82,7 +83,10 @@ def test_two_searches_share_one_study_and_one_of_them_confirms(postgres_url: str
         _argv(postgres_url, study, out, trials, "--confirm", "1", "--rounds", "1", "--max-rounds", "1", *SHORT_FLAGS)
         for out in outs
     ]
-    searches = [subprocess.Popen(a, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for a in argv]
+    # Two hosts' searches on one machine: each its share of the cores. With two OpenMP threads each, waiting
+    # threads spin against the other search's and every step takes several times as long; nothing here is timed.
+    env = {**os.environ, "OMP_NUM_THREADS": str(max(1, len(os.sched_getaffinity(0)) // 2))}
+    searches = [subprocess.Popen(a, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for a in argv]
     printed = [search.communicate(timeout=1200) for search in searches]
     for search, (_, stderr) in zip(searches, printed, strict=True):
         _succeeded(search, stderr)
