@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +17,7 @@ from tests.postgres import PostgresMissing, running_server
 TOY = "examples.toy:model"
 
 collect_ignore = [] if torch.cuda.is_available() else ["gpu"]
+"""tests/gpu needs a CUDA device: `bash .ci/gpu` runs it where there is one; elsewhere it is not collected."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -23,11 +25,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
     OpenMP gives every process one thread per core, and its threads spin while they wait: two
     tests side by side on two cores, each with two threads, took 2.8 times as long as with one
-    thread each (two real searches of the tiny workload: 221 s against 80 s, each 70 s alone).
+    thread each (two real searches of the tiny workload on a 2-core AMD EPYC: 221 s against 80 s, each 70 s alone).
     The parallel pass rests on no timing, so one thread changes nothing it asserts. Tests that run
     alone keep torch's default, the one the product measures with.
     """
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    workers = _xdist_workers()
     if workers > 1:
         threads = max(1, len(os.sched_getaffinity(0)) // workers)
         os.environ["OMP_NUM_THREADS"] = str(threads)  # read by every worker process a test starts
@@ -41,15 +43,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     the module of real searches, left to the end, ran for minutes while the other worker idled.
     The order within a module, and of the tests that run alone, stays as written.
     """
-    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) <= 1:
+    if _xdist_workers() <= 1:
         return
-    slow: dict[str, int] = {}
-    for item in items:
-        slow[item.path.as_posix()] = slow.get(item.path.as_posix(), 0) + (item.get_closest_marker("slow") is not None)
-    items.sort(key=lambda item: -slow[item.path.as_posix()])  # stable: each module's tests keep their order
+    slow = Counter(item.path for item in items if item.get_closest_marker("slow") is not None)
+    items.sort(key=lambda item: -slow[item.path])  # stable: each module's tests keep their order
 
 
-"""tests/gpu needs a CUDA device: `bash .ci/gpu` runs it where there is one; elsewhere it is not collected."""
+def _xdist_workers() -> int:
+    """How many pytest-xdist workers run side by side; 1 without xdist."""
+    return int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 
 
 @pytest.fixture(scope="session")
