@@ -100,6 +100,9 @@ class Device(abc.ABC):
     """What settings may need of it: CUDA_GRAPHS, TRITON, CPP."""
     numbered: ClassVar[bool] = False
     """Whether the kind takes an index ('cuda:1'); one that does not is a single device ('cpu')."""
+    forks_workers: ClassVar[bool] = False
+    """Whether its workers may be forked from a pre-imported server (`autotune.trial.forkserver`) rather than
+    started anew: not where the parent of a fork must not have initialised the device (CUDA)."""
     quiet_before_stop: ClassVar[bool] = False
     """Whether a worker here is asked to go quiet before it is stopped (`autotune.trial.gate`): on a GPU a
     stopped process's queued kernels would run, and its cached memory stay reserved, on another's clock."""
@@ -207,6 +210,7 @@ class CPUDevice(Device):
     kind: ClassVar[str] = "cpu"
     memory_kind: ClassVar[str] = "process_rss"
     capabilities: ClassVar[frozenset[str]] = frozenset({CPP})
+    forks_workers: ClassVar[bool] = True
 
     def synchronize(self) -> None:
         """Nothing to wait for: CPU work is done when the call returns."""

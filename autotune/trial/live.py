@@ -23,7 +23,6 @@ import select
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Collection
@@ -40,6 +39,7 @@ from autotune.trial.events import (
     PARENT_PID_VARIABLE,
     PAUSE_FD_VARIABLE,
 )
+from autotune.trial.forkserver import WorkerProcess, start_process
 from autotune.trial.gate import GateClosed, MeasurementGate, Member, overlap_seconds
 from autotune.trial.guard import process_guard
 from autotune.trial.records import (
@@ -124,21 +124,23 @@ class LiveWorker:
         self.stderr_path = workdir / "stderr.log"
         self.started = self.phase_started = time.monotonic()
         with open(self.stderr_path, "wb") as stderr:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", request.program, str(workdir / "request.json")],
+            # A new process in a session of its own (so compile workers die with its group), forked from a
+            # pre-imported server where the device allows it (`autotune.trial.forkserver`).
+            self.process: WorkerProcess = start_process(
+                request.program,
+                [str(workdir / "request.json")],
                 env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=stderr,
-                stderr=stderr,
-                pass_fds=(event_write, command_read, answer_write),
-                start_new_session=True,  # its own process group, so compile workers die with it
                 cwd=os.getcwd(),
+                stdout=stderr.fileno(),
+                fds={
+                    EVENT_FD_VARIABLE: event_write,
+                    COMMAND_FD_VARIABLE: command_read,
+                    PAUSE_FD_VARIABLE: answer_write,
+                },
+                fork=parse_device(request.device).forks_workers,
+                preload=request.spec,
+                cpus=request.cpus or (),
             )
-        if request.cpus:
-            # Before torch starts its threads (it is still importing): they, and Inductor's compile
-            # processes, inherit the set.
-            with contextlib.suppress(OSError):
-                os.sched_setaffinity(self.process.pid, request.cpus)
         os.close(event_write)
         os.close(command_read)
         os.close(answer_write)
@@ -480,11 +482,11 @@ def _signal(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
 
 
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
+def _kill_group(process: WorkerProcess) -> None:
     _signal(process.pid, signal.SIGKILL)
 
 
-def _wait(process: subprocess.Popen[bytes], seconds: float) -> int | None:
+def _wait(process: WorkerProcess, seconds: float) -> int | None:
     try:
         return process.wait(timeout=max(seconds, 5.0))
     except subprocess.TimeoutExpired:

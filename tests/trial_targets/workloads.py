@@ -482,3 +482,27 @@ class SlowerInTheReference(Spins):
 
 def slower_in_the_reference() -> Workload:
     return tiny(model=SlowerInTheReference())
+
+
+def records_its_process() -> Workload:
+    """tiny_infer, after writing what its process looks like (pid, parent, group, caches, random draw, threads)
+    as JSON into the folder AUTOTUNE_TEST_RECORDS names: how a worker was started, seen from inside."""
+    import random
+    import threading
+
+    folder = Path(os.environ["AUTOTUNE_TEST_RECORDS"])
+    record = {
+        "pid": os.getpid(),
+        "ppid": os.getppid(),
+        "pgid": os.getpgrp(),
+        "sid": os.getsid(0),
+        "cache": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
+        "event_fd": os.environ.get("AUTOTUNE_EVENT_FD"),
+        "draw": random.random(),
+        "threads": [t.name for t in threading.enumerate()],
+        "argv": sys.argv,
+        "cwd": os.getcwd(),
+        "affinity": sorted(os.sched_getaffinity(0)),
+    }
+    (folder / f"process-{os.getpid()}.json").write_text(json.dumps(record))
+    return tiny("infer")

@@ -1,0 +1,142 @@
+"""Workers forked from a pre-imported server: each a new process as `python -m` would start it, one server for
+the runs whose start-up environment is the same, `python -m` wherever forking is refused or turned off."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autotune.trial import forkserver
+from autotune.trial.live import LiveWorker
+from autotune.trial.request import TrialRequest
+from autotune.trial.runner import run_trial
+
+pytestmark = pytest.mark.parallel
+
+RECORDS = "tests.trial_targets.workloads:records_its_process"
+
+
+@pytest.fixture
+def records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The folder each worker writes what its process looks like into; the servers the test started end after it."""
+    folder = tmp_path / "records"
+    folder.mkdir()
+    monkeypatch.setenv("AUTOTUNE_TEST_RECORDS", str(folder))
+    monkeypatch.delenv(forkserver.DISABLE_VARIABLE, raising=False)
+    yield folder
+    forkserver.close_servers()
+
+
+def _run(spec: str = RECORDS, **fields: Any) -> dict[str, Any]:
+    """Run one worker to the end; what its process saw (the one record it wrote since the last call)."""
+    folder = Path(os.environ["AUTOTUNE_TEST_RECORDS"])
+    before = set(folder.iterdir())
+    run = run_trial(TrialRequest(spec=spec, source=None, timeout=120, **fields))
+    assert run.state == "complete", (run.reason, run.message, run.stderr_tail)
+    (new,) = set(folder.iterdir()) - before
+    return json.loads(new.read_text())
+
+
+def test_a_forked_worker_is_a_new_process_in_a_session_of_its_own_with_its_own_run(records: Path) -> None:
+    first = _run(cache_dir=str(records.parent / "cache-a"))
+    second = _run(cache_dir=str(records.parent / "cache-b"))
+    assert first["ppid"] == second["ppid"] != os.getpid(), "one server, not this process, started both"
+    assert first["pid"] != second["pid"]
+    for seen, cache in ((first, "cache-a"), (second, "cache-b")):
+        assert seen["pgid"] == seen["sid"] == seen["pid"], "a session and process group of its own"
+        assert seen["cache"] == str(records.parent / cache / "inductor"), "the run's own cache folder"
+        assert seen["argv"][0].endswith(os.path.join("trial", "worker.py")) and seen["argv"][1].endswith("request.json")
+        assert seen["cwd"] == os.getcwd()
+        assert seen["event_fd"] and int(seen["event_fd"]) > 2
+    assert first["draw"] != second["draw"], "each child seeds its random numbers anew, as a new interpreter does"
+
+
+def test_one_server_serves_one_start_up_environment(records: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUTOTUNE_TEST_STARTUP", "a")
+    a = _run()
+    monkeypatch.setenv("AUTOTUNE_TEST_STARTUP", "b")
+    b = _run()
+    monkeypatch.setenv("AUTOTUNE_TEST_STARTUP", "a")
+    again = _run()
+    assert a["ppid"] != b["ppid"], "a variable read at start differs: another server"
+    assert again["ppid"] == a["ppid"], "the first server is still there for its own environment"
+
+
+def test_a_worker_given_cores_runs_on_those_only(records: Path) -> None:
+    seen = _run(cpus=(0,))
+    assert seen["ppid"] != os.getpid()
+    assert seen["affinity"] == [0]
+
+
+def test_workers_start_anew_when_forking_is_turned_off(records: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(forkserver.DISABLE_VARIABLE, "0")
+    seen = _run()
+    assert seen["ppid"] == os.getpid()
+    assert seen["argv"][0].endswith(os.path.join("trial", "worker.py"))
+
+
+def test_a_workload_module_that_starts_a_thread_is_not_forked(records: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger=forkserver.__name__):
+        seen = _run("tests.trial_targets.threaded:records_its_process")
+    assert seen["ppid"] == os.getpid(), "started by python -m instead"
+    assert "started threads (started-on-import)" in caplog.text
+
+
+def test_a_forked_worker_shows_its_own_command_line(records: Path) -> None:
+    worker = LiveWorker(TrialRequest(spec=RECORDS, source=None, timeout=120)).start(hold=True)
+    try:
+        assert worker.until_held()
+        assert isinstance(worker.process, forkserver.ForkedProcess)
+        shown = Path(f"/proc/{worker.pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        assert shown[1:] == [b"-m", b"autotune.trial.worker", str(worker.workdir / "request.json").encode()]
+    finally:
+        worker.kill()
+    assert worker.process.wait(timeout=10) < 0, "killed by a signal, as the server reports it"
+
+
+_PARENT = textwrap.dedent(
+    """
+    import sys, threading
+    from autotune.trial.live import LiveWorker
+    from autotune.trial.request import TrialRequest
+    worker = LiveWorker(TrialRequest(spec=sys.argv[1], source=None, timeout=600)).start(hold=True)
+    assert worker.until_held()
+    print(worker.process.server.process.pid, worker.pid, flush=True)
+    threading.Event().wait()
+    """
+)
+
+
+def test_the_server_and_its_workers_end_with_the_process_that_started_them(records: Path) -> None:
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _PARENT, RECORDS], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        assert parent.stdout is not None
+        server, worker = (int(pid) for pid in parent.stdout.readline().split())
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 15
+    while (_running(server) or _running(worker)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(server), "the server outlived its parent"
+    assert not _running(worker), "a forked worker outlived the search"
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
