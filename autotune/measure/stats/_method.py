@@ -10,7 +10,8 @@ Versions:
 
 1. glibc's adaptive malloc in the workers (files with no `method` section);
 2. the steady allocator: malloc's mmap and trim thresholds fixed in every worker;
-3. intervals simultaneous over a campaign's looks and candidates, gains beyond the band.
+3. intervals simultaneous over a campaign's looks and candidates, gains beyond the band;
+4. workers on a CPU forked from a server that imported Python, torch and the workload's module once.
 """
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ from typing import Any
 __all__ = ["METHOD", "method_change"]
 
 METHOD: dict[str, Any] = {
-    "version": 3,
-    "worker_environment": "one fresh process per subject and replicate, warm from its own cache folder",
+    "version": 4,
+    "worker_environment": (
+        "one new process per subject and replicate, warm from its own cache folder; on a CPU forked from a server "
+        "that imported Python, torch and the workload's module"
+    ),
     "allocator": "glibc malloc with fixed thresholds (mmap 32 MiB, trim 256 MiB)",
     "stream": "fresh batches in paired, interleaved windows (ABBA), every subject on the same slices",
     "statistic": "Student t over replicates of paired log-ratios, simultaneous over looks and candidates",
