@@ -305,25 +305,23 @@ def test_a_search_killed_during_a_trial_resumes_and_reports_the_abandoned_trial(
     search = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"sqlite:///{out / 'study.db'}"
     deadline = time.monotonic() + 300
-    running: list[optuna.trial.FrozenTrial] = []
-    while not running:
+    workers: list[int] = []
+    while not workers:  # a worker runs (seen by its command line): its trial cannot be told before it ends
         assert time.monotonic() < deadline and search.poll() is None, "no trial started"
-        time.sleep(0.5)
-        if (out / "study.db").exists():
-            try:
-                study = optuna.load_study(study_name=f"{TARGETS}-tiny_infer", storage=url)
-                running = study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
-            except (KeyError, Exception):
-                continue
+        time.sleep(0.2)
+        if _running(out, url):
+            workers = [
+                int(p)
+                for p in os.listdir("/proc")
+                if p.isdigit() and _cmdline(p).count(f"{runner.WORKDIR_PREFIX}{search.pid}-")
+            ]
     folders = list(Path(runner.tempfile.gettempdir()).glob(f"{runner.WORKDIR_PREFIX}{search.pid}-*"))
     search.kill()
     search.wait()
-    workers = [
-        int(p)
-        for p in os.listdir("/proc")
-        if p.isdigit() and _cmdline(p).count(f"{runner.WORKDIR_PREFIX}{search.pid}-")
-    ]
     assert all(_gone(pid) for pid in workers)
+    # What the killed search left running, read once it is gone: a trial may have ended since the loop saw one.
+    running = _running(out, url)
+    assert running, "the search was killed during a trial"
 
     resumed = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == cli.EXIT_OK, resumed.stderr[-3000:]
@@ -334,6 +332,17 @@ def test_a_search_killed_during_a_trial_resumes_and_reports_the_abandoned_trial(
     assert len(trials) == 2, "the abandoned trial counts towards --trials"
     assert not any(folder.exists() for folder in folders)
     assert (out / "best.yaml").exists()
+
+
+def _running(out: Path, url: str) -> list[optuna.trial.FrozenTrial]:
+    """The study's RUNNING trials, or none while it does not exist yet."""
+    if not (out / "study.db").exists():
+        return []
+    try:
+        study = optuna.load_study(study_name=f"{TARGETS}-tiny_infer", storage=url)
+        return study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
+    except (KeyError, Exception):
+        return []
 
 
 def _cmdline(pid: str) -> str:

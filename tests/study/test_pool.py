@@ -14,6 +14,7 @@ import pytest
 
 from autotune.errors import SearchError
 from autotune.study.search import SearchOptions, explore, worker_devices
+from autotune.trial.live import WORKDIR_PREFIX
 
 SPEC = "tests.trial_targets.workloads:tiny_infer"
 
@@ -61,16 +62,20 @@ def test_workers_go_round_robin_over_devices_and_bad_counts_are_named() -> None:
 
 
 def _workers_of(pid: int) -> list[int]:
-    """Processes whose environment names `pid` as the search that started them."""
+    """The worker processes of the search `pid`: their command line names a run folder of that search.
+
+    A worker forked from a server is its server's child, not the search's; its command line is its own.
+    """
+    prefix = f"{WORKDIR_PREFIX}{pid}-".encode()
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            environ = (entry / "environ").read_bytes()
+            command = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if f"AUTOTUNE_PARENT_PID={pid}".encode() in environ.split(b"\0"):
+        if prefix in command:
             found.append(int(entry.name))
     return found
 

@@ -247,7 +247,9 @@ def test_a_truly_faster_challenger_replaces_the_incumbent(improved: tuple[int, s
     assert "decision: improved" in out
     best, previous = load(folder / "best.yaml"), tuned.read(folder / "best.prev.yaml")
     assert (best.config.scope, previous.config.scope) == ("whole", "regional")
-    assert best.metrics["speedup_vs_eager"] > 5, "whole-model compilation skips the eager pause"
+    # Eager pauses 2 ms a step, the whole compiled model 0.1 ms; what else a step costs (Python, dynamo's guards, two
+    # tiny kernels) differs from machine to machine: 4.0x to 5.8x eager on one 2-core machine over two days.
+    assert best.metrics["speedup_vs_eager"] > 2.5, "whole-model compilation skips the eager pause"
     assert (folder / "apply_compilation.py").read_text() == best.source
     assert (folder / "apply_compilation.prev.py").read_text() == previous.source
     # --no-compile-cache: the old cache does not belong to the new configuration, so it moved aside.
