@@ -12,7 +12,7 @@ A replicate's paired log-ratio of two subjects has standard deviation `spread` a
 campaign's first window count: half of its variance is the subjects' own process-to-process
 variation, half the windows' (which more windows per replicate narrow, as on a real machine).
 A replicate costs what one of the toy's three subjects cost on the 2-core machine this was built
-on: 12 s to start each subject, then its windows.
+on, workers forked from a pre-imported server: 5 s to start each subject, then its windows.
 
 The cases: true ratios 0.98, 0.99, 1.00, 1.05 and 1.10; spreads 0.005 to 0.04; the designs
 `quick`, `default` and `thorough` (a search's confirmation of its best `confirm` trials) and
@@ -51,6 +51,7 @@ from autotune.measure import (
     outcome,
 )
 from autotune.measure.engine import Replicate, ReplicatePlan, validation_budget
+from autotune.measure.stats import _statistics
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search._effort import EFFORTS
@@ -61,8 +62,9 @@ SPREADS = (0.005, 0.01, 0.02, 0.04)
 """Standard deviations of a replicate's paired log-ratio: 0.005 is the stand-ins' on a quiet machine,
 0.015 to 0.076 were seen between real processes here before the steady allocator (outputs/benchmarks/noise.md)."""
 DESIGNS = ("quick", "default", "thorough", "validate")
-START_SECONDS = 12.0
-"""What starting one subject of a replicate costs: process start, imports, a warm compile, a settle window."""
+START_SECONDS = 5.0
+"""What starting one subject of a replicate costs: a forked process, a warm compile, a settle window (the toy's three
+took 12.7 to 15.2 s in all: outputs/benchmarks/noise.md, *Forked workers*)."""
 EAGER = 0.8
 """Eager's speed against plain compile."""
 CANDIDATES = (
@@ -197,6 +199,11 @@ def run_case(case: Case, campaigns: int, seed: int) -> dict[str, Any]:
     }
 
 
+def _set_margin(margin: float) -> None:
+    """The margin the engine's gains must clear, in this process (each of the pool's too)."""
+    _statistics.GAIN_MARGIN = margin
+
+
 def _row(job: tuple[Case, int, int]) -> dict[str, Any]:
     return run_case(*job)
 
@@ -242,14 +249,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spreads", nargs="+", type=float, default=list(SPREADS))
     parser.add_argument("--ratios", nargs="+", type=float, default=list(RATIOS))
     parser.add_argument("--jobs", type=int, default=multiprocessing.cpu_count(), help="processes (default: cores)")
+    parser.add_argument(
+        "--margin",
+        type=float,
+        default=_statistics.GAIN_MARGIN,
+        help="claim a gain only when the interval's lower end clears 1 + MARGIN: the trade-off of a margin against "
+        "slower exports and power (default: the engine's, %(default)s)",
+    )
     args = parser.parse_args(argv)
     if args.campaigns < 1:
         parser.error(f"--campaigns {args.campaigns}: must be >= 1")
+    if not 0 <= args.margin < 0.5:
+        parser.error(f"--margin {args.margin}: must lie in [0, 0.5), e.g. 0.005 for half a percent")
+    _set_margin(args.margin)
     cases = [Case(d, s, r) for d in args.designs for s in args.spreads for r in args.ratios]
     started = time.monotonic()
     jobs = [(case, args.campaigns, args.seed) for case in cases]
     if args.jobs > 1:
-        with multiprocessing.Pool(args.jobs) as pool:
+        with multiprocessing.Pool(args.jobs, initializer=_set_margin, initargs=(args.margin,)) as pool:
             rows = pool.map(_row, jobs, chunksize=1)
     else:
         rows = [_row(job) for job in jobs]

@@ -372,6 +372,8 @@ class Stand:
         self.failing = failing
         self.first: list[str] = []
         self.replicates: list[list[str]] = []
+        self.seconds = 1.0
+        """What each replicate says it took (it takes no wall time)."""
 
     def first_run(self, request, monitor=None, gate=None) -> TrialRun:
         name = self.name_of(request)
@@ -397,7 +399,10 @@ class Stand:
                 result=fake_records.result(samples_per_second=rate),
                 windows=[window(100 / rate) for _ in range(blocks)],
             )
-        return Replicate(design=design, blocks=blocks, batches_per_window=4, seconds=1.0, ready_seconds=1.0), runs, {}
+        replicate = Replicate(
+            design=design, blocks=blocks, batches_per_window=4, seconds=self.seconds, ready_seconds=1.0
+        )
+        return replicate, runs, {}
 
     def name_of(self, request) -> str:
         if request.source is None:
@@ -473,15 +478,23 @@ def test_a_replicate_that_would_pass_the_seconds_budget_is_not_started(harness, 
 
 def test_a_seconds_budget_plans_its_looks_up_to_the_replicates_it_can_hold(harness, stand) -> None:
     # The first runs say a replicate will take about 29 s (each subject's start, a third of its 2 s
-    # cold compile for the warm one, 14 windows of 0.5 s): 100 s hold three. The error is spent over
-    # looks 2 and 3 only, not over the 19 looks `max_rounds` would allow, and the campaign says why
-    # it stopped at the third.
-    stand({"eager": [50.0], "compile": [100.0], "trial 7": [90.0, 112.0, 95.0, 110.0]})
+    # cold compile for the warm one, 14 windows of 0.5 s): 100 s would hold three. The first replicate
+    # then took 30 s: the looks stay after replicates 2 and 3 only, not the 19 looks `max_rounds`
+    # would allow, and the campaign says why it stopped at the third.
+    fake = stand({"eager": [50.0], "compile": [100.0], "trial 7": [90.0, 112.0, 95.0, 110.0]})
+    fake.seconds = 30.0
     budget = Budget(min_rounds=2, max_rounds=20, seconds=100)
     result = engine.measure(harness, subjects(), objective=THROUGHPUT, budget=budget)
     assert result.looks == Looks(candidates=1, first=2, last=3)
     assert result.rounds == 3
     assert "the most that 100 s of replicates hold" in result.stopped
+    # A first replicate of 12 s, where the first runs guessed 29: the looks are planned again from what it took,
+    # before any look was taken, and the budget's 100 s hold eight.
+    fake = stand({"eager": [50.0], "compile": [100.0], "trial 7": [90.0, 112.0, 95.0, 110.0]})
+    fake.seconds = 12.0
+    replanned = engine.measure(harness, subjects(), objective=THROUGHPUT, budget=budget)
+    assert replanned.looks == Looks(candidates=1, first=2, last=8)
+    assert replanned.rounds == 8 and "the most that 100 s of replicates hold" in replanned.stopped
     unbounded = engine.measure(harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=2, max_rounds=5))
     assert unbounded.looks == Looks(candidates=1, first=2, last=5), "no seconds budget: every allowed look"
     roomy = engine.measure(

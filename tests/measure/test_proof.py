@@ -12,7 +12,15 @@ import pytest
 from autotune.measure import Campaign, Objective, Subject, choose, outcome
 from autotune.measure.choice import front
 from autotune.measure.engine import Replicate, _replicate
-from autotune.measure.stats import REPLICATE_SD_FLOOR, Interval, Looks, Objectives, replicate_interval, t_quantile
+from autotune.measure.stats import (
+    REPLICATE_SD_FLOOR,
+    Components,
+    Interval,
+    Looks,
+    Objectives,
+    replicate_interval,
+    t_quantile,
+)
 from autotune.runtime.config import CompileConfig
 from autotune.trial.request import RunRecord, TrialRun
 from examples import decision_error
@@ -84,6 +92,42 @@ def test_a_campaign_interval_never_takes_the_spread_below_the_least_seen_between
     wide = [0.03, 0.0, -0.03]
     assert math.log(replicate_interval(wide, looks=looks).high) == pytest.approx(
         looks.quantile(3) * 0.03 / math.sqrt(3)
+    )
+
+
+def test_a_campaign_interval_is_never_narrower_than_its_windows_make_a_replicate() -> None:
+    # Three replicates 6% faster that agree to 0.1%, where each replicate's own windows scatter by 0.1 (eight of
+    # them): a replicate's mean cannot vary by less than 0.1 / sqrt(8), whatever three of them happened to show,
+    # so the interval is as wide as that, and no gain is claimed on the luck of three close replicates.
+    looks = Looks(candidates=1, first=3, last=3)
+    parts = Components(window=0.1**2, replicate=0.0, windows=8, replicates=3)
+    assert parts.least_replicate_sd == pytest.approx(0.1 / math.sqrt(8))
+    logs = [math.log(1.061), math.log(1.06), math.log(1.059)]
+    lucky = replicate_interval(logs, looks=looks, parts=parts)
+    assert math.log(lucky.high / lucky.median) == pytest.approx(
+        looks.quantile(3) * parts.least_replicate_sd / math.sqrt(3)
+    )
+    assert outcome(lucky) == "undecided"
+    assert outcome(replicate_interval(logs, looks=looks)) == "gain", "the replicates alone would have claimed it"
+    quiet = Components(window=0.001**2, replicate=0.0, windows=8, replicates=3)
+    assert replicate_interval(logs, looks=looks, parts=quiet) == replicate_interval(logs, looks=looks)
+
+
+def test_a_campaign_reads_its_windows_into_the_least_spread_of_a_ratio() -> None:
+    # The same three close replicates, each of eight windows alternating 0.8x and 1.3x: the campaign's interval
+    # is as wide as those windows make a replicate's mean, not as narrow as the three replicates agree.
+    made = campaign_of({"compile": [100.0, 100.0, 100.0], "trial 7": [106.1, 106.0, 105.9]}, Looks(first=3, last=3))
+    for record in made.runs["compile"]:
+        record.windows = [100.0] * 8
+    for record in made.runs["trial 7"]:
+        record.windows = [80.0, 130.0] * 4
+    parts = made.components("trial 7", "compile")
+    assert parts is not None and parts.least_replicate_sd > 0.05
+    interval = made.ratio("trial 7", "compile")
+    assert interval is not None and outcome(interval) == "undecided"
+    assert (
+        math.log(interval.high / interval.median)
+        >= made.looks.quantile(3) * parts.least_replicate_sd / math.sqrt(3) - 1e-9
     )
 
 

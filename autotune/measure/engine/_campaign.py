@@ -243,7 +243,7 @@ class Campaign:
         windows = sum(len(a.windows) for a in self.complete_runs(name))
         if self._same_code(name, reference):
             return replicate_interval(logs, windows)  # one set of runs read twice: exactly 1, no spread to assume
-        return replicate_interval(logs, windows, self.looks)
+        return replicate_interval(logs, windows, self.looks, self.components(name, reference))
 
     def _same_code(self, name: str, reference: str) -> bool:
         """Whether one subject stands for the other (`Subject.same_as`), so that their runs are the same runs."""

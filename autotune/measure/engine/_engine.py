@@ -227,14 +227,15 @@ def measure(
             for name, folder in folders.items():
                 campaign.subjects[name] = replace(campaign.subjects[name], cache_dir=folder)
         _first_runs(harness, campaign, folders, on_run, lab)
-        held = False
-        if campaign.looks is None:
+        held, asked = False, budget
+        planning = campaign.looks is None
+        if planning:
             # Planned once the first runs say what a replicate costs, before any replicate is seen.
             firsts = {name: campaign.cold.get(name) for name in campaign.racing()}
             expected = expected_replicate_seconds(firsts, budget.blocks, harness.protocol.window_seconds)
-            campaign.looks = plan_looks(campaign, budget, expected)
-            held = campaign.looks.last < budget.max_rounds  # the seconds, not --max-rounds, set the last look
-            budget = replace(budget, max_rounds=campaign.looks.last)
+            campaign.looks = plan_looks(campaign, asked, expected)
+            held = campaign.looks.last < asked.max_rounds  # the seconds, not --max-rounds, set the last look
+            budget = replace(asked, max_rounds=campaign.looks.last)
         requests = _warm_requests(harness, campaign, folders)
         started = lab.clock()
         while campaign.rounds < budget.max_rounds and _measurable(campaign):
@@ -243,6 +244,12 @@ def measure(
             if on_replicate:
                 on_replicate(campaign, budget)
             _one_replicate(harness, campaign, requests, budget, rng, on_run, lab)
+            if planning and campaign.rounds == 1 and asked.seconds is not None and campaign.replicates:
+                # Planned again from what the first replicate cost, not the first runs' guess at it: no look has been
+                # taken yet (one replicate decides nothing), so the error is still all to spend.
+                campaign.looks = plan_looks(campaign, asked, campaign.replicates[-1].seconds)
+                held = campaign.looks.last < asked.max_rounds
+                budget = replace(budget, max_rounds=campaign.looks.last)
             ahead = _next_seconds(campaign, _blocks(campaign, budget, harness))
             why = _stop(campaign, budget, lab.clock() - started, ahead)
             if why:
@@ -259,10 +266,12 @@ def plan_looks(campaign: Campaign, budget: Budget, replicate_seconds: float | No
     The candidates are the configurations measured against `budget.reference` (not eager, not
     a subject that is the reference itself); the looks, after replicates `min_rounds` to
     `max_rounds`, and no earlier than the second (one replicate decides nothing). With a
-    seconds budget and a guess at a replicate's cost (`expected_replicate_seconds`, from the
-    first runs), the last look is the last replicate the budget can hold: error planned for
-    looks that never come is power lost (`autotune validate` planned 18 looks and had time
-    for four or five).
+    seconds budget and a replicate's cost (a guess from the first runs,
+    `expected_replicate_seconds`, then what the first replicate took, before any look), the
+    last look is the last replicate the budget can hold: error planned for looks that never
+    come is power lost (`autotune validate` planned 18 looks and had time for four or five),
+    and looks not planned leave the budget unspent (the first runs' guess at the toy's
+    replicate was over twice what one took).
     """
     candidates = [
         n
@@ -488,7 +497,7 @@ def _spent(campaign: Campaign, budget: Budget, held: bool = False) -> str:
     if not _measurable(campaign):
         return "nothing left to compare: every configuration but one failed"
     if held and budget.seconds is not None:
-        most = f"the most that {budget.seconds:g} s of replicates hold, as planned from the first runs"
+        most = f"the most that {budget.seconds:g} s of replicates hold, as planned from the first replicate"
     else:
         most = "the most allowed"
     return f"budget spent: {campaign.rounds} replicates ({most}); " + _state(campaign, budget)

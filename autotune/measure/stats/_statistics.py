@@ -63,6 +63,9 @@ BAND = 0.02
 """The band of equivalence around 1: a ratio within +/-2% is no difference worth a configuration."""
 ERROR = 0.025
 """The chance, over a whole campaign, that an interval misses on one side: 2.5% each side, 95% in all."""
+GAIN_MARGIN = 0.0
+"""How far beyond 1 an interval's lower end must lie for a gain (its upper end below 1 / (1 + it) for a loss). 0: the
+trade-off of a margin against slower exports and power is in outputs/benchmarks/decision-error.md."""
 REPLICATE_SD_FLOOR = 0.015
 """The least standard deviation between replicates' paired log-ratios that a campaign's intervals and its windows per
 replicate assume:
@@ -88,13 +91,13 @@ class Interval:
 
     @property
     def gain(self) -> bool:
-        """The whole interval is above 1: a gain that survives the noise."""
-        return self.low > 1.0
+        """The whole interval is above 1 (beyond `GAIN_MARGIN`): a gain that survives the noise."""
+        return self.low > 1.0 + GAIN_MARGIN
 
     @property
     def loss(self) -> bool:
-        """The whole interval is below 1."""
-        return self.high < 1.0
+        """The whole interval is below 1 (beyond `GAIN_MARGIN`)."""
+        return self.high < 1.0 / (1.0 + GAIN_MARGIN)
 
     def equivalent(self, within: float) -> bool:
         """The whole interval lies inside [1 / (1 + within), 1 + within]: no difference worth the name."""
@@ -231,7 +234,9 @@ def t975(df: int) -> float:
     return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
-def replicate_interval(log_ratios: Sequence[float], windows: int = 0, looks: Looks | None = None) -> Interval:
+def replicate_interval(
+    log_ratios: Sequence[float], windows: int = 0, looks: Looks | None = None, parts: Components | None = None
+) -> Interval:
     """The geometric mean of per-replicate ratios (given as logarithms) with its t-interval (df = n - 1).
 
     Without `looks`, the plain 95% interval of one look at one candidate; with them, the
@@ -239,6 +244,11 @@ def replicate_interval(log_ratios: Sequence[float], windows: int = 0, looks: Loo
     taken below `REPLICATE_SD_FLOOR`: a few replicates that happen to agree more closely than
     new processes ever did on this machine are luck, and a campaign that stopped on them (a
     precision stop, an early gain) would print an interval that covers less than it says.
+
+    Given the campaign's variance components (`parts`), the spread is never taken below what
+    the windows alone put into a replicate's mean either (`Components.least_replicate_sd`): the
+    replicates' own spread rests on a few of them, the windows' on every window of every
+    replicate, and a replicate's mean can vary no less than its windows make it.
     """
     if not log_ratios:
         raise ValueError("an interval needs at least one replicate")
@@ -249,7 +259,7 @@ def replicate_interval(log_ratios: Sequence[float], windows: int = 0, looks: Loo
     quantile = looks.quantile(len(log_ratios)) if looks is not None else t975(len(log_ratios) - 1)
     spread = math.sqrt(_variance(log_ratios))
     if looks is not None:
-        spread = max(spread, REPLICATE_SD_FLOOR)
+        spread = max(spread, REPLICATE_SD_FLOOR, parts.least_replicate_sd if parts is not None else 0.0)
     half = quantile * spread / math.sqrt(len(log_ratios))
     return Interval(math.exp(centre), math.exp(centre - half), math.exp(centre + half), len(log_ratios), windows)
 
@@ -336,6 +346,11 @@ class Components:
     windows: float
     """Windows per replicate, on average, where they were estimated."""
     replicates: int
+
+    @property
+    def least_replicate_sd(self) -> float:
+        """The least standard deviation a replicate's mean log-ratio can have: a window's, over its windows."""
+        return math.sqrt(self.window / self.windows) if self.windows > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
