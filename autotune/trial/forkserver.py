@@ -17,7 +17,9 @@ initialised (the device seam decides which devices fork: `Device.forks_workers`)
 server can start, workers start by `python -m` as before; AUTOTUNE_FORK_WORKERS=0 asks for that.
 
 The server reaps its children and reports their exit codes: `ForkedProcess` is what the parent
-holds instead of a `subprocess.Popen`.
+holds instead of a `subprocess.Popen`. What a child keeps of its server: the libraries' addresses
+and Python's hash seed, the same for every child of one server (a new interpreter draws its own).
+Forked and new restarts of one configuration measured alike (outputs/benchmarks/noise.md).
 """
 
 from __future__ import annotations
@@ -142,9 +144,9 @@ class ForkServer:
         self.gone = False
         message = self._next(timeout)
         if message is None or "ready" not in message:
-            why = message.get("refused") if message else None
+            why = (message.get("refused") if message else None) or f"the fork server did not start: {self._log_tail()}"
             self.close()
-            raise ForkServerUnavailable(why or f"the fork server did not start: {self._log_tail()}")
+            raise ForkServerUnavailable(why)
 
     def spawn(
         self,
@@ -483,7 +485,10 @@ def _child(request: dict[str, Any], fds: list[int], closing: Sequence[int]) -> i
             os.sched_setaffinity(0, request["cpus"])
     os.environ.clear()
     os.environ.update(env)
-    random.seed()  # as a new interpreter would seed it, not the server's sequence
+    # Seeded anew, as a new interpreter seeds them, not the server's sequences (torch's default seed is fixed anyway).
+    random.seed()
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
     from torch._inductor.utils import clear_caches
 
     clear_caches()  # nothing the server computed from its own cache folder is kept

@@ -59,6 +59,7 @@ def test_a_forked_worker_is_a_new_process_in_a_session_of_its_own_with_its_own_r
         assert seen["cwd"] == os.getcwd()
         assert seen["event_fd"] and int(seen["event_fd"]) > 2
     assert first["draw"] != second["draw"], "each child seeds its random numbers anew, as a new interpreter does"
+    assert first["numpy_draw"] != second["numpy_draw"], "numpy's too, which the server imported with torch"
 
 
 def test_one_server_serves_one_start_up_environment(records: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -90,6 +91,23 @@ def test_a_workload_module_that_starts_a_thread_is_not_forked(records: Path, cap
         seen = _run("tests.trial_targets.threaded:records_its_process")
     assert seen["ppid"] == os.getpid(), "started by python -m instead"
     assert "started threads (started-on-import)" in caplog.text
+
+
+def test_a_server_that_cannot_start_says_why_and_workers_start_anew(
+    records: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    with monkeypatch.context() as patched, pytest.raises(forkserver.ForkServerUnavailable, match="did not start"):
+        patched.setattr(sys, "executable", "/bin/false")  # exits at once: the server never says it is ready
+        forkserver.ForkServer(dict(os.environ), os.getcwd())
+    with caplog.at_level(logging.WARNING, logger=forkserver.__name__):
+        monkeypatch.setattr(forkserver, "ForkServer", _refusing)
+        seen = _run()
+    assert seen["ppid"] == os.getpid(), "started by python -m instead"
+    assert "workers start by python -m: no server here" in caplog.text
+
+
+def _refusing(*args: Any, **kwargs: Any) -> forkserver.ForkServer:
+    raise forkserver.ForkServerUnavailable("no server here")
 
 
 def test_a_forked_worker_shows_its_own_command_line(records: Path) -> None:

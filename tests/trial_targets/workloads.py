@@ -499,6 +499,7 @@ def records_its_process() -> Workload:
         "cache": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
         "event_fd": os.environ.get("AUTOTUNE_EVENT_FD"),
         "draw": random.random(),
+        "numpy_draw": __import__("numpy").random.random(),
         "threads": [t.name for t in threading.enumerate()],
         "argv": sys.argv,
         "cwd": os.getcwd(),
