@@ -11,6 +11,7 @@ import math
 import random
 import select
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -452,6 +453,95 @@ def test_a_subject_with_a_first_run_and_its_cache_is_not_run_cold_again(harness,
     fake = stand({"eager": [50.0], "compile": [100.0], "trial 7": [130.0]})
     engine.measure(harness, [*Subject.baselines(), gone], objective=THROUGHPUT, budget=Budget(max_rounds=3))
     assert fake.first == ["eager", "compile", "trial 7"], "its cache is gone: it runs cold again to fill one"
+
+
+def _cold_seconds(fake: Stand, monkeypatch, seconds: dict[str, list[float]]) -> list[tuple[str, TrialRequest]]:
+    """First runs whose compile seconds come from `seconds`, in turn per subject; the runs asked for, in order."""
+    asked: list[tuple[str, TrialRequest]] = []
+    turns = {name: iter(values) for name, values in seconds.items()}
+
+    def first_run(request, monitor=None, gate=None) -> TrialRun:
+        name = fake.name_of(request)
+        asked.append((name, request))
+        run = Stand.first_run(fake, request)
+        if name in turns:
+            run.compiled = fake_records.compiled(compile_seconds=next(turns[name]))
+        return run
+
+    monkeypatch.setattr(engine, "run_trial", first_run)
+    return asked
+
+
+def test_with_cold_compiles_every_configuration_compiles_again_before_each_replicate(
+    harness, stand, monkeypatch, tmp_path
+) -> None:
+    fake = stand({"eager": [50.0], "compile": [100.0], "trial 7": [130.0, 131.0, 129.0]})
+    asked = _cold_seconds(fake, monkeypatch, {"compile": [20.0, 19.0, 21.0, 20.5], "trial 7": [30.0, 33.0, 27.0, 31]})
+    budget = Budget(min_rounds=3, max_rounds=3, cold_compiles=True)
+    result = engine.measure(harness, subjects(), objective=THROUGHPUT, budget=budget, cache_root=tmp_path)
+    firsts, again = asked[:3], asked[3:]
+    assert [name for name, _ in firsts] == ["eager", "compile", "trial 7"]
+    assert len(again) == 6 and {name for name, _ in again} == {"compile", "trial 7"}, "eager compiles nothing"
+    for name, request in again:
+        assert request.protocol["check_accuracy"] is False and request.protocol["fresh_batches"] == 0
+        assert request.protocol["windows"] == 1
+        assert request.cache_dir != result.subjects[name].cache_dir, "an empty folder of its own, not the warm one"
+        assert not Path(request.cache_dir).exists(), "removed once compiled"
+    assert result.compiles == {"compile": [19.0, 21.0, 20.5], "trial 7": [33.0, 27.0, 31.0]}
+    assert result.compile_samples("eager") == [0.0, 0.0, 0.0]
+    assert result.compile_seconds("trial 7") == 31.0, "the median of the cold compiles, not the first run's 30"
+    extra = result.extra_compile("trial 7", "compile")
+    assert extra.rounds == 3 and math.isclose(extra.median, 10.1666, rel_tol=1e-3) and extra.low < 10 < extra.high
+    sooner = result.compile_ratio("compile", "trial 7")
+    assert sooner.rounds == 3 and 1.3 < sooner.median < 1.7
+    assert result.compile_ratio("eager", "compile") is None, "eager compiles nothing: no ratio"
+    back = Campaign.from_dict(result.to_dict())
+    assert back.compiles == result.compiles and back.extra_compile("trial 7", "compile") == extra
+
+
+def test_time_to_reads_each_replicates_own_cold_compile(harness, stand, monkeypatch, tmp_path) -> None:
+    fake = stand({"eager": [50.0], "compile": [100.0], "trial 7": [130.0, 131.0, 129.0]})
+    _cold_seconds(fake, monkeypatch, {"compile": [20.0, 19.0, 21.0, 20.5], "trial 7": [30.0, 33.0, 27.0, 31]})
+    objective = Objective("time-to", 100)
+    budget = Budget(min_rounds=3, max_rounds=3, cold_compiles=True)
+    result = engine.measure(harness, subjects(), objective=objective, budget=budget, cache_root=tmp_path)
+    for index, record in enumerate(result.runs["trial 7"]):
+        own = result.compiles["trial 7"][index]
+        assert result.value_of("trial 7", record, index=index) == objective.of(replace(record, compile_seconds=own))
+    # A time-to decision rests on compile times that vary: the ratio's spread comes from them too.
+    logs = result.log_ratios("trial 7", "compile")
+    assert len(set(round(v, 9) for v in logs)) == 3
+
+
+def test_without_cold_compiles_compile_time_is_the_first_runs_one_measurement(harness, stand, tmp_path) -> None:
+    stand({"eager": [50.0], "compile": [100.0], "trial 7": [130.0, 131.0, 129.0]})
+    result = engine.measure(
+        harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=3, max_rounds=3), cache_root=tmp_path
+    )
+    assert result.compiles == {} and result.compile_samples("eager") == []
+    assert result.extra_compile("trial 7", "compile") is None and result.compile_ratio("trial 7", "compile") is None
+
+
+def test_a_break_even_from_cold_compiles_has_an_interval_that_joins_both() -> None:
+    # 1,200 samples/s against eager's 800 at 8 a step: a step saves 10 ms * (1 - 1/1.5) = 3.33 ms; 30 s of
+    # compiling, give or take, pays back after about 9,000 steps, with an interval from both.
+    timed = _timed(eager=([800.0] * 4, 0.0), compile=([1000.0] * 4, 20.0))
+    timed.runs["trial"] = [
+        RunRecord(state="complete", samples_per_second=r, batches_per_second=r / 8, compile_seconds=30.0)
+        for r in (1190.0, 1210.0, 1195.0, 1205.0)
+    ]
+    timed.subjects["trial"] = Subject(name="trial", config=REGIONAL, trial=3)
+    timed.compiles = {"compile": [20.0, 21.0, 19.0, 20.0], "trial": [28.0, 32.0, 29.0, 31.0]}
+    figures = confirmation_rows(timed)[2]["break_even_vs_eager"]
+    assert figures["compile_measurements"] == 4 and figures["compile_seconds"] == 30.0
+    low, high = figures["steps_interval"]
+    assert low < figures["steps"] < high and 8000 < figures["steps"] < 10000
+    assert high / low < 1.5, "both spreads are small"
+    cell = confirmation_cells(confirmation_rows(timed))[3]
+    assert cell[5].startswith(f"{figures['steps']:,.0f} steps [{low:,.0f}, {high:,.0f}] (4 cold compiles each)")
+    assert cell[4] == "30 [27.1, 32.9] (4 cold)"
+    versus = confirmation_rows(timed)[2]["break_even_vs_compile"]
+    assert versus["compile_seconds"] == 10.0 and versus["compile_measurements"] == 4
 
 
 def test_replicates_are_added_while_undecided_up_to_the_budget(harness, stand) -> None:

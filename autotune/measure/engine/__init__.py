@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from autotune.measure.engine._campaign import BASELINES, Campaign, Harness, Subject, with_protocol
 from autotune.measure.engine._engine import (
+    COLD_COMPILE,
     VALIDATION_MAX_ROUNDS,
     VALIDATION_PRECISION,
     VALIDATION_REPEATS,
@@ -15,6 +16,7 @@ from autotune.measure.engine._engine import (
     first_blocks,
     has_warm_cache,
     measure,
+    run_label,
     validation_budget,
 )
 from autotune.measure.engine._replicate import (
@@ -30,6 +32,7 @@ from autotune.measure.engine._replicate import (
 
 __all__ = [
     "BASELINES",
+    "COLD_COMPILE",
     "VALIDATION_MAX_ROUNDS",
     "VALIDATION_PRECISION",
     "VALIDATION_REPEATS",
@@ -51,6 +54,7 @@ __all__ = [
     "first_blocks",
     "has_warm_cache",
     "measure",
+    "run_label",
     "take_turns",
     "validation_budget",
     "with_protocol",

@@ -27,7 +27,16 @@ from typing import Any
 
 from autotune.measure.engine._replicate import Replicate
 from autotune.measure.format import utc_now
-from autotune.measure.stats import Components, Interval, Looks, Objective, components, faster, replicate_interval
+from autotune.measure.stats import (
+    Components,
+    Interval,
+    Looks,
+    Objective,
+    components,
+    faster,
+    mean_interval,
+    replicate_interval,
+)
 from autotune.runtime import codegen, environment
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.summary import WorkloadSummary
@@ -159,6 +168,9 @@ class Campaign:
     partners: dict[str, dict[str, list[RunRecord | None]]] = field(default_factory=dict)
     """partners[reference][name]: per replicate, the run of `reference` in `name`'s group, where the reference ran
     in every group (the 'pairs' design); None where it shared the reference's own run."""
+    compiles: dict[str, list[float | None]] = field(default_factory=dict)
+    """Per configuration, the seconds of its cold compile before each replicate (`Budget.cold_compiles`; None where
+    it did not compile for that replicate). Empty without: compile time is then the first run's, one measurement."""
 
     @property
     def rounds(self) -> int:
@@ -184,8 +196,20 @@ class Campaign:
             return first
         return next((r for r in self.runs.get(name, []) if r is not None and not r.complete), None)
 
+    def compile_samples(self, name: str) -> list[float | None]:
+        """Per replicate, the subject's cold compile before it (`compiles`); eager's are 0 s. Empty when the campaign
+        compiled nothing cold between replicates."""
+        subject = self.subjects.get(name)
+        if subject is not None and subject.config is None and self.compiles:
+            return [0.0] * self.rounds
+        return list(self.compiles.get(subject.same_as or name if subject is not None else name, []))
+
     def compile_seconds(self, name: str) -> float | None:
-        """The subject's compile time: its first, cold run's (a warm replicate's only when no first run is known)."""
+        """The subject's compile time: the median of its cold compiles between replicates where the campaign made
+        them, else its first, cold run's (a warm replicate's only when no first run is known)."""
+        samples = [c for c in self.compile_samples(name) if c is not None]
+        if samples:
+            return statistics.median(samples)
         subject = self.subjects.get(name)
         first = self.cold.get(subject.same_as or name) if subject is not None else None
         if first is not None and first.compile_seconds is not None:
@@ -193,27 +217,61 @@ class Campaign:
         runs = self.complete_runs(name)
         return statistics.median(r.compile_seconds or 0.0 for r in runs) if runs else None
 
-    def value_of(self, name: str, record: RunRecord, objective: Objective | None = None) -> float:
-        """An objective (the campaign's by default) of one replicate's record, with the subject's cold compile time.
+    def value_of(self, name: str, record: RunRecord, objective: Objective | None = None, index: int = -1) -> float:
+        """An objective (the campaign's by default) of replicate `index`'s record, with the subject's cold compile time.
 
         A replicate starts warm from the subject's cache; `time-to:N` and `compile-time` count
-        the compile a user pays the first time, which the subject's first run measured.
+        the compile a user pays the first time: the cold compile made before that replicate
+        where the campaign made them (`compiles`), else the subject's first run's.
         """
         objective = objective or self.objective
-        compile_seconds = self.compile_seconds(name)
-        if compile_seconds is None or objective.kind not in ("time-to", "compile-time"):
+        if not objective.counts_compile:
+            return objective.of(record)
+        samples = self.compile_samples(name)
+        own = samples[index] if 0 <= index < len(samples) else None
+        compile_seconds = own if own is not None else self.compile_seconds(name)
+        if compile_seconds is None:
             return objective.of(record)
         return objective.of(replace(record, compile_seconds=compile_seconds))
 
+    def complete_indexed(self, name: str) -> list[tuple[int, RunRecord]]:
+        """The subject's complete runs with the replicate each ran in."""
+        return [(i, r) for i, r in enumerate(self.runs.get(name, [])) if r is not None and r.complete]
+
     def value(self, name: str) -> float | None:
         """The median objective over the subject's complete runs."""
-        values = [self.value_of(name, r) for r in self.complete_runs(name)]
+        values = [self.value_of(name, r, index=i) for i, r in self.complete_indexed(name)]
         return statistics.median(values) if values else None
 
     def median_run(self, name: str) -> RunRecord | None:
         """The complete run whose objective is the (lower) median: the figures best.yaml records."""
-        runs = sorted(self.complete_runs(name), key=lambda r: self.value_of(name, r))
-        return runs[(len(runs) - 1) // 2] if runs else None
+        runs = sorted(self.complete_indexed(name), key=lambda run: self.value_of(name, run[1], index=run[0]))
+        return runs[(len(runs) - 1) // 2][1] if runs else None
+
+    def compile_ratio(self, name: str, reference: str) -> Interval | None:
+        """How many times sooner `name` compiles than `reference`: the plain 95% t-interval over the replicates' paired
+        cold compiles (`compiles`), or None without two pairs (one cold compile each is one measurement, no interval).
+        None where either is eager, which compiles nothing."""
+        pairs = self._compile_pairs(name, reference)
+        if len(pairs) < 2 or any(a <= 0 or b <= 0 for a, b in pairs):
+            return None
+        return replicate_interval([math.log(b / a) for a, b in pairs])
+
+    def extra_compile(self, name: str, reference: str | None = None, confidence: float = 0.95) -> Interval | None:
+        """The seconds `name` compiles longer than `reference` (None: than nothing, its whole compile), replicate by
+        replicate: their mean with its plain t-interval (95% by default), or None without two cold compiles paired."""
+        if reference is None:
+            values = [c for c in self.compile_samples(name) if c is not None]
+        else:
+            values = [a - b for a, b in self._compile_pairs(name, reference)]
+        return mean_interval(values, confidence) if len(values) >= 2 else None
+
+    def _compile_pairs(self, name: str, reference: str) -> list[tuple[float, float]]:
+        return [
+            (a, b)
+            for a, b in zip(self.compile_samples(name), self.compile_samples(reference), strict=False)
+            if a is not None and b is not None
+        ]
 
     def paired_runs(self, name: str, reference: str) -> list[tuple[RunRecord | None, RunRecord | None]]:
         """Per replicate, the run of `name` and the run of `reference` it was paired with."""
@@ -229,8 +287,8 @@ class Campaign:
     def log_ratios(self, name: str, reference: str) -> list[float]:
         """Per replicate where both completed: the logarithm of how many times faster `name` is than `reference`."""
         return [
-            math.log(faster(self.value_of(name, a), self.value_of(reference, b), self.objective))
-            for a, b in self.paired_runs(name, reference)
+            math.log(faster(self.value_of(name, a, index=i), self.value_of(reference, b, index=i), self.objective))
+            for i, (a, b) in enumerate(self.paired_runs(name, reference))
             if a is not None and b is not None and a.complete and b.complete
         ]
 
@@ -339,6 +397,7 @@ class Campaign:
         view.subjects = {n: self.subjects[n] for n in kept}
         view.runs = {n: self.runs[n] for n in kept}
         view.cold = {n: r for n, r in self.cold.items() if n in kept}
+        view.compiles = {n: c for n, c in self.compiles.items() if n in kept}
         view.environment = self.environment
         return view
 
@@ -360,6 +419,10 @@ class Campaign:
             data["retired"] = dict(self.retired)
         if self.looks is not None:
             data["looks"] = self.looks.to_dict()
+        if self.compiles:
+            data["compiles"] = {
+                n: [round(c, 3) if c is not None else None for c in v] for n, v in self.compiles.items()
+            }
         if self.partners:
             data["partners"] = {
                 r: {n: [x.to_dict() if x is not None else None for x in runs] for n, runs in by.items()}
@@ -390,6 +453,8 @@ class Campaign:
             retired={str(k): str(v) for k, v in (data.get("retired") or {}).items()},
             looks=Looks.from_dict(data["looks"]) if isinstance(data.get("looks"), Mapping) else None,
         )
+        for name, values in (data.get("compiles") or {}).items():
+            campaign.compiles[str(name)] = [float(c) if c is not None else None for c in values]
         for reference, by in (data.get("partners") or {}).items():
             campaign.partners[str(reference)] = {
                 str(n): [RunRecord.from_dict(x) if x is not None else None for x in runs] for n, runs in by.items()

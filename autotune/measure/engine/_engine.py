@@ -54,6 +54,7 @@ from autotune.trial.request import RunProtocol, RunRecord, TrialRequest, TrialRu
 from autotune.trial.runner import run_trial
 
 __all__ = [
+    "COLD_COMPILE",
     "Budget",
     "Lab",
     "Processes",
@@ -63,12 +64,26 @@ __all__ = [
     "first_blocks",
     "measure",
     "plan_looks",
+    "run_label",
     "retire",
     "validation_budget",
 ]
 
 RunCallback = Callable[[str, int, RunRecord], None]
-"""Called after each run with the subject's name, the replicate (from 0; -1 for a first, cold run) and its record."""
+"""Called after each run with the subject's name, the replicate (from 0; -1 for a first, cold run; `COLD_COMPILE - k`
+for a cold compile before replicate k, from 0) and its record."""
+COLD_COMPILE = -2
+"""The replicate number a `RunCallback` hears for the cold compile before the first replicate (-3 the second's...)."""
+
+
+def run_label(index: int) -> str:
+    """What a `RunCallback`'s replicate number names: 'first run (cold)', 'cold compile before replicate 2',
+    'replicate 3'."""
+    if index <= COLD_COMPILE:
+        return f"cold compile before replicate {COLD_COMPILE - index + 1}"
+    return "first run (cold)" if index < 0 else f"replicate {index + 1}"
+
+
 ReplicateCallback = Callable[[Campaign, "Budget"], None]
 """Called before each replicate starts, with the campaign so far and the budget."""
 PROBE_REPLICATES = 2
@@ -98,6 +113,12 @@ class Budget:
     reference: str = "compile"
     race: bool = False
     """Leave out of later replicates the subjects that no longer bear on the question (see `retire`)."""
+    cold_compiles: bool = False
+    """Before each replicate, compile every configuration it runs again, alone and cold in an empty folder, in a new
+    random order: compile time then has one measurement per replicate, paired like the throughput, and an interval
+    (`Campaign.compile_ratio`, `Campaign.extra_compile`). For campaigns in which compile time decides (`time-to:N`, a
+    Pareto front: `Objectives.compile_decides`) and `autotune validate --cold-compiles`. Without it, compile time is
+    each subject's one first run: shown, with no interval, and deciding nothing."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_rounds <= self.max_rounds:
@@ -233,6 +254,8 @@ def measure(
             # Planned once the first runs say what a replicate costs, before any replicate is seen.
             firsts = {name: campaign.cold.get(name) for name in campaign.racing()}
             expected = expected_replicate_seconds(firsts, budget.blocks, harness.protocol.window_seconds)
+            if budget.cold_compiles:
+                expected += sum(r.compile_seconds or 0.0 for r in firsts.values() if r is not None)
             campaign.looks = plan_looks(campaign, asked, expected)
             held = campaign.looks.last < asked.max_rounds  # the seconds, not --max-rounds, set the last look
             budget = replace(asked, max_rounds=campaign.looks.last)
@@ -243,11 +266,12 @@ def measure(
                 retire(campaign, budget.reference)  # before a replicate: only one that runs can leave anyone out
             if on_replicate:
                 on_replicate(campaign, budget)
-            _one_replicate(harness, campaign, requests, budget, rng, on_run, lab)
+            cold = _cold_compiles(harness, campaign, root, rng, lab, on_run) if budget.cold_compiles else 0.0
+            _one_replicate(harness, campaign, requests, budget, rng, on_run, lab, cold)
             if planning and campaign.rounds == 1 and asked.seconds is not None and campaign.replicates:
                 # Planned again from what the first replicate cost, not the first runs' guess at it: no look has been
                 # taken yet (one replicate decides nothing), so the error is still all to spend.
-                campaign.looks = plan_looks(campaign, asked, campaign.replicates[-1].seconds)
+                campaign.looks = plan_looks(campaign, asked, _next_seconds(campaign, campaign.replicates[-1].blocks))
                 held = campaign.looks.last < asked.max_rounds
                 budget = replace(budget, max_rounds=campaign.looks.last)
             ahead = _next_seconds(campaign, _blocks(campaign, budget, harness))
@@ -317,6 +341,37 @@ def _first_runs(
         campaign.cold[name] = record
         if on_run:
             on_run(name, -1, record)
+
+
+def _cold_compiles(
+    harness: Harness, campaign: Campaign, root: Path, rng: random.Random, lab: Lab, on_run: RunCallback | None
+) -> float:
+    """Each configuration the next replicate runs, compiled once more alone and cold in an empty folder, in a random
+    order (drift over the minutes lands on no subject in particular): its compile time for that replicate.
+
+    The run compiles, warms up on the fixed batches and stops after one window: no accuracy check (the first run
+    made it, and its time is never part of the compile time) and no fresh stream. Eager compiles nothing and is not
+    run. A compile that fails leaves no figure for that replicate (None). Returns the seconds they took.
+    """
+    index = campaign.rounds
+    names = [n for n in campaign.racing() if campaign.subjects[n].config is not None]
+    rng.shuffle(names)
+    started = lab.clock()
+    for name in names:
+        subject = campaign.subjects[name]
+        folder = Path(tempfile.mkdtemp(prefix=f"cold-{_folder_name(name)}-", dir=root))
+        try:
+            request = harness.request(subject.config, created=subject.created, cache_dir=str(folder))
+            protocol = {**request.protocol, "check_accuracy": False, "windows": 1, "settle_windows": 1}
+            record = lab.first(replace(request, protocol={**protocol, "fresh_batches": 0})).record()
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        column = campaign.compiles.setdefault(name, [])
+        column.extend([None] * (index - len(column)))
+        column.append(record.compile_seconds if record.complete else None)
+        if on_run:
+            on_run(name, COLD_COMPILE - index, record)
+    return lab.clock() - started
 
 
 def has_warm_cache(folder: str) -> bool:
@@ -389,6 +444,7 @@ def _one_replicate(
     rng: random.Random,
     on_run: RunCallback | None,
     lab: Lab,
+    cold_seconds: float = 0.0,
 ) -> None:
     names = campaign.racing()
     requests = {name: every[name] for name in names}
@@ -408,7 +464,7 @@ def _one_replicate(
     )
     replicate, runs, partners = lab.replicate(requests, plan, rng)
     index = campaign.rounds
-    campaign.replicates.append(replicate)
+    campaign.replicates.append(replace(replicate, cold_seconds=cold_seconds))
     for name in campaign.measured():
         run = runs.get(name)
         record = run.record() if run is not None else None
@@ -465,7 +521,7 @@ def _next_seconds(campaign: Campaign, blocks: int) -> float:
     """What the next replicate will take, from the last one: its start-up, and its windows scaled to `blocks`."""
     last = campaign.replicates[-1]
     windows = max(last.seconds - last.ready_seconds, 0.0)
-    return last.ready_seconds + windows * blocks / max(last.blocks, 1)
+    return last.cold_seconds + last.ready_seconds + windows * blocks / max(last.blocks, 1)
 
 
 def _stop(campaign: Campaign, budget: Budget, spent: float, ahead: float = 0.0) -> str:

@@ -74,6 +74,8 @@ class Replicate:
     """Seconds from starting each group's processes until all were ready, summed: the cost of a new replicate."""
     seconds: float = 0.0
     """Its whole wall time."""
+    cold_seconds: float = 0.0
+    """Seconds its subjects' cold compiles took before it (`Budget.cold_compiles`; 0 without)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -84,6 +86,7 @@ class Replicate:
             "started": round(self.started, 3),
             "ready_seconds": round(self.ready_seconds, 3),
             "seconds": round(self.seconds, 3),
+            **({"cold_seconds": round(self.cold_seconds, 3)} if self.cold_seconds else {}),
         }
 
     @classmethod
@@ -96,6 +99,7 @@ class Replicate:
             started=float(data.get("started", 0.0)),
             ready_seconds=float(data.get("ready_seconds", 0.0)),
             seconds=float(data.get("seconds", 0.0)),
+            cold_seconds=float(data.get("cold_seconds", 0.0)),
         )
 
 

@@ -57,6 +57,11 @@ class Objective:
         return "maximize" if self.kind == "throughput" else "minimize"
 
     @property
+    def counts_compile(self) -> bool:
+        """Whether the objective's figure holds compile time (`time-to:N`, `compile-time`)."""
+        return self.kind in ("time-to", "compile-time")
+
+    @property
     def unit(self) -> str:
         return {
             "throughput": "samples/s",
@@ -118,6 +123,14 @@ class Objectives:
     @property
     def multi(self) -> bool:
         return len(self.items) > 1
+
+    @property
+    def compile_decides(self) -> bool:
+        """Whether compile time decides what is exported: `time-to:N` counts it, and a Pareto front weighs it (its
+        `compile-time` axis, and the default pick's bound of twice plain compile's). Such a study's confirmation
+        compiles every subject cold again each replicate, so that compile time has an interval
+        (`Budget.cold_compiles`)."""
+        return self.multi or any(o.counts_compile for o in self.items)
 
     @property
     def directions(self) -> list[str]:

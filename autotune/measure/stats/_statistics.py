@@ -48,6 +48,7 @@ __all__ = [
     "Interval",
     "Looks",
     "components",
+    "mean_interval",
     "outcome",
     "paired_interval",
     "replicate_interval",
@@ -328,6 +329,24 @@ def _incomplete_beta(a: float, b: float, x: float) -> float:
         if abs(c * d - 1.0) < 1e-15:
             break
     return front * value / a
+
+
+def mean_interval(values: Sequence[float], confidence: float = 0.95) -> Interval:
+    """The arithmetic mean of `values` (seconds, not ratios) with its plain t-interval (df = n - 1), 95% by default.
+
+    For quantities measured once per replicate whose differences, not ratios, matter: the
+    seconds a configuration compiles longer than plain compile, replicate by replicate. One
+    value has no interval: low and high are the value itself, and `rounds` says 1.
+    """
+    if not values:
+        raise ValueError("an interval needs at least one value")
+    centre = statistics.fmean(values)
+    if len(values) == 1:
+        return Interval(centre, centre, centre, 1)
+    df = len(values) - 1
+    quantile = t975(df) if confidence == 0.95 else t_quantile(1.0 - (1.0 - confidence) / 2, df)
+    half = quantile * math.sqrt(_variance(values)) / math.sqrt(len(values))
+    return Interval(centre, centre - half, centre + half, len(values))
 
 
 def paired_interval(ratios: Sequence[float]) -> Interval:
