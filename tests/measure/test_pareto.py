@@ -19,8 +19,12 @@ pytestmark = pytest.mark.parallel
 SPEED_AND_COMPILE = Objectives.parse("throughput,compile-time")
 
 
-def campaign(**subjects: tuple[list[float], float, float]) -> Campaign:
-    """Subject name -> (samples/s per replicate, compile seconds, peak MiB); replicates with a little spread."""
+def campaign(cold: bool = True, **subjects: tuple[list[float], float, float]) -> Campaign:
+    """Subject name -> (samples/s per replicate, compile seconds, peak MiB); replicates with a little spread.
+
+    With `cold`, every configuration compiled cold again before each replicate, within 1% of its compile
+    seconds (`Campaign.compiles`); without, its compile time is one cold compile.
+    """
     result = Campaign(objective=Objective())
     for name, (rates, compile_seconds, memory) in subjects.items():
         config = (
@@ -40,6 +44,8 @@ def campaign(**subjects: tuple[list[float], float, float]) -> Campaign:
             )
             for rate in rates
         ]
+        if cold and config is not None:
+            result.compiles[name] = [compile_seconds * f / 150.0 for f in steady(150.0)][: len(rates)]
     result.orders = [list(subjects) for _ in next(iter(subjects.values()))[0]]  # one replicate per figure
     return result
 
@@ -103,6 +109,45 @@ def test_a_trial_as_fast_as_plain_compile_within_the_band_is_dominated_when_it_c
         **{"trial 1": (steady(150.5), 20.0, 320.0)},  # equivalent within +/-2%, compiles twice as long
     )
     assert [p.subject for p in front(measured, SPEED_AND_COMPILE)] == ["compile", "eager"]
+
+
+def test_one_cold_compile_each_decides_nothing_on_the_front() -> None:
+    # A trial decided faster than plain compile that once compiled half a second sooner pushed plain compile off
+    # the front: one cold compile each cannot tell 10.0 s from 10.5 s. Now it decides nothing; compiled cold
+    # before every replicate, the same half second is decided, and then it does push plain compile off.
+    noisy = [150.0 * f for f in (0.8, 1.25, 0.85, 1.2, 0.82, 1.15)]  # below plain compile's median, undecided
+    subjects = {
+        "eager": (steady(100.0), 0.0, 320.0),
+        "compile": (steady(150.0), 10.5, 320.0),
+        "trial 1": (noisy, 9.5, 320.0),
+        "trial 2": (steady(200.0), 10.0, 320.0),
+    }
+    once = campaign(cold=False, **subjects)
+    assert once.compile_ratio("trial 2", "compile") is None, "one cold compile each: no interval"
+    assert sorted(p.subject for p in front(once, SPEED_AND_COMPILE)) == ["compile", "eager", "trial 1", "trial 2"]
+    repeated = campaign(**subjects)
+    versus = repeated.compile_ratio("trial 2", "compile")
+    assert versus is not None and versus.rounds == 6 and versus.low > 1.02, "decided sooner, beyond the band"
+    # trial 1 compiles sooner than trial 2, decided, and runs slower by its median: both stay. Against plain
+    # compile its speed is undecided: neither dominates the other.
+    assert sorted(p.subject for p in front(repeated, SPEED_AND_COMPILE)) == ["eager", "trial 1", "trial 2"]
+
+
+def test_a_compile_bound_holds_a_point_only_when_its_interval_does() -> None:
+    spread = [1.0, 1.6, 0.7, 1.5, 0.6, 1.4]  # compile seconds that vary by half from one cold compile to the next
+    measured = campaign(
+        eager=(steady(100.0), 0.0, 320.0),
+        compile=(steady(150.0), 10.0, 320.0),
+        **{"trial 1": (steady(200.0), 18.0, 320.0)},
+    )
+    objectives = Objectives.parse("throughput,compile-time")
+    assert choose_point(measured, objectives, parse_pick("fastest:2x"))[0].subject == "trial 1"  # 1.8x, decided
+    measured.compiles["trial 1"] = [18.0 * f for f in spread]  # the same mean, 1.8x, but not decided under 2x
+    versus = measured.compile_ratio("compile", "trial 1")
+    assert versus is not None and versus.low < 2.0 < versus.high
+    assert choose_point(measured, objectives, parse_pick("fastest:2x"))[0].subject == "compile"
+    assert choose_point(measured, objectives, parse_pick("fastest:2.5x"))[0].subject == "compile"
+    assert choose_point(measured, objectives, parse_pick("fastest:5x"))[0].subject == "trial 1"
 
 
 def test_pick_rules_choose_among_the_front() -> None:

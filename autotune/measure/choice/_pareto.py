@@ -13,6 +13,13 @@ other. A configuration slower by its estimate, undecided, that once compiled soo
 push plain compile off the front. Between other points (eager and the configurations) speed
 is compared by median.
 
+Compile time is read the same way: a study whose front weighs compile time compiles every
+configuration cold again before each replicate (`Budget.cold_compiles`), and two points'
+compile times are compared by the outcome rule and band on their paired ratio
+(`Campaign.compile_ratio`); a compile-time bound (`fastest:2x`) holds a point only when its
+interval lies wholly within it. One cold compile each (a campaign without them) is one
+measurement: it is shown, and decides nothing. Eager compiles nothing, which needs no interval.
+
 Which point best.yaml ships is a pick rule (`--pick`):
 
 - `fastest` — what a single-objective search would export among the front (a
@@ -106,18 +113,18 @@ def points(campaign: Campaign, objectives: Objectives) -> list[Point]:
     """Every subject that completed its confirmation runs, with its confirmed figures.
 
     Each figure is the lower median over the replicates, as in the confirmation table; compile
-    time is the subject's first, cold run's.
+    time is the median of the cold compiles between replicates (`Campaign.compile_seconds`).
     """
     found = []
     for name in campaign.subjects:
-        runs = campaign.complete_runs(name)
+        runs = campaign.complete_indexed(name)
         if not runs or campaign.failure(name) is not None:
             continue
-        memory = [r.peak_memory_mb for r in runs if r.peak_memory_mb is not None]
+        memory = [r.peak_memory_mb for _, r in runs if r.peak_memory_mb is not None]
         found.append(
             Point(
                 name,
-                tuple(_lower_median([campaign.value_of(name, r, o) for r in runs]) for o in objectives),
+                tuple(_lower_median([campaign.value_of(name, r, o, i) for i, r in runs]) for o in objectives),
                 campaign.compile_seconds(name) or 0.0,
                 _lower_median(memory) if memory else None,
             )
@@ -156,10 +163,20 @@ def _compare(campaign: Campaign, objective: Objective, a: Point, b: Point, index
         # search reads it (`outcome`, the same band).
         said = outcome(campaign.ratio(a.subject, b.subject), BAND)
         return {"gain": 1, "loss": -1, "equivalent": 0}.get(said)
+    if objective.kind == "compile-time" and "eager" not in (a.subject, b.subject):
+        return _compile_order(campaign, a.subject, b.subject)
     x, y = a.values[index], b.values[index]
     if x == y:
         return 0
     return 1 if objective.better(x, y) else -1
+
+
+def _compile_order(campaign: Campaign, a: str, b: str) -> int | None:
+    """Compile time between two compiling subjects, by the same outcome rule and band as speed: 1 when `a` is
+    decided to compile sooner, -1 later, 0 as soon (equivalent within the band); None when undecided, and when
+    there is no interval at all: one cold compile each decides nothing, so neither point dominates the other."""
+    said = outcome(campaign.compile_ratio(a, b), BAND)
+    return {"gain": 1, "loss": -1, "equivalent": 0}.get(said)
 
 
 def choose_point(campaign: Campaign, objectives: Objectives, pick: Pick) -> tuple[Choice, list[Point]]:
@@ -180,7 +197,7 @@ def choose_point(campaign: Campaign, objectives: Objectives, pick: Pick) -> tupl
         what = "the shortest compile" if pick.rule == "least-compile" else "the least peak memory"
         return _choice(campaign, best.subject, f"{best.subject} is exported: {what} on the Pareto front."), on_front
     bound = _compile_bound(campaign, pick)
-    eligible = [p.subject for p in on_front if bound is None or p.compile_seconds <= bound]
+    eligible = [p.subject for p in on_front if bound is None or _within(campaign, p, pick, bound)]
     chosen = choose(campaign.only([*BASELINES, *eligible]))
     if chosen.subject not in names:
         # The rule's answer was dominated (e.g. plain compile by a configuration as fast that compiles sooner):
@@ -204,6 +221,20 @@ def _compile_bound(campaign: Campaign, pick: Pick) -> float | None:
     if not runs:
         return None  # plain compile failed: no yardstick, so no bound
     return pick.bound * (campaign.compile_seconds("compile") or 0.0)
+
+
+def _within(campaign: Campaign, point: Point, pick: Pick, bound: float) -> bool:
+    """Whether a point compiles within the pick's bound: wholly, by the upper end of its interval (the ratio to plain
+    compile's compile time for `fastest:Kx`, its own compile seconds for `fastest:Ss`). Eager and plain compile
+    itself always are (K >= 1 holds plain compile). Without cold compiles between replicates, a point's one cold
+    compile decides nothing: it is within."""
+    if point.subject == "eager" or (pick.relative and point.subject == YARDSTICK and (pick.bound or 0) >= 1):
+        return True
+    if pick.relative:
+        versus = campaign.compile_ratio(YARDSTICK, point.subject)  # how many times longer it compiles
+        return versus is None or versus.high <= (pick.bound or 0.0)
+    seconds = campaign.extra_compile(point.subject)
+    return seconds is None or seconds.high <= bound
 
 
 def _choice(campaign: Campaign, name: str, verdict: str) -> Choice:

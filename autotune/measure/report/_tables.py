@@ -28,6 +28,9 @@ def confirmation_rows(campaign: Campaign) -> list[dict[str, Any]]:
             rates = sorted(r.samples_per_second or 0.0 for r in runs)
             row["samples_per_second"] = rates[(len(rates) - 1) // 2]
             row["compile_seconds"] = campaign.compile_seconds(name)
+            spread = campaign.extra_compile(name) if subject.config is not None else None
+            if spread is not None:
+                row["compile_interval"] = spread.to_dict()  # the mean of the cold compiles, with its 95% interval
             for reference in ("compile", "eager"):
                 versus = campaign.ratio(name, reference) if name != reference else None
                 row[f"vs_{reference}"] = versus.to_dict() if versus else None
@@ -71,13 +74,22 @@ def confirmation_cells(
                 name,
                 number(row.get("samples_per_second")),
                 *ratios,
-                number(row.get("compile_seconds")),
+                _compile_cell(row),
                 _pays_back(row),
                 runs,
                 str(row.get("configuration", "")),
             ]
         )
     return cells
+
+
+def _compile_cell(row: Mapping[str, Any]) -> str:
+    """The compile seconds: the mean of the cold compiles with its interval where there were several, else the one
+    cold compile."""
+    spread = row.get("compile_interval")
+    if not spread:
+        return number(row.get("compile_seconds"))
+    return f"{number(spread['median'])} [{number(spread['low'])}, {number(spread['high'])}] ({spread['rounds']} cold)"
 
 
 def _pays_back(row: Mapping[str, Any]) -> str:
