@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import TYPE_CHECKING
 
 from autotune.cli._common import EXIT_OK
+
+if TYPE_CHECKING:
+    from autotune.trial.request import RunRecord
 
 __all__ = ["DESCRIPTION", "EPILOG", "HELP", "NAME", "add_flags", "run"]
 
@@ -43,6 +48,13 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="stop adding replicates after this much measurement, first runs not included (default: 180)",
     )
+    p.add_argument(
+        "--cold-compiles",
+        action="store_true",
+        help="before each replicate, compile the configuration and plain compile again, alone and cold, so that "
+        "compile time and when it pays back get intervals (each replicate takes their compile times longer; "
+        "without it, compile time is one cold compile each, shown with no interval)",
+    )
     p.add_argument("--trial-timeout", type=float, default=900.0, metavar="SECONDS", help="limit per run (default: 900)")
     p.set_defaults(run=run)
 
@@ -59,7 +71,22 @@ def run(args: argparse.Namespace) -> int:
         max_rounds=args.max_rounds,
         precision=args.precision,
         measure_seconds=args.measure_seconds,
+        cold_compiles=args.cold_compiles,
         trial_timeout=args.trial_timeout,
+        on_run=_said,
     )
     print(report.render())
     return EXIT_OK if report.ok else 1
+
+
+def _said(name: str, index: int, record: RunRecord) -> None:
+    """One line on standard error per run as it ends: a validation takes minutes."""
+    from autotune.measure.engine import COLD_COMPILE, run_label
+
+    if not record.complete:
+        done = f"{record.state} ({record.reason})"
+    elif index <= COLD_COMPILE:
+        done = f"compiled in {record.compile_seconds or 0.0:.1f} s"
+    else:
+        done = f"{record.samples_per_second or 0.0:.4g} samples/s"
+    print(f"autotune validate: {run_label(index)}: {name}: {done}", file=sys.stderr, flush=True)

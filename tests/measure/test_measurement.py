@@ -347,6 +347,27 @@ def test_too_many_failures_stop_the_search_but_still_export(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
+@pytest.mark.parallel
+def test_validate_with_cold_compiles_gives_compile_time_an_interval_from_real_compiles(tmp_path: Path, capsys) -> None:
+    recipe = tmp_path / "whole.yaml"
+    recipe.write_text("description: the whole model, compiled once\nconfig:\n  scope: whole\n")
+    code = cli.main(
+        [
+            "validate", str(recipe), "--model", f"{TARGETS}:detour_infer", "--device", "cpu", "--repeats", "2",
+            "--max-rounds", "2", "--cold-compiles",
+        ]
+    )  # fmt: skip
+    printed = capsys.readouterr()
+    assert code == cli.EXIT_OK, printed.err
+    # Each configuration compiled cold twice more, once before each replicate; eager, which compiles nothing, did not.
+    assert printed.err.count("cold compile before replicate 1: ") == 2, printed.err
+    assert printed.err.count("cold compile before replicate 2: ") == 2
+    assert "cold compile before replicate 1: eager" not in printed.err
+    assert "(2 cold)" in printed.out, "the table's compile seconds carry their interval"
+    assert "against plain torch.compile [" in printed.out and "(the mean of 2 paired cold compiles, 95%)" in printed.out
+
+
+@pytest.mark.slow
 def test_validating_the_same_configuration_twice_gives_ratios_that_agree_within_their_intervals(tmp_path: Path) -> None:
     recipe = tmp_path / "whole.yaml"
     recipe.write_text("description: the whole model, compiled once\nconfig:\n  scope: whole\n")

@@ -6,7 +6,7 @@ the configuration's ratio to each baseline as a median of paired rounds and its 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from autotune.errors import ConfigError, WorkloadError
@@ -76,8 +76,27 @@ class ValidationReport:
                 f"(geometric mean of paired replicates, t-interval simultaneous over the looks): {outcome(compiled, self.within)} "
                 "against plain torch.compile"
             )
+            lines.append(compile_text(self.campaign))
         lines += ["", design_text(self.campaign)]
         return "\n".join(lines)
+
+
+def compile_text(campaign: Campaign) -> str:
+    """How much longer the configuration compiles than plain compile: with its interval where both compiled cold before
+    each replicate, else as the one cold compile each that it is."""
+    extra = campaign.extra_compile("config", "compile")
+    if extra is not None:
+        return (
+            f"compile time: {extra.median:+.1f} s against plain torch.compile [{extra.low:+.1f}, {extra.high:+.1f}] "
+            f"(the mean of {extra.rounds} paired cold compiles, 95%)"
+        )
+    ours, theirs = campaign.compile_seconds("config"), campaign.compile_seconds("compile")
+    if ours is None or theirs is None:
+        return "compile time: not measured"
+    return (
+        f"compile time: {ours - theirs:+.1f} s against plain torch.compile (one cold compile each, no interval; "
+        "--cold-compiles measures it before every replicate)"
+    )
 
 
 def read_config_file(path: str | Path) -> tuple[str, CompileConfig, str | None]:
@@ -99,6 +118,7 @@ def validate(
     max_rounds: int = VALIDATION_MAX_ROUNDS,
     precision: float | None = VALIDATION_PRECISION,
     measure_seconds: float | None = VALIDATION_SECONDS,
+    cold_compiles: bool = False,
     trial_timeout: float = 900.0,
     protocol: RunProtocol | None = None,
     on_run: RunCallback | None = None,
@@ -108,7 +128,9 @@ def validate(
 
     Replicates are added from `repeats` until the interval against plain torch.compile is
     within +/- `precision` (None: until it is decided), `max_rounds` replicates, or
-    `measure_seconds` of measurement after the first runs.
+    `measure_seconds` of measurement after the first runs. With `cold_compiles`, the configuration
+    and plain compile compile again, alone and cold, before each replicate: compile time and its
+    pay-back get intervals (`Budget.cold_compiles`).
     """
     if repeats < 2:
         raise ConfigError(
@@ -132,6 +154,7 @@ def validate(
     budget = validation_budget(
         harness.protocol, repeats=repeats, max_rounds=max_rounds, precision=precision, seconds=measure_seconds
     )
+    budget = replace(budget, cold_compiles=cold_compiles)
     campaign = measure(
         harness,
         [*Subject.baselines(), Subject(name="config", config=config)],

@@ -79,18 +79,28 @@ class Plan:
 
 
 def confirmation_guess(
-    eager: RunRecord | None, compile: RunRecord | None, *, confirm: int, rounds: int, protocol: RunProtocol
+    eager: RunRecord | None,
+    compile: RunRecord | None,
+    *,
+    confirm: int,
+    rounds: int,
+    protocol: RunProtocol,
+    cold_compiles: bool = False,
 ) -> float:
     """Seconds a search's confirmation will take, from the baselines' first runs, before any trial.
 
     Its least replicates (`rounds`, where most confirmations decide), each of eager, plain compile
     and `confirm` trials warm from their caches (`expected_replicate_seconds`, processes starting
-    side by side); plain compile's first run stands for each trial's, which is not known yet.
+    side by side); plain compile's first run stands for each trial's, which is not known yet. With
+    `cold_compiles` (compile time decides), each replicate first compiles plain compile and every
+    trial cold again, one after another.
     """
     if confirm <= 0:
         return 0.0
     subjects = {"eager": eager, "compile": compile, **{f"trial {i}": compile for i in range(confirm)}}
     per = expected_replicate_seconds(subjects, first_blocks(protocol), protocol.window_seconds, starts_together=True)
+    if cold_compiles and compile is not None:
+        per += (confirm + 1) * (compile.compile_seconds or 0.0)
     return rounds * per
 
 

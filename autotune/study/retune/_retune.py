@@ -44,7 +44,7 @@ from autotune.measure import (
     record_compile_cache,
 )
 from autotune.measure.choice import DECISIONS, Decision, decide, recorded_ratios
-from autotune.measure.engine import first_blocks
+from autotune.measure.engine import first_blocks, run_label
 from autotune.measure.format import utc_now
 from autotune.measure.stats import method_change
 from autotune.runtime import compile_cache, environment, tuned
@@ -358,8 +358,7 @@ class _Retune:
         """The campaign and what it decides; a regression is measured for every replicate the budget allows."""
 
         def shown(name: str, index: int, record: Any) -> None:
-            what = "first run (cold)" if index < 0 else f"replicate {index + 1}"
-            self._note(f"{what}: {name}: {_shown(record, self.objective)}")
+            self._note(f"{run_label(index)}: {name}: {_shown(record, self.objective)}")
 
         reference = "incumbent" if challenger is not None else "compile"
         options = self.options
@@ -372,6 +371,7 @@ class _Retune:
                 max_rounds=options.max_rounds,
                 reference=reference,
                 blocks=first_blocks(self.harness.protocol),
+                cold_compiles=self.objective.counts_compile,
             ),
             on_run=shown,
             cache_root=self.out_dir / CACHES_FOLDER,
@@ -405,6 +405,7 @@ class _Retune:
                     max_rounds=options.max_rounds,
                     reference=reference,
                     blocks=first_blocks(self.harness.protocol),
+                    cold_compiles=self.objective.counts_compile,
                 ),
                 campaign=campaign,
                 on_run=shown,

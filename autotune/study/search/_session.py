@@ -20,6 +20,7 @@ import socket
 import statistics
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 import optuna
@@ -35,7 +36,13 @@ from autotune.measure import (
     measure,
     record_compile_cache,
 )
-from autotune.measure.engine import ReplicateCallback, RunCallback, expected_replicate_seconds
+from autotune.measure.engine import (
+    COLD_COMPILE,
+    ReplicateCallback,
+    RunCallback,
+    expected_replicate_seconds,
+    run_label,
+)
 from autotune.measure.format import span, utc_now
 from autotune.measure.tasks import measure_baselines
 from autotune.runtime import compile_cache, environment
@@ -330,7 +337,12 @@ def _baselines(search: _Search) -> dict[str, dict[str, Any]]:
         search.plan.typical_run = measured.compile_run.wall_seconds
     options = search.options
     search.plan.confirmation_seconds_guess = confirmation_guess(
-        measured.eager, measured.compile, confirm=options.confirm, rounds=options.rounds, protocol=options.protocol
+        measured.eager,
+        measured.compile,
+        confirm=options.confirm,
+        rounds=options.rounds,
+        protocol=options.protocol,
+        cold_compiles=search.objectives.compile_decides,
     )
     if not measured.eager.complete:
         measured.close()
@@ -384,15 +396,24 @@ def _confirm(search: _Search) -> Campaign | None:
         else "eager against plain torch.compile (every complete trial compiled plain torch.compile itself)"
     )
     options = search.options
+    cold = search.objectives.compile_decides
     search._note(
         f"confirming {what}: {options.rounds} to {options.max_rounds} replicates of paired windows, "
         "each subject warm from its own cache"
+        + (
+            "; compile time decides here, so before each replicate every configuration compiles again, cold"
+            if cold
+            else ""
+        )
     )
     campaign = measure(
         search.harness,
         _subjects(search, top),
         objective=search.objective,
-        budget=confirmation_budget(options.protocol, min_rounds=options.rounds, max_rounds=options.max_rounds),
+        budget=replace(
+            confirmation_budget(options.protocol, min_rounds=options.rounds, max_rounds=options.max_rounds),
+            cold_compiles=cold,
+        ),
         on_run=_shown(search),
         on_replicate=_planned(search),
         cache_root=search.loop.caches,
@@ -437,11 +458,10 @@ def _subjects(search: _Search, top: list[optuna.trial.FrozenTrial]) -> list[Subj
 
 def _shown(search: _Search) -> RunCallback:
     def shown(name: str, index: int, record: RunRecord) -> None:
-        what = "first run (cold)" if index < 0 else f"replicate {index + 1}"
-        outcome = (
-            f"{record.samples_per_second:.4g} samples/s" if record.complete else f"{record.state} ({record.reason})"
-        )
-        search._note(f"confirm {what}: {name}: {outcome}")
+        compiled = index <= COLD_COMPILE
+        done = f"{record.compile_seconds or 0.0:.1f} s" if compiled else f"{record.samples_per_second:.4g} samples/s"
+        outcome = done if record.complete else f"{record.state} ({record.reason})"
+        search._note(f"confirm {run_label(index)}: {name}: {outcome}")
 
     return shown
 
@@ -458,12 +478,14 @@ def _planned(search: _Search) -> ReplicateCallback:
                 search._note(f"confirm: {name} left out of later replicates, {why}")
         done = campaign.replicates
         if done:
-            pace = sum(r.seconds for r in done) / len(done)
+            pace = sum(r.seconds + r.cold_seconds for r in done) / len(done)
         else:  # before the first: a guess from the subjects' first runs, so the ETA counts down from the start
             firsts = {n: campaign.cold.get(n) for n in campaign.racing()}
             pace = expected_replicate_seconds(
                 firsts, budget.blocks, search.options.protocol.window_seconds, starts_together=True
             )
+            if budget.cold_compiles:
+                pace += sum(r.compile_seconds or 0.0 for r in firsts.values() if r is not None)
         left = max(budget.min_rounds - len(done), 1)
         running = len(done) < budget.max_rounds and not campaign.stopped
         search.plan.confirmation_seconds = left * pace if running else 0.0
