@@ -384,6 +384,29 @@ def test_a_device_this_torch_cannot_use_is_refused_before_anything_starts(tmp_pa
 
 
 @pytest.mark.slow  # a real search (its module's fixture, or its own): 15 to 50 s
+def test_a_time_to_search_confirms_with_a_cold_compile_before_each_replicate(tmp_path, capsys) -> None:
+    out = tmp_path / "time-to"
+    argv = [
+        "search", "--model", "tests.trial_targets.workloads:tiny_infer", "--space", FAST, "--trials", "1",
+        "--confirm", "1", "--rounds", "2", "--max-rounds", "2", "--windows", "2", *SHORT_FLAGS, "--fresh-batches", "4",
+        "--device", "cpu", "--out", str(out), "--objective", "time-to:1000", "--no-compile-cache", "--no-doctor",
+        "--no-recipes", "--slow-ratio", "0",
+    ]  # fmt: skip
+    assert cli.main(argv) == 0
+    said = capsys.readouterr()
+    assert "compile time decides here, so before each replicate every configuration compiles again, cold" in (
+        said.out + said.err
+    )
+    rows = {row["subject"]: row for row in load(out / "best.yaml").metrics["confirmation"]}
+    # Plain compile's compile time has two figures, one before each replicate, and an interval from them.
+    assert rows["compile"]["compile_interval"]["rounds"] == 2
+    assert "compile_interval" not in rows["eager"], "eager compiles nothing"
+    study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
+    compiles = study.user_attrs["confirmation"]["compiles"]
+    assert len(compiles["compile"]) == 2 and all(seconds > 0 for seconds in compiles["compile"])
+
+
+@pytest.mark.slow  # a real search (its module's fixture, or its own): 15 to 50 s
 def test_a_multi_objective_search_exports_its_pareto_front_and_export_can_pick_another_point(tmp_path) -> None:
     out = tmp_path / "front"
     argv = [

@@ -175,9 +175,12 @@ def design_text(campaign: Campaign) -> str:
     if parts.get("replicates", 0) < 2:
         parts = {}  # one replicate shows nothing of the variation between replicates
     spent = sum(r.seconds for r in campaign.replicates)
+    cold = sum(r.cold_seconds for r in campaign.replicates)
+    before = f" after {cold:.0f} s of cold compiles before them" if cold else ""
     text = (
-        f"Measured in {design['replicates']} replicate(s), {spent:.0f} s in all, of {shown} paired window(s) per subject "
-        f"({design['batches_per_window']} batch(es) of the fresh stream each, subjects alive {design['co_residence']})"
+        f"Measured in {design['replicates']} replicate(s), {spent:.0f} s in all{before}, of {shown} paired window(s) per "
+        f"subject ({design['batches_per_window']} batch(es) of the fresh stream each, subjects alive "
+        f"{design['co_residence']})"
     )
     if parts:
         text += (
