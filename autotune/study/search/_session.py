@@ -458,9 +458,12 @@ def _subjects(search: _Search, top: list[optuna.trial.FrozenTrial]) -> list[Subj
 
 def _shown(search: _Search) -> RunCallback:
     def shown(name: str, index: int, record: RunRecord) -> None:
-        compiled = index <= COLD_COMPILE
-        done = f"{record.compile_seconds or 0.0:.1f} s" if compiled else f"{record.samples_per_second:.4g} samples/s"
-        outcome = done if record.complete else f"{record.state} ({record.reason})"
+        if not record.complete:
+            outcome = f"{record.state} ({record.reason})"
+        elif index <= COLD_COMPILE:
+            outcome = f"compiled in {record.compile_seconds or 0.0:.1f} s"
+        else:
+            outcome = f"{record.samples_per_second or 0.0:.4g} samples/s"
         search._note(f"confirm {run_label(index)}: {name}: {outcome}")
 
     return shown
