@@ -65,6 +65,7 @@ __all__ = [
     "close_servers",
     "forking_enabled",
     "main",
+    "process_alive",
     "start_process",
     "startup_key",
 ]
@@ -193,7 +194,7 @@ class ForkServer:
                 self._next(wait, only_exits=True)
             if pid in self.exits:
                 return self.exits[pid]
-            if self.gone and not _exists(pid):
+            if self.gone and not process_alive(pid):
                 return -signal.SIGKILL  # its server died before it could say; the child died with it
             return None
 
@@ -370,7 +371,8 @@ def _forget(server: ForkServer) -> None:
 atexit.register(close_servers)
 
 
-def _exists(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this host (one we may not signal counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -9,12 +9,12 @@ process group is gone and its temporary folder removed when `run_trial` returns.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from autotune.trial.forkserver import process_alive
 from autotune.trial.gate import MeasurementGate
 from autotune.trial.live import WORKDIR_PREFIX, EventMonitor, LiveWorker, oom_kills
 from autotune.trial.request import TrialRequest, TrialRun
@@ -91,14 +91,3 @@ def remove_abandoned_workdirs() -> int:
         shutil.rmtree(folder, ignore_errors=True)
         removed += not folder.exists()
     return removed
-
-
-def process_alive(pid: int) -> bool:
-    """Whether a process with this pid exists on this host (one we may not signal counts as alive)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
