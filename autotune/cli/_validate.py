@@ -81,12 +81,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _said(name: str, index: int, record: RunRecord) -> None:
     """One line on standard error per run as it ends: a validation takes minutes."""
-    from autotune.measure.engine import COLD_COMPILE, run_label
+    from autotune.measure.engine import run_text
 
-    if not record.complete:
-        done = f"{record.state} ({record.reason})"
-    elif index <= COLD_COMPILE:
-        done = f"compiled in {record.compile_seconds or 0.0:.1f} s"
-    else:
-        done = f"{record.samples_per_second or 0.0:.4g} samples/s"
-    print(f"autotune validate: {run_label(index)}: {name}: {done}", file=sys.stderr, flush=True)
+    print(f"autotune validate: {run_text(name, index, record)}", file=sys.stderr, flush=True)

@@ -17,6 +17,7 @@ from autotune.measure.engine._engine import (
     has_warm_cache,
     measure,
     run_label,
+    run_text,
     validation_budget,
 )
 from autotune.measure.engine._replicate import (
@@ -55,6 +56,7 @@ __all__ = [
     "has_warm_cache",
     "measure",
     "run_label",
+    "run_text",
     "take_turns",
     "validation_budget",
     "with_protocol",

@@ -65,6 +65,7 @@ __all__ = [
     "measure",
     "plan_looks",
     "run_label",
+    "run_text",
     "retire",
     "validation_budget",
 ]
@@ -82,6 +83,18 @@ def run_label(index: int) -> str:
     if index <= COLD_COMPILE:
         return f"cold compile before replicate {COLD_COMPILE - index + 1}"
     return "first run (cold)" if index < 0 else f"replicate {index + 1}"
+
+
+def run_text(name: str, index: int, record: RunRecord) -> str:
+    """A `RunCallback`'s run in words: 'replicate 3: compile: 402 samples/s', 'cold compile before replicate 1:
+    config: compiled in 64.8 s', or the state and reason of a run that did not complete."""
+    if not record.complete:
+        outcome = f"{record.state} ({record.reason})"
+    elif index <= COLD_COMPILE:
+        outcome = f"compiled in {record.compile_seconds or 0.0:.1f} s"
+    else:
+        outcome = f"{record.samples_per_second or 0.0:.4g} samples/s"
+    return f"{run_label(index)}: {name}: {outcome}"
 
 
 ReplicateCallback = Callable[[Campaign, "Budget"], None]

@@ -36,13 +36,7 @@ from autotune.measure import (
     measure,
     record_compile_cache,
 )
-from autotune.measure.engine import (
-    COLD_COMPILE,
-    ReplicateCallback,
-    RunCallback,
-    expected_replicate_seconds,
-    run_label,
-)
+from autotune.measure.engine import ReplicateCallback, RunCallback, expected_replicate_seconds, run_text
 from autotune.measure.format import span, utc_now
 from autotune.measure.tasks import measure_baselines
 from autotune.runtime import compile_cache, environment
@@ -458,13 +452,7 @@ def _subjects(search: _Search, top: list[optuna.trial.FrozenTrial]) -> list[Subj
 
 def _shown(search: _Search) -> RunCallback:
     def shown(name: str, index: int, record: RunRecord) -> None:
-        if not record.complete:
-            outcome = f"{record.state} ({record.reason})"
-        elif index <= COLD_COMPILE:
-            outcome = f"compiled in {record.compile_seconds or 0.0:.1f} s"
-        else:
-            outcome = f"{record.samples_per_second or 0.0:.4g} samples/s"
-        search._note(f"confirm {run_label(index)}: {name}: {outcome}")
+        search._note(f"confirm {run_text(name, index, record)}")
 
     return shown
 
