@@ -191,7 +191,7 @@ def test_a_15_percent_faster_subject_is_a_gain_a_slower_one_a_loss_and_a_twin_ne
 @pytest.mark.slow
 def test_a_cpu_hog_started_in_the_middle_does_not_change_the_paired_decision(tmp_path: Path) -> None:
     # Two busy processes start before the second replicate and stay to the end, halving every later
-    # replicate's speed: unpaired, that swamps the 15% gain. The stand-ins run one thread: their cost is
+    # replicate's speed: unpaired, that swamps the 30% gain. The stand-ins run one thread: their cost is
     # single-threaded Python, and OpenMP's barriers are not what is tested. (With four processes on two
     # cores, a 5% gain can stay undecided after 6 replicates: an honest answer, but not this test's.)
     hogs: list[subprocess.Popen] = []
