@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import statistics
 import time
 
 import optuna
@@ -237,15 +239,34 @@ def test_the_reference_level_is_the_geometric_mean_of_its_anchors_due_before_the
 
     reference = paired([1.0], [1.0]).reference
     assert reference.level == 1.0, "no anchor yet: the reference is read as it is"
-    reference.levels = [0.8, 1.25]
-    assert reference.level == pytest.approx(1.0)
-    reference.levels = [0.8]
+    reference.levels, reference.level_errors = [0.8, 1.25], [0.02, 0.02]
+    assert reference.measured_level == pytest.approx(1.0) and reference.level == pytest.approx(1.0)
+    reference.levels, reference.level_errors = [0.8], [0.02]
     assert reference.level == pytest.approx(0.8)
     due = []
     for trials in range(2 * ANCHOR_EVERY + 1):
         reference.paired_trials = trials
         due.append(reference.anchor_due(ANCHOR_EVERY))
     assert [n for n, yes in enumerate(due) if yes] == [0, ANCHOR_EVERY, 2 * ANCHOR_EVERY]
+
+
+def test_a_reference_level_within_the_anchors_own_noise_is_not_taken_out() -> None:
+    reference = paired([1.0], [1.0]).reference
+    # Two anchors 2% and 4% slow, each +/-4% by its own blocks: their mean, 0.97, is within their band.
+    reference.levels, reference.level_errors = [0.98, 0.96], [0.04, 0.04]
+    assert reference.measured_level == pytest.approx(0.97, abs=1e-3)
+    assert reference.level_band == pytest.approx(1.96 * math.sqrt(2 * 0.04**2) / 2, rel=1e-3)
+    assert not reference.level_decided and reference.level == 1.0, "the trials are read as paired"
+    # The same anchors, each +/-1%: 3% is then outside the band, and taken out.
+    reference.level_errors = [0.01, 0.01]
+    assert reference.level_decided and reference.level == pytest.approx(0.97, abs=1e-3)
+    # Two anchors far apart say little, whatever their own blocks claim: their spread stands in.
+    reference.levels, reference.level_errors = [0.90, 1.02], [0.005, 0.005]
+    assert reference.level_error == pytest.approx(statistics.stdev([math.log(0.90), math.log(1.02)]) / math.sqrt(2))
+    assert reference.level == 1.0
+    # An anchor without an error of its own (one block) leaves nothing to judge by: read as paired.
+    reference.levels, reference.level_errors = [0.8], [None]
+    assert reference.level_error is None and reference.level == 1.0
 
 
 def test_a_trial_is_told_its_raw_pairing_and_shown_its_ratio_against_the_anchored_reference(monkeypatch) -> None:
@@ -266,6 +287,7 @@ def test_a_trial_is_told_its_raw_pairing_and_shown_its_ratio_against_the_anchore
     def anchor(reference: LiveReference, **kwargs) -> float:
         anchors.append(reference.paired_trials)
         reference.levels.append(1.25)  # a fresh plain compile ran 1.25x the live one: the reference sits low
+        reference.level_errors.append(0.02)  # and its blocks tell that from 1
         return 1.25
 
     monkeypatch.setattr(trials_module, "anchor_reference", anchor)
@@ -280,4 +302,5 @@ def test_a_trial_is_told_its_raw_pairing_and_shown_its_ratio_against_the_anchore
     # The sampler is told the raw pairing, which every trial shares: the order holds whatever the anchors say.
     assert first.value == pytest.approx(300.0) and second.value == pytest.approx(300.0)
     assert loop.study.user_attrs[f"reference_levels:{loop.harness.device}"] == [1.25]
+    assert loop.study.user_attrs[f"reference_level_errors:{loop.harness.device}"] == [0.02]
     assert beside.reference.paired_trials == 2

@@ -51,6 +51,9 @@ MoreBlocks = Callable[["Paired"], bool]
 CONTENDER_FLOOR = 0.95
 """A trial whose anchored ratio to plain compile is at least this is a contender: it may be confirmed, so its figure must be as precise as the confirmation's."""
 
+LEVEL_Z = statistics.NormalDist().inv_cdf(0.975)
+"""How many of the anchors' standard errors their mean log ratio must lie from 0 for a reference's level to be taken out."""
+
 BLOCK_PRECISION = 0.025
 """The standard error of a pairing's mean log ratio (about +/-5% at 95%) past which more blocks add nothing worth their seconds."""
 
@@ -71,6 +74,8 @@ class LiveReference:
     """How many times faster than eager plain compile ran in the baseline session (paired), if eager ran."""
     levels: list[float] = field(default_factory=list)
     """Fresh warm restarts of plain compile, each paired with this worker: their ratios to it (`anchor_reference`)."""
+    level_errors: list[float | None] = field(default_factory=list)
+    """Each of `levels`' standard error of its mean block log ratio (None below two blocks)."""
     paired_trials: int = 0
     """Trials paired with this worker so far."""
     anchors_started: int = 0
@@ -78,15 +83,51 @@ class LiveReference:
     """How long each anchor took, start-up to its last window: what an ETA counts per anchor ahead."""
 
     @property
-    def level(self) -> float:
-        """How fast a fresh plain-compile process runs against this one: the geometric mean of `levels`, else 1.
-
-        One process settles at a level of its own, several percent from another's of the same
-        code (`outputs/benchmarks/noise.md`); every trial paired with this worker shares its
-        level. Dividing a trial's ratio by this one factor keeps the trials' order and puts their
-        ratios against plain compile as a fresh process runs it, as the confirmation measures.
-        """
+    def measured_level(self) -> float:
+        """How fast a fresh plain-compile process ran against this one: the geometric mean of `levels`, else 1."""
         return math.exp(statistics.fmean(math.log(x) for x in self.levels)) if self.levels else 1.0
+
+    @property
+    def level_error(self) -> float | None:
+        """The standard error of the anchors' mean log ratio; None before any, or where one has no error of its own.
+
+        Each anchor's own error is its blocks' (`Paired.standard_error`); with two anchors or more,
+        their spread about their mean, where larger, stands in for them.
+        """
+        errors = self.level_errors
+        if not self.levels or len(errors) != len(self.levels) or any(e is None for e in errors):
+            return None
+        error = math.sqrt(sum(float(e) ** 2 for e in errors if e is not None)) / len(errors)
+        if len(self.levels) >= 2:
+            error = max(error, statistics.stdev(math.log(x) for x in self.levels) / math.sqrt(len(self.levels)))
+        return error
+
+    @property
+    def level_band(self) -> float | None:
+        """The half-width of the anchors' 95% band on their mean log ratio (`LEVEL_Z` errors); None without one."""
+        error = self.level_error
+        return LEVEL_Z * error if error is not None else None
+
+    @property
+    def level_decided(self) -> bool:
+        """Whether the anchors tell this worker's level from 1: their mean log ratio outside `level_band`."""
+        band = self.level_band
+        return band is not None and abs(math.log(self.measured_level)) > band
+
+    @property
+    def level(self) -> float:
+        """What a trial's ratio to plain compile is divided by: `measured_level` where it is decided, else 1.
+
+        A process can settle at a level of its own, and every trial paired with this worker
+        would share it; dividing by one factor keeps the trials' order and reads their ratios
+        against plain compile as a fresh process runs it, as the confirmation measures. But an
+        anchor is one short restart: over 18 anchors of three references, the references sat
+        within the anchors' own noise (levels 1.00, 0.98, 0.98; one anchor's error about 4%),
+        and dividing by two anchors would add about 3% to every trial's figure
+        (`outputs/benchmarks/noise.md`, *Does the live reference sit at a level of its own?*).
+        So the level is taken out only where the anchors decide it differs from 1.
+        """
+        return self.measured_level if self.level_decided else 1.0
 
     def anchor_due(self, every: int) -> bool:
         """Whether a new anchor is due: one before the first trial, then one more after each `every` trials."""
@@ -315,17 +356,19 @@ def anchor_reference(
     """
     started = time.monotonic()
     with live_worker(reference.worker.request, None, gate) as worker:
-        ratio = None
+        ratio, error = None, None
         if worker.until_ready():
             with device_turn(gate, worker):
                 paired, why = pair_windows(
                     worker, reference, blocks=blocks, rng=rng, more_blocks=more_blocks, go_on=_imprecise
                 )
-            ratio = paired.ratio if why is None else None
+            if why is None:
+                ratio, error = paired.ratio, paired.standard_error
         worker.end()
     reference.anchor_seconds.append(time.monotonic() - started)
     if ratio:
         reference.levels.append(ratio)
+        reference.level_errors.append(error)
     return ratio
 
 

@@ -235,11 +235,11 @@ class TrialLoop:
     def _anchor(self, harness: Harness, gate: MeasurementGate | None) -> None:
         """Pair a fresh warm restart of plain compile with the device's reference when one is due (`ANCHOR_EVERY`).
 
-        The reference is one process, and a process settles at a level of its own: every trial
-        paired with it would read that level as its own. The anchors measure it, and a trial's
-        ratio to plain compile is told divided by it (`LiveReference.level`); Optuna's value
-        stays the raw pairing, which every trial shares, so the order the sampler sees is the
-        same whatever the anchors say.
+        The reference is one process, and a process can settle at a level of its own: every trial
+        paired with it would read that level as its own. The anchors measure it, and where they
+        tell it from 1, a trial's ratio to plain compile is told divided by it
+        (`LiveReference.level`); Optuna's value stays the raw pairing, which every trial shares,
+        so the order the sampler sees is the same whatever the anchors say.
         """
         reference = self.reference_for(harness)
         if reference is None or self.reference_name != "compile":
@@ -255,10 +255,11 @@ class TrialLoop:
             self._note(f"reference{where}: a fresh plain-compile restart did not finish its windows; not anchored")
             return
         self._note(
-            f"reference{where}: a fresh plain-compile restart ran {ratio:.3f}x the live one; "
-            f"trials' ratios are read against {reference.level:.3f} ({len(reference.levels)} restart(s))"
+            f"reference{where}: a fresh plain-compile restart ran {ratio:.3f}x the live one; {_level_text(reference)}"
         )
         self.study.set_user_attr(f"reference_levels:{harness.device}", [round(x, 4) for x in reference.levels])
+        errors = [round(e, 4) if e is not None else None for e in reference.level_errors]
+        self.study.set_user_attr(f"reference_level_errors:{harness.device}", errors)
 
     def _tell_run(
         self,
@@ -384,6 +385,20 @@ class TrialLoop:
         else:
             self._tell(trial, state=twin.state)
         self._note(f"trial {trial.number}: same configuration as trial {twin.number}; its outcome is reused")
+
+
+def _level_text(reference: LiveReference) -> str:
+    """What the anchors so far say of the reference's level, and what trials' ratios are read against."""
+    restarts = f"{len(reference.levels)} restart(s)"
+    half = reference.level_band
+    if half is None:
+        return (
+            f"trials' ratios are read as paired ({restarts}, no error to judge their {reference.measured_level:.3f} by)"
+        )
+    band = f"{reference.measured_level:.3f}, log band +/-{half:.3f}"
+    if reference.level_decided:
+        return f"trials' ratios are read against {reference.level:.3f} ({restarts}: {band}, off 1)"
+    return f"trials' ratios are read as paired ({restarts}: {band}, within the anchors' own noise)"
 
 
 def _more_blocks(harness: Harness) -> int:
