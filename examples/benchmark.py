@@ -37,7 +37,7 @@ import optuna
 from autotune.errors import AutotuneError, ConfigError
 from autotune.measure import Budget, Campaign, Harness, Objective, Subject, choose, measure
 from autotune.measure.format import interval
-from autotune.measure.stats import BAND
+from autotune.measure.stats import BAND, outcome
 from autotune.measure.tasks import read_recipes, without_cuda_graphs
 from autotune.runtime import environment
 from autotune.runtime.config import CompileConfig
@@ -357,10 +357,35 @@ def search_agreement(bench: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def rank_swaps(agreement: list[dict[str, Any]], band: float = BAND) -> list[tuple[str, str]]:
-    """Pairs (a, b) the search put a ahead of b and the confirmation b ahead of a, each by more than the band."""
+def rank_swaps(
+    agreement: list[dict[str, Any]], band: float = BAND, campaign: Campaign | None = None
+) -> list[tuple[str, str]]:
+    """Pairs (a, b) the search put a ahead of b and the confirmation b ahead of a, each by more than the band.
+
+    With the confirmation's `campaign`, b is ahead of a only where the confirmation decides it: b's
+    paired ratio to a, over the replicates they shared, is a gain at the band. Two medians a few
+    percent apart inside intervals of +/-15% are not an order the confirmation gives, so the
+    search cannot have swapped it (`unordered_pairs` names those).
+    """
     return [
         (a["subject"], b["subject"])
+        for a, b in _reversed_medians(agreement, band)
+        if campaign is None or _decided_ahead(campaign, b["subject"], a["subject"], band)
+    ]
+
+
+def unordered_pairs(agreement: list[dict[str, Any]], campaign: Campaign, band: float = BAND) -> list[tuple[str, str]]:
+    """Pairs whose medians the search and the confirmation order oppositely, where the confirmation decides nothing."""
+    return [
+        (a["subject"], b["subject"])
+        for a, b in _reversed_medians(agreement, band)
+        if not _decided_ahead(campaign, b["subject"], a["subject"], band)
+    ]
+
+
+def _reversed_medians(agreement: list[dict[str, Any]], band: float) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    return [
+        (a, b)
         for a in agreement
         for b in agreement
         if a["search"] > b["search"] * (1.0 + band)
@@ -368,20 +393,42 @@ def rank_swaps(agreement: list[dict[str, Any]], band: float = BAND) -> list[tupl
     ]
 
 
+def _decided_ahead(campaign: Campaign, name: str, other: str, band: float) -> bool:
+    """Whether the confirmation decides `name` faster than `other`: their paired ratio a gain at `band`."""
+    ratio = campaign.ratio(name, other) if {name, other} <= set(campaign.subjects) else None
+    return ratio is not None and outcome(ratio, band) == "gain"
+
+
+def _pair_text(campaign: Campaign, name: str, other: str) -> str:
+    ratio = campaign.ratio(name, other)
+    return interval(ratio.to_dict() if ratio is not None else None)
+
+
+def _campaign(bench: dict[str, Any]) -> Campaign | None:
+    return Campaign.from_dict(bench["campaign"]) if bench.get("campaign") else None
+
+
 def _agreement_text(bench: dict[str, Any]) -> str:
     agreement = search_agreement(bench)
     if not agreement:
         return "Search time against confirmation: no trial beyond plain compile was confirmed."
     agreeing = sum(1 for a in agreement if a["agrees"])
-    swaps = rank_swaps(agreement)
+    campaign = _campaign(bench)
+    swaps = rank_swaps(agreement, campaign=campaign)
     order = (
         "the rank order differs: "
         + "; ".join(f"the search put {a} ahead of {b}, the confirmation {b}" for a, b in swaps)
         if swaps
-        else "the rank order is the same, up to ties inside the band"
+        else "the rank order is the same wherever the confirmation decides it"
         if len(agreement) > 1
         else "one trial, no order to compare"
     )
+    if campaign is not None and (unordered := unordered_pairs(agreement, campaign)):
+        order += "; the confirmation does not decide " + "; ".join(
+            f"between {a} and {b} (the search put {a} ahead, the confirmation's medians {b}: "
+            f"{b} against {a} {_pair_text(campaign, b, a)})"
+            for a, b in unordered
+        )
     return (
         f"Search time against confirmation: {agreeing} of {len(agreement)} confirmed trial(s) agree "
         f"(the search-time ratio inside the confirmed interval or within {AGREE_WITHIN:.0%} of it); {order}."
@@ -467,14 +514,25 @@ def render(results: dict[str, Any]) -> str:
     agreement = {name: search_agreement(bench) for name, bench in results["workloads"].items()}
     compared = [a for rows in agreement.values() for a in rows]
     if compared:
-        swapped = [name for name, bench in results["workloads"].items() if rank_swaps(agreement[name])]
+        campaigns = {name: _campaign(bench) for name, bench in results["workloads"].items()}
+        swapped = [name for name in results["workloads"] if rank_swaps(agreement[name], campaign=campaigns[name])]
+        undecided = [
+            name
+            for name, campaign in campaigns.items()
+            if campaign is not None and unordered_pairs(agreement[name], campaign)
+        ]
         lines += [
             f"**Search time against confirmation**: {sum(a['agrees'] for a in compared)} of {len(compared)} confirmed "
             f"trials agree (the search-time ratio inside the confirmed interval or within {AGREE_WITHIN:.0%} of it); "
             + (
-                f"the rank order differs in {', '.join(swapped)}."
+                f"the rank order differs where the confirmation decides it in {', '.join(swapped)}"
                 if swapped
-                else "the rank order is the same in every workload."
+                else "the rank order is the same in every workload wherever the confirmation decides it"
+            )
+            + (
+                f" (medians ordered oppositely, undecided by the confirmation, in {', '.join(undecided)})."
+                if undecided
+                else "."
             ),
             "",
         ]

@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from examples.benchmark import main, rank_swaps, render, search_agreement
+from autotune.measure import Campaign, Objective, Subject
+from autotune.measure.engine import Replicate
+from autotune.runtime.config import CompileConfig
+from autotune.trial.request import RunRecord
+from examples.benchmark import _agreement_text, main, rank_swaps, render, search_agreement, unordered_pairs
 
 ROOT = Path(__file__).resolve().parents[2]
 # Two linear blocks: each compile takes seconds, and regional compilation has blocks to compile.
@@ -91,3 +95,36 @@ def test_a_search_time_ratio_agrees_inside_the_interval_or_within_5_percent_and_
     assert rank_swaps(search_agreement(bench)) == [("trial 2", "trial 11")]
     # Within the band, an order is a tie, not a swap.
     assert rank_swaps(search_agreement(bench), band=0.05) == []
+
+
+def _campaign_of(rates: dict[str, list[float]]) -> Campaign:
+    made = Campaign(objective=Objective())
+    for name, values in rates.items():
+        made.subjects[name] = Subject(name=name, config=CompileConfig(), trial=2 if name != "compile" else None)
+        made.runs[name] = [
+            RunRecord(state="complete", samples_per_second=v, batches_per_second=v, compile_seconds=1.0) for v in values
+        ]
+    made.replicates = [Replicate(design="together", blocks=8, batches_per_window=4) for _ in range(3)]
+    return made
+
+
+def test_a_swap_counts_only_where_the_confirmation_decides_the_order() -> None:
+    bench = {
+        "rows": {
+            "trial 2": {"vs_compile": _confirmed(1.18, 1.00, 1.40)},
+            "trial 3": {"vs_compile": _confirmed(1.22, 1.02, 1.45)},
+        },
+        "search_time": {"trial 2": 1.31, "trial 3": 1.25},
+    }
+    agreement = search_agreement(bench)
+    # Replicate by replicate, trial 3 ran 3% ahead of trial 2 twice and 2% behind once: no order decided.
+    close = _campaign_of({"compile": [100, 100, 100], "trial 2": [118, 116, 121], "trial 3": [122, 120, 119]})
+    assert rank_swaps(agreement) == [("trial 2", "trial 3")], "by the medians alone, a swap"
+    assert rank_swaps(agreement, campaign=close) == []
+    assert unordered_pairs(agreement, close) == [("trial 2", "trial 3")]
+    assert "does not decide between trial 2 and trial 3" in _agreement_text({**bench, "campaign": close.to_dict()})
+    # Trial 3 ahead by 10% in every replicate: the confirmation decides it, and the search's order is a swap.
+    apart = _campaign_of({"compile": [100, 100, 100], "trial 2": [110, 111, 109], "trial 3": [121, 122, 120]})
+    assert rank_swaps(agreement, campaign=apart) == [("trial 2", "trial 3")]
+    assert unordered_pairs(agreement, apart) == []
+    assert "the rank order differs" in _agreement_text({**bench, "campaign": apart.to_dict()})
