@@ -269,6 +269,20 @@ def test_a_reference_level_within_the_anchors_own_noise_is_not_taken_out() -> No
     assert reference.level_error is None and reference.level == 1.0
 
 
+def test_the_search_notes_say_whether_the_reference_level_was_taken_out() -> None:
+    from autotune.study.search._loop import _level_text
+
+    reference = paired([1.0], [1.0]).reference
+    reference.levels, reference.level_errors = [0.98, 0.96], [0.04, 0.04]
+    said = _level_text(reference)
+    assert "read as paired (2 restart(s) at 0.970, within the anchors' own noise, +/-6%)" in said, said
+    reference.level_errors = [0.01, 0.01]
+    said = _level_text(reference)
+    assert "read against 0.970 (2 restart(s); off 1 by more than the anchors' own noise, +/-2%)" in said, said
+    reference.levels, reference.level_errors = [0.9], [None]
+    assert "no error to judge their 0.900 by" in _level_text(reference)
+
+
 def test_a_trial_is_told_its_raw_pairing_and_shown_its_ratio_against_the_anchored_reference(monkeypatch) -> None:
     from autotune.study.search import _loop as trials_module
     from autotune.study.search import load_space

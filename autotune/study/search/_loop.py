@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
 import random
 import shutil
@@ -395,10 +396,10 @@ def _level_text(reference: LiveReference) -> str:
         return (
             f"trials' ratios are read as paired ({restarts}, no error to judge their {reference.measured_level:.3f} by)"
         )
-    band = f"{reference.measured_level:.3f}, log band +/-{half:.3f}"
+    noise = f"the anchors' own noise, +/-{math.exp(half) - 1:.0%}"
     if reference.level_decided:
-        return f"trials' ratios are read against {reference.level:.3f} ({restarts}: {band}, off 1)"
-    return f"trials' ratios are read as paired ({restarts}: {band}, within the anchors' own noise)"
+        return f"trials' ratios are read against {reference.level:.3f} ({restarts}; off 1 by more than {noise})"
+    return f"trials' ratios are read as paired ({restarts} at {reference.measured_level:.3f}, within {noise})"
 
 
 def _more_blocks(harness: Harness) -> int:
