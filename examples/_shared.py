@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
 import torch
 
@@ -17,6 +18,25 @@ Size = Literal["tiny", "full"]
 SIZES: tuple[Size, ...] = ("tiny", "full")
 SIZE_VARIABLE = "AUTOTUNE_EXAMPLE_SIZE"
 """Environment variable read by the zero-argument targets, e.g. `AUTOTUNE_EXAMPLE_SIZE=full` on a GPU."""
+
+
+T = TypeVar("T")
+
+
+def study_parser(doc: str, workload: str) -> argparse.ArgumentParser:
+    """A measuring study's parser: its description (the first paragraph of `doc`), --workload and --seed."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--workload", default=workload, help="PKG.MOD:ATTR of the workload (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+def between_loads(measure: Callable[[], T]) -> T:
+    """`measure()`, with the 1-minute load printed before and after: nothing else may run while a study measures."""
+    print(f"load before: {os.getloadavg()[0]:.2f}", flush=True)
+    result = measure()
+    print(f"load after: {os.getloadavg()[0]:.2f}", flush=True)
+    return result
 
 
 def checked_size(size: str | None) -> Size:

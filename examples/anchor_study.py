@@ -24,10 +24,9 @@ Nothing else may run while it measures: the 1-minute load before and after is pr
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import json
 import math
-import os
 import random
 import shutil
 import statistics
@@ -40,6 +39,7 @@ from autotune.measure.engine import Harness
 from autotune.measure.tasks import anchor_reference, measure_baselines
 from autotune.study.search._loop import CONTENDER_BLOCKS
 from autotune.trial.forkserver import close_servers
+from examples._shared import between_loads, study_parser
 
 SEARCH_ANCHORS = 2
 """How many anchors a search of a few trials runs (one before the first trial, one after four)."""
@@ -50,34 +50,32 @@ def session(spec: str, number: int, *, anchors: int, seed: int) -> list[dict[str
     workload = resolve(spec, isolated=True)
     harness = Harness(spec=spec, summary=workload.summary(spec, workload.draw_batches()))
     rng = random.Random(seed + number)
-    root = Path(tempfile.mkdtemp(prefix="anchor-study-"))
-    baselines = None
-    try:
+    with contextlib.ExitStack() as later:  # undone last to first: the reference, the servers, the folder
+        root = Path(tempfile.mkdtemp(prefix="anchor-study-"))
+        later.callback(shutil.rmtree, root, ignore_errors=True)
+        later.callback(close_servers)
         baselines = measure_baselines(harness, root, blocks=harness.protocol.windows, seed=seed + number)
+        later.callback(baselines.close)
         reference = baselines.reference
         if reference is None or baselines.reference_name != "compile":
             raise SystemExit("anchor_study: plain compile did not run; nothing to anchor")
-        rows = []
         windows = harness.protocol.windows
+        rows = []
         for index in range(1, anchors + 1):
             ratio = anchor_reference(reference, blocks=windows, rng=rng, more_blocks=(CONTENDER_BLOCKS - 1) * windows)
             if ratio is None:
                 raise SystemExit(f"anchor_study: anchor {index} of session {number} did not finish its windows")
-            row = {
-                "session": number,
-                "anchor": index,
-                "ratio": round(ratio, 4),
-                "standard_error": _rounded(reference.level_errors[-1]),
-                "seconds": round(reference.anchor_seconds[-1], 1),
-            }
-            print(json.dumps(row), flush=True)
-            rows.append(row)
+            rows.append(
+                {
+                    "session": number,
+                    "anchor": index,
+                    "ratio": round(ratio, 4),
+                    "standard_error": _rounded(reference.level_errors[-1]),
+                    "seconds": round(reference.anchor_seconds[-1], 1),
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
         return rows
-    finally:
-        if baselines is not None:
-            baselines.close()
-        close_servers()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _rounded(value: float | None) -> float | None:
@@ -125,24 +123,21 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workload", default="examples.toy:model")
+    parser = study_parser(__doc__, "examples.toy:model")
     parser.add_argument("--sessions", type=int, default=3)
     parser.add_argument("--anchors", type=int, default=6)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the rows and the summary to this file")
     args = parser.parse_args()
     if args.sessions < 1 or args.anchors < 2:
         parser.error(f"--sessions must be at least 1 and --anchors at least 2, got {args.sessions} and {args.anchors}")
-    print(f"load before: {os.getloadavg()[0]:.2f}", flush=True)
-    rows = [
-        row
-        for s in range(1, args.sessions + 1)
-        for row in session(args.workload, s, anchors=args.anchors, seed=args.seed)
-    ]
+
+    def measure() -> list[dict[str, Any]]:
+        sessions = range(1, args.sessions + 1)
+        return [row for s in sessions for row in session(args.workload, s, anchors=args.anchors, seed=args.seed)]
+
+    rows = between_loads(measure)
     result = summary(rows)
     print(json.dumps(result, indent=2))
-    print(f"load after: {os.getloadavg()[0]:.2f}", flush=True)
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "summary": result}, indent=2) + "\n")
 

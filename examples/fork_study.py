@@ -14,7 +14,6 @@ Nothing else may run while it measures: the 1-minute load before and after is pr
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -32,6 +31,7 @@ from autotune.measure.tasks._pairing import first_run, pair_windows
 from autotune.runtime.config import CompileConfig
 from autotune.trial.forkserver import DISABLE_VARIABLE, close_servers
 from autotune.trial.runner import live_worker
+from examples._shared import between_loads, study_parser
 
 WAYS = ("forked", "anew")
 
@@ -102,24 +102,18 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workload", default="examples.toy:model")
+    parser = study_parser(__doc__, "examples.toy:model")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--blocks", type=int, default=5)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--config", default='{"compile_optimizer": true}', help="the configuration, as JSON (default: %(default)s)"
     )
     args = parser.parse_args()
     if args.rounds < 2 or args.blocks < 2:
         parser.error(f"--rounds and --blocks must be at least 2, got {args.rounds} and {args.blocks}")
-    print(f"load before: {os.getloadavg()[0]:.2f}", flush=True)
-    rows = study(
-        args.workload, CompileConfig.from_dict(json.loads(args.config)), rounds=args.rounds, blocks=args.blocks,
-        seed=args.seed,
-    )  # fmt: skip
+    config = CompileConfig.from_dict(json.loads(args.config))
+    rows = between_loads(lambda: study(args.workload, config, rounds=args.rounds, blocks=args.blocks, seed=args.seed))
     print(json.dumps(summary(rows), indent=2))
-    print(f"load after: {os.getloadavg()[0]:.2f}", flush=True)
 
 
 if __name__ == "__main__":
