@@ -181,6 +181,7 @@ def test_headline_figures_come_from_best_yaml_and_the_study(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
+@pytest.mark.parallel  # it proves the plumbing, not the numbers: its stages' limits are twice what they take alone
 def test_the_dry_run_passes_every_stage(tmp_path: Path) -> None:
     done = check(tmp_path, timeout=600)
     summary = summary_of(tmp_path)
