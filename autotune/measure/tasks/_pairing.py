@@ -94,10 +94,10 @@ class LiveReference:
         Each anchor's own error is its blocks' (`Paired.standard_error`); with two anchors or more,
         their spread about their mean, where larger, stands in for them.
         """
-        errors = self.level_errors
-        if not self.levels or len(errors) != len(self.levels) or any(e is None for e in errors):
+        errors = [e for e in self.level_errors if e is not None]
+        if not self.levels or len(errors) != len(self.levels):
             return None
-        error = math.sqrt(sum(float(e) ** 2 for e in errors if e is not None)) / len(errors)
+        error = math.sqrt(sum(e * e for e in errors)) / len(errors)
         if len(self.levels) >= 2:
             error = max(error, statistics.stdev(math.log(x) for x in self.levels) / math.sqrt(len(self.levels)))
         return error
