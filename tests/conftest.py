@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
@@ -21,6 +27,40 @@ collect_ignore = [] if torch.cuda.is_available() else ["gpu"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """Kernels built once are copied after (`share_kernel_builds`); OpenMP threads are shared out beside other tests."""
+    share_kernel_builds()
+    _share_cores()
+
+
+def share_kernel_builds() -> Path | None:
+    """Point Inductor, here and in every process a test starts, at the suite's compiler with its store of kernels.
+
+    `tests/tools/kernel_store.py` says how: the same kernel built again is a copy of the bytes
+    the real compiler made the first time, in any cache folder. The store lives beside other
+    temporary files under a name drawn from torch's, Python's and the compiler's versions, so a
+    new torch or compiler starts an empty one; both passes and every worker share it. Where no
+    g++ is found, or CXX names another compiler, nothing changes. Returns the store, if any.
+    """
+    wrapper = Path(__file__).parent / "tools" / "g++"
+    real = shutil.which("g++")
+    if real is None or os.environ.get("CXX", str(wrapper)) != str(wrapper):
+        return None
+    version = subprocess.run([real, "--version"], capture_output=True, text=True, check=False).stdout
+    key = hashlib.sha256(f"{torch.__version__}\0{sys.version}\0{real}\0{version}".encode()).hexdigest()[:16]
+    store = Path(tempfile.gettempdir()) / f"autotune-test-kernels-{key}"
+    os.environ.update(
+        AUTOTUNE_TEST_REAL_CXX=real,
+        AUTOTUNE_TEST_CXX_STORE=str(store),
+        AUTOTUNE_TEST_PYTHON=sys.executable,
+        CXX=str(wrapper),  # read when Inductor's config is imported: by every process a test starts
+    )
+    from torch._inductor import config as inductor_config
+
+    inductor_config.cpp.cxx = (None, str(wrapper))  # this process may have imported it already
+    return store
+
+
+def _share_cores() -> None:
     """Beside other tests, each pytest-xdist worker and every process it starts gets its share of the cores.
 
     OpenMP gives every process one thread per core, and its threads spin while they wait: two
