@@ -25,6 +25,7 @@ compile. Eager runs at 0.8x plain compile.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import multiprocessing
@@ -199,9 +200,12 @@ def run_case(case: Case, campaigns: int, seed: int) -> dict[str, Any]:
     }
 
 
-def _set_margin(margin: float) -> None:
-    """The margin the engine's gains must clear, in this process (each of the pool's too)."""
+def _set_margin(margin: float, default_max_rounds: int | None = None) -> None:
+    """The margin the engine's gains must clear, and the `default` effort's most replicates, in this process (each of
+    the pool's too)."""
     _statistics.GAIN_MARGIN = margin
+    if default_max_rounds is not None:
+        EFFORTS["default"] = dataclasses.replace(EFFORTS["default"], max_rounds=default_max_rounds)
 
 
 def _row(job: tuple[Case, int, int]) -> dict[str, Any]:
@@ -256,17 +260,30 @@ def main(argv: list[str] | None = None) -> int:
         help="claim a gain only when the interval's lower end clears 1 + MARGIN: the trade-off of a margin against "
         "slower exports and power (default: the engine's, %(default)s)",
     )
+    parser.add_argument(
+        "--default-max-rounds",
+        type=int,
+        help="the most replicates of an `--effort default` confirmation, for the trade-off of a margin against power "
+        f"(default: the engine's, {EFFORTS['default'].max_rounds})",
+    )
     args = parser.parse_args(argv)
+    if args.default_max_rounds is not None and args.default_max_rounds < EFFORTS["default"].rounds:
+        parser.error(
+            f"--default-max-rounds {args.default_max_rounds}: must be at least the default effort's first look, "
+            f"{EFFORTS['default'].rounds}"
+        )
     if args.campaigns < 1:
         parser.error(f"--campaigns {args.campaigns}: must be >= 1")
     if not 0 <= args.margin < 0.5:
         parser.error(f"--margin {args.margin}: must lie in [0, 0.5), e.g. 0.005 for half a percent")
-    _set_margin(args.margin)
+    _set_margin(args.margin, args.default_max_rounds)
     cases = [Case(d, s, r) for d in args.designs for s in args.spreads for r in args.ratios]
     started = time.monotonic()
     jobs = [(case, args.campaigns, args.seed) for case in cases]
     if args.jobs > 1:
-        with multiprocessing.Pool(args.jobs, initializer=_set_margin, initargs=(args.margin,)) as pool:
+        with multiprocessing.Pool(
+            args.jobs, initializer=_set_margin, initargs=(args.margin, args.default_max_rounds)
+        ) as pool:
             rows = pool.map(_row, jobs, chunksize=1)
     else:
         rows = [_row(job) for job in jobs]

@@ -4,8 +4,8 @@ The exported configuration is the best of {eager, plain torch.compile, every con
 configuration}, judged on one campaign's paired replicates:
 
 * a configuration is exported only when its ratio to plain torch.compile is decided a gain
-  (`outcome`): its campaign's simultaneous interval lies wholly above 1 and its estimate above
-  the +/- `within` band, over at least two replicates; the best such one by its estimate wins;
+  (`outcome`): its campaign's simultaneous interval lies wholly above 1 + `GAIN_MARGIN` (1.015)
+  and its estimate above the +/- `within` band, over at least two replicates; the best such one by its estimate wins;
 * otherwise plain torch.compile is exported (`CompileConfig()`), unless eager was decided a
   gain over plain compile the same way, in which case nothing is compiled.
 
@@ -26,7 +26,7 @@ from typing import Any
 from autotune.measure.engine import BASELINES, Campaign
 from autotune.measure.format import interval as show_interval
 from autotune.measure.report import break_even, break_even_text, confirmation_rows
-from autotune.measure.stats import BAND, METHOD, Interval, outcome
+from autotune.measure.stats import BAND, METHOD, Interval, gain_margin, outcome
 from autotune.runtime.config import CompileConfig
 
 __all__ = ["BASELINE_FIELDS", "Choice", "baseline_figures", "choose", "metrics"]
@@ -175,10 +175,16 @@ def _why_no_trial(best: tuple[Interval, str] | None, campaign: Campaign, within:
         return f"no configuration beat it: the best, {name}, ran {shown}, undecided within the measurement's budget"
     if versus.rounds < 2:
         return f"the best configuration, {name}, ran {shown} in one replicate, which says nothing of the noise"
+    if versus.low > 1.0 and versus.median <= 1.0 + within:
+        return (
+            f"the best configuration, {name}, ran {shown}: faster, but by less than +/-{_percent(within)} as far as the "
+            "measurement tells, not yet told from equivalence"
+        )
     if versus.low > 1.0:
         return (
-            f"the best configuration, {name}, ran {shown}: faster, but by less than +/-{within:.0%} as far as the "
-            "measurement tells, not yet told from equivalence"
+            f"the best configuration, {name}, ran {shown}: faster, but the measurement is not sure of "
+            f"{_percent(gain_margin(within))} (a gain needs the interval's lower end above {1 + gain_margin(within):.3f}), "
+            "undecided within the measurement's budget"
         )
     return (
         f"the best configuration, {name}, ran {shown}: undecided within the measurement's budget, "
@@ -260,3 +266,8 @@ def metrics(campaign: Campaign, choice: Choice, *, extra: Mapping[str, Any] | No
         )
     figures.update(extra or {})
     return figures
+
+
+def _percent(share: float) -> str:
+    """0.02 as '2%', 0.015 as '1.5%', 0.005 as '0.5%'."""
+    return f"{share:.1%}".replace(".0%", "%")

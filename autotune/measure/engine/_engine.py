@@ -111,7 +111,7 @@ class Budget:
 
     min_rounds: int = 3
     """Replicates before the campaign may stop."""
-    max_rounds: int = 6
+    max_rounds: int = 8
     """Replicates at most."""
     blocks: int = 12
     """Windows per subject in each of the first replicates (`first_blocks` gives it from the protocol)."""

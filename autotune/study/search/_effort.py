@@ -33,8 +33,8 @@ class Effort:
 
 
 EFFORTS: dict[str, Effort] = {
-    "quick": Effort(space="quick", trials=8, confirm=2, rounds=2, max_rounds=4),
-    "default": Effort(space="default", trials=20, confirm=3, rounds=3, max_rounds=6),
+    "quick": Effort(space="quick", trials=8, confirm=2, rounds=2, max_rounds=5),
+    "default": Effort(space="default", trials=20, confirm=3, rounds=3, max_rounds=8),
     "thorough": Effort(space="thorough", trials=60, confirm=5, rounds=4, max_rounds=8),
 }
 """`--effort` levels; a flag given explicitly (--space, --trials, ...) overrides its level's value."""

@@ -75,7 +75,7 @@ class SearchOptions:
     """Re-measure this many of the best trials with both baselines, in rotated rounds, before choosing."""
     rounds: int = 3
     """Rounds of the confirmation campaign before it may stop."""
-    max_rounds: int = 6
+    max_rounds: int = 8
     """Rounds of the confirmation campaign at most, while the leader's interval does not decide."""
     protocol: RunProtocol = field(default_factory=RunProtocol)
     """How every run is measured."""
