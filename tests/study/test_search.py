@@ -462,8 +462,8 @@ def test_a_multi_objective_search_exports_its_pareto_front_and_export_can_pick_a
 @pytest.mark.parametrize(
     ("flags", "wanted"),
     [
-        ([], {"space": "default", "trials": 20, "confirm": 3, "rounds": 3, "max_rounds": 6}),
-        (["--effort", "quick"], {"space": "quick", "trials": 8, "confirm": 2, "rounds": 2, "max_rounds": 4}),
+        ([], {"space": "default", "trials": 20, "confirm": 3, "rounds": 3, "max_rounds": 8}),
+        (["--effort", "quick"], {"space": "quick", "trials": 8, "confirm": 2, "rounds": 2, "max_rounds": 5}),
         (["--effort", "thorough"], {"space": "thorough", "trials": 60, "confirm": 5, "rounds": 4, "max_rounds": 8}),
         (["--effort", "thorough", "--trials", "3", "--space", "quick"], {"space": "quick", "trials": 3}),
         (["--effort", "quick", "--rounds", "6"], {"rounds": 6, "max_rounds": 6}),
