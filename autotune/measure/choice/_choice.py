@@ -5,7 +5,8 @@ configuration}, judged on one campaign's paired replicates:
 
 * a configuration is exported only when its ratio to plain torch.compile is decided a gain
   (`outcome`): its campaign's simultaneous interval lies wholly above 1 + `GAIN_MARGIN` (1.015)
-  and its estimate above the +/- `within` band, over at least two replicates; the best such one by its estimate wins;
+  and its estimate above the +/- `within` band, over at least two replicates; the best such one
+  by its estimate wins;
 * otherwise plain torch.compile is exported (`CompileConfig()`), unless eager was decided a
   gain over plain compile the same way, in which case nothing is compiled.
 

@@ -27,8 +27,9 @@ than the reference in at most 2.5% of campaigns.
 An outcome (`outcome`) reads an interval against 1: equivalence when it lies inside the band
 of +/- `within` (whether or not it excludes 1); a gain when it lies above 1 + `GAIN_MARGIN` (the
 campaign is sure of at least 1.5%) and its estimate lies above the band (a gain worth the name,
-measured as one); a loss likewise below; undecided otherwise. With the estimate held to the band, more precision can only turn an undecided small
-difference into equivalence, never into a claim.
+measured as one); a loss likewise below; undecided otherwise. With the estimate held to the
+band, more precision can only turn an undecided small difference into equivalence, never into a
+claim.
 """
 
 from __future__ import annotations
@@ -95,13 +96,13 @@ class Interval:
     windows: int = 0
     """Paired windows in all, over those replicates (0 where files did not record them)."""
 
-    def gain(self, margin: float = GAIN_MARGIN) -> bool:
-        """The whole interval is above 1 + `margin`: a gain that survives the noise."""
-        return self.low > 1.0 + margin
+    def gain(self, margin: float | None = None) -> bool:
+        """The whole interval is above 1 + `margin` (None: `GAIN_MARGIN`): a gain that survives the noise."""
+        return self.low > 1.0 + (GAIN_MARGIN if margin is None else margin)
 
-    def loss(self, margin: float = GAIN_MARGIN) -> bool:
-        """The whole interval is below 1 / (1 + `margin`): a loss that survives the noise."""
-        return self.high < 1.0 / (1.0 + margin)
+    def loss(self, margin: float | None = None) -> bool:
+        """The whole interval is below 1 / (1 + `margin`) (None: `GAIN_MARGIN`): a loss that survives the noise."""
+        return self.high < 1.0 / (1.0 + (GAIN_MARGIN if margin is None else margin))
 
     def equivalent(self, within: float) -> bool:
         """The whole interval lies inside [1 / (1 + within), 1 + within]: no difference worth the name."""
