@@ -6,8 +6,19 @@ within a quarter of that, and most of a test's time would otherwise go to measur
 
 from __future__ import annotations
 
+from autotune import CompileConfig
+from autotune.runtime import codegen
+from autotune.workload import resolve
+
 SHORT = {"window_seconds": 0.25}
 """Protocol fields."""
 
 SHORT_FLAGS = ("--window-seconds", "0.25")
 """The same as `autotune search` flags."""
+
+
+def source_for(spec: str, config: CompileConfig) -> str:
+    """The generated `apply_compilation` code of `config` for the workload `spec`, as a search would write it."""
+    workload = resolve(spec)
+    summary = workload.summary(spec, workload.draw_batches())
+    return codegen.generate(config, summary, created="2026-01-01T00:00:00+00:00", version="test")

@@ -20,26 +20,19 @@ from autotune import CompileConfig, cli, load, resolve
 from autotune.measure import Budget, Harness, Objective, Subject, choose, outcome, validate
 from autotune.measure.engine import _engine as engine
 from autotune.measure.engine import with_protocol
-from autotune.runtime import codegen
 from autotune.trial.live import LiveWorker
 from autotune.trial.request import RunProtocol, RunRecord, TrialRequest
 from autotune.trial.runner import run_trial
-from tests.short_runs import SHORT, SHORT_FLAGS
+from tests.short_runs import SHORT, SHORT_FLAGS, source_for
 
 TARGETS = "tests.trial_targets.workloads"
 FAST = str(Path(__file__).parent.parent / "search_spaces" / "fast.yaml")
 
 
-def source(spec: str, config: CompileConfig) -> str:
-    workload = resolve(spec)
-    summary = workload.summary(spec, workload.draw_batches())
-    return codegen.generate(config, summary, created="2026-01-01T00:00:00+00:00", version="test")
-
-
 def request(spec: str, config: CompileConfig | None, **protocol: object) -> TrialRequest:
     return TrialRequest(
         spec=spec,
-        source=source(spec, config) if config is not None else None,
+        source=source_for(spec, config) if config is not None else None,
         protocol=RunProtocol(windows=2, **{**SHORT, **protocol}).to_dict(),  # type: ignore[arg-type]
         changes_precision=bool(config and config.changes_precision),
         falls_back_to_eager=bool(config and config.falls_back_to_eager),

@@ -11,19 +11,12 @@ from dataclasses import replace
 
 from autotune import CompileConfig, resolve
 from autotune.measure import Harness
-from autotune.runtime import codegen
 from autotune.trial.live import LiveWorker
 from autotune.trial.measure import PRECISION_TOLERANCE
 from autotune.trial.records import SettleWindow
 from autotune.trial.request import RunProtocol, TrialRun
 from autotune.trial.runner import TrialRequest, run_trial
-from tests.short_runs import SHORT
-
-
-def _source(spec: str, config: CompileConfig) -> str:
-    workload = resolve(spec)
-    summary = workload.summary(spec, workload.draw_batches())
-    return codegen.generate(config, summary, created="2026-01-01T00:00:00+00:00", version="test")
+from tests.short_runs import SHORT, source_for
 
 
 def _gone(pid: int) -> bool:
@@ -155,14 +148,14 @@ def test_a_monitor_can_prune_a_trial_and_its_process_is_gone() -> None:
 
 def test_wrong_outputs_under_compile_fail_the_accuracy_check() -> None:
     spec = "tests.trial_targets.workloads:wrong_when_compiled"
-    run = run_trial(TrialRequest(spec=spec, source=_source(spec, CompileConfig()), timeout=300))
+    run = run_trial(TrialRequest(spec=spec, source=source_for(spec, CompileConfig()), timeout=300))
     assert run.state == "failed" and run.reason == "accuracy", run.message + run.stderr_tail
     assert "differs from eager" in run.message
 
 
 def test_recompile_limit_fallback_to_eager_is_detected() -> None:
     spec = "tests.trial_targets.workloads:recompiles"
-    run = run_trial(TrialRequest(spec=spec, source=_source(spec, CompileConfig(dynamic=False)), timeout=300))
+    run = run_trial(TrialRequest(spec=spec, source=source_for(spec, CompileConfig(dynamic=False)), timeout=300))
     assert run.state == "failed" and run.reason == "recompile_limit", run.message + run.stderr_tail
 
 
