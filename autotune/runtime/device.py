@@ -103,9 +103,6 @@ class Device(abc.ABC):
     forks_workers: ClassVar[bool] = False
     """Whether its workers may be forked from a pre-imported server (`autotune.trial.forkserver`) rather than
     started anew: not where the parent of a fork must not have initialised the device (CUDA)."""
-    compiles_side_by_side: ClassVar[bool] = False
-    """Whether every subject of a replicate builds and compiles at once, each then held until it may settle
-    (`starts_at_once` at a time); otherwise each builds, compiles and settles in one go."""
     quiet_before_stop: ClassVar[bool] = False
     """Whether a worker here is asked to go quiet before it is stopped (`autotune.trial.gate`): on a GPU a
     stopped process's queued kernels would run, and its cached memory stay reserved, on another's clock."""
@@ -154,10 +151,9 @@ class Device(abc.ABC):
         return None
 
     def starts_at_once(self, cores: int) -> int:
-        """How many subjects of a replicate settle (and, unless they compile side by side, build and compile first)
-        at once on a host of `cores` cores.
+        """How many subjects of a replicate build, compile and settle side by side on a host of `cores` cores.
 
-        One: a warm start's settle windows on a CPU device use every core, and settle windows that overlap fight over them.
+        One: a warm start's settle windows on a CPU device use every core, and starts that overlap fight over them.
         """
         return 1
 
@@ -215,10 +211,6 @@ class CPUDevice(Device):
     memory_kind: ClassVar[str] = "process_rss"
     capabilities: ClassVar[frozenset[str]] = frozenset({CPP})
     forks_workers: ClassVar[bool] = True
-    # A warm start's compile is dynamo tracing and graphs loaded from the cache, one Python thread each: on
-    # fewer cores than subjects they take turns, no slower in all than one after the other. Their settle
-    # windows use every core (OpenMP threads spin while their partners wait), so those run one at a time.
-    compiles_side_by_side: ClassVar[bool] = True
 
     def synchronize(self) -> None:
         """Nothing to wait for: CPU work is done when the call returns."""

@@ -22,7 +22,6 @@ from autotune.trial.records import WireRecord, event_line, parse_event
 __all__ = [
     "COMMAND_FD_VARIABLE",
     "EVENT_FD_VARIABLE",
-    "HOLD_COMPILED_VARIABLE",
     "HOLD_VARIABLE",
     "MAX_PASSES",
     "PARENT_PID_VARIABLE",
@@ -46,9 +45,6 @@ PAUSE_FD_VARIABLE = "AUTOTUNE_PAUSE_FD"
 """Names the descriptor on which the worker answers SIGTSTP once it has gone quiet (see `autotune.trial.gate`)."""
 HOLD_VARIABLE = "AUTOTUNE_HOLD"
 """Set (to 1) for a worker started beside others: once imported, it says "held" and waits for a line on its commands."""
-HOLD_COMPILED_VARIABLE = "AUTOTUNE_HOLD_COMPILED"
-"""Set (to 1) for a worker that compiles beside others: once compiled, before it settles, it says "held" again
-and waits for a line on its commands, so that its settle windows run alone."""
 PARENT_PID_VARIABLE = "AUTOTUNE_PARENT_PID"
 """The worker exits when the process that started it is gone (it runs in a session of its own)."""
 

@@ -49,7 +49,6 @@ from typing import Any, Protocol
 from autotune.trial.events import (
     COMMAND_FD_VARIABLE,
     EVENT_FD_VARIABLE,
-    HOLD_COMPILED_VARIABLE,
     HOLD_VARIABLE,
     PARENT_PID_VARIABLE,
     PAUSE_FD_VARIABLE,
@@ -79,7 +78,6 @@ PER_RUN_VARIABLES = frozenset(
         COMMAND_FD_VARIABLE,
         PAUSE_FD_VARIABLE,
         HOLD_VARIABLE,
-        HOLD_COMPILED_VARIABLE,
         PARENT_PID_VARIABLE,
         "TORCHINDUCTOR_CACHE_DIR",
         "TRITON_CACHE_DIR",

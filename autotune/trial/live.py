@@ -34,7 +34,6 @@ from autotune.runtime.device import parse_device
 from autotune.trial.events import (
     COMMAND_FD_VARIABLE,
     EVENT_FD_VARIABLE,
-    HOLD_COMPILED_VARIABLE,
     HOLD_VARIABLE,
     MAX_PASSES,
     PARENT_PID_VARIABLE,
@@ -96,11 +95,10 @@ class LiveWorker:
 
     # -- the process -----------------------------------------------------------------------------
 
-    def start(self, *, hold: bool = False, hold_compiled: bool = False) -> LiveWorker:
+    def start(self, *, hold: bool = False) -> LiveWorker:
         """Write the request and start the worker in a session of its own, with its event and command pipes.
 
-        With `hold`, the worker imports, says "held" and waits for `release` before it builds anything;
-        with `hold_compiled`, it says "held" again once compiled and waits for `release` before it settles.
+        With `hold`, the worker imports, says "held" and waits for `release` before it builds anything.
         """
         request, workdir = self.request, self.workdir
         cache = Path(request.cache_dir) if request.cache_dir else workdir
@@ -123,8 +121,6 @@ class LiveWorker:
         env[PAUSE_FD_VARIABLE] = str(answer_write)
         if hold:
             env[HOLD_VARIABLE] = "1"
-        if hold_compiled:
-            env[HOLD_COMPILED_VARIABLE] = "1"
         self.stderr_path = workdir / "stderr.log"
         self.started = self.phase_started = time.monotonic()
         with open(self.stderr_path, "wb") as stderr:
@@ -178,11 +174,11 @@ class LiveWorker:
         return self.follow({ReadyReport}, self.request.timeout) is not None
 
     def until_held(self) -> bool:
-        """Follow a held worker until it waits (imported, or compiled); False when it failed or ended."""
+        """Follow a worker started with `hold` until it has imported and waits; False when it failed or ended."""
         return self.follow({Held}, self.request.timeout) is not None
 
     def release(self) -> bool:
-        """Let a held worker go on (to build and compile, or to settle); False when it is gone."""
+        """Let a held worker go on to build, compile and settle; False when it is gone."""
         return self._send({"do": "go"})
 
     def window(self, index: int, start: int, count: int, passes: int = 1) -> Window | None:

@@ -141,8 +141,7 @@ class Pausable(WireRecord):
 
 @dataclass(frozen=True, kw_only=True)
 class Held(WireRecord):
-    """A worker started beside others has imported (or, held once compiled, has compiled) and waits for its
-    parent's go."""
+    """A worker started beside others has imported and waits for its parent's go."""
 
     KIND: ClassVar[str] = "held"
 

@@ -9,10 +9,8 @@ It builds the workload, applies the configuration by executing the generated
    again, so a ready worker has stopped compiling on what it has seen.
 
 Started beside other subjects (AUTOTUNE_HOLD set), it first imports, says "held" and waits for
-its parent's go (`hold`); with AUTOTUNE_HOLD_COMPILED set it also holds between its compile and
-its settle windows, so that subjects compile side by side but settle alone. Then it says "ready"
-and does what its parent asks, one command per line on the descriptor named by
-AUTOTUNE_COMMAND_FD (without one, it ends at once):
+its parent's go (`hold`). Then it says "ready" and does what its parent asks, one command per
+line on the descriptor named by AUTOTUNE_COMMAND_FD (without one, it ends at once):
 
 * `{"do": "window", "index": k, "start": s, "count": n}`: time batches s .. s+n-1 of the fresh
   stream (modulo its length), each once, with the calibration probe just before; the steps
@@ -54,7 +52,6 @@ from autotune.runtime.device import Device, parse_device
 from autotune.trial.compile_split import compile_split
 from autotune.trial.events import (
     COMMAND_FD_VARIABLE,
-    HOLD_COMPILED_VARIABLE,
     HOLD_VARIABLE,
     MAX_PASSES,
     PAUSE_FD_VARIABLE,
@@ -158,8 +155,6 @@ class WorkerRun:
         """Build, check, compile, settle; say ready; then measure windows until told to end."""
         self._build()
         self._compile()
-        if not self._hold_compiled():
-            return  # its parent ended it while it waited
         self._settle()
         self.load_before, self.cpu_before = load_average(), cpu_times()
         # The phase first: the parent may stop the worker as soon as it reads "ready", and a phase
@@ -181,19 +176,6 @@ class WorkerRun:
                 self._end(stream=bool(command.get("stream")))
                 return
         # The channel closed without an end: the parent is done with this worker.
-
-    def _hold_compiled(self) -> bool:
-        """Compiled beside other subjects (HOLD_COMPILED_VARIABLE set): say "held", wait for the go to settle.
-
-        A warm start's compile is mostly one Python thread (dynamo tracing, graphs loaded from the
-        cache), so subjects compile side by side; their settle windows use every core and wait
-        for their turn. False when the parent asked for anything else or closed the channel.
-        """
-        if not os.environ.get(HOLD_COMPILED_VARIABLE) or not os.environ.get(COMMAND_FD_VARIABLE):
-            return True
-        self._set_phase("held")
-        self.events.emit(Held())
-        return wait_for_go()
 
     def _settle(self) -> None:
         """Windows on the fixed batches until `settle_windows` of them compiled nothing; the ready event's figures."""

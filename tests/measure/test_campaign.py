@@ -36,7 +36,6 @@ from autotune.trial.live import LiveWorker
 from autotune.trial.request import RunProtocol, RunRecord, TrialRequest, TrialRun, noisy_reason, window_figures
 from examples import decision_error
 from tests import fake_records
-from tests.short_runs import source_for
 
 pytestmark = pytest.mark.parallel
 
@@ -246,9 +245,8 @@ class StartLog:
         class Worker:
             run = TrialRun(state="complete", ready=fake_records.ready(batches_per_second=10.0))
 
-            def start(self, *, hold: bool = False, hold_compiled: bool = False):
-                log.events.append(("start held" if hold else "start held compiled" if hold_compiled else "start", name))
-                assert not (hold and hold_compiled), "one hold: after its imports, or once compiled"
+            def start(self, *, hold: bool = False):
+                log.events.append(("start held" if hold else "start", name))
                 return self
 
             def until_held(self) -> bool:
@@ -280,11 +278,10 @@ def test_a_replicate_starts_its_subjects_as_the_host_has_cores_for_them(device, 
     assert _replicate.starts_at_once(device, cores) == at_once
 
 
-def test_on_a_cpu_subjects_compile_together_then_each_settles_and_is_stopped_before_the_next_goes_on(
+def test_on_a_cpu_subjects_import_together_then_each_is_ready_and_stopped_before_the_next_goes_on(
     monkeypatch,
 ) -> None:
-    # Settle windows that overlap on a 2-core host took twice as long as the same windows in a row; a warm
-    # compile is one Python thread, so the subjects compile side by side and hold before they settle.
+    # Start-ups that overlap on a 2-core host took twice as long as the same start-ups in a row; imports take a core each.
     log = StartLog(failing="b", not_held="d")
     monkeypatch.setattr(_replicate, "LiveWorker", log.worker)
     names = ["a", "b", "c", "d"]
@@ -293,15 +290,14 @@ def test_on_a_cpu_subjects_compile_together_then_each_settles_and_is_stopped_bef
     runs: dict = {}
     ready = _replicate._make_ready(requests, names, workers, runs)
     assert log.events == [
-        ("start held compiled", "a"), ("start held compiled", "b"), ("start held compiled", "c"),
-        ("start held compiled", "d"),
+        ("start held", "a"), ("start held", "b"), ("start held", "c"), ("start held", "d"),
         ("held", "a"), ("held", "b"), ("held", "c"), ("held", "d"), ("end", "d"),
         ("go", "a"), ("ready", "a"), ("pause", "a"),
         ("go", "b"), ("ready", "b"), ("end", "b"),
         ("go", "c"), ("ready", "c"), ("pause", "c"),
     ]  # fmt: skip
     assert sorted(ready) == sorted(workers) == ["a", "c"] and runs["b"].reason == "compile_error"
-    assert runs["d"].reason == "compile_error", "a worker that failed while it compiled is ended, never let go"
+    assert runs["d"].reason == "compile_error", "a worker that failed while it imported is ended, never let go"
 
 
 def test_a_subject_alone_is_not_held(monkeypatch) -> None:
@@ -1028,34 +1024,6 @@ def test_held_workers_import_side_by_side_and_build_nothing_until_let_go() -> No
     )
     # Ended while held, a worker exits instead of taking the end for its go.
     assert runs[2].state == "failed" and "phase 'held'" in runs[2].message, runs[2].message
-
-
-@pytest.mark.parallel  # nothing is timed: it checks what each worker did, and in which order
-def test_workers_held_once_compiled_compile_side_by_side_and_settle_only_when_let_go() -> None:
-    protocol = RunProtocol(window_seconds=0.1, fresh_batches=4, settle_windows=1).to_dict()
-    spec = "tests.trial_targets.workloads:tiny_infer"
-    request = TrialRequest(spec=spec, source=source_for(spec, CompileConfig()), protocol=protocol, timeout=300)
-    first, second = (LiveWorker(request).start(hold_compiled=True) for _ in range(2))
-    try:
-        assert first.until_held() and second.until_held()
-        assert first.phase == second.phase == "held"
-        assert first.run.compile_seconds and second.run.compile_seconds, "both compiled before they held"
-        assert not select.select([second.pipe], [], [], 0.5)[0], "the held worker said nothing more: it did not settle"
-        assert first.release() and first.until_ready()
-        first.pause()
-        assert second.release() and second.until_ready()
-        runs = [first.end(), second.end()]
-    finally:
-        for worker in (first, second):
-            worker.kill()
-    for run in runs:
-        assert run.state == "complete", (run.reason, run.message, run.stderr_tail)
-        assert run.phase_seconds["compile"] > 0 and run.phase_seconds["held"] > 0 and run.ready.settle_windows
-    # The second stood held through the first's settle windows, not through its compile.
-    assert runs[1].phase_seconds["held"] > runs[0].phase_seconds["settle"], (
-        runs[0].phase_seconds,
-        runs[1].phase_seconds,
-    )
 
 
 @pytest.mark.parallel

@@ -2,12 +2,11 @@
 
 Every subject of a group is started from its own warm cache folder, made ready and stopped
 (nothing is timed then). Their processes start together and import side by side (Python, torch
-and the workload's module take one core each); on a CPU they also build and compile side by side
-(a warm compile is dynamo tracing and graphs loaded from the cache, one Python thread each). Then
-they hold, and how many go on at once to settle (and elsewhere to build and compile first)
-follows from the host's cores (`starts_at_once`): on a CPU one after the other, since settle
-windows overlapping there fight over the cores (OpenMP threads spin while their partners are
-descheduled) and took twice as long as the same windows in a row. Then the blocks: in each block every
+and the workload's module take one core each), then hold; how many then go on at once to build,
+compile and settle follows from the host's cores (`starts_at_once`): on a small CPU host one
+after the other, since those steps overlapping there fight over the cores (OpenMP threads spin
+while their partners are descheduled) and took twice as long as the same steps in a row. Then
+the blocks: in each block every
 subject measures one window on the block's slice of the stream while all the others stand
 stopped (SIGSTOP), so nothing else of ours runs on its clock. The order inside a block is a
 random permutation, and the next block runs it backwards (ABBA), so that drift during a block
@@ -241,9 +240,8 @@ def starts_at_once(device: str, cores: int | None = None) -> int:
     """How many subjects of a replicate start side by side: their start-ups must not fight over the cores.
 
     A warm start traces with dynamo and loads compiled graphs (mostly one Python thread), then
-    runs settle windows, which on a CPU device use every core. So on a CPU device they settle one
-    at a time, once all have compiled side by side; beside a GPU each may have about four cores of
-    the host to build, compile and settle (`Device.starts_at_once`).
+    runs settle windows, which on a CPU device use every core. So on a CPU device they start one
+    at a time; beside a GPU each may have about four cores of the host (`Device.starts_at_once`).
     """
     cores = cores if cores is not None else (os.cpu_count() or 1)
     return parse_device(device).starts_at_once(cores)
@@ -257,25 +255,23 @@ def _make_ready(
 ) -> dict[str, ReadyReport]:
     """Start `order`'s workers into `workers`, each stopped once ready; a worker that fails is ended.
 
-    All start at once. Where the device compiles side by side (`Device.compiles_side_by_side`, a
-    CPU), all import, build and compile at once and hold before they settle; elsewhere they hold
-    after their imports, which take one core each. Then they are let go on a few at a time
-    (`starts_at_once`) to settle, or to build, compile and settle.
+    All start at once but hold after their imports, which take one core each; then they are let
+    go on a few at a time (`starts_at_once`) to build, compile and settle.
     """
     ready: dict[str, ReadyReport] = {}
-    device = parse_device(requests[order[0]].device) if order else None
-    at_once = starts_at_once(str(device)) if device is not None else 1
-    held = len(order) > at_once
-    staged = held and device is not None and device.compiles_side_by_side
+    at_once = starts_at_once(requests[order[0]].device) if order else 1
+    hold = len(order) > at_once
     for name in order:
-        workers[name] = LiveWorker(requests[name]).start(hold=held and not staged, hold_compiled=staged)
-    if held:
-        _until_held(order, workers, runs)  # imported, or (staged) built and compiled side by side
+        workers[name] = LiveWorker(requests[name]).start(hold=hold)
+    if hold:
+        for name in order:
+            if not workers[name].until_held():
+                runs[name] = workers.pop(name).end()
     order = [name for name in order if name in workers]
     for first in range(0, len(order), at_once):
         batch = order[first : first + at_once]
         for name in batch:
-            if held:
+            if hold:
                 workers[name].release()
         for name in batch:
             worker = workers[name]
@@ -286,13 +282,6 @@ def _make_ready(
                 runs[name] = worker.end()
                 del workers[name]
     return ready
-
-
-def _until_held(order: Sequence[str], workers: dict[str, LiveWorker], runs: dict[str, TrialRun]) -> None:
-    """Follow each worker of `order` until it holds; one that failed or ended meanwhile is ended and dropped."""
-    for name in order:
-        if name in workers and not workers[name].until_held():
-            runs[name] = workers.pop(name).end()
 
 
 WindowSeen = Callable[[str, int, Window | None], bool]
