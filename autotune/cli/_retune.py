@@ -21,16 +21,17 @@ HELP = "re-measure a tuned configuration, search a little more, and replace it o
 DESCRIPTION = (
     "Check a tuned configuration where it runs today, e.g. nightly: run a short warm-started search in "
     "the same study (the incumbent and the previous top trials first, then --trials new ones), then "
-    "measure eager, plain torch.compile, the incumbent and the best challenger in fresh processes, in "
-    "rotated rounds (--repeats to --max-rounds), and compare the environment and the model with those "
-    "recorded in best.yaml. A challenger replaces the incumbent only if its paired ratio to it has a "
-    "median above 1 + --min-gain and an interval wholly above 1."
+    "measure eager, plain torch.compile, the incumbent and the best challenger in replicates of paired "
+    "windows, each subject a new process warm from its own cache (--repeats to --max-rounds), and compare "
+    "the environment and the model with those recorded in best.yaml. A challenger replaces the incumbent "
+    "only if its paired ratio to it has a median above 1 + --min-gain and an interval whose lower end "
+    "clears 1.015, the margin every gain must clear."
 )
 EPILOG = f"""\
 exit codes:
   {EXIT_OK}  unchanged (the incumbent stays) or improved (a faster challenger replaced it)
   {EXIT_REGRESSION}  regression: the incumbent fails here, or its ratio to plain torch.compile (or to eager),
-     measured in the same rotated rounds, fell by more than --max-regression since it was tuned, with an
+     measured in the same replicates, fell by more than --max-regression since it was tuned, with an
      interval that excludes no change; the files change only if a working challenger replaced it
   {EXIT_ERROR}  error: no study, a damaged study or storage, a workload that does not run, bad options
      (nothing was changed)
@@ -75,10 +76,10 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         "--repeats",
         type=int,
         default=3,
-        help="rotated rounds of eager, plain compile, incumbent and challenger before stopping (default: 3)",
+        help="replicates of eager, plain compile, incumbent and challenger before it may stop (default: 3)",
     )
     p.add_argument(
-        "--max-rounds", type=int, default=6, help="rounds at most, while the intervals do not decide (default: 6)"
+        "--max-rounds", type=int, default=6, help="replicates at most, while the intervals do not decide (default: 6)"
     )
     p.add_argument(
         "--device", metavar="cpu|cuda|cuda:N", help="where to measure (default: the device recorded in best.yaml)"

@@ -22,11 +22,13 @@ from autotune.measure.engine import Replicate, _replicate, block_orders, co_resi
 from autotune.measure.engine import _engine as engine
 from autotune.measure.report import confirmation_cells, confirmation_rows
 from autotune.measure.stats import (
+    BAND,
     REPLICATE_SD_FLOOR,
     Components,
     Interval,
     Looks,
     components,
+    gain_margin,
     replicate_interval,
     windows_per_replicate,
 )
@@ -783,6 +785,20 @@ def test_a_faster_estimate_with_one_losing_replicate_is_not_enough() -> None:
 
 def test_one_replicate_is_not_a_measurement() -> None:
     assert verdict(retune_campaign([100.0], [150.0])).replaced is False
+
+
+@pytest.mark.parametrize(("challenger", "replaced"), [([101, 104, 107, 104], False), ([102.5, 104, 105.5, 104], True)])
+def test_a_challenger_replaces_the_incumbent_only_where_its_interval_clears_the_gain_margin(
+    challenger: list[float], replaced: bool
+) -> None:
+    # Both estimates are 4% above the incumbent (over --min-gain's 3%); the first interval's lower end is above 1
+    # but not above 1.015, the margin any gain must clear.
+    measured = retune_campaign([100.0] * 4, challenger)
+    versus = measured.ratio("challenger", "incumbent")
+    assert versus.median > 1.03 and versus.low > 1.0
+    assert (versus.low > 1 + gain_margin(BAND)) is replaced
+    result = verdict(measured)
+    assert (result.decision, result.replaced) == ("improved" if replaced else "unchanged", replaced)
 
 
 def test_a_failing_incumbent_is_a_regression_and_a_working_challenger_replaces_it() -> None:

@@ -3,14 +3,15 @@
 A pure function of measurements, so that it can be tested on synthetic runs:
 
 * The incumbent **regressed** when it fails, or when its ratio to a baseline (plain
-  torch.compile, eager), measured in the same rotated rounds, fell below the ratio recorded
+  torch.compile, eager), measured in the same replicates, fell below the ratio recorded
   at tuning time by more than `max_regression`, with an interval that excludes "no change":
   today's interval lies wholly below the recorded one (below its median when only a median
   was recorded). An absolute throughput recorded on another day is context, never the
   evidence: machines drift.
-* A challenger **replaces** the incumbent when it ran every round without failing and its
-  paired ratio to the incumbent has a median above 1 + `min_gain` and an interval wholly
-  above 1; any working challenger replaces an incumbent that fails.
+* A challenger **replaces** the incumbent when it ran every replicate without failing and its
+  paired ratio to the incumbent has a median above 1 + `min_gain` and is a gain by the rule
+  every choice uses (`outcome`: its interval's lower end above 1 + `GAIN_MARGIN`, 1.015); any
+  working challenger replaces an incumbent that fails.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.measure.engine import BASELINES, Campaign
-from autotune.measure.stats import Interval
+from autotune.measure.stats import BAND, Interval, outcome
 
 __all__ = ["DECISIONS", "Decision", "decide", "recorded_ratios"]
 
@@ -74,7 +75,9 @@ def decide(
             replaced = True
         elif versus is not None and versus.rounds >= 2:
             # One replicate is a number, not a measurement: a challenger must win in several.
-            replaced = versus.median > 1 + min_gain and versus.low > 1.0
+            # The proof's own rule for a gain (`outcome`: the interval's lower end above 1 + GAIN_MARGIN), and the
+            # estimate above what the user asked a replacement to gain.
+            replaced = versus.median > 1 + min_gain and outcome(versus, BAND) == "gain"
     decision = "regression" if regressions else ("improved" if replaced else "unchanged")
     return Decision(decision=decision, replaced=replaced, regressions=regressions, gain=gain)
 
