@@ -147,11 +147,8 @@ def test_a_campaign_round_trips_through_plain_data_and_old_files_still_load() ->
     ("low", "high", "said"),
     [
         (1.016, 1.07, "gain"),
-        (
-            1.014,
-            1.07,
-            "undecided",
-        ),  # above 1, but not by the margin of 1.5% (GAIN_MARGIN): a slower one can scatter there
+        # Above 1, but not by the margin of 1.5% (GAIN_MARGIN): a slower one can scatter there.
+        (1.014, 1.07, "undecided"),
         (0.999, 1.05, "undecided"),
         (0.93, 0.985, "loss"),
         (0.93, 0.986, "undecided"),  # 1 / 1.015 = 0.98522

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autotune.errors import SearchError
+from autotune.study.search._options import SearchOptions
 
 __all__ = ["EFFORTS", "Effort", "effort"]
 
@@ -34,7 +35,14 @@ class Effort:
 
 EFFORTS: dict[str, Effort] = {
     "quick": Effort(space="quick", trials=8, confirm=2, rounds=2, max_rounds=5),
-    "default": Effort(space="default", trials=20, confirm=3, rounds=3, max_rounds=8),
+    # The default level is what `SearchOptions` holds when no flag is given.
+    "default": Effort(
+        space=SearchOptions.space,
+        trials=SearchOptions.trials,
+        confirm=SearchOptions.confirm,
+        rounds=SearchOptions.rounds,
+        max_rounds=SearchOptions.max_rounds,
+    ),
     "thorough": Effort(space="thorough", trials=60, confirm=5, rounds=4, max_rounds=8),
 }
 """`--effort` levels; a flag given explicitly (--space, --trials, ...) overrides its level's value."""

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autotune.errors import ConfigError, SearchError
-from autotune.measure import DEFAULT_PICK, Objectives, parse_pick
+from autotune.measure import DEFAULT_PICK, Budget, Objectives, parse_pick
 from autotune.runtime.device import Device, parse_device
 from autotune.study.storage import Liveness
 from autotune.trial.devices import refuse_shared_exclusive
@@ -72,11 +72,12 @@ class SearchOptions:
     slow_ratio: float = 0.5
     """Prune a trial whose windows run below this fraction of eager's throughput."""
     confirm: int = 3
-    """Re-measure this many of the best trials with both baselines, in rotated rounds, before choosing."""
-    rounds: int = 3
-    """Rounds of the confirmation campaign before it may stop."""
-    max_rounds: int = 8
-    """Rounds of the confirmation campaign at most, while the leader's interval does not decide."""
+    """Re-measure this many of the best trials with both baselines, in replicates of paired windows, before choosing."""
+    rounds: int = Budget.min_rounds
+    """Replicates of the confirmation campaign before it may stop (the engine's `Budget`)."""
+    max_rounds: int = Budget.max_rounds
+    """Replicates of the confirmation campaign at most, while the leader's interval does not decide (the engine's
+    `Budget`)."""
     protocol: RunProtocol = field(default_factory=RunProtocol)
     """How every run is measured."""
     allow_precision_changes: bool = False
