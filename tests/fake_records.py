@@ -54,6 +54,7 @@ def compiled(**fields: Any) -> Compiled:
         "compile_split": {},
         "compile_span": [0.0, 2.0],
         "check_span": None,
+        "shared_build_spans": [],
         "counts": COUNTS,
     }
     return Compiled(**{**values, **fields})

@@ -382,11 +382,12 @@ def _without_stops(gate: MeasurementGate, member: Member, compiled: Compiled) ->
     start, end = compiled.compile_span
     stopped = overlap_seconds(member.paused, (start, end))
     beside = gate.beside(member, (start, end))
-    if compiled.check_span is not None:
-        # The accuracy check's eager reference is not compile time, stopped or beside another.
-        check_start, check_end = compiled.check_span
-        stopped -= overlap_seconds(member.paused, (check_start, check_end))
-        beside -= gate.beside(member, (check_start, check_end))
+    # Neither the accuracy check's eager reference nor a build the environment shares is compile time (the worker
+    # left both out already): time stopped or beside another inside them is not taken out again.
+    for left_out in ([compiled.check_span] if compiled.check_span is not None else []) + compiled.shared_build_spans:
+        left_start, left_end = left_out
+        stopped -= overlap_seconds(member.paused, (left_start, left_end))
+        beside -= gate.beside(member, (left_start, left_end))
     compile_seconds = max(compiled.compile_seconds - stopped, 0.0)
     return CompileStops(
         compile_seconds=compile_seconds,

@@ -44,7 +44,7 @@ __all__ = [
     "parse_event",
 ]
 
-EVENT_VERSION = 1
+EVENT_VERSION = 2
 """The wire form's version, carried by every event line. Change it whenever a record below gains, loses or renames a
 field or changes a field's meaning: a worker and a parent of different versions then refuse each other at once."""
 
@@ -213,8 +213,16 @@ class Compiled(WireRecord):
     """When the compile started and ended, seconds since the epoch: a parent that stopped the worker leaves that out."""
     check_span: list[float] | None
     """When the accuracy check's eager reference ran inside the compile span; None when none ran."""
+    shared_build_spans: list[list[float]]
+    """When the compile built what every later process of the environment reuses (Inductor's precompiled C++
+    header, `autotune.trial.shared_builds`): left out of compile_seconds and of the split's Inductor part."""
     counts: DynamoCounts
     """Dynamo's counts once compiled."""
+
+    @property
+    def shared_build_seconds(self) -> float:
+        """Seconds of `shared_build_spans`."""
+        return sum(end - start for start, end in self.shared_build_spans)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -196,6 +196,8 @@ class TrialRun:
             compiled = self.compiled.to_json()
             values.update({k: v for k, v in compiled.items() if k in _FIGURES})
             values.update(self.compiled.counts.figures())
+            if self.compiled.shared_build_spans:
+                values["shared_build_seconds"] = round(self.compiled.shared_build_seconds, 3)
         if self.compile_stops is not None:
             values.update(self.compile_stops.figures())
         for report in (self.ready, self.result):
@@ -350,6 +352,9 @@ class RunRecord:
     another worker measured)."""
     compile_paused_seconds: float | None = None
     """Seconds the compile stood stopped while another worker of the device measured (left out of compile_seconds)."""
+    shared_build_seconds: float | None = None
+    """Seconds the compile spent building what every later process of the environment reuses (Inductor's
+    precompiled C++ header): the environment's first compile pays it once; left out of compile_seconds."""
     compile_concurrent_seconds: float | None = None
     """Seconds of the compile during which another worker of the device ran too: such a compile is slower than alone."""
     paused_seconds: float | None = None

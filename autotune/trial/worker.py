@@ -94,6 +94,7 @@ from autotune.trial.records import (
     Window,
 )
 from autotune.trial.request import RunProtocol, noisy_reason
+from autotune.trial.shared_builds import watch_shared_builds
 from autotune.workload import Workload, preimport, resolve, samples_in
 
 __all__ = ["StepRunner", "TrialFailure", "answer_pauses", "classify", "exit_now", "hold", "main", "to_device"]
@@ -273,6 +274,7 @@ class WorkerRun:
         watch_cuda_graph_recordings()
         self._set_phase("compile")
         started, started_epoch = time.perf_counter(), time.time()
+        shared = watch_shared_builds()  # imports Inductor's code cache, as the compile below would
         if self.generated is not None and self.request.get("load_cache_path"):
             # Loading the artifacts is part of what a warm start costs, so it is inside the compile clock.
             loaded = self.generated.load_compile_cache(self.request["load_cache_path"])
@@ -290,7 +292,14 @@ class WorkerRun:
         settled_at, passes = self._warm_up()
         if self.generated is not None:
             self.generated.finish_warmup()
-        compile_seconds = max(settled_at - started - excluded, 0.0) if self.generated is not None else 0.0
+        ended_epoch = started_epoch + settled_at - started
+        # A header every later process of the environment reuses is the environment's cost, not this configuration's.
+        built = shared.within(started_epoch, ended_epoch)
+        building = sum(end - start for start, end in built)
+        compile_seconds = max(settled_at - started - excluded - building, 0.0) if self.generated is not None else 0.0
+        split = compile_split()
+        if building and "inductor" in split:
+            split["inductor"] = max(split["inductor"] - building, 0.0)
         compiled = Compiled(
             compile_seconds=compile_seconds,
             warmup_passes=passes,
@@ -298,10 +307,11 @@ class WorkerRun:
             # do: its peak is kept apart, and the steady peak counts from here on.
             compile_peak_memory_mb=self.device.peak_memory_mb(),
             compile_peak_reserved_mb=self.device.peak_reserved_mb(),
-            compile_split=compile_split(),
+            compile_split=split,
             # Wall-clock spans, so that a parent that stopped this process for a while can leave that out.
-            compile_span=[started_epoch, started_epoch + settled_at - started],
+            compile_span=[started_epoch, ended_epoch],
             check_span=check_span,
+            shared_build_spans=built,
             counts=DynamoCounts(**dynamo_counts()),
         )
         self.device.reset_peak_memory()

@@ -185,6 +185,18 @@ def detour_infer() -> Workload:
     return tiny(model=Detour())
 
 
+class Pointwise(TinyMLP):
+    """TinyMLP with a ReLU between its body and its head: one generated C++ kernel, which Inductor compiles against
+    its precompiled header (built once for every later process of the environment)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.relu(self.body(x)))
+
+
+def pointwise_infer() -> Workload:
+    return tiny(model=Pointwise())
+
+
 class Wide(nn.Module):
     """One 4096x4096 linear layer: 64 MiB of weights, so a second copy of them shows in peak memory."""
 

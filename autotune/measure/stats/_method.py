@@ -13,7 +13,9 @@ Versions:
 3. intervals simultaneous over a campaign's looks and candidates, gains beyond the band;
 4. workers on a CPU forked from a server that imported Python, torch and the workload's module once;
 5. where compile time decides (`time-to:N`, a Pareto front), a cold compile of every configuration before each
-   replicate: the compile time a figure counts is that replicate's, not one first run's.
+   replicate: the compile time a figure counts is that replicate's, not one first run's;
+6. a compile's time leaves out the C++ header Inductor precompiles once for every later process of the
+   environment (`autotune.trial.shared_builds`): the first subject to compile no longer pays it for the rest.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 __all__ = ["METHOD", "method_change"]
 
 METHOD: dict[str, Any] = {
-    "version": 5,
+    "version": 6,
     "worker_environment": (
         "one new process per subject and replicate, warm from its own cache folder; on a CPU forked from a server "
         "that imported Python, torch and the workload's module"
@@ -33,7 +35,7 @@ METHOD: dict[str, Any] = {
     "stream": "fresh batches in paired, interleaved windows (ABBA), every subject on the same slices",
     "statistic": "Student t over replicates of paired log-ratios, simultaneous over looks and candidates",
     "compile_time": "where it decides, a cold compile per configuration before each replicate; else one, deciding "
-    "nothing",
+    "nothing; the environment's shared precompiled header left out",
 }
 """The method this version of autotune measures with; bump `version` whenever a figure would move."""
 

@@ -74,6 +74,7 @@ _CSV_COLUMNS = (
     "graph_breaks",
     "recompiles",
     "wall_seconds",
+    "shared_build_seconds",
     # Workers that shared a device (--workers): how the trial stood beside the others.
     "device",
     "paused_seconds",

@@ -372,6 +372,12 @@ def _baselines(search: _Search) -> dict[str, dict[str, Any]]:
     ratio = measured.reference.over_eager if measured.reference is not None else None
     if ratio:
         search._note(f"baselines: plain torch.compile ran {ratio:.2f}x eager, both warm, paired window by window")
+    if measured.compile.shared_build_seconds:
+        search._note(
+            f"baselines: plain torch.compile's cold compile built Inductor's precompiled C++ header "
+            f"({measured.compile.shared_build_seconds:.1f} s), which every later compile in this environment reuses: "
+            "left out of its compile time"
+        )
     return baselines
 
 

@@ -1,0 +1,74 @@
+"""What a compile builds once for every later process of the environment, timed so that no subject is charged for it.
+
+Inductor compiles every CPU kernel against one large header, which it precompiles (`g++ -x
+c++-header`: about 150 MB, and 8 s on a 2-core CPU) the first time any process of a Python
+environment needs it. It keeps the result under the system's temporary folder, shared by every
+process whatever its TORCHINDUCTOR_CACHE_DIR, since it depends only on the compiler, its flags and
+torch's headers. So in a new environment (a fresh clone, the first search after the temporary
+folder was cleared, a new torch) the first subject to compile pays it for every subject after it:
+plain compile, the first baseline, whose cold compile of the toy then ran 68.5 to 71.1 s against
+60.7 to 61.6 s once the header was there (2-core AMD EPYC, torch 2.13). The build is the
+environment's, not the configuration's: `watch_shared_builds` times it, and the worker leaves it
+out of the compile time, as it leaves out the accuracy check's eager reference.
+
+Only a build that had not been made yet counts, and the wait for another process that is making
+it; the header's preprocessing, which every process does again, stays in. The watch wraps
+Inductor's private `_precompile_header` and `_worker_compile_cpp`; a torch without them builds no
+shared header this way, and nothing is left out.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["SharedBuilds", "watch_shared_builds"]
+
+
+class SharedBuilds:
+    """The spans (seconds since the epoch) this process spent building what the environment shares."""
+
+    def __init__(self) -> None:
+        self.spans: list[list[float]] = []
+
+    def within(self, start: float, end: float) -> list[list[float]]:
+        """The builds that began inside [start, end]."""
+        return [list(span) for span in self.spans if start <= span[0] <= end]
+
+
+_WATCH = SharedBuilds()
+_WATCHED = "_autotune_shared_builds"
+
+
+def watch_shared_builds() -> SharedBuilds:
+    """Time, from now on, every precompiled header this process builds; the process's one record of them."""
+    from torch._inductor import codecache
+
+    precompile: Callable[..., Any] | None = getattr(codecache, "_precompile_header", None)
+    build: Callable[[str, Sequence[Any]], Any] | None = getattr(codecache, "_worker_compile_cpp", None)
+    if precompile is None or build is None or getattr(precompile, _WATCHED, False):
+        return _WATCH
+
+    def timed(lock_path: str, builders: Sequence[Any]) -> Any:
+        made = [getattr(builder, "get_target_file_path", lambda: "")() for builder in builders]
+        missing = any(path and not os.path.exists(path) for path in made)
+        began = time.time()
+        try:
+            return build(lock_path, builders)
+        finally:
+            if missing:
+                _WATCH.spans.append([began, time.time()])
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        # The header is built synchronously here, in this process: only its build is timed, no kernel's.
+        codecache._worker_compile_cpp = timed  # type: ignore[assignment]
+        try:
+            return precompile(*args, **kwargs)
+        finally:
+            codecache._worker_compile_cpp = build  # type: ignore[assignment]
+
+    setattr(watched, _WATCHED, True)
+    codecache._precompile_header = watched  # type: ignore[assignment]
+    return _WATCH
