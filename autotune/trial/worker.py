@@ -94,7 +94,7 @@ from autotune.trial.records import (
     Window,
 )
 from autotune.trial.request import RunProtocol, noisy_reason
-from autotune.trial.shared_builds import watch_shared_builds
+from autotune.trial.shared_builds import SharedBuilds, watch_shared_builds
 from autotune.workload import Workload, preimport, resolve, samples_in
 
 __all__ = ["StepRunner", "TrialFailure", "answer_pauses", "classify", "exit_now", "hold", "main", "to_device"]
@@ -274,7 +274,8 @@ class WorkerRun:
         watch_cuda_graph_recordings()
         self._set_phase("compile")
         started, started_epoch = time.perf_counter(), time.time()
-        shared = watch_shared_builds()  # imports Inductor's code cache, as the compile below would
+        # Imports Inductor's code cache, as the compile below would (an eager subject imports nothing of Inductor's).
+        shared = watch_shared_builds() if self.generated is not None else SharedBuilds()
         if self.generated is not None and self.request.get("load_cache_path"):
             # Loading the artifacts is part of what a warm start costs, so it is inside the compile clock.
             loaded = self.generated.load_compile_cache(self.request["load_cache_path"])
