@@ -53,7 +53,8 @@ def watch_shared_builds() -> SharedBuilds:
 
     def timed(lock_path: str, builders: Sequence[Any]) -> Any:
         made = [getattr(builder, "get_target_file_path", lambda: "")() for builder in builders]
-        missing = any(path and not os.path.exists(path) for path in made)
+        # A precompiled header (.gch with gcc, .pch with clang): never a kernel, even one built meanwhile elsewhere.
+        missing = any(path.endswith((".gch", ".pch")) and not os.path.exists(path) for path in made)
         began = time.time()
         try:
             return build(lock_path, builders)
