@@ -28,6 +28,8 @@ def main() -> int:
     parser.add_argument("--model", default="examples.toy:model", help="the workload (module:function)")
     parser.add_argument("--pairs", type=int, default=2, help="new environments, two cold compiles in each")
     args = parser.parse_args()
+    if args.pairs < 1:
+        parser.error(f"--pairs must be at least 1, got {args.pairs}")
     load = os.getloadavg()[0]
     if load > 0.5:
         parser.error(f"the 1-minute load is {load:.2f}: measure on a quiet machine (at most 0.5)")
