@@ -53,7 +53,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
 def _what(g: Any) -> None:
     from autotune.measure import DEFAULT_PICK  # lazy: see the package docstring
     from autotune.study.search import EFFORTS  # lazy: see the package docstring
-    from autotune.trial.measure import PRECISION_TOLERANCE  # lazy: see the package docstring
+    from autotune.trial.accuracy import PRECISION_TOLERANCE  # lazy: see the package docstring
 
     g.add_argument(
         "--model",

@@ -111,7 +111,7 @@ def _revive(hint: Any, value: Any, where: str) -> Any:
 
 @dataclass(frozen=True, kw_only=True)
 class DynamoCounts(WireRecord):
-    """What dynamo has counted so far in the worker (`autotune.trial.measure.dynamo_counts`)."""
+    """What dynamo has counted so far in the worker (`autotune.trial.compile_counts.dynamo_counts`)."""
 
     KIND: ClassVar[str] = "counts"
     graphs: int

@@ -49,6 +49,14 @@ from torch.utils import _pytree as pytree
 
 from autotune.runtime import codegen, compile_cache, environment
 from autotune.runtime.device import Device, parse_device
+from autotune.trial.accuracy import PRECISION_TOLERANCE, compare, tensor_leaves, tolerance_for, working_dtype
+from autotune.trial.clocks import Stopwatch, cpu_times, cpu_use, load_average, others_share, steal_share
+from autotune.trial.compile_counts import (
+    dynamo_counts,
+    fail_on_recompile_limit,
+    frames_compiled,
+    watch_cuda_graph_recordings,
+)
 from autotune.trial.compile_split import compile_split
 from autotune.trial.events import (
     COMMAND_FD_VARIABLE,
@@ -59,23 +67,6 @@ from autotune.trial.events import (
     command_channel,
     open_request,
     wait_for_go,
-)
-from autotune.trial.measure import (
-    PRECISION_TOLERANCE,
-    Stopwatch,
-    compare,
-    cpu_times,
-    cpu_use,
-    dynamo_counts,
-    fail_on_recompile_limit,
-    frames_compiled,
-    load_average,
-    others_share,
-    steal_share,
-    tensor_leaves,
-    tolerance_for,
-    watch_cuda_graph_recordings,
-    working_dtype,
 )
 from autotune.trial.records import (
     CacheLoaded,

@@ -91,7 +91,7 @@ def test_without_the_mega_cache_nothing_is_saved_or_loaded_and_it_says_why(monke
 def test_the_recompile_limit_flag_falls_back_to_dynamos_config(monkeypatch) -> None:
     import torch._dynamo
 
-    from autotune.trial.measure import fail_on_recompile_limit
+    from autotune.trial.compile_counts import fail_on_recompile_limit
 
     monkeypatch.setattr(torch._dynamo.config, "fail_on_recompile_limit_hit", False)
     monkeypatch.delattr(torch.compiler, "config")  # a torch whose torch.compiler has no config module
@@ -103,10 +103,10 @@ def test_counts_survive_a_torch_without_compile_metrics_or_compile_callbacks(mon
     import torch._dynamo
     import torch._dynamo.utils
 
-    from autotune.trial import measure
+    from autotune.trial import compile_counts
 
     monkeypatch.delattr(torch._dynamo.utils, "get_compilation_metrics")
     monkeypatch.delattr(torch._dynamo, "callback_handler")
-    measure.watch_cuda_graph_recordings()  # nothing to register with: no recordings counted, no error
-    counts = measure.dynamo_counts()
-    assert counts["recompiles"] == 0 and counts["cuda_graph_recordings"] == measure._RECORDINGS[0]
+    compile_counts.watch_cuda_graph_recordings()  # nothing to register with: no recordings counted, no error
+    counts = compile_counts.dynamo_counts()
+    assert counts["recompiles"] == 0 and counts["cuda_graph_recordings"] == compile_counts._RECORDINGS[0]

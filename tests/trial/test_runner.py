@@ -11,8 +11,8 @@ from dataclasses import replace
 
 from autotune import CompileConfig, resolve
 from autotune.measure import Harness
+from autotune.trial.accuracy import PRECISION_TOLERANCE
 from autotune.trial.live import LiveWorker
-from autotune.trial.measure import PRECISION_TOLERANCE
 from autotune.trial.records import SettleWindow
 from autotune.trial.request import RunProtocol, TrialRun
 from autotune.trial.runner import TrialRequest, run_trial

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from autotune.trial.measure import compare, tensor_leaves, tolerance_for, working_dtype
+from autotune.trial.accuracy import compare, tensor_leaves, tolerance_for, working_dtype
 
 pytestmark = pytest.mark.parallel
 
