@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from autotune import ConfigError
-from autotune.trial import live, measure
+from autotune.trial import compile_counts, live
 from autotune.trial.devices import core_sets, refuse_shared_exclusive
 from autotune.trial.request import TrialRequest
 from autotune.trial.worker import EagerReference, StepRunner, same_shapes
@@ -76,25 +76,25 @@ def test_a_cuda_graph_recording_counts_as_compiling() -> None:
     # dynamo's compile callbacks around each recording, and that is what a window's count must see.
     from torch._dynamo.callback import CallbackTrigger
 
-    measure.watch_cuda_graph_recordings()
-    measure.watch_cuda_graph_recordings()  # twice is once
-    before, recorded = measure.frames_compiled(), measure.dynamo_counts()["cuda_graph_recordings"]
+    compile_counts.watch_cuda_graph_recordings()
+    compile_counts.watch_cuda_graph_recordings()  # twice is once
+    before, recorded = compile_counts.frames_compiled(), compile_counts.dynamo_counts()["cuda_graph_recordings"]
     with torch._dynamo.callback_handler.install_callbacks(CallbackTrigger.CUDAGRAPH_RECORDING, "0/0"):
         pass
-    assert measure.frames_compiled() == before + 1
-    assert measure.dynamo_counts()["cuda_graph_recordings"] == recorded + 1
+    assert compile_counts.frames_compiled() == before + 1
+    assert compile_counts.dynamo_counts()["cuda_graph_recordings"] == recorded + 1
     with torch._dynamo.callback_handler.install_callbacks(CallbackTrigger.LAZY_BACKWARD, "0/0"):
         pass  # a lazy backward compile is not a recording (its frames are counted by dynamo)
-    assert measure.dynamo_counts()["cuda_graph_recordings"] == recorded + 1
+    assert compile_counts.dynamo_counts()["cuda_graph_recordings"] == recorded + 1
 
 
 def test_graphs_torch_ran_without_cuda_graphs_are_counted() -> None:
     from torch._dynamo.utils import counters
 
-    skipped = measure.dynamo_counts()["cuda_graph_skips"]
+    skipped = compile_counts.dynamo_counts()["cuda_graph_skips"]
     counters["inductor"]["cudagraph_skips"] += 1
     try:
-        assert measure.dynamo_counts()["cuda_graph_skips"] == skipped + 1
+        assert compile_counts.dynamo_counts()["cuda_graph_skips"] == skipped + 1
     finally:
         counters["inductor"]["cudagraph_skips"] -= 1
 
