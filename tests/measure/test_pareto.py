@@ -133,6 +133,24 @@ def test_one_cold_compile_each_decides_nothing_on_the_front() -> None:
     assert sorted(p.subject for p in front(repeated, SPEED_AND_COMPILE)) == ["eager", "trial 1", "trial 2"]
 
 
+def test_when_plain_compile_is_dominated_only_what_dominates_it_ships_not_an_undecided_point() -> None:
+    # trial 1 runs as fast as plain compile (within the band) and compiles sooner, decided: it pushes plain compile
+    # off the front. trial 2 is faster by its median only (undecided against plain compile) and its compile time,
+    # one cold compile to the next, is undecided too: nothing dominates it, so it stays on the front, first. It has
+    # proven nothing, and the export must not ship it for being the fastest point left.
+    noisy = [150.0 * f for f in (0.95, 1.3, 0.98, 1.25, 1.05, 1.22)]
+    measured = campaign(
+        eager=(steady(100.0), 0.0, 320.0),
+        compile=(steady(150.0), 10.0, 320.0),
+        **{"trial 1": (steady(150.5), 8.0, 320.0), "trial 2": (noisy, 10.0, 320.0)},
+    )
+    measured.compiles["trial 2"] = [10.0 * f for f in (0.7, 1.3, 0.8, 1.25, 0.75, 1.2)]
+    assert [p.subject for p in front(measured, SPEED_AND_COMPILE)] == ["trial 2", "trial 1", "eager"]
+    chosen = choose_point(measured, SPEED_AND_COMPILE, parse_pick("fastest:2x"))[0]
+    assert chosen.subject == "trial 1", chosen.verdict
+    assert "dominates plain torch.compile" in chosen.verdict
+
+
 def test_a_compile_bound_holds_a_point_only_when_its_interval_does() -> None:
     spread = [1.0, 1.6, 0.7, 1.5, 0.6, 1.4]  # compile seconds that vary by half from one cold compile to the next
     measured = campaign(

@@ -200,12 +200,23 @@ def choose_point(campaign: Campaign, objectives: Objectives, pick: Pick) -> tupl
     eligible = [p.subject for p in on_front if bound is None or _within(campaign, p, pick, bound)]
     chosen = choose(campaign.only([*BASELINES, *eligible]))
     if chosen.subject not in names:
-        # The rule's answer was dominated (e.g. plain compile by a configuration as fast that compiles sooner):
-        # ship the fastest point within the bound instead.
-        fastest = next((p.subject for p in on_front if p.subject in eligible), names[0])
-        chosen = _choice(
-            campaign, fastest, f"{fastest} is exported: the fastest point on the Pareto front within the bound."
-        )
+        # The rule's answer was dominated (e.g. plain compile by a configuration as fast that compiles sooner).
+        # Only what dominates it is as fast by the same rule and better on another objective, so only that may
+        # ship instead: the fastest such point within the bound. A point merely not dominated (an undecided
+        # speed) proves nothing, and where no point on the front dominates the answer, the answer ships.
+        answer = next((p for p in points(campaign, objectives) if p.subject == chosen.subject), None)
+        better = [
+            p.subject
+            for p in on_front
+            if answer is not None and p.subject in eligible and _dominates(campaign, objectives, p, answer)
+        ]
+        if better:
+            chosen = _choice(
+                campaign,
+                better[0],
+                f"{better[0]} is exported: it dominates {chosen.exported} on the Pareto front (as fast by the "
+                "export rule, better on another objective), the fastest such point within the bound.",
+            )
     if bound is not None:
         verdict = f"{chosen.verdict.rstrip('.')} (--pick {pick}: compile at most {bound:.3g} s)."
         return dataclasses.replace(chosen, verdict=verdict), on_front
