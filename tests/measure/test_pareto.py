@@ -6,12 +6,15 @@ multi-objective search end to end.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from autotune import CompileConfig
 from autotune.errors import SearchError
 from autotune.measure import Campaign, Objective, Objectives, Subject, parse_pick
 from autotune.measure.choice import choose_point, front, subjects_to_confirm
+from autotune.measure.stats import Looks, outcome
 from autotune.trial.request import RunRecord
 
 pytestmark = pytest.mark.parallel
@@ -149,6 +152,39 @@ def test_when_plain_compile_is_dominated_only_what_dominates_it_ships_not_an_und
     chosen = choose_point(measured, SPEED_AND_COMPILE, parse_pick("fastest:2x"))[0]
     assert chosen.subject == "trial 1", chosen.verdict
     assert "dominates plain torch.compile" in chosen.verdict
+
+
+def test_compile_time_is_judged_with_the_campaign_simultaneous_floored_interval() -> None:
+    # Two cold compiles each that happen to agree closely (ratios 1.050 and 1.051) gave a plain 95% interval of
+    # [1.044, 1.057]: "decided sooner" from two samples, at one look, for one of several comparisons. Read as
+    # speed is read, over the campaign's looks and candidates with the spread floored, two samples decide nothing.
+    measured = campaign(
+        eager=(steady(100.0)[:2], 0.0, 320.0),
+        compile=(steady(150.0)[:2], 10.0, 320.0),
+        **{"trial 1": (steady(150.5)[:2], 10.0, 320.0)},
+    )
+    measured.compiles["compile"] = [10.5, 10.51]
+    measured.compiles["trial 1"] = [10.0, 10.0]
+    assert outcome(measured.compile_ratio("trial 1", "compile")) == "gain", "one look, one comparison: plain 95%"
+    measured.looks = Looks(candidates=3, first=2, last=6)
+    versus = measured.compile_ratio("trial 1", "compile")
+    assert versus is not None and versus.rounds == 2 and versus.low < 1.0 < versus.high
+    assert outcome(versus) == "undecided"
+
+
+def test_peak_memory_within_the_band_is_as_good() -> None:
+    # 0.1 MiB less peak memory made a trial as fast as plain compile dominate it, and ship.
+    objectives = Objectives.parse("throughput,peak-memory")
+    measured = campaign(
+        eager=(steady(100.0), 0.0, 300.0),
+        compile=(steady(150.0), 10.0, 320.0),
+        **{"trial 1": (steady(150.5), 10.0, 319.9)},
+    )
+    assert sorted(p.subject for p in front(measured, objectives)) == ["compile", "eager", "trial 1"]
+    assert choose_point(measured, objectives, parse_pick("fastest"))[0].subject == "compile"
+    measured.runs["trial 1"] = [dataclasses.replace(r, peak_memory_mb=310.0) for r in measured.runs["trial 1"]]
+    assert sorted(p.subject for p in front(measured, objectives)) == ["eager", "trial 1"]
+    assert choose_point(measured, objectives, parse_pick("fastest"))[0].subject == "trial 1"
 
 
 def test_a_compile_bound_holds_a_point_only_when_its_interval_does() -> None:

@@ -11,12 +11,14 @@ decided a gain, slower when decided a loss, as fast when equivalent within the b
 undecided speed cannot be told from plain compile's either way, so neither point dominates the
 other. A configuration slower by its estimate, undecided, that once compiled sooner does not
 push plain compile off the front. Between other points (eager and the configurations) speed
-is compared by median.
+is compared by median. Peak memory is compared by median, and two within the band of each
+other are as good.
 
 Compile time is read the same way: a study whose front weighs compile time compiles every
 configuration cold again before each replicate (`Budget.cold_compiles`), and two points'
 compile times are compared by the outcome rule and band on their paired ratio
-(`Campaign.compile_ratio`); a compile-time bound (`fastest:2x`) holds a point only when its
+(`Campaign.compile_ratio`, simultaneous over the campaign's looks and candidates as speed's
+intervals are); a compile-time bound (`fastest:2x`) holds a point only when its
 interval lies wholly within it. One cold compile each (a campaign without them) is one
 measurement: it is shown, and decides nothing. Eager compiles nothing, which needs no interval.
 
@@ -166,8 +168,8 @@ def _compare(campaign: Campaign, objective: Objective, a: Point, b: Point, index
     if objective.kind == "compile-time" and "eager" not in (a.subject, b.subject):
         return _compile_order(campaign, a.subject, b.subject)
     x, y = a.values[index], b.values[index]
-    if x == y:
-        return 0
+    if x == y or (objective.kind == "peak-memory" and abs(x - y) <= BAND * max(x, y)):
+        return 0  # memory within the band is as good: a few MiB between runs is no trade-off
     return 1 if objective.better(x, y) else -1
 
 

@@ -249,13 +249,14 @@ class Campaign:
         return runs[(len(runs) - 1) // 2][1] if runs else None
 
     def compile_ratio(self, name: str, reference: str) -> Interval | None:
-        """How many times sooner `name` compiles than `reference`: the plain 95% t-interval over the replicates' paired
-        cold compiles (`compiles`), or None without two pairs (one cold compile each is one measurement, no interval).
-        None where either is eager, which compiles nothing."""
+        """How many times sooner `name` compiles than `reference`: the t-interval over the replicates' paired cold
+        compiles (`compiles`), simultaneous over the campaign's looks and candidates and with the spread floored as
+        speed's is (`ratio`), since it decides as speed does; None without two pairs (one cold compile each is one
+        measurement, no interval). None where either is eager, which compiles nothing."""
         pairs = self._compile_pairs(name, reference)
         if len(pairs) < 2 or any(a <= 0 or b <= 0 for a, b in pairs):
             return None
-        return replicate_interval([math.log(b / a) for a, b in pairs])
+        return replicate_interval([math.log(b / a) for a, b in pairs], 0, self.looks)
 
     def extra_compile(self, name: str, reference: str | None = None, confidence: float = 0.95) -> Interval | None:
         """The seconds `name` compiles longer than `reference` (None: than nothing, its whole compile), replicate by
