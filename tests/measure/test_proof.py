@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import math
 import random
+from types import SimpleNamespace
 
 import pytest
 
 from autotune.measure import Campaign, Objective, Subject, choose, outcome
 from autotune.measure.choice import front
 from autotune.measure.engine import Replicate, _replicate
+from autotune.measure.engine._campaign import start
 from autotune.measure.stats import (
     REPLICATE_SD_FLOOR,
     Components,
@@ -306,8 +308,29 @@ def test_best_yaml_records_the_method_and_another_method_is_named() -> None:
     from autotune.measure import metrics
     from autotune.measure.stats import METHOD, method_change
 
+    started = start(SimpleNamespace(source=lambda config, created: "code"), Subject.baselines(), Objective())
+    assert started.method == METHOD, "a campaign measured now records this autotune's method"
     made = campaign_of({"eager": [50.0, 50.0], "compile": [100.0, 100.0], "trial 7": [150.0, 151.0]})
+    made.method = dict(METHOD)
     figures = metrics(made, choose(made))
     assert figures["method"] == METHOD and method_change(figures) == ""
     assert "method version 2" in method_change({"method": {"version": 2}})
     assert "no version recorded" in method_change({})
+
+
+def test_best_yaml_records_the_method_its_campaign_was_measured_with_not_the_exporter() -> None:
+    from autotune.measure import metrics
+    from autotune.measure.stats import METHOD, method_change
+
+    # A campaign stored in a study by an earlier autotune (no method recorded, or an older one), exported by this
+    # one (`autotune export`, a resumed search): best.yaml must not say its figures were measured with this method,
+    # or the next retune would compare them with figures of another method and could call the change a regression.
+    made = campaign_of({"eager": [50.0, 50.0], "compile": [100.0, 100.0], "trial 7": [150.0, 151.0]})
+    stored = made.to_dict()
+    assert "method" not in stored
+    figures = metrics(Campaign.from_dict(stored), choose(made))
+    assert figures["method"] is None and "no version recorded" in method_change(figures)
+    older = Campaign.from_dict({**stored, "method": {**METHOD, "version": 5}})
+    assert older.method is not None and older.method["version"] == 5
+    assert "method version 5" in method_change(metrics(older, choose(older)))
+    assert Campaign.from_dict(older.to_dict()).method == older.method

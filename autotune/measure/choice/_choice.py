@@ -27,7 +27,7 @@ from typing import Any
 from autotune.measure.engine import BASELINES, Campaign
 from autotune.measure.format import interval as show_interval
 from autotune.measure.report import break_even, break_even_text, confirmation_rows
-from autotune.measure.stats import BAND, METHOD, Interval, gain_margin, outcome
+from autotune.measure.stats import BAND, Interval, gain_margin, outcome
 from autotune.runtime.config import CompileConfig
 
 __all__ = ["BASELINE_FIELDS", "Choice", "baseline_figures", "choose", "metrics"]
@@ -231,7 +231,8 @@ def metrics(campaign: Campaign, choice: Choice, *, extra: Mapping[str, Any] | No
         "value": campaign.value(choice.subject),
         "confirmed": True,
         "decision": choice.decision,
-        "method": dict(METHOD),
+        # The method the figures were measured with: a campaign stored by an earlier autotune keeps its own (or none).
+        "method": dict(campaign.method) if campaign.method is not None else None,
         "rounds": campaign.rounds,
         "design": campaign.design(),
         "noise": campaign.noise(),

@@ -28,6 +28,7 @@ from typing import Any
 from autotune.measure.engine._replicate import Replicate
 from autotune.measure.format import utc_now
 from autotune.measure.stats import (
+    METHOD,
     Components,
     Interval,
     Looks,
@@ -171,6 +172,9 @@ class Campaign:
     compiles: dict[str, list[float | None]] = field(default_factory=dict)
     """Per configuration, the seconds of its cold compile before each replicate (`Budget.cold_compiles`; None where
     it did not compile for that replicate). Empty without: compile time is then the first run's, one measurement."""
+    method: dict[str, Any] | None = None
+    """The measurement method its figures were measured with (`METHOD`, set when it starts); None for campaigns
+    stored before the method was recorded. best.yaml records this one, not the method of the autotune exporting it."""
 
     @property
     def rounds(self) -> int:
@@ -391,6 +395,7 @@ class Campaign:
             stopped=self.stopped,
             retired={n: why for n, why in self.retired.items() if n in kept},
             looks=self.looks,
+            method=self.method,
         )
         view.partners = {
             r: {n: runs for n, runs in by.items() if n in kept} for r, by in self.partners.items() if r in kept
@@ -420,6 +425,8 @@ class Campaign:
             data["retired"] = dict(self.retired)
         if self.looks is not None:
             data["looks"] = self.looks.to_dict()
+        if self.method is not None:
+            data["method"] = dict(self.method)
         if self.compiles:
             data["compiles"] = {
                 n: [round(c, 3) if c is not None else None for c in v] for n, v in self.compiles.items()
@@ -453,6 +460,7 @@ class Campaign:
             stopped=str(data.get("stopped") or ""),
             retired={str(k): str(v) for k, v in (data.get("retired") or {}).items()},
             looks=Looks.from_dict(data["looks"]) if isinstance(data.get("looks"), Mapping) else None,
+            method=dict(data["method"]) if isinstance(data.get("method"), Mapping) else None,
         )
         for name, values in (data.get("compiles") or {}).items():
             campaign.compiles[str(name)] = [float(c) if c is not None else None for c in values]
@@ -484,7 +492,7 @@ def start(harness: Harness, subjects: Sequence[Subject], objective: Objective) -
     """A new campaign of `subjects`, each with its generated source's hash (one timestamp for those without one)."""
     stamp = utc_now()
     dated = [s if s.created else replace(s, created=stamp) for s in subjects]
-    campaign = Campaign(objective=objective)
+    campaign = Campaign(objective=objective, method=dict(METHOD))
     for subject in dated:
         config = subject.config
         source = None if config is None else harness.source(config, subject.created)

@@ -113,7 +113,10 @@ def campaign_of(study: optuna.Study) -> tuple[Campaign, bool]:
     if attrs.get("confirmation", {}).get("subjects"):
         return Campaign.from_dict(attrs["confirmation"]), True
     objective = Objectives.parse(attrs["objective"]).primary
-    campaign = Campaign(objective=objective, orders=[["eager", "compile"]])
+    method = attrs.get("method")
+    campaign = Campaign(
+        objective=objective, orders=[["eager", "compile"]], method=dict(method) if isinstance(method, dict) else None
+    )
     for subject in Subject.baselines():
         campaign.subjects[subject.name] = subject
         campaign.runs[subject.name] = [RunRecord.from_dict(attrs.get(f"baseline.{subject.name}", {}))]

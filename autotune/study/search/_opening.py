@@ -13,6 +13,7 @@ import optuna
 
 from autotune.errors import SearchError
 from autotune.measure import Objectives, parse_pick
+from autotune.measure.stats import METHOD
 from autotune.runtime import environment
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search._options import SearchOptions
@@ -52,6 +53,8 @@ def open_search_study(
     attrs = study.user_attrs
     _check_resumed(options, str(objectives), attrs)
     study.set_user_attr("objective", str(objectives))
+    if "method" not in attrs:  # the method its search-time figures are measured with: the first session's
+        study.set_user_attr("method", dict(METHOD))
     study.set_user_attr("pick", str(parse_pick(options.pick)))
     study.set_user_attr("model", options.model)
     study.set_user_attr("device", options.device)
