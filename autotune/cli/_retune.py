@@ -79,7 +79,10 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         help="replicates of eager, plain compile, incumbent and challenger before it may stop (default: 3)",
     )
     p.add_argument(
-        "--max-rounds", type=int, default=6, help="replicates at most, while the intervals do not decide (default: 6)"
+        "--max-rounds",
+        type=int,
+        default=6,
+        help="replicates at most, while the intervals do not decide (default: 6; at least 2)",
     )
     p.add_argument(
         "--device", metavar="cpu|cuda|cuda:N", help="where to measure (default: the device recorded in best.yaml)"

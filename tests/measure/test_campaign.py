@@ -798,6 +798,25 @@ def test_a_challenger_replaces_the_incumbent_only_where_its_interval_clears_the_
     assert (result.decision, result.replaced) == ("improved" if replaced else "unchanged", replaced)
 
 
+def test_one_replicate_calls_no_regression() -> None:
+    # One replicate has an interval of one point: 1.00x plain compile "lies wholly below" 1.30x [1.25, 1.35] and
+    # called a regression (exit code 3, acted on by a scheduler) from a single pair of runs.
+    tuned_at = Interval(1.30, 1.25, 1.35, 3)
+    assert verdict(retune_campaign([100.0]), compile=tuned_at).decision == "unchanged"
+    assert verdict(retune_campaign([100.0, 101.0]), compile=tuned_at).decision == "regression"
+
+
+def test_an_incumbent_that_is_plain_compile_pairs_the_challenger_with_plain_compile_partners() -> None:
+    # The incumbent is plain compile: it runs as the compile subject, and in the 'pairs' design the challenger's
+    # partner is plain compile's run in the challenger's own group. The ratio to the incumbent must read it.
+    measured = retune_campaign([100.0, 100.0], [110.0, 111.0])
+    measured.subjects["incumbent"] = replace(measured.subjects["incumbent"], config=CompileConfig(), same_as="compile")
+    measured.runs["incumbent"] = measured.runs["compile"]
+    measured.partners["compile"] = {"challenger": [run(120.0), run(121.0)]}
+    assert measured.ratio("challenger", "compile").median == pytest.approx(110.5 / 120.5, rel=0.01)
+    assert measured.ratio("challenger", "incumbent").median == pytest.approx(110.5 / 120.5, rel=0.01)
+
+
 def test_a_failing_incumbent_is_a_regression_and_a_working_challenger_replaces_it() -> None:
     result = verdict(retune_campaign([None, None], [80.0, 81.0]))
     assert result.decision == "regression" and result.replaced is True

@@ -414,6 +414,7 @@ def test_params_for_a_configuration_the_space_cannot_express(toy_summary: Worklo
     [
         ({"trials": -1}, "--trials -1"),
         ({"repeats": 0}, "--repeats 0"),
+        ({"repeats": 1, "max_rounds": 1}, "--max-rounds 1: must be an integer >= --repeats (1) and >= 2"),
         ({"min_gain": 1.5}, "--min-gain 1.5"),
         ({"max_regression": 0.0}, "--max-regression 0.0"),
         ({"device": "tpu"}, "--device 'tpu'"),

@@ -4,9 +4,9 @@ A pure function of measurements, so that it can be tested on synthetic runs:
 
 * The incumbent **regressed** when it fails, or when its ratio to a baseline (plain
   torch.compile, eager), measured in the same replicates, fell below the ratio recorded
-  at tuning time by more than `max_regression`, with an interval that excludes "no change":
-  today's interval lies wholly below the recorded one (below its median when only a median
-  was recorded). An absolute throughput recorded on another day is context, never the
+  at tuning time by more than `max_regression`, with an interval over two replicates at least
+  that excludes "no change": today's interval lies wholly below the recorded one (below its
+  median when only a median was recorded). An absolute throughput recorded on another day is context, never the
   evidence: machines drift.
 * A challenger **replaces** the incumbent when it ran every replicate without failing and its
   paired ratio to the incumbent has a median above 1 + `min_gain` and is a gain by the rule
@@ -58,8 +58,8 @@ def decide(
         for baseline, label in (("compile", "plain torch.compile"), ("eager", "eager")):
             before = recorded.get(baseline)
             now = campaign.ratio(INCUMBENT, baseline)
-            if before is None or now is None:
-                continue
+            if before is None or now is None or now.rounds < 2:
+                continue  # one replicate is a number, not a measurement: it calls nothing a regression
             if now.median < before.median * (1 - max_regression) and now.high < before.low:
                 regressions.append(
                     f"the incumbent now runs {now.median:.2f}x {label} [{now.low:.2f}, {now.high:.2f}] over "

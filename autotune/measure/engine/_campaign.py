@@ -281,13 +281,19 @@ class Campaign:
     def paired_runs(self, name: str, reference: str) -> list[tuple[RunRecord | None, RunRecord | None]]:
         """Per replicate, the run of `name` and the run of `reference` it was paired with."""
         own, theirs = list(self.runs.get(name, [])), list(self.runs.get(reference, []))
-        for index, partner in enumerate(self.partners.get(reference, {}).get(name, [])):
+        # A subject that is a baseline's runs (`Subject.same_as`) was paired under the baseline's name.
+        ran_as, reference_ran_as = self._ran_as(name), self._ran_as(reference)
+        for index, partner in enumerate(self.partners.get(reference_ran_as, {}).get(ran_as, [])):
             if partner is not None and index < len(theirs):
                 theirs[index] = partner
-        for index, partner in enumerate(self.partners.get(name, {}).get(reference, [])):
+        for index, partner in enumerate(self.partners.get(ran_as, {}).get(reference_ran_as, [])):
             if partner is not None and index < len(own):
                 own[index] = partner
         return list(zip(own, theirs, strict=False))
+
+    def _ran_as(self, name: str) -> str:
+        subject = self.subjects.get(name)
+        return subject.same_as or name if subject is not None else name
 
     def log_ratios(self, name: str, reference: str) -> list[float]:
         """Per replicate where both completed: the logarithm of how many times faster `name` is than `reference`."""

@@ -106,8 +106,11 @@ class RetuneOptions:
                 raise RetuneError(f"--{name} {value!r}: must be an integer >= 0.")
         if isinstance(self.repeats, bool) or not isinstance(self.repeats, int) or self.repeats < 1:
             raise RetuneError(f"--repeats {self.repeats!r}: must be an integer >= 1.")
-        if not isinstance(self.max_rounds, int) or self.max_rounds < self.repeats:
-            raise RetuneError(f"--max-rounds {self.max_rounds!r}: must be an integer >= --repeats ({self.repeats}).")
+        if not isinstance(self.max_rounds, int) or self.max_rounds < max(self.repeats, 2):
+            raise RetuneError(
+                f"--max-rounds {self.max_rounds!r}: must be an integer >= --repeats ({self.repeats}) and >= 2 "
+                "(a regression or a replacement needs two replicates at least)."
+            )
         if not 0 <= self.min_gain < 1:
             raise RetuneError(f"--min-gain {self.min_gain!r}: must be a fraction in [0, 1), e.g. 0.03 for 3%.")
         if not 0 < self.max_regression < 1:
@@ -360,7 +363,9 @@ class _Retune:
         def shown(name: str, index: int, record: Any) -> None:
             self._note(f"{run_label(index)}: {name}: {_shown(record, self.objective)}")
 
-        reference = "incumbent" if challenger is not None else "compile"
+        # The challenger is paired with the incumbent; an incumbent that is a baseline is measured as that baseline's
+        # runs (`_subjects`), so that baseline is the subject the others are paired with.
+        reference = (_baseline_it_is(self.tuned.config) or "incumbent") if challenger is not None else "compile"
         options = self.options
         campaign = measure(
             self.harness,
