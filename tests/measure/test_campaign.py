@@ -806,6 +806,22 @@ def test_one_replicate_calls_no_regression() -> None:
     assert verdict(retune_campaign([100.0, 101.0]), compile=tuned_at).decision == "regression"
 
 
+def test_an_incumbent_or_challenger_decided_slower_than_plain_compile_never_stands() -> None:
+    # Nothing recorded to compare with (another method, or an old file): the incumbent at 0.80x plain compile was
+    # kept as "unchanged", and a challenger at 0.90x plain compile, 1.12x the incumbent, replaced it.
+    measured = retune_campaign([80.0, 80.5, 79.5], [90.0, 90.5, 89.5])
+    result = verdict(measured)
+    assert result.decision == "regression" and result.replaced is False
+    assert result.regressions == [
+        "the incumbent now runs 0.80x plain torch.compile [0.79, 0.81] over 3 replicate(s), decided slower: "
+        "plain torch.compile is the better choice here"
+    ]
+    failing = verdict(retune_campaign([None, None, None], [90.0, 90.5, 89.5]))
+    assert failing.decision == "regression" and failing.replaced is False
+    level = verdict(retune_campaign([80.0, 80.5, 79.5], [100.0, 101.0, 99.5]))
+    assert level.decision == "regression" and level.replaced is True, "a challenger as fast as plain compile may"
+
+
 def test_an_incumbent_that_is_plain_compile_pairs_the_challenger_with_plain_compile_partners() -> None:
     # The incumbent is plain compile: it runs as the compile subject, and in the 'pairs' design the challenger's
     # partner is plain compile's run in the challenger's own group. The ratio to the incumbent must read it.
@@ -818,7 +834,7 @@ def test_an_incumbent_that_is_plain_compile_pairs_the_challenger_with_plain_comp
 
 
 def test_a_failing_incumbent_is_a_regression_and_a_working_challenger_replaces_it() -> None:
-    result = verdict(retune_campaign([None, None], [80.0, 81.0]))
+    result = verdict(retune_campaign([None, None], [100.0, 101.0]))
     assert result.decision == "regression" and result.replaced is True
     assert result.regressions == ["the incumbent failed (accuracy): it broke"]
 

@@ -3,15 +3,18 @@
 A pure function of measurements, so that it can be tested on synthetic runs:
 
 * The incumbent **regressed** when it fails, or when its ratio to a baseline (plain
-  torch.compile, eager), measured in the same replicates, fell below the ratio recorded
-  at tuning time by more than `max_regression`, with an interval over two replicates at least
+  torch.compile, eager), measured in the same replicates, fell below the ratio recorded at
+  tuning time by more than `max_regression`, with an interval over two replicates at least
   that excludes "no change": today's interval lies wholly below the recorded one (below its
-  median when only a median was recorded). An absolute throughput recorded on another day is context, never the
-  evidence: machines drift.
-* A challenger **replaces** the incumbent when it ran every replicate without failing and its
-  paired ratio to the incumbent has a median above 1 + `min_gain` and is a gain by the rule
-  every choice uses (`outcome`: its interval's lower end above 1 + `GAIN_MARGIN`, 1.015); any
-  working challenger replaces an incumbent that fails.
+  median when only a median was recorded). An absolute throughput recorded on another day is
+  context, never the evidence: machines drift.
+* The incumbent also **regressed** when it is now decided slower than plain torch.compile in
+  these replicates, whatever was recorded: an export is never worse than plain compile.
+* A challenger **replaces** the incumbent when it ran every replicate without failing, is not
+  decided slower than plain torch.compile, and its paired ratio to the incumbent has a median
+  above 1 + `min_gain` and is a gain by the rule every choice uses (`outcome`: its interval's
+  lower end above 1 + `GAIN_MARGIN`, 1.015); any such working challenger replaces an
+  incumbent that fails.
 """
 
 from __future__ import annotations
@@ -66,12 +69,17 @@ def decide(
                     f"{now.rounds} replicate(s), against {before.median:.2f}x [{before.low:.2f}, {before.high:.2f}] when "
                     f"tuned: slower by more than --max-regression {max_regression:.0%}"
                 )
+        behind = _behind_plain_compile(campaign, INCUMBENT)
+        if behind:
+            regressions.append(f"the incumbent now runs {behind}: plain torch.compile is the better choice here")
     gain = None
     replaced = False
     if CHALLENGER in campaign.subjects and campaign.failure(CHALLENGER) is None and campaign.complete_runs(CHALLENGER):
         versus = campaign.ratio(CHALLENGER, INCUMBENT)
         gain = versus.median - 1 if versus is not None else None
-        if failure is not None or not campaign.complete_runs(INCUMBENT):
+        if _behind_plain_compile(campaign, CHALLENGER):
+            replaced = False  # never worse than plain compile: a challenger decided slower than it replaces nothing
+        elif failure is not None or not campaign.complete_runs(INCUMBENT):
             replaced = True
         elif versus is not None and versus.rounds >= 2:
             # One replicate is a number, not a measurement: a challenger must win in several.
@@ -80,6 +88,21 @@ def decide(
             replaced = versus.median > 1 + min_gain and outcome(versus, BAND) == "gain"
     decision = "regression" if regressions else ("improved" if replaced else "unchanged")
     return Decision(decision=decision, replaced=replaced, regressions=regressions, gain=gain)
+
+
+def _behind_plain_compile(campaign: Campaign, name: str) -> str:
+    """'' unless `name` is decided slower than plain torch.compile in these replicates (`outcome`'s loss, over two
+    replicates at least); then its ratio, in words. The rule every export keeps: never worse than plain compile."""
+    subject = campaign.subjects.get(name)
+    if subject is None or subject.same_as == "compile":
+        return ""
+    versus = campaign.ratio(name, "compile")
+    if versus is None or outcome(versus, BAND) != "loss":
+        return ""
+    return (
+        f"{versus.median:.2f}x plain torch.compile [{versus.low:.2f}, {versus.high:.2f}] over {versus.rounds} "
+        "replicate(s), decided slower"
+    )
 
 
 def recorded_ratios(figures: Mapping[str, Any]) -> dict[str, Interval | None]:
