@@ -103,6 +103,16 @@ def test_ratios_pair_the_runs_of_one_replicate() -> None:
     assert versus.low == pytest.approx(1.1) and versus.gain
 
 
+def test_a_configuration_that_failed_leads_nothing() -> None:
+    # trial 1 led on its two completed replicates, then failed: it cannot be exported, yet it stayed the leader,
+    # so the stop rule judged it and racing retired trial 2 for being slower than it.
+    measured = campaign(eager=[50.0, 50.0, 50.0], compile=[100.0, 100.0, 100.0], **{"trial 1": [150.0, 151.0, None]})
+    measured.subjects["trial 2"] = Subject(name="trial 2", config=REGIONAL, trial=8)
+    measured.runs["trial 2"] = [run(v) for v in (120.0, 121.0, 122.0)]
+    assert measured.leader() == "trial 2"
+    assert "trial 2" not in engine.retire(measured, "compile")
+
+
 def test_replicates_where_either_side_failed_are_left_out_of_a_ratio() -> None:
     versus = campaign(compile=[100, None, 100], **{"trial 7": [120, 120, 130]}).ratio("trial 7", "compile")
     assert versus is not None and versus.rounds == 2

@@ -376,7 +376,7 @@ class Campaign:
 
     def leader(self, reference: str = "compile") -> str | None:
         """The configuration still measured whose ratio to `reference` is highest (the other baseline when there is
-        none)."""
+        none). One that failed is out of the race: it cannot be exported, so it leads nothing."""
         names = [
             n
             for n, s in self.subjects.items()
@@ -385,6 +385,7 @@ class Campaign:
             and n != reference
             and s.same_as != reference
             and n not in self.retired
+            and self.failure(n) is None
         ]
         if not names:
             names = [n for n in BASELINES if n != reference and n in self.subjects]
