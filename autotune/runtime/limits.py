@@ -105,7 +105,14 @@ def read_yaml_file(
         raise ConfigError(f"{path}: refused as {what}: {exc}.") from None
     except yaml.YAMLError:
         pass  # not YAML at all: safe_load below says where
+    if not text.strip():
+        raise ConfigError(f"{path}: the file is empty; expected {what}.")
     try:
         return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = "; ".join(str(part) for part in (exc.context, exc.problem) if part)
+        raise ConfigError(f"{path}: not a valid plain YAML file: {where}{printable(problem)[:300]}.") from None
     except (yaml.YAMLError, RecursionError, ValueError) as exc:
         raise ConfigError(f"{path}: not a valid plain YAML file: {quote(str(exc), 400)}") from None

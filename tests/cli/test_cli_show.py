@@ -104,6 +104,8 @@ def test_show_code_prints_the_generated_file(tmp_path: Path, capsys: pytest.Capt
         (None, "cannot read the file"),
         ("!!python/object/apply:os.system ['true']\n", "not a valid plain YAML file"),
         ("schema_version: 7\n", "schema_version 7 is not supported"),
+        ("a: [1, 2\nb: 3\n", "not a valid plain YAML file: line 2, column 2: while parsing a flow sequence; expected"),
+        ("", "the file is empty; expected a best.yaml file"),
     ],
 )
 def test_show_errors_are_one_line_and_exit_2(
@@ -116,7 +118,7 @@ def test_show_errors_are_one_line_and_exit_2(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.startswith("autotune: error: ") and said in captured.err
-    assert "Traceback" not in captured.err
+    assert "Traceback" not in captured.err and "<unicode string>" not in captured.err
 
 
 def test_every_command_s_help_prints_percent_signs_once(capsys: pytest.CaptureFixture[str]) -> None:

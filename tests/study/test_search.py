@@ -232,6 +232,14 @@ def test_rerunning_resumes_the_study_and_export_rebuilds_the_files(searched, tmp
     # The confirmation stored in the study decides, so a re-export ships the same configuration.
     assert yaml.safe_load((tmp_path / "again" / "best.yaml").read_text())["config"] == before["config"]
     assert before["baselines"]["eager"]["samples_per_second"] > 0
+    # --pick chooses among a Pareto front: this study has one objective, so export says so instead of ignoring it,
+    # and a rule that is no rule is refused before any storage is opened.
+    url = f"sqlite:///{out / 'study.db'}"
+    with pytest.raises(SearchError, match="--pick fastest: study .* has one objective .* no Pareto front"):
+        export_from_storage(url, STUDY, tmp_path / "picked", pick="fastest")
+    with pytest.raises(SearchError, match="--pick 'bad' is not allowed"):
+        export_from_storage("sqlite:////nonexistent/folder/study.db", STUDY, tmp_path / "bad", pick="bad")
+    assert not (tmp_path / "picked").exists() and not (tmp_path / "bad").exists()
 
 
 @pytest.mark.slow  # a real search (its module's fixture, or its own): 15 to 50 s
@@ -247,6 +255,39 @@ def test_bad_options_are_named() -> None:
     with pytest.raises(SearchError, match="time-to"):
         SearchOptions(model=SPEC, objective="latency")
     assert cli.main(["search", "--model", SPEC, "--device", "tpu"]) == cli.EXIT_ERROR
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"seed": -1}, r"--seed -1: must be in \[0, 2\*\*32 - 1\]"),
+        ({"seed": 2**32}, r"--seed 4294967296"),
+        ({"timeout": 0.0}, r"--timeout 0.0: must be a positive number of seconds"),
+        ({"trial_timeout": float("nan")}, r"--trial-timeout nan: must be a positive"),
+        ({"max_compile_seconds": -5.0}, r"--max-compile-seconds -5.0: must be a positive"),
+        ({"max_compile_seconds": 0.0}, r"--max-compile-seconds 0.0: must be a positive"),
+        ({"compile_budget": float("nan")}, r"--compile-budget nan"),
+        ({"max_rounds": 0}, r"--max-rounds 0: must be >= --rounds"),
+        ({"rounds": 0}, r"--rounds 0: must be >= 1"),
+    ],
+)
+def test_bad_numbers_are_refused_by_name_before_anything_is_built(change: dict, named: str) -> None:
+    # A negative seed passed every check and ended, after the workload was built, in numpy's traceback; NaN seconds
+    # and a negative compile limit were taken as they were.
+    with pytest.raises(SearchError, match=named):
+        SearchOptions(model=SPEC, **change)
+
+
+def test_a_storage_that_is_no_database_url_is_refused_by_name_and_nothing_is_left_behind(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SearchError, match="--storage 'study.db' is not a database URL: a file is sqlite:///PATH"):
+        SearchOptions(model=SPEC, storage="study.db")
+    with pytest.raises(SearchError, match="'foo' is no database this can open"):
+        SearchOptions(model=SPEC, storage="foo://bar")
+    # Reading a study from a SQLite file that is not there said nothing useful, and left an empty database behind.
+    with pytest.raises(SearchError, match="there is no file nope.db"):
+        export_from_storage("sqlite:///nope.db", STUDY, tmp_path / "out")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_search_help_documents_every_flag(capsys) -> None:

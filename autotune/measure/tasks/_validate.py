@@ -6,6 +6,7 @@ the configuration's ratio to each baseline as a median of paired rounds and its 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -136,8 +137,13 @@ def validate(
         raise ConfigError(
             f"--repeats {repeats}: must be >= 2 (one replicate says nothing of the variation between them)."
         )
+    if max_rounds < repeats:
+        raise ConfigError(f"--max-rounds {max_rounds}: must be >= --repeats ({repeats}).")
     if precision is not None and not 0 < precision < 1:
         raise ConfigError(f"--precision {precision}: must be a fraction in (0, 1), e.g. 0.03 for +/-3%.")
+    for flag, seconds in (("--measure-seconds", measure_seconds), ("--trial-timeout", trial_timeout)):
+        if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+            raise ConfigError(f"{flag} {seconds}: must be a positive number of seconds.")
     description, config, recorded = read_config_file(path)
     spec = model or recorded
     if not spec:

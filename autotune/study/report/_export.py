@@ -19,6 +19,7 @@ from typing import Any
 import optuna
 import yaml
 
+from autotune.errors import SearchError
 from autotune.measure import (
     DEFAULT_PICK,
     Campaign,
@@ -103,7 +104,15 @@ def export_from_storage(
     storage: str, study_name: str, out_dir: str | Path | None = None, *, pick: str | None = None
 ) -> SearchResult:
     """Re-export a study from any Optuna storage (default folder: outputs/<study-name>); `pick` as in export_study."""
+    if pick is not None:
+        parse_pick(pick)  # a bad rule is refused before the storage is opened
     study = load_search_study(storage, study_name)
+    objectives = Objectives.parse(study.user_attrs.get("objective", "throughput"))
+    if pick is not None and not objectives.multi:
+        raise SearchError(
+            f"--pick {pick}: study {study_name!r} has one objective ({objectives}), so there is no Pareto front to "
+            "pick from; export it without --pick (a search with --objective throughput,compile-time has one)."
+        )
     return export_study(study, Path(out_dir) if out_dir else Path("outputs") / study_name, pick=pick)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -11,7 +12,7 @@ from pathlib import Path
 from autotune.errors import ConfigError, SearchError
 from autotune.measure import DEFAULT_PICK, Budget, Objectives, parse_pick
 from autotune.runtime.device import Device, parse_device
-from autotune.study.storage import Liveness
+from autotune.study.storage import Liveness, check_storage_url
 from autotune.trial.devices import refuse_shared_exclusive
 from autotune.trial.request import RunProtocol, check_device
 
@@ -101,9 +102,16 @@ class SearchOptions:
             raise SearchError(f"--pruner {self.pruner!r} is not allowed; use one of {PRUNERS}.")
         if not 0 < self.max_failure_rate <= 1:
             raise SearchError(f"--max-failure-rate {self.max_failure_rate}: must be in (0, 1].")
-        if self.trial_timeout <= 0 or (self.timeout is not None and self.timeout <= 0):
-            raise SearchError("--trial-timeout and --timeout must be positive numbers of seconds.")
-        if self.compile_budget < 0 or (self.compile_budget and self.compile_budget < 1):
+        for flag, seconds in (
+            ("--trial-timeout", self.trial_timeout),
+            ("--timeout", self.timeout),
+            ("--max-compile-seconds", self.max_compile_seconds),
+        ):
+            if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+                raise SearchError(f"{flag} {seconds}: must be a positive number of seconds.")
+        if not 0 <= self.seed < 2**32:
+            raise SearchError(f"--seed {self.seed}: must be in [0, 2**32 - 1] (it seeds numpy, torch and the sampler).")
+        if not math.isfinite(self.compile_budget) or self.compile_budget < 0 or 0 < self.compile_budget < 1:
             raise SearchError(
                 f"--compile-budget {self.compile_budget}: must be 0 (no budget) or >= 1 (times plain torch.compile's "
                 "compile time)."
@@ -117,10 +125,10 @@ class SearchOptions:
                 f"--heartbeat-interval {self.heartbeat_interval} and --grace-period {self.grace_period}: "
                 "1 <= heartbeat-interval < grace-period must hold."
             )
-        if not 1 <= self.rounds <= self.max_rounds:
-            raise SearchError(
-                f"--rounds {self.rounds} and --max-rounds {self.max_rounds}: 1 <= rounds <= max-rounds must hold."
-            )
+        if self.rounds < 1:
+            raise SearchError(f"--rounds {self.rounds}: must be >= 1.")
+        if self.max_rounds < self.rounds:
+            raise SearchError(f"--max-rounds {self.max_rounds}: must be >= --rounds ({self.rounds}).")
         self.devices = _devices(self.device, self.devices)
         self.device = self.devices[0]
         if self.workers is None:
@@ -133,6 +141,8 @@ class SearchOptions:
         refuse_shared_exclusive(self.devices, self.workers, os.environ.get("CUDA_VISIBLE_DEVICES"))
         Objectives.parse(self.objective)
         parse_pick(self.pick)
+        if self.storage is not None:
+            check_storage_url(self.storage)  # refused before any folder or study is made
 
     @property
     def name(self) -> str:

@@ -12,7 +12,7 @@ from autotune.study.storage._heartbeat import (
     retried_numbers,
 )
 from autotune.study.storage._history import HISTORY_FILE, append_history, read_history
-from autotune.study.storage._storage import create_study, load_search_study, open_storage, shown
+from autotune.study.storage._storage import check_storage_url, create_study, load_search_study, open_storage, shown
 from autotune.study.storage._values import trial_rank, trial_value
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "MAX_RETRIES",
     "append_history",
     "beats",
+    "check_storage_url",
     "create_study",
     "fail_stale",
     "grace_period",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -20,13 +21,33 @@ import sqlalchemy.exc
 
 from autotune.errors import SearchError
 
-__all__ = ["create_study", "load_search_study", "open_storage", "shown"]
+__all__ = ["check_storage_url", "create_study", "load_search_study", "open_storage", "shown"]
 
 _ATTEMPTS = 6
 IDLE_IN_TRANSACTION_SECONDS = 30
 """A PostgreSQL session left inside a transaction this long is ended by the server, and its locks with it."""
 _POSTGRES = ("postgresql", "postgres")
 """URL schemes that name PostgreSQL without a driver; psycopg 3 is the one the extra installs."""
+
+
+def check_storage_url(url: str) -> sqlalchemy.engine.URL:
+    """The parsed database URL; SearchError naming the value and the forms allowed when it is none."""
+    try:
+        parsed = sqlalchemy.engine.make_url(url)
+    except sqlalchemy.exc.ArgumentError:
+        raise SearchError(
+            f"--storage {url!r} is not a database URL: a file is sqlite:///PATH (here: "
+            f"sqlite:///{Path(url).expanduser().resolve()}), a server postgresql://USER@HOST/DB."
+        ) from None
+    try:
+        parsed.get_dialect()
+    except sqlalchemy.exc.NoSuchModuleError:
+        if parsed.get_backend_name() not in _POSTGRES:
+            raise SearchError(
+                f"--storage {shown(url)}: {parsed.drivername!r} is no database this can open; use sqlite:///PATH "
+                "or postgresql://USER@HOST/DB."
+            ) from None
+    return parsed
 
 
 def open_storage(url: str, **heartbeat: Any) -> optuna.storages.RDBStorage:
@@ -39,6 +60,7 @@ def open_storage(url: str, **heartbeat: Any) -> optuna.storages.RDBStorage:
     would otherwise hold the trial's row locked, and every other search that fails its stale
     trial, or writes that row, would wait on it until the connection is found dead (hours).
     """
+    check_storage_url(url)
     engine_kwargs: dict[str, Any] = {} if url.startswith("sqlite") else {"pool_pre_ping": True}
     if url.startswith(_POSTGRES):
         engine_kwargs["connect_args"] = {"options": _server_options(url)}
@@ -108,6 +130,11 @@ def create_study(name: str, storage: str, *, heartbeat: dict[str, Any] | None = 
 def load_search_study(storage: str, study_name: str) -> optuna.Study:
     """A study made by `autotune search`, from any Optuna storage; errors list the studies that are there."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    parsed = check_storage_url(storage)
+    database = parsed.database or ""
+    if parsed.get_backend_name() == "sqlite" and database not in ("", ":memory:") and not Path(database).is_file():
+        # SQLite would create an empty database there: a typo must not leave a file behind.
+        raise SearchError(f"{shown(storage)}: there is no file {database}; give the study.db a search made.")
     try:
         rdb = open_storage(storage)
         study = optuna.load_study(study_name=study_name, storage=rdb)
