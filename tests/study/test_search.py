@@ -278,6 +278,16 @@ def test_bad_numbers_are_refused_by_name_before_anything_is_built(change: dict, 
         SearchOptions(model=SPEC, **change)
 
 
+def test_a_space_that_is_not_there_is_refused_before_the_workload_is_built(tmp_path, monkeypatch, capsys) -> None:
+    # It was found missing only once the workload had been built and its batches drawn (minutes for a real model),
+    # after the banner that says a search has begun.
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["search", "--model", "no.such.module:nothing", "--space", "bogus"]) == cli.EXIT_ERROR
+    err = capsys.readouterr().err
+    assert "--space 'bogus': no such file, and not a bundled space" in err and "searching" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_storage_that_is_no_database_url_is_refused_by_name_and_nothing_is_left_behind(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SearchError, match="--storage 'study.db' is not a database URL: a file is sqlite:///PATH"):

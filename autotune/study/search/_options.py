@@ -12,6 +12,7 @@ from pathlib import Path
 from autotune.errors import ConfigError, SearchError
 from autotune.measure import DEFAULT_PICK, Budget, Objectives, parse_pick
 from autotune.runtime.device import Device, parse_device
+from autotune.study.search._space import load_space
 from autotune.study.storage import Liveness, check_storage_url
 from autotune.trial.devices import refuse_shared_exclusive
 from autotune.trial.request import RunProtocol, check_device
@@ -143,6 +144,7 @@ class SearchOptions:
         parse_pick(self.pick)
         if self.storage is not None:
             check_storage_url(self.storage)  # refused before any folder or study is made
+        load_space(self.space)  # a space that is not there, or not valid, before the workload is built
 
     @property
     def name(self) -> str:
