@@ -309,3 +309,22 @@ def test_validate_refuses_an_alias_bomb_in_a_recipe_at_once(tmp_path, capsys) ->
     assert time.monotonic() - started < 5
     assert code == 2
     assert "refused as a configuration file" in capsys.readouterr().err
+
+
+@pytest.mark.parallel  # refused before anything is built or measured: nothing is timed beside it
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--device", "gpu"], "--device 'gpu' is not allowed"),
+        (["--max-rounds", "1"], "--max-rounds 1: must be >= --repeats (3)"),
+        (["--measure-seconds", "-1"], "--measure-seconds -1.0: must be a positive number of seconds"),
+        (["--trial-timeout", "nan"], "--trial-timeout nan: must be a positive number of seconds"),
+    ],
+)
+def test_validate_refuses_bad_values_by_name_before_the_workload_is_imported(flags, said, tmp_path, capsys) -> None:
+    # The workload cannot even be imported: each value must be refused before anything tries to.
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("description: plain\nconfig:\n  mode: default\n", encoding="utf-8")
+    assert cli.main(["validate", str(recipe), "--model", "no.such.module:nothing", *flags]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "no.such.module" not in err

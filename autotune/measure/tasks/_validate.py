@@ -144,6 +144,7 @@ def validate(
     for flag, seconds in (("--measure-seconds", measure_seconds), ("--trial-timeout", trial_timeout)):
         if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
             raise ConfigError(f"{flag} {seconds}: must be a positive number of seconds.")
+    checked_device = check_device(device)  # a device this torch cannot use, before the workload is built
     description, config, recorded = read_config_file(path)
     spec = model or recorded
     if not spec:
@@ -152,7 +153,7 @@ def validate(
     harness = Harness(
         spec=spec,
         summary=workload.summary(spec, workload.draw_batches()),
-        device=check_device(device),
+        device=checked_device,
         protocol=protocol or RunProtocol(),
         timeout=trial_timeout,
     )
