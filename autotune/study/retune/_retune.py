@@ -496,7 +496,8 @@ def _publish(
         {"compile_cache.bin": staged, "apply_compilation.py": new.source, "best.yaml": new.to_yaml()},
         commit="best.yaml",
     )
-    # The study now says what the files say, so `autotune export` gives the same choice.
+    # The study records where the files were measured; its confirmation stays the search's, so `autotune export`
+    # rebuilds the search's choice, and best.yaml is the record of a retune's (docs/retune.md says so).
     run.study.set_user_attr("environment", current)
     run.study.set_user_attr("model_fingerprint", run.model_fingerprint)
     return new, cache
