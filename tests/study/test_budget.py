@@ -97,6 +97,9 @@ def test_the_search_that_finished_the_last_trial_confirms() -> None:
     # A trial failed as abandoned was finished by whoever noticed, not by the search that ran it.
     abandoned = trial(State.FAIL, ago=-5, reason="abandoned", host="another-host", pid=7)
     assert budget_of(*mine_last, abandoned)[0].confirms()
+    # A search stopped with Ctrl-C records its running trial as interrupted, and is gone: it confirms nothing.
+    interrupted = trial(State.FAIL, ago=-5, reason="interrupted", host="another-host", pid=8)
+    assert budget_of(*mine_last, interrupted)[0].confirms()
 
 
 def test_a_search_that_did_not_finish_the_last_trial_leaves_the_confirmation_and_says_who_does() -> None:

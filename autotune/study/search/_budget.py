@@ -56,8 +56,12 @@ class TrialBudget:
         if self.loop.ledger.running():
             self.note(f"other searches still run trials of the study: the last to finish confirms; then {export}")
             return False
+        # A trial failed as abandoned was ended by whoever noticed, and one interrupted ended with its search (Ctrl-C):
+        # neither search is there to confirm.
         done = [
-            t for t in self.loop.ledger.finished() if t.datetime_complete and t.user_attrs.get("reason") != "abandoned"
+            t
+            for t in self.loop.ledger.finished()
+            if t.datetime_complete and t.user_attrs.get("reason") not in ("abandoned", "interrupted")
         ]
         last = max(done, key=lambda t: (t.datetime_complete, t.number), default=None)
         mine = (socket.gethostname(), os.getpid())
