@@ -5,10 +5,11 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from autotune.errors import SpaceError
+from autotune.errors import SearchError, SpaceError
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search import _space as space_module
 from autotune.study.search import bundled_spaces, load_space, params_for
+from autotune.study.search._loop import suggest_in
 from tests.study.summaries import SHARED, TOY_LIKE
 
 pytestmark = pytest.mark.parallel
@@ -242,3 +243,18 @@ def test_params_for_finds_the_newer_dimensions_again() -> None:
     for config in _sample(space, 25):
         params = params_for(space, config)
         assert params is not None and space.suggest(optuna.trial.FixedTrial(params)) == config
+
+
+def test_resuming_a_study_with_another_space_s_choices_is_refused_by_name(toy_summary) -> None:
+    # A study searched with --effort quick, resumed with --effort default: Optuna keeps each question's choices, and
+    # its ValueError ("does not support dynamic value space") ended the search with a traceback.
+    study = optuna.create_study(storage=optuna.storages.InMemoryStorage())
+    quick = load_space("quick").adapt(toy_summary, "cpu")
+    for _ in range(3):
+        asked = study.ask()
+        suggest_in(quick, asked)
+        study.tell(asked, 1.0)
+    again = study.ask()
+    assert suggest_in(quick, again).scope in ("whole", "regional"), "the same space resumes"
+    with pytest.raises(SearchError, match=r"mode \['default', 'max-autotune-no-cudagraphs'\] there, \['default', "):
+        suggest_in(load_space("default").adapt(toy_summary, "cpu"), study.ask())

@@ -26,7 +26,7 @@ from typing import Any
 
 import optuna
 
-from autotune.errors import ConfigError, SpaceError
+from autotune.errors import ConfigError, SearchError, SpaceError
 from autotune.measure import Harness, Objective, Objectives, Paired
 from autotune.measure.format import utc_now
 from autotune.measure.tasks import LiveReference, anchor_reference, measure_trial, start_reference
@@ -157,7 +157,7 @@ class TrialLoop:
     def _run(self, trial: optuna.Trial, harness: Harness, gate: MeasurementGate | None) -> None:
         assert self.space is not None
         try:
-            config = self.space.suggest(trial)
+            config = suggest_in(self.space, trial)
         except SpaceError as exc:
             self._tell_failed(trial, "invalid_config", str(exc))
             return
@@ -400,6 +400,32 @@ def _level_text(reference: LiveReference) -> str:
     if reference.level_decided:
         return f"trials' ratios are read against {reference.level:.3f} ({restarts}; off 1 by more than {noise})"
     return f"trials' ratios are read as paired ({restarts} at {reference.measured_level:.3f}, within {noise})"
+
+
+def suggest_in(space: SearchSpace, trial: optuna.Trial) -> CompileConfig:
+    """The configuration `space` asks of `trial`; SearchError where the study asked one of its questions with other
+    choices before (it was searched with another space or effort: Optuna keeps a question's choices for good)."""
+    try:
+        return space.suggest(trial)
+    except ValueError as exc:
+        if "dynamic value space" not in str(exc):
+            raise
+        asked = {
+            name: distribution
+            for frozen in trial.study.get_trials(deepcopy=False)
+            if frozen.number != trial.number
+            for name, distribution in frozen.distributions.items()
+        }
+        changed = [
+            f"{name} {list(getattr(asked[name], 'choices', []))} there, {list(choices)} here"
+            for name, choices in space.dimensions().items()
+            if name in asked and tuple(getattr(asked[name], "choices", ())) != tuple(choices)
+        ]
+        raise SearchError(
+            f"study {trial.study.study_name!r} was searched with other choices for its questions "
+            f"({'; '.join(changed) or exc}), and a study keeps each question's choices: resume it with the "
+            f"--space (or --effort) it was searched with, or start another study with --study-name (or --out)."
+        ) from None
 
 
 def _more_blocks(harness: Harness) -> int:
