@@ -26,6 +26,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Collection
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -248,12 +249,15 @@ class LiveWorker:
             now = time.monotonic() - late
             self.run.phase_seconds[self.phase] = self.run.phase_seconds.get(self.phase, 0.0) + now - self.phase_started
             self.phase, self.phase_started = record.phase, now
+        watched = event
         if isinstance(record, Compiled) and self.gate is not None and self.member is not None:
             self.run.compile_stops = _without_stops(self.gate, self.member, record)
+            # The monitor judges the compile budget by the compile time the trial reports: without its stops.
+            watched = replace(event, record=replace(record, compile_seconds=self.run.compile_stops.compile_seconds))
         if isinstance(record, Pausable) and self.member is not None:
             self.member.pausable = True
         _absorb(self.run, record)
-        self.stop_reason = self.monitor(event)
+        self.stop_reason = self.monitor(watched)
 
     # -- turns -----------------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from autotune.trial.gate import GateClosed, MeasurementGate, Member, overlap_seconds
+from autotune.trial.records import Compiled, Event
 from autotune.trial.request import TrialRequest, TrialRun
 from autotune.trial.runner import run_trial
 
@@ -29,11 +30,20 @@ def _request(folder: Path, compile_seconds: float, measure_seconds: float, devic
     )
 
 
-def _run_together(requests: list[TrialRequest], gate: MeasurementGate) -> list[TrialRun]:
+def _run_together(
+    requests: list[TrialRequest], gate: MeasurementGate, seen: dict[int, list[float]] | None = None
+) -> list[TrialRun]:
+    """Run the requests side by side; `seen` gets, per request, the compile seconds its monitor was told."""
     runs: list[TrialRun | None] = [None] * len(requests)
 
     def one(index: int) -> None:
-        runs[index] = run_trial(requests[index], gate=gate)
+        told = seen.setdefault(index, []) if seen is not None else []
+
+        def monitor(event: Event | None) -> None:
+            if event is not None and isinstance(event.record, Compiled):
+                told.append(event.record.compile_seconds)
+
+        runs[index] = run_trial(requests[index], monitor=monitor, gate=gate)
 
     threads = [threading.Thread(target=one, args=(index,)) for index in range(len(requests))]
     for thread in threads:
@@ -74,8 +84,9 @@ def test_intervals_overlap_and_a_member_runs_between_its_pauses() -> None:
 def test_workers_of_one_device_measure_one_at_a_time_while_the_others_stand_still(tmp_path: Path) -> None:
     # Three workers; each finishes compiling at another time, so each measures while others still compile.
     requests = [_request(tmp_path, seconds, 1.0) for seconds in (0.3, 1.0, 1.6)]
+    told: dict[int, list[float]] = {}
     with MeasurementGate() as gate:
-        runs = _run_together(requests, gate)
+        runs = _run_together(requests, gate, told)
     assert [run.state for run in runs] == ["complete"] * 3, [(run.reason, run.message, run.stderr_tail) for run in runs]
     measured = _measured(tmp_path)
     assert len(measured) == len(runs)
@@ -99,6 +110,8 @@ def test_workers_of_one_device_measure_one_at_a_time_while_the_others_stand_stil
         assert span[1] - span[0] == pytest.approx(wanted + stop.compile_paused_seconds, abs=0.3)
         assert stop.compile_concurrent_seconds > 0, "every worker compiled beside another"
         assert run.record().compile_seconds == stop.compile_seconds
+        # The compile budget is judged on the same figure: a worker stood still is not over budget for it.
+        assert told[requests.index(request)] == [stop.compile_seconds]
     assert any(run.record().paused_seconds for run in runs)
 
 
