@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from types import SimpleNamespace
 
 import optuna
 import pytest
@@ -128,7 +129,7 @@ def test_time_a_worker_stood_stopped_is_not_compile_time_and_shared_devices_wide
 def paired(trial_seconds: list[float], reference_seconds: list[float], over_eager: float = 2.0) -> Paired:
     """A trial's blocks beside the reference's: each window 100 samples in the given seconds."""
     reference = LiveReference(
-        worker=None,  # type: ignore[arg-type]
+        worker=SimpleNamespace(alive=True),  # type: ignore[arg-type]  # a live worker that measures nothing here
         samples_per_second=200.0,
         batches_per_second=20.0,
         batches_per_window=10,
@@ -318,3 +319,28 @@ def test_a_trial_is_told_its_raw_pairing_and_shown_its_ratio_against_the_anchore
     assert loop.study.user_attrs[f"reference_levels:{loop.harness.device}"] == [1.25]
     assert loop.study.user_attrs[f"reference_level_errors:{loop.harness.device}"] == [0.02]
     assert beside.reference.paired_trials == 2
+
+
+def test_a_reference_that_ended_is_started_again_or_the_search_stops_saying_why(monkeypatch) -> None:
+    # A reference killed for memory (or crashed) left every later trial "pruned: the reference stopped", and the
+    # search went on compiling trials that could never be measured.
+    from autotune.errors import SearchError
+    from autotune.study.search import _loop
+
+    notes: list[str] = []
+    loop = loop_with(optuna.trial.TrialState.COMPLETE)
+    loop.report = lambda number, phase, note="": notes.append(note)
+    dead = SimpleNamespace(
+        worker=SimpleNamespace(alive=False, run=SimpleNamespace(reason="oom"), process=SimpleNamespace(poll=lambda: -9))
+    )
+    alive = SimpleNamespace(worker=SimpleNamespace(alive=True))
+    loop.references["cpu"] = dead
+    restarted: list[object] = []
+    monkeypatch.setattr(_loop, "restart_reference", lambda old: restarted.append(old) or alive)
+    assert loop.reference_for(loop.harness) is alive and restarted == [dead]
+    assert loop.references["cpu"] is alive and loop.reference_for(loop.harness) is alive, "started once"
+    assert any("reference on cpu ended (oom); starting it again" in note for note in notes)
+    loop.references["cpu"] = dead
+    monkeypatch.setattr(_loop, "restart_reference", lambda old: None)
+    with pytest.raises(SearchError, match="ended and could not start again"):
+        loop.reference_for(loop.harness)

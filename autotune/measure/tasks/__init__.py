@@ -9,6 +9,7 @@ from autotune.measure.tasks._pairing import (
     Paired,
     anchor_reference,
     measure_trial,
+    restart_reference,
     start_reference,
     worth_more_blocks,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "read_recipe",
     "read_recipes",
     "record_compile_cache",
+    "restart_reference",
     "start_reference",
     "validate",
     "without_cuda_graphs",

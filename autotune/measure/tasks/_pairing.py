@@ -14,6 +14,7 @@ side dynamo's tracing, not Inductor's code generation, as it does in the confirm
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import statistics
@@ -38,6 +39,7 @@ __all__ = [
     "joined_run",
     "measure_trial",
     "pair_windows",
+    "restart_reference",
     "start_reference",
     "worth_more_blocks",
 ]
@@ -407,6 +409,19 @@ def joined_run(first: TrialRun, restart: TrialRun) -> TrialRun:
         joined.message = f"its warm restart, after a complete first run: {restart.message}".rstrip(": ")
         joined.stderr_tail = restart.stderr_tail
     return joined
+
+
+def restart_reference(reference: LiveReference) -> LiveReference | None:
+    """A new warm restart of a reference whose worker ended, from the cache folder it compiled into, with the session's
+    figures and none of the old process's levels; None when it does not get ready either."""
+    worker = LiveWorker(reference.worker.request).start()
+    if not worker.until_ready():
+        worker.end()
+        return None
+    worker.pause()
+    return dataclasses.replace(
+        reference, worker=worker, levels=[], level_errors=[], paired_trials=0, anchors_started=0, anchor_seconds=[]
+    )
 
 
 def start_reference(harness: Harness, like: LiveReference, cache_dir: str) -> LiveReference:

@@ -29,7 +29,13 @@ import optuna
 from autotune.errors import ConfigError, SearchError, SpaceError
 from autotune.measure import Harness, Objective, Objectives, Paired
 from autotune.measure.format import utc_now
-from autotune.measure.tasks import LiveReference, anchor_reference, measure_trial, start_reference
+from autotune.measure.tasks import (
+    LiveReference,
+    anchor_reference,
+    measure_trial,
+    restart_reference,
+    start_reference,
+)
 from autotune.runtime.config import CompileConfig, is_plain_compile
 from autotune.study.search._ledger import StudyLedger
 from autotune.study.search._monitor import LoopOptions, Monitor
@@ -231,7 +237,23 @@ class TrialLoop:
                 first = next(iter(self.references.values()))
                 cache = str(self.caches / f"compile-{harness.device.replace(':', '-')}")
                 self.references[harness.device] = start_reference(harness, first, cache)
-            return self.references.get(harness.device)
+            current = self.references.get(harness.device)
+            if current is not None and not current.worker.alive:
+                # It ended (out of memory, a crash): every trial paired with it would stop as "the reference
+                # stopped" and be recorded pruned. A new warm restart takes its place, or the search stops, saying so.
+                self._note(
+                    f"the live {self.reference_name} reference on {harness.device} ended "
+                    f"({current.worker.run.reason or 'exit ' + str(current.worker.process.poll())}); starting it again"
+                )
+                again = restart_reference(current)
+                if again is None:
+                    raise SearchError(
+                        f"the live {self.reference_name} reference on {harness.device} ended and could not start "
+                        "again, so no trial can be paired with it; the study keeps what was measured: run the "
+                        "same command to resume it"
+                    )
+                self.references[harness.device] = current = again
+            return current
 
     def _anchor(self, harness: Harness, gate: MeasurementGate | None) -> None:
         """Pair a fresh warm restart of plain compile with the device's reference when one is due (`ANCHOR_EVERY`).
