@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -192,7 +193,10 @@ def test_a_cpu_hog_started_in_the_middle_does_not_change_the_paired_decision(tmp
     def hog_from_the_second_replicate(campaign, budget) -> None:
         if campaign.rounds == 1 and not hogs:
             spin = "import time\nend = time.time() + 300\nwhile time.time() < end:\n    pass\n"
-            hogs.extend(subprocess.Popen([sys.executable, "-c", spin]) for _ in range(2))
+            # One per core (two on the 2-core machine): others_share is a share of the whole machine, and two hogs
+            # on sixteen cores would take an eighth of it, not the half this test needs.
+            cores = max(2, len(os.sched_getaffinity(0)))
+            hogs.extend(subprocess.Popen([sys.executable, "-c", spin]) for _ in range(cores))
 
     subjects = [
         Subject(name="compile", config=CompileConfig()),

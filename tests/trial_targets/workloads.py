@@ -428,7 +428,7 @@ def recompiles_once() -> Workload:
 
 
 class SpinsAndHogsWhenFaster(Spins):
-    """The spinning step; under the 'high' precision it also starts two busy processes on its first call.
+    """The spinning step; under the 'high' precision it also starts one busy process per core on its first call.
 
     They spin until the worker that started them is gone, in sessions of their own (so a pause of
     the worker does not pause them): its windows and the windows of whatever is measured beside
@@ -444,7 +444,8 @@ class SpinsAndHogsWhenFaster(Spins):
                 "import os, time\nend = time.time() + 300\n"
                 f"while os.getppid() == {os.getpid()} and time.time() < end:\n    pass\n"
             )
-            for _ in range(2):
+            # One per core it may run on (two on the 2-core machine): on more cores, two would leave it a quiet one.
+            for _ in range(max(2, len(os.sched_getaffinity(0)))):
                 subprocess.Popen([sys.executable, "-c", spin], start_new_session=True)
         return super().forward(x)
 
