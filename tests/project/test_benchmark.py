@@ -65,6 +65,7 @@ def test_smoke_run_writes_the_table_and_the_raw_figures(tmp_path) -> None:
     assert f"Run {figures['date']} on" in unstamped and "Measured " not in unstamped
 
 
+@pytest.mark.parallel  # times nothing: a unit test
 def test_a_workload_that_is_neither_bundled_nor_a_spec_is_named_with_what_is_allowed(capsys) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["--workloads", "convnett"])
@@ -77,6 +78,7 @@ def _confirmed(median: float, low: float, high: float, rounds: int = 3) -> dict[
     return {"median": median, "low": low, "high": high, "rounds": rounds}
 
 
+@pytest.mark.parallel  # times nothing: a unit test
 def test_a_search_time_ratio_agrees_inside_the_interval_or_within_5_percent_and_swapped_ranks_are_named() -> None:
     bench = {
         "rows": {
@@ -108,6 +110,7 @@ def _campaign_of(rates: dict[str, list[float]]) -> Campaign:
     return made
 
 
+@pytest.mark.parallel  # times nothing: a unit test
 def test_a_swap_counts_only_where_the_confirmation_decides_the_order() -> None:
     bench = {
         "rows": {

@@ -124,6 +124,7 @@ def _damaged_study(folder: Path) -> str:
     return url
 
 
+@pytest.mark.parallel  # times nothing and waits on no tight deadline
 def test_a_truncated_study_is_named_as_damaged_by_every_command_with_exit_code_2(tmp_path: Path, capsys) -> None:
     url = _damaged_study(tmp_path / "out")
     export = ["export", "--storage", url, "--study-name", "examples.toy-model", "--out", str(tmp_path / "x")]
@@ -154,6 +155,7 @@ def test_a_truncated_study_is_named_as_damaged_by_every_command_with_exit_code_2
         assert "Traceback" not in err
 
 
+@pytest.mark.parallel  # times nothing and waits on no tight deadline
 def test_an_unexpected_error_still_exits_with_a_documented_code(monkeypatch, capsys) -> None:
     from autotune.study.search import _space as space
 
@@ -169,6 +171,7 @@ def test_an_unexpected_error_still_exits_with_a_documented_code(monkeypatch, cap
 # -- 3. a compile cache torch cannot use --------------------------------------------------------
 
 
+@pytest.mark.parallel  # times nothing and waits on no tight deadline
 def test_a_cache_with_a_valid_header_and_an_unusable_payload_loads_nothing(tmp_path: Path) -> None:
     path = tmp_path / "compile_cache.bin"
     # The header's fingerprint and SHA-256 are right: integrity holds, but torch can use none of it.
@@ -198,6 +201,7 @@ def test_a_sigkill_is_called_a_likely_oom_only_when_the_kernel_counted_one(monke
         assert run.reason == "crash" and "SIGKILL" in run.message and "no out-of-memory kill" in run.message
 
 
+@pytest.mark.parallel  # times nothing and waits on no tight deadline
 def test_the_kernel_oom_counter_is_read() -> None:
     assert runner.oom_kills() >= 0
     if Path("/proc/vmstat").read_text().count("oom_kill "):
@@ -371,6 +375,7 @@ def test_an_alias_bomb_space_is_refused_at_once(tmp_path: Path) -> None:
     assert len(_BOMB) < 600
 
 
+@pytest.mark.parallel  # times nothing and waits on no tight deadline
 def test_a_huge_list_of_choices_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "many.yaml"
     path.write_text("description: many\npadding_alignment: [" + ", ".join(str(i) for i in range(2, 2_002)) + "]\n")
@@ -378,6 +383,7 @@ def test_a_huge_list_of_choices_is_refused(tmp_path: Path) -> None:
         load_space(str(path))
 
 
+@pytest.mark.parallel  # times nothing and waits on no tight deadline
 def test_a_huge_space_file_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
     path = tmp_path / "big.yaml"
     path.write_text("description: big\n" + "#" * (2 << 20))
@@ -385,6 +391,7 @@ def test_a_huge_space_file_is_refused_before_it_is_parsed(tmp_path: Path) -> Non
         load_space(str(path))
 
 
+@pytest.mark.parallel  # times nothing and waits on no tight deadline
 def test_values_quoted_in_messages_are_short_and_escaped(tmp_path: Path) -> None:
     path = tmp_path / "long.yaml"
     path.write_text(f'description: long\nmode: ["\\e[2J{"x" * 100_000}"]\n')
@@ -394,6 +401,7 @@ def test_values_quoted_in_messages_are_short_and_escaped(tmp_path: Path) -> None
     assert len(message) < 800 and "\x1b" not in message and "\\x1b[2J" in message
 
 
+@pytest.mark.parallel  # times nothing and waits on no tight deadline
 def test_a_best_yaml_alias_bomb_is_refused_before_anything_walks_it(tmp_path: Path) -> None:
     path = tmp_path / "best.yaml"
     path.write_text(_BOMB.replace("mode: *l9", "metrics: *l9"))
@@ -401,6 +409,7 @@ def test_a_best_yaml_alias_bomb_is_refused_before_anything_walks_it(tmp_path: Pa
         read(path)
 
 
+@pytest.mark.parallel  # times nothing and waits on no tight deadline
 def test_expanded_yaml_is_counted_exactly() -> None:
     assert limits.yaml_nodes("a: [1, 2, 3]\nb: {x: 1}") == 10
     assert limits.yaml_nodes("a: &a [1, 2]\nb: [*a, *a]") == 1 + (1 + 3) + (1 + 1 + 3 + 3)
@@ -427,6 +436,7 @@ def test_a_factory_that_exits_or_aborts_is_a_workload_error(factory: str, said: 
 # -- 8. terminal escape sequences in best.yaml --------------------------------------------------
 
 
+@pytest.mark.parallel  # times nothing and waits on no tight deadline
 def test_show_escapes_control_characters_read_from_best_yaml(tmp_path: Path, capsys) -> None:
     tuned = TunedConfig(
         workload=WorkloadSummary(spec="examples.toy:model", task="infer", model_class="Toy\x1b]0;pwned\x07"),
@@ -456,6 +466,7 @@ _KILLED_REPLACE = textwrap.dedent(
 )
 
 
+@pytest.mark.parallel  # times nothing and waits on no tight deadline
 def test_a_replacement_killed_before_its_journal_leaves_nothing_behind(tmp_path: Path) -> None:
     (tmp_path / "best.yaml").write_text("old: 1")
     (tmp_path / "apply_compilation.py").write_text("old code")
@@ -468,6 +479,7 @@ def test_a_replacement_killed_before_its_journal_leaves_nothing_behind(tmp_path:
     assert (tmp_path / "best.yaml").read_text() == "old: 1"
 
 
+@pytest.mark.parallel  # times nothing and waits on no tight deadline
 def test_a_staged_cache_of_a_live_process_is_left_alone(tmp_path: Path) -> None:
     live = tmp_path / f".compile_cache.bin.{os.getpid()}.abc123.staged"
     dead_pid = subprocess.Popen([sys.executable, "-c", "pass"])

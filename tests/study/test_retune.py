@@ -386,6 +386,7 @@ def test_a_best_yaml_of_another_measurement_method_is_measured_again_not_called_
 # -- enqueueing earlier configurations in a space that changed --------------------------------------
 
 
+@pytest.mark.parallel  # times nothing: a unit test
 def test_params_for_finds_the_answers_that_give_a_configuration(toy_summary: WorkloadSummary) -> None:
     space = load_space("default").adapt(toy_summary, "cpu")
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
@@ -398,6 +399,7 @@ def test_params_for_finds_the_answers_that_give_a_configuration(toy_summary: Wor
         study.tell(trial, 1.0)
 
 
+@pytest.mark.parallel  # times nothing: a unit test
 def test_params_for_a_configuration_the_space_cannot_express(toy_summary: WorkloadSummary) -> None:
     narrow = load_space(NARROW).adapt(toy_summary, "cpu")
     assert params_for(narrow, CompileConfig(scope="regional")) == {}
@@ -409,6 +411,7 @@ def test_params_for_a_configuration_the_space_cannot_express(toy_summary: Worklo
 # -- options and help --------------------------------------------------------------------------------
 
 
+@pytest.mark.parallel  # times nothing: a unit test
 @pytest.mark.parametrize(
     ("change", "named"),
     [
@@ -426,6 +429,7 @@ def test_bad_options_are_named(change: dict, named: str) -> None:
     assert named in str(raised.value)
 
 
+@pytest.mark.parallel  # times nothing: a unit test
 def test_retune_help_documents_the_exit_codes(capsys) -> None:
     with pytest.raises(SystemExit):
         cli.main(["retune", "--help"])
@@ -436,6 +440,7 @@ def test_retune_help_documents_the_exit_codes(capsys) -> None:
     assert "history.jsonl" in text and "*.prev.*" in text
 
 
+@pytest.mark.parallel  # times nothing: a unit test
 def test_history_lines_are_plain_json_and_a_damaged_line_is_skipped(tmp_path: Path) -> None:
     append_history(tmp_path, {"date": "d", "gain": float("nan"), "runs": (1.0, float("inf"))})
     append_history(tmp_path, {"date": "e"})
