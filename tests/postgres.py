@@ -85,7 +85,19 @@ def running_server(timeout: float = 60.0) -> Iterator[str]:
     server = None
     try:
         subprocess.run(
-            [*prefix, str(binaries / "initdb"), "-D", str(data), "-U", USER, "--auth=trust", "--no-sync", "-E", "UTF8"],
+            [
+                *prefix,
+                str(binaries / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                USER,
+                "--auth=trust",
+                "--no-sync",
+                "-E",
+                "UTF8",
+                "--no-locale",
+            ],
             check=True,
             capture_output=True,
             text=True,
