@@ -19,6 +19,8 @@ import yaml
 
 from autotune import CompileConfig, cli, load
 from autotune.errors import SearchError
+from autotune.measure import outcome
+from autotune.measure.stats import Interval
 from autotune.study.report import export_from_storage, render_summary
 from autotune.study.search import SearchOptions, search
 from tests.short_runs import SHORT_FLAGS
@@ -98,8 +100,10 @@ def test_search_exports_every_file_with_baselines(searched, capsys) -> None:
     # Whatever is exported is never measured slower than plain compile: a trial only with a gain that survives.
     exported = metrics["exported"]
     assert exported in ("no compilation", "plain torch.compile") or exported == f"trial {metrics['trial']}"
-    if metrics["trial"] is not None:
-        assert metrics["vs_compile"]["low"] > 1.0
+    # The rule itself, on the figures best.yaml records: a trial ships only with a decided gain; plain compile or
+    # eager ship otherwise (which of them this tiny search ends with varies; the rule holds either way).
+    versus = Interval.from_dict(metrics["vs_compile"]) if metrics["vs_compile"] else None
+    assert (metrics["trial"] is not None) == (outcome(versus) == "gain" and exported.startswith("trial"))
     for name in ("eager", "compile"):
         interval = metrics[f"vs_{name}"]
         if interval is not None:
