@@ -8,8 +8,6 @@ A pure function of measurements, so that it can be tested on synthetic runs:
   that excludes "no change": today's interval lies wholly below the recorded one (below its
   median when only a median was recorded). An absolute throughput recorded on another day is
   context, never the evidence: machines drift.
-* The incumbent also **regressed** when it is now decided slower than plain torch.compile in
-  these replicates, whatever was recorded: an export is never worse than plain compile.
 * A challenger **replaces** the incumbent when it ran every replicate without failing, is not
   decided slower than plain torch.compile, and its paired ratio to the incumbent has a median
   above 1 + `min_gain` and is a gain by the rule every choice uses (`outcome`: its interval's
@@ -69,9 +67,6 @@ def decide(
                     f"{now.rounds} replicate(s), against {before.median:.2f}x [{before.low:.2f}, {before.high:.2f}] when "
                     f"tuned: slower by more than --max-regression {max_regression:.0%}"
                 )
-        behind = _behind_plain_compile(campaign, INCUMBENT)
-        if behind:
-            regressions.append(f"the incumbent now runs {behind}: plain torch.compile is the better choice here")
     gain = None
     replaced = False
     if CHALLENGER in campaign.subjects and campaign.failure(CHALLENGER) is None and campaign.complete_runs(CHALLENGER):
