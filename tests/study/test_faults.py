@@ -316,7 +316,9 @@ def test_a_search_killed_during_a_trial_resumes_and_reports_the_abandoned_trial(
     while not workers:  # a worker runs (seen by its command line): its trial cannot be told before it ends
         assert time.monotonic() < deadline and search.poll() is None, "no trial started"
         time.sleep(0.2)
-        if _running(out, url):
+        # A trial that starts a worker of its own ('created' is set just before): the seeded plain-compile trial
+        # reuses the baseline's run and is RUNNING for an instant, while the live reference's worker matches too.
+        if any("created" in t.user_attrs for t in _running(out, url)):
             workers = [
                 int(p)
                 for p in os.listdir("/proc")
