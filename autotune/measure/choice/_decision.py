@@ -85,19 +85,13 @@ def decide(
     return Decision(decision=decision, replaced=replaced, regressions=regressions, gain=gain)
 
 
-def _behind_plain_compile(campaign: Campaign, name: str) -> str:
-    """'' unless `name` is decided slower than plain torch.compile in these replicates (`outcome`'s loss, over two
-    replicates at least); then its ratio, in words. The rule every export keeps: never worse than plain compile."""
+def _behind_plain_compile(campaign: Campaign, name: str) -> bool:
+    """Whether `name` is decided slower than plain torch.compile in these replicates (`outcome`'s loss, over two
+    replicates at least). The rule every export keeps: never worse than plain compile."""
     subject = campaign.subjects.get(name)
     if subject is None or subject.same_as == "compile":
-        return ""
-    versus = campaign.ratio(name, "compile")
-    if versus is None or outcome(versus, BAND) != "loss":
-        return ""
-    return (
-        f"{versus.median:.2f}x plain torch.compile [{versus.low:.2f}, {versus.high:.2f}] over {versus.rounds} "
-        "replicate(s), decided slower"
-    )
+        return False
+    return outcome(campaign.ratio(name, "compile"), BAND) == "loss"
 
 
 def recorded_ratios(figures: Mapping[str, Any]) -> dict[str, Interval | None]:
