@@ -316,9 +316,16 @@ def test_a_search_killed_during_a_trial_resumes_and_reports_the_abandoned_trial(
     while not workers:  # a worker runs (seen by its command line): its trial cannot be told before it ends
         assert time.monotonic() < deadline and search.poll() is None, "no trial started"
         time.sleep(0.2)
-        # A trial that starts a worker of its own ('created' is set just before): the seeded plain-compile trial
-        # reuses the baseline's run and is RUNNING for an instant, while the live reference's worker matches too.
-        if any("created" in t.user_attrs for t in _running(out, url)):
+        # A RUNNING trial whose own worker runs: its generated code, stamped with the trial's 'created', is in one of
+        # the search's work folders. Neither a RUNNING trial nor a worker alone tells: the seeded plain-compile trial
+        # reuses the baseline's run (RUNNING for an instant, no worker of its own) while the live reference's worker
+        # runs the whole time.
+        stamps = {
+            str(t.user_attrs["created"])
+            for t in _running(out, url)
+            if "created" in t.user_attrs and "reused_run" not in t.user_attrs
+        }
+        if stamps and _runs_code_stamped(search.pid, stamps):
             workers = [
                 int(p)
                 for p in os.listdir("/proc")
@@ -341,6 +348,18 @@ def test_a_search_killed_during_a_trial_resumes_and_reports_the_abandoned_trial(
     assert len(trials) == 2, "the abandoned trial counts towards --trials"
     assert not any(folder.exists() for folder in folders)
     assert (out / "best.yaml").exists()
+
+
+def _runs_code_stamped(pid: int, stamps: set[str]) -> bool:
+    """Whether a work folder of the search `pid` holds generated code stamped with one of `stamps`."""
+    for folder in Path(runner.tempfile.gettempdir()).glob(f"{runner.WORKDIR_PREFIX}{pid}-*"):
+        try:
+            code = (folder / "apply_compilation.py").read_text()
+        except OSError:
+            continue
+        if any(stamp in code for stamp in stamps):
+            return True
+    return False
 
 
 def _running(out: Path, url: str) -> list[optuna.trial.FrozenTrial]:
