@@ -827,6 +827,20 @@ def test_a_challenger_decided_slower_than_plain_compile_replaces_nothing() -> No
     assert level.decision == "improved" and level.replaced is True, "a challenger as fast as plain compile may"
 
 
+def test_an_incumbent_decided_slower_than_plain_compile_is_warned_of_without_a_regression() -> None:
+    # 0.80x plain compile today, with nothing recorded to compare (an older file, another method): no regression
+    # (exit code 3 is for worse than when tuned), but the user is told that plain compile is faster.
+    slower = verdict(retune_campaign([80.0, 80.5, 79.5]))
+    assert slower.decision == "unchanged" and not slower.regressions
+    assert len(slower.warnings) == 1 and "now runs 0.80x plain torch.compile" in slower.warnings[0]
+    assert "ship plain torch.compile" in slower.warnings[0]
+    assert verdict(retune_campaign([100.0, 101.0, 99.5])).warnings == (), "level with plain compile: nothing to say"
+    replaced = verdict(retune_campaign([80.0, 80.5, 79.5], [100.0, 101.0, 99.5]))
+    assert replaced.replaced and replaced.warnings == (), "a replacement answers it"
+    regressed = verdict(retune_campaign([80.0, 80.5, 79.5]), compile=Interval(1.10, 1.05, 1.15, 3))
+    assert regressed.decision == "regression" and regressed.warnings == (), "the regression says it already"
+
+
 def test_an_incumbent_that_is_plain_compile_pairs_the_challenger_with_plain_compile_partners() -> None:
     # The incumbent is plain compile: it runs as the compile subject, and in the 'pairs' design the challenger's
     # partner is plain compile's run in the challenger's own group. The ratio to the incumbent must read it.

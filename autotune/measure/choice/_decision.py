@@ -13,6 +13,10 @@ A pure function of measurements, so that it can be tested on synthetic runs:
   above 1 + `min_gain` and is a gain by the rule every choice uses (`outcome`: its interval's
   lower end above 1 + `GAIN_MARGIN`, 1.015); any such working challenger replaces an
   incumbent that fails.
+* An incumbent **decided slower than plain torch.compile** that no challenger replaces, and that
+  did not regress, is warned of: a regression means worse than when tuned (and schedulers act
+  on it), which nothing recorded may show (an older file, another method, a small fall), but a
+  user should know that plain compile now serves them better.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ class Decision:
     regressions: list[str]
     gain: float | None
     """The challenger's median paired ratio to the incumbent, minus one."""
+    warnings: tuple[str, ...] = ()
+    """What the user should know that is no regression: the kept incumbent is decided slower than plain compile."""
 
 
 def decide(
@@ -82,7 +88,16 @@ def decide(
             # estimate above what the user asked a replacement to gain.
             replaced = versus.median > 1 + min_gain and outcome(versus, BAND) == "gain"
     decision = "regression" if regressions else ("improved" if replaced else "unchanged")
-    return Decision(decision=decision, replaced=replaced, regressions=regressions, gain=gain)
+    warnings: list[str] = []
+    if not regressions and not replaced and _behind_plain_compile(campaign, INCUMBENT):
+        now = campaign.ratio(INCUMBENT, "compile")
+        assert now is not None  # decided slower: there is an interval
+        warnings.append(
+            f"the incumbent now runs {now.median:.2f}x plain torch.compile [{now.low:.2f}, {now.high:.2f}] over "
+            f"{now.rounds} replicate(s): plain torch.compile is faster here; no regression against what best.yaml "
+            "records, so the files stay: search again, or ship plain torch.compile"
+        )
+    return Decision(decision=decision, replaced=replaced, regressions=regressions, gain=gain, warnings=tuple(warnings))
 
 
 def _behind_plain_compile(campaign: Campaign, name: str) -> bool:

@@ -171,6 +171,7 @@ class RetuneResult:
             "replaced": self.decision.replaced,
             "written": self.written,
             "regressions": self.decision.regressions,
+            "warnings": list(self.decision.warnings),
             "objective": str(self.objective),
             "unit": self.objective.unit,
             "environment": self.environment,
@@ -206,6 +207,7 @@ class RetuneResult:
         }[self.decision.decision]
         lines = [f"decision: {verdict}"]
         lines += [f"REGRESSION: {text}" for text in self.decision.regressions]
+        lines += [f"WARNING: {text}" for text in self.decision.warnings]
         lines += [
             "",
             f"retune of {self.path} (study {self.study_name!r}, objective {self.objective} in {self.objective.unit})",
