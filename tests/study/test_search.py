@@ -23,6 +23,7 @@ from autotune.measure import outcome
 from autotune.measure.stats import Interval
 from autotune.study.report import export_from_storage, render_summary
 from autotune.study.search import SearchOptions, search
+from autotune.study.storage import study_scale
 from tests.short_runs import SHORT_FLAGS
 
 # Real searches of tiny workloads, whose assertions rest on what they write, never on how fast
@@ -135,7 +136,12 @@ def test_search_exports_every_file_with_baselines(searched, capsys) -> None:
     # The first trial, seeded plain torch.compile, is the compile baseline's run: not compiled a second time.
     plain, baseline = study.trials[0], study.user_attrs["baseline.compile"]
     assert plain.user_attrs["recipe"] == "plain" and plain.user_attrs["reused_run"]
-    assert plain.value == baseline["samples_per_second"] and plain.user_attrs["speedup_vs_compile"] == 1.0
+    # It stands where a trial level with the live reference would: the study's scale, this first session's rate.
+    scale = study_scale(study)
+    assert scale is not None and plain.value == scale.samples_per_second
+    assert (
+        plain.value == pytest.approx(baseline["samples_per_second"]) and plain.user_attrs["speedup_vs_compile"] == 1.0
+    )
     assert plain.user_attrs["wall_seconds"] == baseline["wall_seconds"]
     # Plain compile against itself at every block: what the pruner judges later trials against.
     blocks = study.user_attrs["settings"]["protocol"]["windows"]
@@ -207,7 +213,9 @@ def test_exported_code_is_the_measured_code_and_runs_without_autotune(searched, 
 def test_rerunning_resumes_the_study_and_export_rebuilds_the_files(searched, tmp_path) -> None:
     _, out = searched
     before = yaml.safe_load((out / "best.yaml").read_text())
-    phases = []
+    scale = study_scale(optuna.load_study(study_name=STUDY, storage=f"sqlite:///{out / 'study.db'}"))
+    assert scale is not None and scale.reference == "compile", "the first session recorded its scale"
+    phases, messages = [], []
     result = search(
         SearchOptions(
             model=SPEC,
@@ -220,11 +228,19 @@ def test_rerunning_resumes_the_study_and_export_rebuilds_the_files(searched, tmp
             compile_cache=False,
             pruner="none",
             slow_ratio=0.0,
+            seed=1,  # this session's sampler proposes a configuration not measured before: it is measured here
         ),
-        progress=lambda progress: phases.append(progress.phase),
+        progress=lambda progress: (phases.append(progress.phase), messages.append(progress.message)),
     )
     study = optuna.load_study(study_name=STUDY, storage=f"sqlite:///{out / 'study.db'}")
     assert len(study.trials) == 3, "two trials were resumed, one was added"
+    # This session measured plain compile again, at its own rate; its trials' figures are on the study's scale.
+    assert study_scale(study) == scale
+    assert any("as every trial of the study" in m for m in messages), messages
+    resumed = study.trials[2]
+    assert resumed.state == optuna.trial.TrialState.COMPLETE and "duplicate_of" not in resumed.user_attrs
+    assert resumed.user_attrs["reference_samples_per_second"] == round(scale.samples_per_second, 4)
+    assert resumed.value == pytest.approx(resumed.user_attrs["paired_ratio"] * scale.samples_per_second, rel=1e-3)
     assert not [phase for phase in phases if phase.startswith("doctor")], "the study kept the doctor's findings"
     # The study began with plain torch.compile as a recipe (half of 2 trials); resuming seeds nothing again.
     assert [t.user_attrs.get("recipe") for t in study.trials] == ["plain", None, None]

@@ -235,6 +235,42 @@ def test_speedups_name_the_host_whose_baselines_they_compare_with(monkeypatch) -
     assert trial.user_attrs["own_samples_per_second"] == 30.0
 
 
+def test_a_trial_is_told_its_ratio_on_the_study_scale_and_the_reused_plain_run_stands_at_it(monkeypatch) -> None:
+    from autotune.study.search import _loop as trials_module
+    from autotune.study.search import load_space
+    from autotune.study.search._space import params_for
+    from autotune.study.storage import VALUE_SCALE
+    from autotune.trial.request import TrialRun
+
+    loop = loop_with(optuna.trial.TrialState.COMPLETE)
+    loop.space = load_space("quick")
+    loop.baselines = {"eager": {"samples_per_second": 100.0}, "compile": {"samples_per_second": 200.0}}
+    monkeypatch.setattr(Harness, "source", lambda self, config, created: "# generated")
+    monkeypatch.setattr(Harness, "request", lambda self, config, source, cache_dir: None)
+    monkeypatch.setattr(trials_module, "anchor_reference", lambda reference, **kwargs: None)
+    done = TrialRun(state="complete", result=fake_records.result(samples_per_second=30.0, batches_per_second=3.0))
+    beside = paired([1 / 1.5] * 3, [1.0] * 3)  # 1.5x the live reference, which this session measured at 200
+    loop.references = {loop.harness.device: beside.reference}
+    monkeypatch.setattr(trials_module, "measure_trial", lambda request, **kwargs: (done, beside))
+    # The study's scale is 500 samples/s: recorded by the session that began it, or by a host that began a shared
+    # study at the same moment after this session adopted its own. The next trial reads it again.
+    loop.study.set_user_attr(
+        VALUE_SCALE, {"compile": {"samples_per_second": 500.0, "batches_per_second": 50.0, "host": "h", "measured": ""}}
+    )
+    loop.study.enqueue_trial({"scope": "whole"})
+    loop.one_trial()
+    trial = loop.study.trials[-1]
+    assert trial.value == pytest.approx(750.0) and trial.user_attrs["reference_samples_per_second"] == 500.0
+    # Plain compile's run, reused as the seeded plain trial, stands where a trial level with the reference would.
+    plain = TrialRun(state="complete", result=fake_records.result(samples_per_second=350.0, batches_per_second=35.0))
+    loop.plain_run = (plain, "2026-11-28T00:00:00+00:00")
+    loop.study.enqueue_trial(params_for(loop.space, CompileConfig()))
+    loop.one_trial()
+    reused = loop.study.trials[-1]
+    assert reused.user_attrs["reused_run"] and reused.user_attrs["speedup_vs_compile"] == 1.0
+    assert reused.value == 500.0 and reused.user_attrs["own_samples_per_second"] == 350.0
+
+
 def test_the_reference_level_is_the_geometric_mean_of_its_anchors_due_before_the_first_trial_then_every_few() -> None:
     from autotune.study.search._loop import ANCHOR_EVERY
 

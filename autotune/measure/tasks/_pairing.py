@@ -6,7 +6,8 @@ then starts again warm from that folder, as each replicate of the confirmation w
 measures its windows in turn with the reference on the same slices of the fresh stream, each
 stopped while the other runs, ABBA. A trial's figure is then a ratio to plain compile
 measured at the same moments, which load on the machine does not bias, scaled by the
-reference's own rate when the search started so that it reads as samples per second
+reference's rate (`LiveReference.samples_per_second`, which a search sets to the study's scale:
+the rate when the study began) so that it reads as samples per second
 (`Paired.samples_per_second`). The reference's windows start from the same slice for every
 trial; it has seen the stream before, and so has the trial's cache: a new shape costs either
 side dynamo's tracing, not Inductor's code generation, as it does in the confirmation.
@@ -62,11 +63,12 @@ BLOCK_PRECISION = 0.025
 
 @dataclass
 class LiveReference:
-    """The live plain-compile worker of a device, its rate when the search started, and its ratio to eager."""
+    """The live plain-compile worker of a device, the rate its ratios are scaled by, and its ratio to eager."""
 
     worker: LiveWorker
     samples_per_second: float
-    """Plain compile's rate in the baseline session (one pass over the stream, recompiles included)."""
+    """Plain compile's rate in the baseline session (one pass over the stream, recompiles included); a search puts
+    the study's scale here, the rate of the session that began the study (`autotune.study.storage.adopt_scale`)."""
     batches_per_second: float
     batches_per_window: int
     """The slice of the stream a window covers, for every trial of the search."""
@@ -205,7 +207,7 @@ class Paired:
 
     @property
     def samples_per_second(self) -> float | None:
-        """The trial's rate as plain compile's baseline rate would put it: ratio times that rate."""
+        """The trial's rate on the reference's scale (`LiveReference.samples_per_second`): ratio times that rate."""
         ratio = self.ratio
         return ratio * self.reference.samples_per_second if ratio is not None else None
 
@@ -412,8 +414,8 @@ def joined_run(first: TrialRun, restart: TrialRun) -> TrialRun:
 
 
 def restart_reference(reference: LiveReference) -> LiveReference | None:
-    """A new warm restart of a reference whose worker ended, from the cache folder it compiled into, with the session's
-    figures and none of the old process's levels; None when it does not get ready either."""
+    """A new warm restart of a reference whose worker ended, from the cache folder it compiled into, with the same
+    rates (the study's scale) and none of the old process's levels; None when it does not get ready either."""
     worker = LiveWorker(reference.worker.request).start()
     if not worker.until_ready():
         worker.end()

@@ -37,7 +37,7 @@ from autotune.runtime.config import CompileConfig
 from autotune.runtime.summary import WorkloadSummary
 from autotune.runtime.tuned import TunedConfig, write_atomic
 from autotune.study.report._verdict import best_trials
-from autotune.study.storage import load_search_study, trial_rank, trial_value
+from autotune.study.storage import load_search_study, scaled_baselines, trial_rank, trial_value
 from autotune.trial.compile_split import SPLIT_PARTS
 from autotune.trial.request import RunRecord
 
@@ -126,9 +126,10 @@ def campaign_of(study: optuna.Study) -> tuple[Campaign, bool]:
     campaign = Campaign(
         objective=objective, orders=[["eager", "compile"]], method=dict(method) if isinstance(method, dict) else None
     )
+    searched = scaled_baselines(attrs)  # where the trials' search-time rates stand, whichever session measured them
     for subject in Subject.baselines():
         campaign.subjects[subject.name] = subject
-        campaign.runs[subject.name] = [RunRecord.from_dict(attrs.get(f"baseline.{subject.name}", {}))]
+        campaign.runs[subject.name] = [RunRecord.from_dict(searched[subject.name])]
     complete = [
         t
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))

@@ -17,7 +17,7 @@ from autotune.runtime.tuned import TunedConfig
 from autotune.study.doctor import Diagnosis
 from autotune.study.report import _plots as plots
 from autotune.study.report._verdict import render_summary, savings_text
-from autotune.study.storage import read_history
+from autotune.study.storage import read_history, scaled_baselines
 from autotune.trial.compile_split import ALWAYS_SHOWN, SPLIT_LABELS
 
 __all__ = ["write_report"]
@@ -79,8 +79,8 @@ def write_report(
         "Every trial, with its parameters and reasons, is in `trials.csv`.",
         "",
     ]
-    # The search's plots place each trial's search-time figure beside the baselines of its session.
-    searched = {name: study.user_attrs.get(f"baseline.{name}") or {} for name in ("eager", "compile")}
+    # The search's plots place each trial's search-time figure beside the baselines, on the study's one scale.
+    searched = scaled_baselines(study.user_attrs)
     drawn = [
         plots.history(out_dir, study, rows, searched, objective, winner),
         plots.throughput_vs_compile(out_dir, rows, searched, winner),
@@ -120,7 +120,10 @@ def _noise_text(campaign: Campaign, confirmed: bool) -> str:
     if confirmed and campaign.replicates:
         text = design_text(campaign)
     else:
-        text = "Search-time figures: each trial's own run, paired with the live plain compile of its session."
+        text = (
+            "Search-time figures: each trial's own run, paired with the live plain compile of its session, on the "
+            "study's one scale."
+        )
     text += (
         f" Machine load during the runs: {span(noise.get('load'), missing='not reported')}; calibration probe "
         f"{span(noise.get('probe_ms'), ' ms', missing='not timed')}."

@@ -40,7 +40,7 @@ from autotune.runtime.config import CompileConfig, is_plain_compile
 from autotune.study.search._ledger import StudyLedger
 from autotune.study.search._monitor import LoopOptions, Monitor
 from autotune.study.search._space import SearchSpace
-from autotune.study.storage import Heartbeat
+from autotune.study.storage import Heartbeat, study_scale
 from autotune.trial.gate import GateClosed, MeasurementGate
 from autotune.trial.request import RunRecord, TrialRequest, TrialRun
 
@@ -160,8 +160,20 @@ class TrialLoop:
             for frozen in heartbeat.failed:
                 self._note(f"trial {frozen.number}: FAIL {frozen.user_attrs.get('message')}")
 
+    def follow_scale(self) -> None:
+        """Put the live references' rates on the study's recorded scale again (`adopt_scale`): a host that began a
+        shared study at the same moment may have recorded its own over the one this session adopted."""
+        scale = study_scale(self.study, self.reference_name)
+        if scale is None:
+            return
+        with self.lock:
+            for reference in self.references.values():
+                reference.samples_per_second = scale.samples_per_second
+                reference.batches_per_second = scale.batches_per_second
+
     def _run(self, trial: optuna.Trial, harness: Harness, gate: MeasurementGate | None) -> None:
         assert self.space is not None
+        self.follow_scale()
         try:
             config = suggest_in(self.space, trial)
         except SpaceError as exc:
@@ -298,6 +310,7 @@ class TrialLoop:
         record = run.record()
         also = f" (the run of {reused}, reused)" if reused else ""
         if reused:
+            record = self._on_scale(trial, record)
             self._reused(trial, config, record, created, reused)
         if run.fresh is not None and not reused:
             # The cold run's pass over the stream: what the trial's own process ran right after compiling.
@@ -319,6 +332,19 @@ class TrialLoop:
             self._tell(trial, state=optuna.trial.TrialState.FAIL)
             self._note(f"trial {trial.number}: FAIL {record.reason}: {record.message}  {config.describe()}{also}")
 
+    def _on_scale(self, trial: optuna.Trial, record: RunRecord) -> RunRecord:
+        """Plain compile's reused run on the study's scale: the live reference's rates, which are that scale
+        (`adopt_scale`), as a trial that ran level with the reference would read; its own rate stays beside."""
+        reference = self.references.get(self.harness.device)
+        if not record.complete or reference is None or self.reference_name != "compile":
+            return record
+        if not reference.samples_per_second or not reference.batches_per_second:
+            return record
+        trial.set_user_attr("own_samples_per_second", record.samples_per_second)
+        return replace(
+            record, samples_per_second=reference.samples_per_second, batches_per_second=reference.batches_per_second
+        )
+
     def _reused(self, trial: optuna.Trial, config: CompileConfig, record: RunRecord, created: str, what: str) -> None:
         """A trial that takes the plain compile baseline's run: the same code, protocol and device, minutes ago."""
         trial.set_user_attr("created", created)
@@ -338,8 +364,8 @@ class TrialLoop:
         """The trial's figures against the baselines of this session; the record whose objective is told.
 
         A paired trial's rate is its ratio to the reference, measured at the same moments on the
-        same batches, times the reference's rate when the session started: load on the machine
-        moves both sides of the ratio alike.
+        same batches, times the study's scale (the reference's rate when the study began): load on
+        the machine moves both sides of the ratio alike, and another night's or host's rate none.
         """
         trial.set_user_attr("baselines_of", self.host)
         if reused:

@@ -38,7 +38,7 @@ from autotune.measure import (
 )
 from autotune.measure.engine import ReplicateCallback, RunCallback, expected_replicate_seconds, run_text
 from autotune.measure.format import span, utc_now
-from autotune.measure.tasks import measure_baselines
+from autotune.measure.tasks import LiveReference, measure_baselines
 from autotune.runtime import compile_cache, environment
 from autotune.runtime.config import CompileConfig
 from autotune.study.doctor import diagnose
@@ -60,6 +60,7 @@ from autotune.study.search._options import SearchOptions
 from autotune.study.search._pool import TrialPool, worker_devices
 from autotune.study.search._seeds import recipes_pending, seed_study, stacked_recipes, study_seeds
 from autotune.study.search._space import SearchSpace, load_space, observed_lengths, shared_length_groups
+from autotune.study.storage import REFERENCES, ValueScale, adopt_scale, study_scale
 from autotune.trial.request import RunRecord
 from autotune.trial.runner import remove_abandoned_workdirs
 from autotune.workload import resolve
@@ -354,6 +355,7 @@ def _baselines(search: _Search) -> dict[str, dict[str, Any]]:
         # Before any anchor ran: one costs about what plain compile's warm restart and its paired windows did.
         phases = measured.compile_run.phase_seconds
         search.plan.anchor_seconds = (phases.get("restart", 0.0) + phases.get("measure", 0.0)) or None
+        _on_study_scale(search, measured.reference, measured.reference_name)
     if measured.compile.complete or measured.compile.reason in DETERMINISTIC_FAILURES:
         # A plain trial would compile the same code again: its outcome is this run's (see `TrialLoop.plain_run`).
         loop.plain_run = (measured.compile_run, created)
@@ -379,6 +381,32 @@ def _baselines(search: _Search) -> dict[str, dict[str, Any]]:
             "left out of its compile time"
         )
     return baselines
+
+
+def _on_study_scale(search: _Search, reference: LiveReference, name: str) -> None:
+    """Put this session's search-time rates on the study's scale (`adopt_scale`): the reference's rates become it."""
+    own = ValueScale(
+        reference=name,
+        samples_per_second=reference.samples_per_second,
+        batches_per_second=reference.batches_per_second,
+        host=socket.gethostname(),
+        measured=utc_now(),
+    )
+    scale, mine = adopt_scale(search.study, own)
+    label = "plain torch.compile" if name == "compile" else name
+    if not mine:
+        search._note(
+            f"baselines: trials' search-time figures are their ratio to the live {label} times its rate when the "
+            f"study began ({scale.samples_per_second:.4g} samples/s on {scale.host or 'a host'}, {scale.measured}), "
+            f"as every trial of the study; this session measured {own.samples_per_second:.4g}"
+        )
+        reference.samples_per_second, reference.batches_per_second = scale.samples_per_second, scale.batches_per_second
+    others = [r for r in REFERENCES if r != name and study_scale(search.study, r) is not None]
+    if others:
+        search._note(
+            f"baselines: the study's earlier trials were paired with {others[0]}, this session's with {label}: their "
+            "search-time figures are on different scales; the confirmation measures them side by side alike"
+        )
 
 
 def _confirm(search: _Search) -> Campaign | None:

@@ -1,4 +1,5 @@
-"""Where a study's records live: opening Optuna storages, the liveness of a shared study's trials, and the retune history file."""
+"""Where a study's records live: opening Optuna storages, the liveness of a shared study's trials, the scale of its
+search-time figures, and the retune history file."""
 
 from __future__ import annotations
 
@@ -12,6 +13,14 @@ from autotune.study.storage._heartbeat import (
     retried_numbers,
 )
 from autotune.study.storage._history import HISTORY_FILE, append_history, read_history
+from autotune.study.storage._scale import (
+    REFERENCES,
+    VALUE_SCALE,
+    ValueScale,
+    adopt_scale,
+    scaled_baselines,
+    study_scale,
+)
 from autotune.study.storage._storage import check_storage_url, create_study, load_search_study, open_storage, shown
 from autotune.study.storage._values import trial_rank, trial_value
 
@@ -20,6 +29,10 @@ __all__ = [
     "Heartbeat",
     "Liveness",
     "MAX_RETRIES",
+    "REFERENCES",
+    "VALUE_SCALE",
+    "ValueScale",
+    "adopt_scale",
     "append_history",
     "beats",
     "check_storage_url",
@@ -30,7 +43,9 @@ __all__ = [
     "open_storage",
     "read_history",
     "retried_numbers",
+    "scaled_baselines",
     "shown",
+    "study_scale",
     "trial_rank",
     "trial_value",
 ]

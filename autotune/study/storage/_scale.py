@@ -1,0 +1,138 @@
+"""The one scale every search-time rate of a study is on, whichever session or host measured it.
+
+A trial's search-time rate is its paired ratio to the live reference times a rate. Were that
+rate each session's own, a study resumed the next night, or shared by a faster host, would mix
+scales: a machine 20% slower that night puts every new trial 20% below the old ones, and the
+pruner's medians, the sampler and the choice of trials to confirm would read it as the trials'.
+So the first session records its reference's rates in the study (`VALUE_SCALE`, one scale per
+baseline the trials were paired with), and every later session multiplies its ratios by them,
+whatever its own machine measured. Only rates are on it: compile seconds (a `time-to:N`
+objective's first term, a Pareto front's compile time) are each session's own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+
+__all__ = ["REFERENCES", "VALUE_SCALE", "ValueScale", "adopt_scale", "scaled_baselines", "study_scale"]
+
+VALUE_SCALE = "value_scale"
+"""The study attribute that holds the scales: {reference: `ValueScale.to_dict()`}."""
+REFERENCES = ("compile", "eager")
+"""The baselines a search pairs trials with: plain torch.compile, or eager where plain compile failed."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ValueScale:
+    """A reference's rates in the session that began the study: what a search-time ratio of 1 reads as."""
+
+    reference: str
+    """The baseline the trials were paired with: one of `REFERENCES`."""
+    samples_per_second: float
+    batches_per_second: float
+    host: str
+    measured: str
+    """When (UTC, ISO 8601), or which trial it was read from in a study begun before scales were recorded."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "samples_per_second": self.samples_per_second,
+            "batches_per_second": self.batches_per_second,
+            "host": self.host,
+            "measured": self.measured,
+        }
+
+    @classmethod
+    def read(cls, attrs: dict[str, Any], reference: str) -> ValueScale | None:
+        """The scale of `reference` that a study's attributes hold; None where none was recorded or it is unreadable."""
+        scales = attrs.get(VALUE_SCALE)
+        raw = scales.get(reference) if isinstance(scales, dict) and reference in REFERENCES else None
+        if not isinstance(raw, dict):
+            return None
+        try:
+            scale = cls(
+                reference=reference,
+                samples_per_second=float(raw["samples_per_second"]),
+                batches_per_second=float(raw["batches_per_second"]),
+                host=str(raw.get("host", "")),
+                measured=str(raw.get("measured", "")),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+        return scale if scale.samples_per_second > 0 and scale.batches_per_second > 0 else None
+
+
+def study_scale(study: optuna.Study, reference: str = "compile") -> ValueScale | None:
+    """The scale `study`'s search-time rates paired with `reference` are on, if one was recorded."""
+    return ValueScale.read(study.user_attrs, reference)
+
+
+def adopt_scale(study: optuna.Study, measured: ValueScale) -> tuple[ValueScale, bool]:
+    """The scale this session's search-time rates go on, and whether it is `measured` (this session's own).
+
+    The study's recorded scale for the same reference; where there is none, the rates of the
+    earliest trial paired with plain compile in a study begun before scales were recorded, else
+    this session's: recorded either way, so that every later session adopts it. Two hosts that
+    begin a shared study at once may both record theirs; the last write stands, and a search
+    reads it again before each trial (`TrialLoop.follow_scale`).
+    """
+    recorded = study_scale(study, measured.reference)
+    if recorded is not None:
+        return recorded, False
+    first = _earliest_paired(study) if measured.reference == "compile" else None
+    chosen = first or measured
+    if chosen.samples_per_second <= 0 or chosen.batches_per_second <= 0:
+        return measured, True  # nothing to scale by: the trials' rates stay this session's
+    scales = study.user_attrs.get(VALUE_SCALE)
+    study.set_user_attr(
+        VALUE_SCALE, {**(scales if isinstance(scales, dict) else {}), chosen.reference: chosen.to_dict()}
+    )
+    stored = study_scale(study, measured.reference) or chosen  # read back: another host may have written since
+    return stored, stored == measured
+
+
+def _earliest_paired(study: optuna.Study) -> ValueScale | None:
+    """The reference's rates of the study's first trial paired with plain compile, in a study that recorded no scale."""
+    for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        attrs = trial.user_attrs
+        if "duplicate_of" in attrs or "reused_run" in attrs or "speedup_vs_compile" not in attrs:
+            continue
+        figures = [attrs.get(k) for k in ("reference_samples_per_second", "samples_per_second", "batches_per_second")]
+        values = [float(x) for x in figures if isinstance(x, int | float) and x > 0]
+        if len(values) != len(figures):
+            continue
+        rate, samples, batches = values
+        # A stream's batches hold the same samples for every subject: the reference's batch rate is in that proportion.
+        return ValueScale(
+            reference="compile",
+            samples_per_second=rate,
+            batches_per_second=rate * batches / samples,
+            host=str(attrs.get("host", "")),
+            measured=f"trial {trial.number}, before scales were recorded",
+        )
+    return None
+
+
+def scaled_baselines(attrs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The search-time baselines a study's attributes hold (`baseline.eager`, `baseline.compile`), their rates put on
+    the study's scale where it has one: where the search's trials stand against them, whichever session measured."""
+    baselines = {name: dict(attrs.get(f"baseline.{name}") or {}) for name in REFERENCES}
+    over_eager = baselines["compile"].get("speedup_vs_eager")  # plain compile's paired ratio to eager, latest session
+    for reference in REFERENCES:  # plain compile's scale first: the one a search pairs with
+        scale = ValueScale.read(attrs, reference)
+        if scale is None:
+            continue
+        factors = {reference: 1.0}
+        if isinstance(over_eager, int | float) and over_eager > 0:
+            other = "eager" if reference == "compile" else "compile"
+            factors[other] = 1 / over_eager if reference == "compile" else float(over_eager)
+        for name, factor in factors.items():
+            if not baselines[name]:
+                continue  # not measured: nothing to place
+            baselines[name]["samples_per_second"] = scale.samples_per_second * factor
+            baselines[name]["batches_per_second"] = scale.batches_per_second * factor
+        break
+    return baselines
