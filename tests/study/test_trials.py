@@ -142,6 +142,24 @@ def paired(trial_seconds: list[float], reference_seconds: list[float], over_eage
     return result
 
 
+def measuring_loop(monkeypatch: pytest.MonkeyPatch) -> tuple[TrialLoop, Paired]:
+    """A loop whose every trial measures 1.5x the live reference (rated 200 samples/s, 2x eager), run for nothing."""
+    from autotune.study.search import _loop as trials_module
+    from autotune.study.search import load_space
+    from autotune.trial.request import TrialRun
+
+    loop = loop_with(optuna.trial.TrialState.COMPLETE)
+    loop.space = load_space("quick")
+    loop.baselines = {"eager": {"samples_per_second": 100.0}, "compile": {"samples_per_second": 200.0}}
+    monkeypatch.setattr(Harness, "source", lambda self, config, created: "# generated")
+    monkeypatch.setattr(Harness, "request", lambda self, config, source, cache_dir: None)
+    done = TrialRun(state="complete", result=fake_records.result(samples_per_second=30.0, batches_per_second=3.0))
+    beside = paired([1 / 1.5] * 3, [1.0] * 3)
+    loop.references = {loop.harness.device: beside.reference}
+    monkeypatch.setattr(trials_module, "measure_trial", lambda request, **kwargs: (done, beside))
+    return loop, beside
+
+
 def test_the_slow_ratio_rule_judges_a_trial_beside_the_reference_not_alone() -> None:
     loop = loop_with(optuna.trial.TrialState.COMPLETE)
     loop.options.pruner = "none"
@@ -237,21 +255,12 @@ def test_speedups_name_the_host_whose_baselines_they_compare_with(monkeypatch) -
 
 def test_a_trial_is_told_its_ratio_on_the_study_scale_and_the_reused_plain_run_stands_at_it(monkeypatch) -> None:
     from autotune.study.search import _loop as trials_module
-    from autotune.study.search import load_space
     from autotune.study.search._space import params_for
     from autotune.study.storage import VALUE_SCALE
     from autotune.trial.request import TrialRun
 
-    loop = loop_with(optuna.trial.TrialState.COMPLETE)
-    loop.space = load_space("quick")
-    loop.baselines = {"eager": {"samples_per_second": 100.0}, "compile": {"samples_per_second": 200.0}}
-    monkeypatch.setattr(Harness, "source", lambda self, config, created: "# generated")
-    monkeypatch.setattr(Harness, "request", lambda self, config, source, cache_dir: None)
+    loop, _ = measuring_loop(monkeypatch)  # 1.5x the live reference, which this session measured at 200
     monkeypatch.setattr(trials_module, "anchor_reference", lambda reference, **kwargs: None)
-    done = TrialRun(state="complete", result=fake_records.result(samples_per_second=30.0, batches_per_second=3.0))
-    beside = paired([1 / 1.5] * 3, [1.0] * 3)  # 1.5x the live reference, which this session measured at 200
-    loop.references = {loop.harness.device: beside.reference}
-    monkeypatch.setattr(trials_module, "measure_trial", lambda request, **kwargs: (done, beside))
     # The study's scale is 500 samples/s: recorded by the session that began it, or by a host that began a shared
     # study at the same moment after this session adopted its own. The next trial reads it again.
     loop.study.set_user_attr(
@@ -322,17 +331,8 @@ def test_the_search_notes_say_whether_the_reference_level_was_taken_out() -> Non
 
 def test_a_trial_is_told_its_raw_pairing_and_shown_its_ratio_against_the_anchored_reference(monkeypatch) -> None:
     from autotune.study.search import _loop as trials_module
-    from autotune.study.search import load_space
-    from autotune.trial.request import TrialRun
 
-    loop = loop_with(optuna.trial.TrialState.COMPLETE)
-    loop.space = load_space("quick")
-    loop.baselines = {"eager": {"samples_per_second": 100.0}, "compile": {"samples_per_second": 200.0}}
-    monkeypatch.setattr(Harness, "source", lambda self, config, created: "# generated")
-    monkeypatch.setattr(Harness, "request", lambda self, config, source, cache_dir: None)
-    done = TrialRun(state="complete", result=fake_records.result(samples_per_second=30.0, batches_per_second=3.0))
-    beside = paired([1 / 1.5] * 3, [1.0] * 3)  # 1.5x the live reference
-    loop.references = {loop.harness.device: beside.reference}
+    loop, beside = measuring_loop(monkeypatch)  # 1.5x the live reference
     anchors: list[int] = []
 
     def anchor(reference: LiveReference, **kwargs) -> float:
@@ -342,7 +342,6 @@ def test_a_trial_is_told_its_raw_pairing_and_shown_its_ratio_against_the_anchore
         return 1.25
 
     monkeypatch.setattr(trials_module, "anchor_reference", anchor)
-    monkeypatch.setattr(trials_module, "measure_trial", lambda request, **kwargs: (done, beside))
     for mode in ("default", "max-autotune-no-cudagraphs"):  # whole model: never the study's regional trial
         loop.study.enqueue_trial({"scope": "whole", "mode": mode})
         loop.one_trial()
