@@ -266,9 +266,11 @@ def test_a_trial_is_told_its_ratio_on_the_study_scale_and_the_reused_plain_run_s
     loop.study.set_user_attr(
         VALUE_SCALE, {"compile": {"samples_per_second": 500.0, "batches_per_second": 50.0, "host": "h", "measured": ""}}
     )
-    loop.study.enqueue_trial({"scope": "whole"})
+    # Every answer given: one left to the sampler might make this plain compile, and the next trial its duplicate.
+    loop.study.enqueue_trial(params_for(loop.space, CompileConfig(mode="max-autotune-no-cudagraphs")))
     loop.one_trial()
     trial = loop.study.trials[-1]
+    assert "duplicate_of" not in trial.user_attrs and "reused_run" not in trial.user_attrs
     assert trial.value == pytest.approx(750.0) and trial.user_attrs["reference_samples_per_second"] == 500.0
     # Plain compile's run, reused as the seeded plain trial, stands where a trial level with the reference would.
     plain = TrialRun(state="complete", result=fake_records.result(samples_per_second=350.0, batches_per_second=35.0))

@@ -173,12 +173,13 @@ class TrialLoop:
 
     def _run(self, trial: optuna.Trial, harness: Harness, gate: MeasurementGate | None) -> None:
         assert self.space is not None
-        self.follow_scale()
         try:
-            config = suggest_in(self.space, trial)
+            with self.lock:  # the sampler answers each question here: a pool's workers must not ask it at once
+                config = suggest_in(self.space, trial)
         except SpaceError as exc:
             self._tell_failed(trial, "invalid_config", str(exc))
             return
+        self.follow_scale()
         trial.set_user_attr("config", config.to_dict())
         trial.set_user_attr("description", config.describe())
         twin = self._reusable_twin(config.to_dict(), trial.number)
