@@ -409,9 +409,13 @@ def retire(campaign: Campaign, reference: str = "compile") -> dict[str, str]:
     The leader and `reference` always run. A retired subject keeps its figures, over the
     replicates it ran in, and `Campaign.retired` says after which replicate and why.
 
-    Leaving out claims nothing, so it reads the plain 95% interval of this look, not the
-    campaign's simultaneous one: it can only take a candidate out of the running (and cost
-    power where it errs), never make a gain likelier to be claimed.
+    Leaving a configuration out claims nothing, so it reads the plain 95% interval of this
+    look, not the campaign's simultaneous one: it can only take a candidate out of the running
+    (and cost power where it errs), never make a gain likelier to be claimed. Leaving eager out
+    is a claim: that no configuration need beat eager too. So eager leaves only on the
+    campaign's own interval against `reference` (`Campaign.ratio`: simultaneous over the looks,
+    with the floor), the one its table prints; with the looks' plain intervals, an eager as fast
+    as plain compile could be left out wrongly at any of them.
     """
     if campaign.rounds < 2:
         return {}
@@ -423,12 +427,15 @@ def retire(campaign: Campaign, reference: str = "compile") -> dict[str, str]:
         subject = campaign.subjects[name]
         rivals = [reference] if subject.config is None else [r for r in (leader, reference) if r is not None]
         for rival in rivals:
-            logs = campaign.log_ratios(name, rival)
-            versus = replicate_interval(logs) if logs else None
+            if subject.config is None:
+                versus, which = campaign.ratio(name, rival), "simultaneous"
+            else:
+                logs = campaign.log_ratios(name, rival)
+                versus, which = (replicate_interval(logs) if logs else None), "95% at this look"
             if versus is not None and versus.rounds >= 2 and versus.high < 1.0:
                 now[name] = (
                     f"after replicate {campaign.rounds}: slower than {rival}, {versus.median:.2f}x "
-                    f"[{versus.low:.2f}, {versus.high:.2f}] (95% at this look)"
+                    f"[{versus.low:.2f}, {versus.high:.2f}] ({which})"
                 )
                 break
     campaign.retired.update(now)
