@@ -400,7 +400,7 @@ def _on_study_scale(search: _Search, reference: LiveReference, name: str) -> Non
             f"study began ({scale.samples_per_second:.4g} samples/s on {scale.host or 'a host'}, {scale.measured}), "
             f"as every trial of the study; this session measured {own.samples_per_second:.4g}"
         )
-        reference.samples_per_second, reference.batches_per_second = scale.samples_per_second, scale.batches_per_second
+    search.loop.follow_scale()  # the live references take the recorded scale: the one the study keeps
     others = [r for r in REFERENCES if r != name and study_scale(search.study, r) is not None]
     if others:
         search._note(
