@@ -26,6 +26,21 @@ collect_ignore = [] if torch.cuda.is_available() else ["gpu"]
 """tests/gpu needs a CUDA device: `bash .ci/gpu` runs it where there is one; elsewhere it is not collected."""
 
 
+FULL_TIER = ("slow", "quiet", "postgres")
+"""Markers of the full tier: real Inductor compiles and searches, premises that need a quiet machine, a server."""
+TIERS = ("fast", "full", "all")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--tier",
+        choices=TIERS,
+        default="fast",
+        help="fast (the default): every test that compiles nothing with Inductor, needs no quiet machine and no "
+        f"server; full: only the tests marked {', '.join(FULL_TIER)}; all: both",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Kernels built once are copied after (`share_kernel_builds`); OpenMP threads are shared out beside other tests."""
     share_kernel_builds()
@@ -77,16 +92,31 @@ def _share_cores() -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Beside other tests, modules with more slow tests come first, so the longest start first.
+    """Keep the tier asked for (`--tier`); then, beside other tests, modules with more slow tests come first.
 
     `.ci/test` hands whole modules out (`--dist loadfile`) in the order they were collected;
     the module of real searches, left to the end, ran for minutes while the other worker idled.
     The order within a module, and of the tests that run alone, stays as written.
     """
+    _select_tier(config, items)
     if _xdist_workers() <= 1:
         return
     slow = Counter(item.path for item in items if item.get_closest_marker("slow") is not None)
     items.sort(key=lambda item: -slow[item.path])  # stable: each module's tests keep their order
+
+
+def _select_tier(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leave out the tests of the other tier; a test that uses the PostgreSQL server is marked `postgres` here."""
+    tier = config.getoption("--tier")
+    keep, left_out = [], []
+    for item in items:
+        if "postgres_url" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
+        full = any(item.get_closest_marker(name) is not None for name in FULL_TIER)
+        (keep if tier == "all" or full == (tier == "full") else left_out).append(item)
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = keep
 
 
 def _xdist_workers() -> int:
