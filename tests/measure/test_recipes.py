@@ -15,7 +15,6 @@ import ast
 import copy
 import dataclasses
 import math
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -304,11 +303,11 @@ def test_validate_refuses_an_alias_bomb_in_a_recipe_at_once(tmp_path, capsys) ->
     bomb = tmp_path / "bomb.yaml"
     bomb.write_text("\n".join(lines) + "\ndescription: *i\nconfig:\n  mode: default\n", encoding="utf-8")
     assert bomb.stat().st_size < 600
-    started = time.monotonic()
+    # Expanded, it would run for half a minute into a MemoryError: the refusal and its words show it never was.
     code = cli.main(["validate", str(bomb), "--model", "examples.toy:model"])
-    assert time.monotonic() - started < 5
     assert code == 2
-    assert "refused as a configuration file" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "refused as a configuration file: more than" in err and "once its aliases are expanded" in err, err
 
 
 @pytest.mark.parallel  # refused before anything is built or measured: nothing is timed beside it

@@ -25,8 +25,8 @@ import pytest
 from autotune import CompileConfig, TunedConfig, resolve
 from autotune.runtime import environment
 
-# Compiles the toy (dynamo only) in-process and times nothing: beside other tests is fine.
-pytestmark = [pytest.mark.slow, pytest.mark.parallel]
+# Compiles the toy with dynamo's eager backend in-process and times nothing: the fast tier, beside other tests.
+pytestmark = pytest.mark.parallel
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDY = "outputs/examples.toy-model"

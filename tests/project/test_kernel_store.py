@@ -118,6 +118,7 @@ def test_anything_but_one_file_built_into_a_shared_object_goes_to_the_compiler_u
     assert "g++" in front.stdout or "Free Software Foundation" in front.stdout
 
 
+@pytest.mark.slow  # two processes compile with Inductor
 def test_inductor_in_a_new_cache_folder_builds_no_kernel_the_store_holds(tmp_path: Path) -> None:
     """Two processes compile the same function with Inductor, each in a cache folder of its own: the second builds
     nothing, and its compiled function still computes what eager does."""

@@ -1,4 +1,4 @@
-"""Generated code applied to the toy workload with real Inductor compiles on the CPU.
+"""Generated code applied to the toy workload with real Inductor compiles on the CPU (padding alone compiles nothing).
 
 Each compile costs tens of seconds here, so a few representative configurations run two
 training steps each on the same two batches, and every check is made on those runs:
@@ -26,7 +26,8 @@ from autotune.runtime.summary import WorkloadSummary
 from autotune.workload import Workload
 from examples.toy import VOCAB
 
-pytestmark = [pytest.mark.slow, pytest.mark.parallel]
+pytestmark = pytest.mark.parallel  # times nothing
+INDUCTOR = pytest.mark.slow  # compiles the toy with Inductor: tens of seconds
 
 MARKS = (("attention_mask", 1), ("input_ids", 1), ("labels", 1))
 BLOCKS = ["encoder.blocks.0", "encoder.blocks.1", "encoder.blocks.2"]
@@ -151,6 +152,7 @@ def test_padding_leaves_the_loss_unchanged(toy: Workload, toy_summary: WorkloadS
             torch.testing.assert_close(model(**padded).loss, model(**batch).loss)
 
 
+@INDUCTOR
 def test_whole_model_from_best_yaml(
     toy: Workload, toy_summary: WorkloadSummary, eager_train: Run, tmp_path: Path
 ) -> None:
@@ -184,6 +186,7 @@ def test_whole_model_from_best_yaml(
     assert counters["stats"]["unique_graphs"] == graphs
 
 
+@INDUCTOR
 def test_regional_with_compiled_optimizer(toy: Workload, toy_summary: WorkloadSummary, eager_train: Run) -> None:
     module = generated(CompileConfig(scope="regional", padding_alignment=8, compile_optimizer=True), toy_summary)
 
@@ -196,6 +199,7 @@ def test_regional_with_compiled_optimizer(toy: Workload, toy_summary: WorkloadSu
     assert all(batch["input_ids"].shape[1] == 24 for batch in run.prepared)
 
 
+@INDUCTOR
 def test_modular_inference_with_per_module_settings(
     toy: Workload, toy_summary: WorkloadSummary, eager_infer: Run
 ) -> None:
@@ -228,6 +232,7 @@ def global_settings() -> Any:
     torch.compiler.config.dynamic_sources = sources
 
 
+@INDUCTOR
 def test_training_with_lite_mode_compiled_autograd_and_eager_rare_shapes(
     toy: Workload, toy_summary: WorkloadSummary, eager_train: Run, global_settings: None
 ) -> None:
@@ -258,6 +263,7 @@ def test_training_with_lite_mode_compiled_autograd_and_eager_rare_shapes(
     assert counters["stats"]["unique_graphs"] == graphs, "nothing compiled after finish_warmup()"
 
 
+@INDUCTOR
 def test_inference_with_unbacked_marks_freezing_and_high_matmul_precision(
     toy: Workload, toy_summary: WorkloadSummary, eager_infer: Run, global_settings: None
 ) -> None:
@@ -278,6 +284,7 @@ def test_inference_with_unbacked_marks_freezing_and_high_matmul_precision(
         assert all(1 in getattr(tensor, "_dynamo_unbacked_indices", ()) for tensor in batch.values()), batch
 
 
+@INDUCTOR
 def test_inference_with_inputs_marked_dynamic_by_name(
     toy: Workload, toy_summary: WorkloadSummary, eager_infer: Run, global_settings: None
 ) -> None:

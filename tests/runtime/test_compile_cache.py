@@ -155,6 +155,7 @@ def test_describe_says_what_was_measured() -> None:
     )
 
 
+@pytest.mark.slow  # compiles with Inductor, saves its artifacts and loads them in another process
 def test_generated_code_loads_the_cache_beside_it_by_default(tmp_path: Path) -> None:
     exported = tmp_path / "outputs"
     exported.mkdir()

@@ -18,6 +18,7 @@ SPEC = "tests.trial_targets.workloads:pointwise_infer"
 pytestmark = pytest.mark.parallel
 
 
+@pytest.mark.slow  # compiles with Inductor in a new environment: its shared header is built
 def test_the_first_compile_in_a_new_environment_leaves_the_shared_header_build_out_of_its_compile_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -6,7 +6,10 @@ FOLDER/ticks-PID every 10 ms, so a test sees exactly when it ran; it counts only
 it ran, so a pause makes its compile take longer by the clock. It then says it is ready and,
 told to end with its stream pass (which its parent does in the device's turn), "measures" by
 sleeping, and writes the measurement's start and end to FOLDER/measured-PID. A "deaf" one says it can
-be paused quietly but ignores the SIGTSTP that asks it to, as a worker stuck in a long C call would.
+be paused quietly but ignores the SIGTSTP that asks it to, as a worker stuck in a long C call would. A
+"together" one measures until another worker of FOLDER has begun to measure too (MEASURE_SECONDS at
+most): two such workers measure at the same time wherever nothing stops one of them, however long
+each took to start.
 """
 
 from __future__ import annotations
@@ -47,7 +50,12 @@ def main(argv: list[str] | None = None) -> int:
             break
     events.emit(PhaseChange(phase="measure"))
     measure_started = time.time()
-    time.sleep(float(measure_seconds))
+    open(os.path.join(folder, f"measuring-{os.getpid()}"), "w").close()
+    if "together" in flags:
+        while not _others_measuring(folder) and time.time() < measure_started + float(measure_seconds):
+            time.sleep(0.01)
+    else:
+        time.sleep(float(measure_seconds))
     with open(os.path.join(folder, f"measured-{os.getpid()}"), "w") as measured:
         measured.write(f"{measure_started} {time.time()}\n")
     events.emit(
@@ -61,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     events.emit(fake_records.result(samples_per_second=1.0, batches_per_second=1.0))
     return 0
+
+
+def _others_measuring(folder: str) -> list[str]:
+    return [name for name in os.listdir(folder) if name.startswith("measuring-") and name != f"measuring-{os.getpid()}"]
 
 
 if __name__ == "__main__":
