@@ -146,6 +146,7 @@ def test_any_host_can_read_a_shared_study_and_its_trials_own_host_and_pid(postgr
     assert [t.value for t in loaded.trials] == [1.0]
 
 
+@pytest.mark.parallel  # a unit test
 def test_a_postgresql_url_without_its_driver_says_which_extra_installs_it(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "psycopg", None)
     with pytest.raises(SearchError, match=r"pip install autotune\[postgres\]") as raised:
@@ -153,6 +154,7 @@ def test_a_postgresql_url_without_its_driver_says_which_extra_installs_it(monkey
     assert "secret" not in str(raised.value), "a password in the URL is not printed"
 
 
+@pytest.mark.parallel  # a unit test
 def test_a_grace_period_no_longer_than_the_heartbeat_interval_is_refused() -> None:
     with pytest.raises(SearchError, match="--heartbeat-interval 60 and --grace-period 60"):
         SearchOptions(model="tests.trial_targets.workloads:tiny_infer", heartbeat_interval=60, grace_period=60)

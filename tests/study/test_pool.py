@@ -51,6 +51,7 @@ def test_two_workers_run_trials_side_by_side_and_measure_one_at_a_time(tmp_path:
     assert {t.user_attrs["config"]["dynamic"] for t in trials} == {False, True}
 
 
+@pytest.mark.parallel  # a unit test
 def test_workers_go_round_robin_over_devices_and_bad_counts_are_named() -> None:
     assert worker_devices(["cuda:0", "cuda:1"], 3) == ["cuda:0", "cuda:1", "cuda:0"]
     assert worker_devices(["cpu"], 2) == ["cpu", "cpu"]

@@ -50,6 +50,8 @@ WIDE = str(SPACES / "whole_or_regional.yaml")
 # The incumbent's figures are dominated by a fixed pause, but this runs on shared CPUs:
 # a generous limit keeps a busy neighbour from passing for a regression.
 RELAXED = ["--max-regression", "0.3"]
+INCUMBENT_CACHE = b"the incumbent's compile cache\n"
+"""What stands for the incumbent's compile cache where the search saved none (its workers compiled no artifacts)."""
 
 
 def run_cli(*args: str) -> tuple[int, str]:
@@ -117,6 +119,7 @@ def unchanged(inductor_searched: Path, tmp_path_factory: pytest.TempPathFactory)
 @pytest.fixture(scope="module")
 def improved(searched: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, Path]:
     best = with_regional_incumbent(copy_of(searched, tmp_path_factory.mktemp("improved") / "detour"))
+    (best.parent / "compile_cache.bin").write_bytes(INCUMBENT_CACHE)  # as a search with Inductor would leave one
     code, out = run_cli(
         "retune", str(best), "--space", WIDE, "--trials", "1", "--repeats", "2", "--max-rounds", "3",
         "--no-compile-cache",
@@ -269,7 +272,8 @@ def test_a_truly_faster_challenger_replaces_the_incumbent(improved: tuple[int, s
     assert (folder / "apply_compilation.py").read_text() == best.source
     assert (folder / "apply_compilation.prev.py").read_text() == previous.source
     # --no-compile-cache: the old cache does not belong to the new configuration, so it moved aside.
-    assert not (folder / "compile_cache.bin").exists() and (folder / "compile_cache.prev.bin").is_file()
+    assert not (folder / "compile_cache.bin").exists()
+    assert (folder / "compile_cache.prev.bin").read_bytes() == INCUMBENT_CACHE
     assert not best.compile_cache
     assert not list(folder.glob(".*")), "no temporary file is left behind"
 

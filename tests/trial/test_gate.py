@@ -77,6 +77,7 @@ def _state(pid: int) -> str:
         return stat.read().rsplit(")", 1)[1].split()[0]
 
 
+@pytest.mark.parallel  # waits on no clock
 def test_intervals_overlap_and_a_member_runs_between_its_pauses() -> None:
     assert overlap_seconds([(0.0, 1.0), (2.0, 3.0)], (0.5, 2.5)) == pytest.approx(1.0)
     assert overlap_seconds([(0.0, 1.0)], (1.0, 2.0)) == 0.0
@@ -233,6 +234,7 @@ def test_a_killed_search_leaves_no_worker_behind_not_even_a_stopped_one(tmp_path
     _wait_for(lambda: not _alive(guard), 10, "the guard outlived its work")
 
 
+@pytest.mark.parallel  # waits on no clock
 def test_closing_the_gate_kills_every_worker_and_refuses_turns(tmp_path: Path) -> None:
     gate = MeasurementGate()
     sleeper = subprocess.Popen(["sleep", "600"], start_new_session=True)

@@ -9,6 +9,8 @@ import sys
 import time
 from dataclasses import replace
 
+import pytest
+
 from autotune import CompileConfig, resolve
 from autotune.measure import Harness
 from autotune.trial.accuracy import PRECISION_TOLERANCE
@@ -44,6 +46,7 @@ def _living_members(group: int) -> list[int]:
     return living
 
 
+@pytest.mark.parallel  # waits on no clock
 def test_eager_trial_completes_with_settle_windows_a_stream_pass_and_a_result() -> None:
     run = run_trial(
         TrialRequest(
@@ -58,6 +61,7 @@ def test_eager_trial_completes_with_settle_windows_a_stream_pass_and_a_result() 
     assert run.environment["device"] == "cpu"
 
 
+@pytest.mark.parallel  # waits on no clock
 def test_a_live_worker_measures_the_windows_it_is_asked_for_and_ends() -> None:
     request = TrialRequest(
         spec="tests.trial_targets.workloads:tiny_train",
@@ -85,6 +89,7 @@ def test_a_live_worker_measures_the_windows_it_is_asked_for_and_ends() -> None:
     assert record.windows and record.samples_per_second and record.fresh_recompiles == 0
 
 
+@pytest.mark.parallel  # waits on no clock
 def test_settle_windows_follow_the_window_length() -> None:
     def settled(window_seconds: float) -> TrialRun:
         request = TrialRequest(
@@ -116,12 +121,14 @@ def test_hanging_trial_is_killed_at_its_timeout_with_its_process_group(tmp_path,
     assert _living_members(worker) == []
 
 
+@pytest.mark.parallel  # waits on no clock
 def test_segfaulting_worker_becomes_a_crash_with_its_signal() -> None:
     run = run_trial(TrialRequest(spec="tests.trial_targets.workloads:segfaults", source=None, timeout=120))
     assert run.state == "failed" and run.reason == "crash"
     assert signal.Signals.SIGSEGV.name in run.message
 
 
+@pytest.mark.parallel  # waits on no clock
 def test_raising_workload_fails_with_the_error_and_stderr_tail() -> None:
     run = run_trial(TrialRequest(spec="tests.trial_targets.workloads:raises", source=None, timeout=120))
     assert run.state == "failed"
@@ -129,6 +136,7 @@ def test_raising_workload_fails_with_the_error_and_stderr_tail() -> None:
     assert "RuntimeError" in run.stderr_tail
 
 
+@pytest.mark.parallel  # waits on no clock
 def test_a_monitor_can_prune_a_trial_and_its_process_is_gone() -> None:
     def stop_at_first_settle_window(event):
         if event and isinstance(event.record, SettleWindow):
@@ -147,6 +155,7 @@ def test_a_monitor_can_prune_a_trial_and_its_process_is_gone() -> None:
     assert _gone(worker.pid) and _living_members(worker.pid) == []
 
 
+@pytest.mark.parallel  # waits on no clock
 def test_wrong_outputs_under_compile_fail_the_accuracy_check() -> None:
     spec = "tests.trial_targets.workloads:wrong_when_compiled"
     run = run_trial(TrialRequest(spec=spec, source=source_for(spec, CompileConfig()), timeout=300))
@@ -154,12 +163,14 @@ def test_wrong_outputs_under_compile_fail_the_accuracy_check() -> None:
     assert "differs from eager" in run.message
 
 
+@pytest.mark.parallel  # waits on no clock
 def test_recompile_limit_fallback_to_eager_is_detected() -> None:
     spec = "tests.trial_targets.workloads:recompiles"
     run = run_trial(TrialRequest(spec=spec, source=source_for(spec, CompileConfig(dynamic=False)), timeout=300))
     assert run.state == "failed" and run.reason == "recompile_limit", run.message + run.stderr_tail
 
 
+@pytest.mark.parallel  # waits on no clock
 def test_a_configured_recompile_limit_runs_rare_shapes_eagerly_instead_of_failing() -> None:
     """The same workload as above; a configuration that sets the limit itself means the eager fallback."""
     spec = "tests.trial_targets.workloads:recompiles"
@@ -173,6 +184,7 @@ def test_a_configured_recompile_limit_runs_rare_shapes_eagerly_instead_of_failin
     assert run.state == "complete", run.reason + run.message + run.stderr_tail
 
 
+@pytest.mark.parallel  # waits on no clock
 def test_a_precision_change_is_checked_at_the_looser_tolerance_it_says() -> None:
     spec = "tests.trial_targets.workloads:wrong_when_compiled"
     workload = resolve(spec)
@@ -186,6 +198,7 @@ def test_a_precision_change_is_checked_at_the_looser_tolerance_it_says() -> None
     assert f"a precision-changing configuration: tolerance {PRECISION_TOLERANCE:g}" in run.message
 
 
+@pytest.mark.parallel  # waits on no clock
 def test_a_worker_ends_without_teardown_yet_loses_none_of_its_output(tmp_path) -> None:
     # Piped stdout is block-buffered: without the flush, os._exit would drop what was printed.
     code = (
