@@ -17,12 +17,24 @@ import yaml
 
 from autotune.errors import ConfigError
 
-__all__ = ["MAX_FILE_BYTES", "MAX_YAML_NODES", "QUOTE_CHARS", "printable", "quote", "read_yaml_file", "yaml_nodes"]
+__all__ = [
+    "MAX_FILE_BYTES",
+    "MAX_YAML_DEPTH",
+    "MAX_YAML_NODES",
+    "QUOTE_CHARS",
+    "printable",
+    "quote",
+    "read_yaml_file",
+    "yaml_nodes",
+]
 
 MAX_FILE_BYTES = 1 << 20
 """A search space or best.yaml larger than 1 MiB is refused (the bundled ones are a few KiB)."""
 MAX_YAML_NODES = 100_000
 """Values a YAML file may hold once every alias is expanded."""
+MAX_YAML_DEPTH = 64
+"""Levels of nested lists and mappings a YAML file may have (best.yaml has about six): a file nested thousands
+deep would reach the YAML loader's recursion limit only after seconds of work."""
 QUOTE_CHARS = 120
 """Characters of a value quoted in a message, at most."""
 
@@ -49,7 +61,7 @@ def yaml_nodes(text: str, limit: int = MAX_YAML_NODES) -> int:
     """The number of values in YAML `text` with every alias expanded, counted from parser events.
 
     Nothing is constructed, so an alias bomb costs only its own size; raises ValueError as
-    soon as the count passes `limit`.
+    soon as the count passes `limit`, or the nesting MAX_YAML_DEPTH.
     """
     anchors: dict[str, int] = {}
     open_nodes: list[tuple[str | None, int]] = []  # (anchor, values so far) of each open sequence or mapping
@@ -76,6 +88,8 @@ def yaml_nodes(text: str, limit: int = MAX_YAML_NODES) -> int:
             add(1)
         elif isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
             open_nodes.append((event.anchor, 1))
+            if len(open_nodes) > MAX_YAML_DEPTH:
+                raise ValueError(f"lists and mappings nested more than {MAX_YAML_DEPTH} levels deep")
         elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
             anchor, size = open_nodes.pop()
             if anchor:
