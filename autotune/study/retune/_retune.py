@@ -61,7 +61,7 @@ from autotune.study.report import (
 from autotune.study.retune import _publish as publish
 from autotune.study.retune._warmstart import WarmStart
 from autotune.study.search import CACHES_FOLDER, bundled_spaces, load_space, observed_lengths, shared_length_groups
-from autotune.study.storage import HISTORY_FILE, append_history, load_search_study
+from autotune.study.storage import HISTORY_FILE, append_history, load_search_study, storage_failures_named
 from autotune.trial.request import RunProtocol, check_device
 from autotune.workload import resolve
 
@@ -277,7 +277,8 @@ class _Retune:
 
     def run(self) -> RetuneResult:
         try:
-            return self._run()
+            with storage_failures_named(self.storage_url):
+                return self._run()
         finally:
             shutil.rmtree(self.out_dir / CACHES_FOLDER, ignore_errors=True)
 

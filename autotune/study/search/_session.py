@@ -60,7 +60,7 @@ from autotune.study.search._options import SearchOptions
 from autotune.study.search._pool import TrialPool, worker_devices
 from autotune.study.search._seeds import recipes_pending, seed_study, stacked_recipes, study_seeds
 from autotune.study.search._space import SearchSpace, load_space, observed_lengths, shared_length_groups
-from autotune.study.storage import REFERENCES, ValueScale, adopt_scale, study_scale
+from autotune.study.storage import REFERENCES, ValueScale, adopt_scale, storage_failures_named, study_scale
 from autotune.trial.request import RunRecord
 from autotune.trial.runner import remove_abandoned_workdirs
 from autotune.workload import resolve
@@ -76,7 +76,8 @@ def search(options: SearchOptions, progress: ProgressCallback | None = None) -> 
 
     None when the study is shared and another host's search confirms and exports it.
     """
-    return _Search(options, progress or quiet).run()
+    with storage_failures_named(options.storage_url):
+        return _Search(options, progress or quiet).run()
 
 
 def explore(options: SearchOptions, progress: ProgressCallback | None = None) -> optuna.Study:
@@ -84,9 +85,10 @@ def explore(options: SearchOptions, progress: ProgressCallback | None = None) ->
 
     `autotune retune` runs its short warm-started search this way and decides on its own measurements.
     """
-    run = _Search(options, progress or quiet)
-    run.explore()
-    return run.study
+    with storage_failures_named(options.storage_url):
+        run = _Search(options, progress or quiet)
+        run.explore()
+        return run.study
 
 
 class _Search:

@@ -21,7 +21,14 @@ from autotune.study.storage._scale import (
     scaled_baselines,
     study_scale,
 )
-from autotune.study.storage._storage import check_storage_url, create_study, load_search_study, open_storage, shown
+from autotune.study.storage._storage import (
+    check_storage_url,
+    create_study,
+    load_search_study,
+    open_storage,
+    shown,
+    storage_failures_named,
+)
 from autotune.study.storage._values import trial_rank, trial_value
 
 __all__ = [
@@ -45,6 +52,7 @@ __all__ = [
     "retried_numbers",
     "scaled_baselines",
     "shown",
+    "storage_failures_named",
     "study_scale",
     "trial_rank",
     "trial_value",

@@ -10,8 +10,10 @@ whichever SQLAlchemy is installed: SQLAlchemy 2.0 would otherwise look for psyco
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ import sqlalchemy.exc
 
 from autotune.errors import SearchError
 
-__all__ = ["check_storage_url", "create_study", "load_search_study", "open_storage", "shown"]
+__all__ = ["check_storage_url", "create_study", "load_search_study", "open_storage", "shown", "storage_failures_named"]
 
 _ATTEMPTS = 6
 IDLE_IN_TRANSACTION_SECONDS = 30
@@ -149,6 +151,26 @@ def load_search_study(storage: str, study_name: str) -> optuna.Study:
             f"study {study_name!r} in {shown(storage)} was not made by `autotune search`: it records no workload."
         )
     return study
+
+
+@contextlib.contextmanager
+def storage_failures_named(storage: str) -> Iterator[None]:
+    """Inside the block, a storage that fails (a database server gone, a file damaged or removed) raises SearchError
+    naming it and why, instead of Optuna's or SQLAlchemy's own exception.
+
+    Optuna wraps what went wrong in a message that blames the data ("invalid data in the commit"); the driver's
+    own words, which it keeps as the cause, say what happened. What was measured before the failure stays in the
+    storage, and the same command resumes from it once the storage is back.
+    """
+    try:
+        yield
+    except (optuna.exceptions.StorageInternalError, sqlalchemy.exc.SQLAlchemyError) as exc:
+        cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+        _refuse_damaged(storage, cause)
+        raise SearchError(
+            f"the study storage {shown(storage)} failed: {_first_line(cause)}. The trials finished before it are "
+            "kept there; run the same command again once it is back."
+        ) from None
 
 
 def _refuse_damaged(storage: str, exc: Exception) -> None:
