@@ -470,10 +470,10 @@ def _environment(cache: Path, request: TrialRequest, event_fd: int) -> dict[str,
     return env
 
 
-def oom_kills() -> int:
-    """The kernel's count of out-of-memory kills since boot (/proc/vmstat), or 0 where it does not say."""
+def oom_kills(vmstat: str = "/proc/vmstat") -> int:
+    """The kernel's count of out-of-memory kills since boot (`vmstat`), or 0 where it does not say."""
     try:
-        with open("/proc/vmstat") as stats:
+        with open(vmstat) as stats:
             for line in stats:
                 if line.startswith("oom_kill "):
                     return int(line.split()[1])
