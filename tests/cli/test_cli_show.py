@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from autotune import CompileConfig, TunedConfig
+from autotune import CompileConfig
 from autotune.cli import EXIT_ERROR, EXIT_OK, main
 from autotune.runtime import environment
 from autotune.runtime.summary import WorkloadSummary
+from tests.best_yaml import write_best
 
 pytestmark = pytest.mark.parallel
 
@@ -28,17 +29,15 @@ SUMMARY = WorkloadSummary(
 
 
 def write(tmp_path: Path, **fields: object) -> Path:
-    values = {
-        "workload": SUMMARY,
-        "config": CompileConfig(scope="regional", padding_alignment=8),
+    sections = {
         "created": "2026-01-02T03:04:05Z",
         "metrics": {"throughput": 1234.5},
         "baselines": {"eager": {"throughput": 800.0}},
         "study": {"name": "toy"},
-        "environment": environment.fingerprint("cpu"),
         **fields,
     }
-    return TunedConfig(**values).write(tmp_path / "best.yaml")  # type: ignore[arg-type]
+    config = CompileConfig(scope="regional", padding_alignment=8)
+    return write_best(tmp_path / "best.yaml", SUMMARY, config, **sections)  # type: ignore[arg-type]
 
 
 def test_console_script_is_registered() -> None:

@@ -18,12 +18,13 @@ from torch.compiler._cache import CacheInfo
 from torch.nn import functional as F
 from torch.utils.data import DataLoader
 
-from autotune import CompileConfig, TunedConfig
+from autotune import CompileConfig
 from autotune.errors import ConfigError
 from autotune.integrations.lightning import AutotuneCallback
-from autotune.runtime import compile_cache, environment
+from autotune.runtime import compile_cache
 from autotune.runtime.summary import WorkloadSummary
 from autotune.runtime.tuned import EnvironmentMismatchWarning
+from tests.best_yaml import write_best
 
 VOCAB = 24
 SUMMARY = WorkloadSummary(
@@ -104,14 +105,8 @@ class Wrapper(L.LightningModule):
 
 
 def write(path: Path, config: CompileConfig = COMPILED, section: dict | None = None, **workload: object) -> Path:
-    TunedConfig(
-        workload=replace(SUMMARY, **workload),
-        config=config,
-        created="2026-11-25T00:00:00+00:00",
-        environment=environment.fingerprint("cpu"),
-        compile_cache=section or {},
-    ).write(path)
-    return path
+    """The best.yaml of this module's workload (its summary changed by `workload`) tuned to `config`."""
+    return write_best(path, replace(SUMMARY, **workload), config, compile_cache=section or {})
 
 
 def fit(module: L.LightningModule, *callbacks: L.Callback, max_steps: int, **arguments: object) -> L.Trainer:

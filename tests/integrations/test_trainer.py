@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,10 +20,10 @@ from transformers.trainer_utils import get_last_checkpoint
 from autotune import CompileConfig, cli, resolve
 from autotune.errors import ConfigError, WorkloadError
 from autotune.integrations.transformers import apply_to_accelerate, apply_to_trainer
-from autotune.runtime import environment
-from autotune.runtime.tuned import EnvironmentMismatchWarning, TunedConfig, read
+from autotune.runtime.tuned import EnvironmentMismatchWarning, read
 from autotune.workload.trainer import infer_padding, trainer_workload
 from examples import trainer as example
+from tests.best_yaml import write_best
 from tests.short_runs import SHORT_FLAGS
 
 SPEC = "examples.trainer:trainer"
@@ -136,14 +137,10 @@ def test_a_trainer_without_a_train_dataset_is_refused() -> None:
 
 
 def _write(path: Path, config: CompileConfig = TUNED, **workload_changes: object) -> Path:
+    """The best.yaml of the example trainer's workload (its summary changed by `workload_changes`) tuned to `config`."""
     workload = resolve(SPEC)
     summary = workload.summary(SPEC, workload.draw_batches())
-    data = TunedConfig(
-        workload=summary, config=config, created="2026-11-25T00:00:00+00:00", environment=environment.fingerprint("cpu")
-    ).to_dict()
-    data["workload"].update(workload_changes)
-    path.write_text(TunedConfig.from_dict(data).to_yaml())
-    return path
+    return write_best(path, replace(summary, **workload_changes), config)  # type: ignore[arg-type]
 
 
 @pytest.mark.parallel
@@ -246,8 +243,13 @@ def test_the_example_trainer_is_searched_and_its_export_applies_to_a_new_trainer
     # Whatever was exported (the trial or plain compile) trains a new Trainer from the same factory.
     trainer, losses = _train(tmp_path / "applied", out / "best.yaml", 6)
     assert len(losses) == 6 and all(math.isfinite(x) for x in losses)
-    if searched.config.scope != "none":
-        assert getattr(trainer.model, "_compiled_call_impl", None) is not None
+    # The model is compiled in place exactly when the export compiles it (the space's one trial or plain compile,
+    # both of the whole model; eager, if it was faster, compiles nothing).
+    compiled = getattr(trainer.model, "_compiled_call_impl", None) is not None
+    assert searched.config.scope in ("whole", "none") and compiled == (searched.config.scope == "whole")
+    inner = trainer.optimizer.optimizer
+    # A compiled step is the generated code's own, set on the optimizer itself; an eager one is the class's.
+    assert ("step" in vars(inner)) == searched.config.compile_optimizer, "the optimizer step as exported"
 
 
 @pytest.mark.parallel

@@ -381,11 +381,13 @@ def test_validating_the_same_configuration_twice_gives_ratios_that_agree_within_
     recipe.write_text("description: the whole model, compiled once\nconfig:\n  scope: whole\n")
     spec = f"{TARGETS}:detour_infer"
     first, second = (
-        validate(recipe, model=spec, device="cpu", repeats=2, max_rounds=2, protocol=RunProtocol(windows=2, **SHORT))
+        validate(recipe, model=spec, device="cpu", repeats=3, max_rounds=3, protocol=RunProtocol(windows=2, **SHORT))
         for _ in range(2)
     )
-    # The ratio to plain compile is what autotune's decisions rest on.
+    # The ratio to plain compile is what autotune's decisions rest on. Two intervals of two replicates each
+    # overlapped whatever they held (their t-quantile is over 12); three replicates each, and each interval holds
+    # the other's estimate: two validations of one configuration tell the same story.
     a, b = first.speedup("compile"), second.speedup("compile")
-    assert a is not None and b is not None and a.rounds == b.rounds == 2
-    assert a.low <= b.high and b.low <= a.high, (a, b)
+    assert a is not None and b is not None and a.rounds == b.rounds == 3
+    assert a.low <= b.median <= a.high and b.low <= a.median <= b.high, (a, b)
     assert first.campaign.replicates[0].orders[1] == first.campaign.replicates[0].orders[0][::-1], "ABBA"

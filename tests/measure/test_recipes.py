@@ -15,7 +15,6 @@ import ast
 import copy
 import dataclasses
 import math
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,6 +27,7 @@ from autotune.measure.tasks import Recipe, read_recipe, read_recipes, without_cu
 from autotune.runtime import codegen
 from autotune.runtime.summary import WorkloadSummary
 from autotune.workload import Workload
+from tests.dynamo import fresh_dynamo  # noqa: F401
 
 pytestmark = pytest.mark.parallel
 
@@ -60,14 +60,6 @@ def workloads() -> dict[str, tuple[Workload, list, WorkloadSummary]]:
         batches = workload.draw_batches()
         loaded[spec] = (workload, batches, workload.summary(spec, batches))
     return loaded
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo() -> Iterator[None]:
-    torch._dynamo.reset()
-    counters.clear()
-    yield
-    torch._dynamo.reset()
 
 
 def generated(recipe: Recipe, summary: WorkloadSummary) -> str:

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune import CompileConfig, TunedConfig, resolve
-from autotune.runtime import environment
+from autotune import CompileConfig, resolve
+from tests.best_yaml import tuned_config
 
 # Compiles the toy with dynamo's eager backend in-process and times nothing: the fast tier, beside other tests.
 pytestmark = pytest.mark.parallel
@@ -61,11 +61,8 @@ def demo_outputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out.mkdir(parents=True)
     toy = resolve("examples.toy:model")
     summary = toy.summary("examples.toy:model", toy.draw_batches())
-    tuned = TunedConfig(
-        workload=summary,
-        config=CompileConfig(backend="eager", compile_optimizer=True),
-        created="2026-01-01T00:00:00Z",
-        environment=environment.fingerprint("cpu"),
+    tuned = tuned_config(
+        summary, CompileConfig(backend="eager", compile_optimizer=True), created="2026-01-01T00:00:00Z"
     )
     tuned.write(out / "best.yaml")
     (out / "apply_compilation.py").write_text(tuned.source, encoding="utf-8")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -19,21 +18,13 @@ from autotune.errors import WorkloadError
 from autotune.workload import Workload, find_repeated_blocks
 from examples import captioning
 from examples._shared import SIZE_VARIABLE, checked_size, draw_lengths
+from tests.dynamo import fresh_dynamo  # noqa: F401
 
 pytestmark = pytest.mark.parallel
 
 CAPTIONING = ["examples.captioning:captioning_static", "examples.captioning:captioning_dynamic"]
 OTHERS = ["examples.gpt2_generate:gpt2_generate", "examples.bert_classify:bert_classify", "examples.convnet:convnet"]
 TARGETS = CAPTIONING + OTHERS
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo() -> Iterator[None]:
-    # Examples share transformers' forward code; a clean cache keeps each test's compiles its own.
-    torch._dynamo.reset()
-    counters.clear()
-    yield
-    torch._dynamo.reset()
 
 
 def same(a: object, b: object) -> bool:

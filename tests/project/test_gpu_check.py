@@ -25,6 +25,7 @@ from examples.gpu_check import (
     run_check,
 )
 from examples.gpu_check._figures import interval_text, run_figures, search_figures
+from tests.processes import with_command_line
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,11 +79,7 @@ def test_a_hung_stage_is_stopped_with_everything_it_started(tmp_path: Path) -> N
     environment = summary["stages"][0]
     assert environment["status"] == "timed out" and environment["exit_code"] == 124
     # Every process's command line, read from /proc (no pgrep, which slim images lack).
-    leftover = [
-        path.parent.name
-        for path in Path("/proc").glob("[0-9]*/cmdline")
-        if b"import time; time.sleep(3600)" in _cmdline(path)
-    ]
+    leftover = with_command_line("import time; time.sleep(3600)")
     assert leftover == [], "the hung stage's child outlived it"
     assert summary["passed"] is False and [s["status"] for s in summary["stages"][1:]] == ["not run"] * 3
 
@@ -212,11 +209,3 @@ def test_the_tests_figures_count_each_outcome_and_name_the_slowest(tmp_path: Pat
     assert figures["counts"] == {"passed": 1, "failed": 1, "skipped": 1}
     assert figures["tests"]["b"] == {"outcome": "failed", "seconds": 40.2}
     assert figures["headline"] == "1 failed, 1 passed, 1 skipped (slowest 40 s: b)"
-
-
-def _cmdline(path: Path) -> bytes:
-    """A process's command line; empty where it ended between listing and reading."""
-    try:
-        return path.read_bytes()
-    except OSError:
-        return b""

@@ -20,11 +20,12 @@ from torch import nn
 from torch._dynamo.utils import counters
 
 import autotune
-from autotune import CompileConfig, ModuleSettings, TunedConfig
-from autotune.runtime import codegen, environment
+from autotune import CompileConfig, ModuleSettings
+from autotune.runtime import codegen
 from autotune.runtime.summary import WorkloadSummary
 from autotune.workload import Workload
 from examples.toy import VOCAB
+from tests.best_yaml import write_best
 
 pytestmark = pytest.mark.parallel  # times nothing
 INDUCTOR = pytest.mark.slow  # compiles the toy with Inductor: tens of seconds
@@ -158,9 +159,7 @@ def test_whole_model_from_best_yaml(
 ) -> None:
     """Write best.yaml, load it back with safe_load and validation, apply it, train: same as eager."""
     config = CompileConfig(padding_alignment=8, mark_dynamic=MARKS)
-    written = TunedConfig(
-        workload=toy_summary, config=config, created="2026-01-01T00:00:00Z", environment=environment.fingerprint("cpu")
-    ).write(tmp_path / "best.yaml")
+    written = write_best(tmp_path / "best.yaml", toy_summary, config, created="2026-01-01T00:00:00Z")
     tuned = autotune.load(written)
     assert tuned.config == config
 

@@ -17,8 +17,9 @@ from autotune.runtime import codegen
 from autotune.runtime.batching import padded_length
 from autotune.runtime.buckets import choose_buckets, padding_waste
 from autotune.runtime.summary import WorkloadSummary
-from autotune.runtime.tuned import TunedConfig, read
+from autotune.runtime.tuned import read
 from autotune.study.search import load_space, params_for
+from tests.best_yaml import write_best
 
 pytestmark = pytest.mark.parallel
 
@@ -83,8 +84,7 @@ def test_buckets_go_through_best_yaml_and_the_generated_code_pads_to_them(tmp_pa
     buckets = {"input_ids": {1: (8, 16, 40)}, "attention_mask": {1: (8, 16, 40)}}
     config = CompileConfig(dynamic=False, padding_alignment="buckets", padding_buckets=buckets)
     assert config.describe().endswith("pad=buckets(8,16,40)")
-    tuned = TunedConfig(workload=SUMMARY, config=config, created="2026-11-25T00:00:00+00:00")
-    tuned.write(tmp_path / "best.yaml")
+    write_best(tmp_path / "best.yaml", SUMMARY, config, created="2026-11-25T00:00:00+00:00", environment={})
     again = read(tmp_path / "best.yaml")
     assert again.config == config and again.config.padding_buckets == buckets
     assert "padding_buckets:\n    input_ids:\n      1:\n      - 8\n" in (tmp_path / "best.yaml").read_text()

@@ -18,6 +18,7 @@ from autotune import CompileConfig, ConfigError, ModuleSettings
 from autotune.runtime import batching, codegen
 from autotune.runtime.config import available_modes
 from autotune.runtime.summary import WorkloadSummary
+from tests.blocked_imports import blocker_source
 
 pytestmark = pytest.mark.parallel
 
@@ -34,23 +35,12 @@ COMBINATIONS = list(itertools.product(("whole", "modular", "regional"), MODES, D
 
 # The stand-in has the toy's submodule paths, so generated code can be applied to it cheaply:
 # `module.compile()` only wraps; nothing is compiled until a forward runs.
-CHILD = r"""
-import importlib.abc
+CHILD = (
+    blocker_source("autotune", "examples", "tests", "yaml", "optuna")
+    + r"""
 import importlib.util
 import json
-import sys
 
-BLOCKED = ("autotune", "examples", "tests", "yaml", "optuna")
-
-
-class Blocker(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] in BLOCKED:
-            raise ImportError(f"{name} is not available here")
-        return None
-
-
-sys.meta_path.insert(0, Blocker())
 import torch
 from torch import nn
 
@@ -104,6 +94,7 @@ for path in sys.argv[1:]:
     }
 print(json.dumps({"results": results, "new_modules": sorted(new - set(sys.stdlib_module_names) - {"torch"})}))
 """
+)
 
 
 def make_config(scope: str, mode: str, dynamic: str, padding: object, optimizer: bool) -> CompileConfig:
@@ -305,37 +296,40 @@ def test_free_text_cannot_escape_the_docstring(text: str, tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize(
-    ("field", "value"),
+    ("field", "value", "said"),
     [
-        ("modules", ("x'); __import__('os').system('id'); ('",)),
-        ("blocks", ("encoder.blocks\n__import__('os')",)),
-        ("dynamic_dims", {"ids': 1}; __import__('os'); {'": (1,)}),
-        ("pad_values", {"labels": object()}),
-        ("pad_values", {"labels": float("nan")}),
+        ("modules", ("x'); __import__('os').system('id'); ('",), r"modules: .* is not a submodule path"),
+        ("blocks", ("encoder.blocks\n__import__('os')",), r"blocks: .* is not a submodule path"),
+        ("dynamic_dims", {"ids': 1}; __import__('os'); {'": (1,)}, r"dynamic_dims: .* is not a valid input name"),
+        ("pad_values", {"labels": object()}, "object values cannot be written as literals"),
+        ("pad_values", {"labels": float("nan")}, "nan is not a finite number"),
     ],
 )
 def test_values_that_bypassed_validation_are_still_refused(
-    field: str, value: object, toy_summary: WorkloadSummary
+    field: str, value: object, said: str, toy_summary: WorkloadSummary
 ) -> None:
     """Codegen checks identifiers and literals again, so even a summary altered after validation cannot inject code."""
     summary = dataclasses.replace(toy_summary)
     object.__setattr__(summary, field, value)
     scope = {"modules": "modular", "blocks": "regional"}.get(field, "whole")
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match=said):
         generate(CompileConfig(scope=scope, padding_alignment=8), summary)
 
 
 @pytest.mark.parametrize(
-    "fields",
+    ("fields", "said"),
     [
-        {"modules": ("x'); __import__('os').system('id'); ('",)},
-        {"blocks": ("layers; import os",)},
-        {"dynamic_dims": {"ids'] = 1; import os; x = ['": [1]}},
-        {"pad_values": {"labels": "-100; import os"}, "dynamic_dims": {"labels": [1]}},
+        ({"modules": ("x'); __import__('os').system('id'); ('",)}, r"workload.modules/blocks: .* not a submodule path"),
+        ({"blocks": ("layers; import os",)}, r"workload.modules/blocks: 'layers; import os' is not a submodule path"),
+        ({"dynamic_dims": {"ids'] = 1; import os; x = ['": [1]}}, r"dynamic_dims: .* is not a valid input name"),
+        (
+            {"pad_values": {"labels": "-100; import os"}, "dynamic_dims": {"labels": [1]}},
+            r"pad_values.labels: '-100; import os' must be a number or a bool",
+        ),
     ],
 )
-def test_summary_refuses_injection(fields: dict) -> None:
-    with pytest.raises(ConfigError):
+def test_summary_refuses_injection(fields: dict, said: str) -> None:
+    with pytest.raises(ConfigError, match=said):
         WorkloadSummary(spec="m:w", task="train", **fields)
 
 

@@ -16,9 +16,10 @@ import pytest
 import torch
 from torch.compiler._cache import CacheInfo
 
-from autotune import CompileConfig, TunedConfig
+from autotune import CompileConfig
 from autotune.runtime import codegen, compile_cache, device, environment
 from autotune.runtime.summary import WorkloadSummary
+from tests.best_yaml import tuned_config
 
 pytestmark = pytest.mark.parallel
 
@@ -118,11 +119,9 @@ def test_generated_code_carries_the_same_check(tmp_path: Path, loaded: list[byte
 def test_tuned_config_checks_the_fingerprint_in_best_yaml(tmp_path: Path, loaded: list[bytes]) -> None:
     path = cache_file(tmp_path)
     here = compile_cache.running_fingerprint("cpu")
-    matching = TunedConfig(workload=SUMMARY, config=CompileConfig(), created="c", compile_cache={"fingerprint": here})
+    matching = tuned_config(SUMMARY, created="c", environment={}, compile_cache={"fingerprint": here})
     assert matching.load_compile_cache(path) == {"inductor": 1}
-    other = TunedConfig(
-        workload=SUMMARY, config=CompileConfig(), created="c", compile_cache={"fingerprint": {**here, "cuda": "12.1"}}
-    )
+    other = tuned_config(SUMMARY, created="c", environment={}, compile_cache={"fingerprint": {**here, "cuda": "12.1"}})
     with pytest.warns(UserWarning, match="cuda"):
         assert other.load_compile_cache(path) == {}
     assert loaded == [PAYLOAD]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 
 import pytest
@@ -28,9 +29,38 @@ def generated(config: CompileConfig, summary: WorkloadSummary) -> str:
     return codegen.generate(config, summary, created="2025-01-01T00:00:00+00:00", version="test")
 
 
-def test_this_torch_has_every_probed_feature() -> None:
-    assert all(has_feature(name.partition("=")[0], name.partition("=")[2] or None) for name in features.FEATURES)
-    assert torch_lacks(CompileConfig(recompile_limit=4, stance_after_warmup="eager_on_recompile")) == []
+OLDER_TORCH_LACKS = {"recompile_limit", "mark_as=sources"}
+"""What torch 2.11 (the GPU check's) lacks of what torch 2.13 (the CI's) has; pyproject.toml admits both."""
+
+
+def _release() -> tuple[int, int]:
+    major, minor = torch.__version__.split(".")[:2]
+    return int(major), int(minor)
+
+
+def test_each_probe_agrees_with_the_installed_torch_whatever_its_release() -> None:
+    import torch._dynamo.compiled_autograd
+    import torch._dynamo.decorators
+    import torch.compiler
+
+    # The same facts, looked up another way.
+    present = {
+        "mark_as=unbacked": hasattr(torch._dynamo.decorators, "mark_unbacked"),
+        "mark_as=sources": hasattr(torch._dynamo.variables.builder, "_parse_source_entry"),
+        "recompile_limit": "recompile_limit" in inspect.signature(torch.compile).parameters,
+        "stance_after_warmup": "'eager_on_recompile'" in (torch.compiler.set_stance.__doc__ or "")
+        or '"eager_on_recompile"' in (torch.compiler.set_stance.__doc__ or ""),
+        "compiled_autograd": hasattr(torch._dynamo.compiled_autograd, "_enable"),
+        "float32_matmul_precision": hasattr(torch, "set_float32_matmul_precision"),
+    }
+    assert set(present) == set(features.FEATURES), "a probe this test does not know"
+    for name, there in present.items():
+        setting, _, value = name.partition("=")
+        assert has_feature(setting, value or None) is there, name
+    missing = {name for name, there in present.items() if not there}
+    assert missing == (set() if _release() >= (2, 13) else missing & OLDER_TORCH_LACKS), (torch.__version__, missing)
+    if not missing:
+        assert torch_lacks(CompileConfig(recompile_limit=4, stance_after_warmup="eager_on_recompile")) == []
 
 
 def test_a_torch_compile_without_the_recompile_limit_keyword_refuses_it_by_name(monkeypatch, toy_summary) -> None:

@@ -15,6 +15,7 @@ from autotune import CompileConfig, ConfigError, ModuleSettings, TunedConfig
 from autotune.runtime import environment
 from autotune.runtime.summary import WorkloadSummary
 from autotune.runtime.tuned import SCHEMA_VERSION, EnvironmentMismatchWarning, read, write_atomic
+from tests.best_yaml import tuned_config
 
 pytestmark = pytest.mark.parallel
 
@@ -39,17 +40,17 @@ CONFIG = CompileConfig(
 
 
 def make_tuned(**fields: object) -> TunedConfig:
+    """A best.yaml's content with every section filled; `fields` replace any of them."""
     values = {
         "workload": SUMMARY,
         "config": CONFIG,
         "created": "2026-01-02T03:04:05Z",
         "metrics": {"throughput": 1234.5, "compile_s": 12.0, "windows": [1200.0, 1250.5]},
         "baselines": {"eager": {"throughput": 800.0}, "torch.compile": {"throughput": 1000.0}},
-        "environment": environment.fingerprint("cpu"),
         "study": {"name": "toy", "trials": 8, "pruned": 2},
         **fields,
     }
-    return TunedConfig(**values)
+    return tuned_config(**values)  # type: ignore[arg-type]
 
 
 def test_write_safe_load_validate_round_trip(tmp_path: Path) -> None:
@@ -245,7 +246,7 @@ def test_alias_bomb_is_refused_quickly(tmp_path: Path) -> None:
 def test_deep_nesting_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "best.yaml"
     path.write_text(make_tuned().to_yaml().replace("study:\n", "study:\n  deep: " + "[" * 5000 + "]" * 5000 + "\n"))
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match="refused as .*nested more than 64 levels deep"):
         read(path)
 
 

@@ -22,10 +22,10 @@ from types import SimpleNamespace
 import optuna
 import pytest
 
-from autotune import CompileConfig, TunedConfig, cli
+from autotune import CompileConfig, cli
 from autotune.errors import ConfigError, SpaceError
 from autotune.measure import Objective
-from autotune.runtime import compile_cache, environment, limits
+from autotune.runtime import compile_cache, limits
 from autotune.runtime.summary import WorkloadSummary
 from autotune.runtime.tuned import read
 from autotune.study.retune import _publish as publish
@@ -34,23 +34,11 @@ from autotune.study.search import _loop as trials
 from autotune.study.storage import create_study
 from autotune.trial import live, runner
 from autotune.trial.request import RunProtocol, TrialRequest
+from tests.best_yaml import tuned_config, write_best
+from tests.processes import gone, workers_of
 from tests.short_runs import SHORT_FLAGS
 
 TARGETS = "tests.trial_targets.workloads"
-
-
-def _gone(pid: int, within: float = 10.0) -> bool:
-    """True once `pid` has exited (a zombie counts as gone: it holds nothing), waiting up to `within` seconds."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as stat:
-                if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return True
-        except OSError:
-            return True
-        time.sleep(0.2)
-    return False
 
 
 # -- 1. two searches opening one new study at once -------------------------------------------
@@ -142,13 +130,13 @@ def test_a_truncated_study_is_named_as_damaged_by_every_command_with_exit_code_2
         "--out",
         str(tmp_path / "out"),
     ]
-    TunedConfig(
-        workload=WorkloadSummary(spec="examples.toy:model", task="train"),
-        config=CompileConfig(),
+    write_best(
+        tmp_path / "out" / "best.yaml",
+        WorkloadSummary(spec="examples.toy:model", task="train"),
+        CompileConfig(),
         created="2026-01-01T00:00:00Z",
         study={"name": "examples.toy-model", "storage": "study.db"},
-        environment=environment.fingerprint("cpu"),
-    ).write(tmp_path / "out" / "best.yaml")
+    )
     retune = ["retune", str(tmp_path / "out" / "best.yaml"), "--device", "cpu"]
     for argv in (export, search, retune):
         assert cli.main(argv) == cli.EXIT_ERROR
@@ -209,10 +197,20 @@ def test_a_sigkill_is_called_a_likely_oom_only_when_the_kernel_counted_one(monke
 
 
 @pytest.mark.parallel  # times nothing and waits on no tight deadline
-def test_the_kernel_oom_counter_is_read() -> None:
-    assert runner.oom_kills() >= 0
-    if Path("/proc/vmstat").read_text().count("oom_kill "):
-        assert runner.oom_kills() == int(Path("/proc/vmstat").read_text().split("oom_kill ")[1].split()[0])
+def test_the_kernel_oom_counter_is_read(tmp_path: Path) -> None:
+    stats = tmp_path / "vmstat"
+    stats.write_text("pgfault 12\noom_kill_other 5\noom_kill 7\nnr_free_pages 3\n")
+    assert runner.oom_kills(str(stats)) == 7
+    # Where the kernel does not say (an older kernel, no /proc, a line that is no number), no kill is counted.
+    stats.write_text("pgfault 12\n")
+    assert runner.oom_kills(str(stats)) == 0
+    stats.write_text("oom_kill many\n")
+    assert runner.oom_kills(str(stats)) == 0
+    assert runner.oom_kills(str(tmp_path / "missing")) == 0
+    # And this kernel's own count, where it keeps one.
+    kernel = Path("/proc/vmstat").read_text()
+    if "\noom_kill " in kernel:
+        assert runner.oom_kills() == int(kernel.split("\noom_kill ")[1].split()[0])
 
 
 # -- 5. a killed search -------------------------------------------------------------------------
@@ -249,7 +247,7 @@ def test_a_killed_parent_takes_its_worker_with_it_and_its_folder_is_cleaned_up(t
     assert len(leftovers) == 1
     parent.kill()
     parent.wait()
-    assert _gone(worker) and _gone(grandchild), "the worker and its children die with the parent"
+    assert gone(worker, within=10) and gone(grandchild, within=10), "the worker and its children die with the parent"
     assert leftovers[0].exists(), "the killed parent could not remove its folder"
     assert runner.remove_abandoned_workdirs() >= 1
     assert not leftovers[0].exists()
@@ -265,7 +263,7 @@ def test_ctrl_c_in_the_parent_kills_the_worker_at_once(tmp_path: Path) -> None:
     _, err = parent.communicate(timeout=60)
     assert time.monotonic() - interrupted < 15, "the parent does not wait for the worker's 600 s timeout"
     assert b"KeyboardInterrupt" in err
-    assert _gone(worker, within=1) and _gone(grandchild, within=1)
+    assert gone(worker, within=1) and gone(grandchild, within=1)
 
 
 @pytest.mark.parallel  # times nothing and waits on no tight deadline
@@ -333,15 +331,11 @@ def test_a_search_killed_during_a_trial_resumes_and_reports_the_abandoned_trial(
             if "created" in t.user_attrs and "reused_run" not in t.user_attrs
         }
         if stamps and _runs_code_stamped(search.pid, stamps):
-            workers = [
-                int(p)
-                for p in os.listdir("/proc")
-                if p.isdigit() and _cmdline(p).count(f"{runner.WORKDIR_PREFIX}{search.pid}-")
-            ]
+            workers = workers_of(search.pid)
     folders = list(Path(runner.tempfile.gettempdir()).glob(f"{runner.WORKDIR_PREFIX}{search.pid}-*"))
     search.kill()
     search.wait()
-    assert all(_gone(pid) for pid in workers)
+    assert all(gone(pid, within=10) for pid in workers)
     # What the killed search left running, read once it is gone: a trial may have ended since the loop saw one.
     running = _running(out, url)
     assert running, "the search was killed during a trial"
@@ -378,13 +372,6 @@ def _running(out: Path, url: str) -> list[optuna.trial.FrozenTrial]:
         return study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
     except (KeyError, Exception):
         return []
-
-
-def _cmdline(pid: str) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except OSError:
-        return ""
 
 
 # -- 6. hostile search-space files and values quoted in messages --------------------------------
@@ -470,12 +457,11 @@ def test_a_factory_that_exits_or_aborts_is_a_workload_error(factory: str, said: 
 
 @pytest.mark.parallel  # times nothing and waits on no tight deadline
 def test_show_escapes_control_characters_read_from_best_yaml(tmp_path: Path, capsys) -> None:
-    tuned = TunedConfig(
-        workload=WorkloadSummary(spec="examples.toy:model", task="infer", model_class="Toy\x1b]0;pwned\x07"),
-        config=CompileConfig(),
+    tuned = tuned_config(
+        WorkloadSummary(spec="examples.toy:model", task="infer", model_class="Toy\x1b]0;pwned\x07"),
+        CompileConfig(),
         created="2026-01-01\x1b[2J",
         metrics={"verdict": "\x1b[31mall good\x1b[0m"},
-        environment=environment.fingerprint("cpu"),
     )
     path = tuned.write(tmp_path / "best.yaml")
     assert cli.main(["show", str(path)]) == cli.EXIT_OK

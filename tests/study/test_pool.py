@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -12,9 +11,10 @@ from pathlib import Path
 import optuna
 import pytest
 
+from autotune import cli
 from autotune.errors import SearchError
 from autotune.study.search import SearchOptions, explore, worker_devices
-from autotune.trial.live import WORKDIR_PREFIX
+from tests.processes import listed, workers_of
 
 SPEC = "tests.trial_targets.workloads:tiny_infer"
 
@@ -62,25 +62,6 @@ def test_workers_go_round_robin_over_devices_and_bad_counts_are_named() -> None:
     assert SearchOptions(model=SPEC, device="cpu").workers == 1
 
 
-def _workers_of(pid: int) -> list[int]:
-    """The worker processes of the search `pid`: their command line names a run folder of that search.
-
-    A worker forked from a server is its server's child, not the search's; its command line is its own.
-    """
-    prefix = f"{WORKDIR_PREFIX}{pid}-".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            command = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if prefix in command:
-            found.append(int(entry.name))
-    return found
-
-
 @pytest.mark.slow
 def test_ctrl_c_stops_every_worker_and_records_their_trials_as_interrupted(tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -103,16 +84,16 @@ def test_ctrl_c_stops_every_worker_and_records_their_trials_as_interrupted(tmp_p
         assert line and time.monotonic() < deadline, "".join(lines)
         lines.append(line)
     time.sleep(1.0)
-    workers = _workers_of(search.pid)
+    workers = workers_of(search.pid)
     assert workers, "both trials run in worker processes"
     search.send_signal(signal.SIGINT)
     interrupted = time.monotonic()
     rest = search.communicate(timeout=60)[1]
     assert time.monotonic() - interrupted < 15, "Ctrl-C does not wait for the trials"
-    assert search.returncode != 0
-    assert "KeyboardInterrupt" in rest or "interrupted" in rest, rest
+    assert search.returncode == cli.EXIT_INTERRUPTED == 130, rest
+    assert rest.rstrip().endswith("autotune: interrupted"), rest
     time.sleep(1.0)
-    assert not [pid for pid in workers if os.path.exists(f"/proc/{pid}")], "a worker outlived Ctrl-C"
+    assert not [pid for pid in workers if listed(pid)], "a worker outlived Ctrl-C"
     study = optuna.load_study(
         study_name="tests.trial_targets.workloads-tiny_infer", storage=f"sqlite:///{out}/study.db"
     )

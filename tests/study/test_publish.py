@@ -83,6 +83,27 @@ def test_a_failure_between_two_files_puts_the_previous_set_back(tmp_path: Path, 
     assert contents(folder) == as_bytes(OLD), "exactly the previous files, nothing half-written or left over"
 
 
+def test_ctrl_c_between_two_files_puts_the_previous_set_back_and_is_not_swallowed(tmp_path: Path, monkeypatch) -> None:
+    folder = make_folder(tmp_path)
+    real_replace = os.replace
+    renamed: list[str] = []
+
+    def replace_then_interrupt(src, dst):
+        if Path(dst).parent == folder and Path(dst).name in NEW and Path(src).name.endswith(".new"):
+            if renamed:  # the second file of the set: the user presses Ctrl-C
+                raise KeyboardInterrupt
+            renamed.append(Path(dst).name)
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(publish.os, "replace", replace_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        publish.replace_together(folder, NEW, commit="best.yaml")
+    assert renamed == ["compile_cache.bin"], "the first file had really been replaced"
+    assert contents(folder) == as_bytes(OLD), "exactly the previous files, no journal and nothing staged left"
+    monkeypatch.setattr(publish.os, "replace", real_replace)
+    assert publish.recover(folder) is False, "nothing was left to recover"
+
+
 KILLER = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path

@@ -38,8 +38,10 @@ from autotune.measure.stats import METHOD
 from autotune.runtime import compile_cache, tuned
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.retune import RetuneOptions
+from autotune.study.retune import _publish as publish
 from autotune.study.search import load_space, params_for
 from autotune.study.storage import HISTORY_FILE, append_history, read_history
+from tests.blocked_imports import blocker_source
 from tests.short_runs import SHORT_FLAGS
 
 SPEC = "tests.trial_targets.dynamo_only:detour_infer"
@@ -89,10 +91,11 @@ def inductor_searched(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return search_detour(tmp_path_factory.mktemp("inductor-search") / "detour", INDUCTOR_SPEC)
 
 
-def with_regional_incumbent(best: Path) -> Path:
+def with_regional_incumbent(best: Path, storage: str | None = None) -> Path:
     """Make the search's regional trial the incumbent, as if an earlier tuning had chosen it."""
     recorded = tuned.read(best)
-    study = optuna.load_study(study_name=recorded.study["name"], storage=f"sqlite:///{best.parent / 'study.db'}")
+    storage = storage or f"sqlite:///{best.parent / 'study.db'}"
+    study = optuna.load_study(study_name=recorded.study["name"], storage=storage)
     trial = study.trials[0]
     metrics = {**recorded.metrics, "trial": 0, "exported": "trial 0", "vs_compile": None, "vs_eager": None}
     metrics.update(speedup_vs_compile=None, speedup_vs_eager=None)
@@ -164,13 +167,8 @@ def test_search_saves_the_winners_compile_cache_with_both_compile_times(inductor
     assert "## Compile cache" in (inductor_searched / "report.md").read_text()
 
 
-ROUND_TRIP = textwrap.dedent("""
-    import json, sys
-    class Block:
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in ("autotune", "tests", "yaml", "optuna"):
-                raise ImportError(name + " is not available here")
-    sys.meta_path.insert(0, Block())
+ROUND_TRIP = blocker_source("autotune", "tests", "yaml", "optuna") + textwrap.dedent("""
+    import json
     sys.path.insert(0, sys.argv[1])
     import torch
     from torch import nn
@@ -338,6 +336,61 @@ def test_load_and_show_recommend_a_retune_in_another_environment(searched: Path,
         load(best)
     assert cli.main(["show", str(best)]) == cli.EXIT_OK
     assert f"run `autotune retune {best}`" in capsys.readouterr().out
+
+
+@pytest.mark.slow  # a retune of 40 s or so
+@pytest.mark.parallel  # Detour's pauses decide, and no neighbour hides them
+def test_ctrl_c_while_a_retune_replaces_its_files_leaves_them_as_they_were(
+    searched: Path, tmp_path: Path, monkeypatch
+) -> None:
+    best = with_regional_incumbent(copy_of(searched, tmp_path / "detour"))
+    (best.parent / "compile_cache.bin").write_bytes(INCUMBENT_CACHE)
+    before = {
+        path.name: path.read_bytes() for path in best.parent.iterdir() if path.is_file() and path.name != "study.db"
+    }
+    real_replace = publish.os.replace
+    replaced: list[str] = []
+
+    def replace_then_interrupt(src, dst):
+        if Path(dst).parent == best.parent and Path(dst).name in before and Path(src).name.endswith(".new"):
+            if replaced:  # the second file of the set: the user presses Ctrl-C
+                raise KeyboardInterrupt
+            replaced.append(Path(dst).name)
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(publish.os, "replace", replace_then_interrupt)
+    code, said = run_cli(
+        "retune", str(best), "--space", WIDE, "--trials", "1", "--repeats", "2", "--max-rounds", "3",
+        "--no-compile-cache",
+    )  # fmt: skip
+    assert code == cli.EXIT_INTERRUPTED == 130, said
+    assert replaced, "the replacement had begun"
+    after = {
+        path.name: path.read_bytes() for path in best.parent.iterdir() if path.is_file() and path.name != "study.db"
+    }
+    assert after == before, "every file as it was: no new one, no journal, nothing staged"
+
+
+@pytest.mark.slow  # a search and a retune: about a minute
+@pytest.mark.parallel  # Detour's pauses decide, and no neighbour hides them
+def test_a_study_in_postgresql_is_retuned_where_it_lives(postgres_url: str, tmp_path: Path) -> None:
+    name = f"detour-{tmp_path.name}"
+    out = search_detour(
+        tmp_path / "detour", SPEC, "--no-compile-cache", "--storage", postgres_url, "--study-name", name
+    )
+    assert not (out / "study.db").exists(), "the study is in the server, not beside best.yaml"
+    best = with_regional_incumbent(out / "best.yaml", storage=postgres_url)
+    code, said = run_cli(
+        "retune", str(best), "--space", WIDE, "--trials", "1", "--repeats", "2", "--max-rounds", "3",
+        "--no-compile-cache",
+    )  # fmt: skip
+    assert code == cli.EXIT_OK, said
+    assert "decision: improved" in said and load(best).config.scope == "whole"
+    study = optuna.load_study(study_name=name, storage=postgres_url)
+    roles = [t.user_attrs.get("retune_role") for t in study.trials]
+    assert "incumbent" in roles, "the retune's warm start ran in the study the search left in the server"
+    (entry,) = read_history(out)
+    assert entry["decision"] == "improved" and entry["replaced"] is True
 
 
 # -- no false alarms, and a real slowdown --------------------------------------------------------

@@ -31,6 +31,7 @@ from autotune.study.report import export_from_storage, render_summary
 from autotune.study.search import SearchOptions, search
 from autotune.study.storage import study_scale
 from autotune.trial.request import RunProtocol
+from tests.blocked_imports import blocker_source
 from tests.short_runs import SHORT_FLAGS
 
 SPEC = "tests.trial_targets.dynamo_only:spins_half_train"
@@ -157,13 +158,7 @@ def test_exported_code_is_the_measured_code_and_runs_without_autotune(searched, 
     measured = {entry["source_sha256"] for entry in confirmation.values()}
     assert hashlib.sha256(source.encode()).hexdigest() == confirmation["trial 1"]["source_sha256"]
     assert len(measured) == 3, "eager, plain compile and trial 1: the file is the one trial 1 was measured with"
-    script = textwrap.dedent(f"""
-        import sys
-        class Block:
-            def find_spec(self, name, path=None, target=None):
-                if name.split(".")[0] == "autotune":
-                    raise ImportError("autotune is not installed here")
-        sys.meta_path.insert(0, Block())
+    script = blocker_source("autotune") + textwrap.dedent(f"""
         sys.path.insert(0, {str(out)!r})
         import torch
         from torch import nn

@@ -27,21 +27,9 @@ from autotune.trial import gate as gate_module
 from autotune.trial.gate import GateClosed, MeasurementGate
 from autotune.trial.live import LiveWorker
 from autotune.trial.request import RunProtocol, TrialRequest, TrialRun
+from tests.processes import stopped
 
 TINY = "tests.trial_targets.workloads:tiny_infer"
-
-
-def _state(pid: int) -> str:
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().rsplit(")", 1)[1].split()[0]
-
-
-def _stopped(pid: int) -> bool:
-    """Whether `pid` stands stopped, given the moment SIGSTOP takes to land."""
-    deadline = time.monotonic() + 2.0
-    while _state(pid) != "T" and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return _state(pid) == "T"
 
 
 def _eager(**changes: object) -> TrialRequest:
@@ -63,7 +51,7 @@ def test_a_pausable_worker_goes_quiet_and_answers_before_it_is_stopped() -> None
         assert worker.member is not None and worker.member.pausable, "the worker said it has its pause handler"
         holder = gate.join(sleeper.pid, "cpu")
         gate.acquire(holder)  # another worker measures: this one goes quiet, then stands still
-        assert _stopped(worker.pid)
+        assert stopped(worker.pid)
         assert (worker.member.quiet_pauses, worker.member.late_pauses) == (1, 0)
         gate.release(holder)
         assert worker.window(0, 0, 2) is not None, "the worker measures again once continued"
@@ -99,7 +87,7 @@ def test_a_worker_that_does_not_answer_or_never_said_it_could_is_stopped_all_the
         gate.acquire(holder)
         waited = time.monotonic() - asked
         assert (waited >= 0.5) is pausable, f"waited {waited:.2f} s for an answer"
-        assert _stopped(worker.pid)
+        assert stopped(worker.pid)
         assert (worker.member.quiet_pauses, worker.member.late_pauses) == counts
         gate.release(holder)
         run = worker.end(stream=True)

@@ -67,7 +67,8 @@ def needs_arguments(size: int) -> Workload:
     return Workload(model=TinyLM(), batches=make_batches, task="infer")
 
 
-def raises() -> Workload:
+def raises_in_factory() -> Workload:
+    """Raises while the workload is built, before any model runs (`trial_targets.workloads:raises` runs, then raises)."""
     raise RuntimeError("the dataset is not downloaded")
 
 

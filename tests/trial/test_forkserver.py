@@ -20,6 +20,7 @@ from autotune.trial import forkserver
 from autotune.trial.live import LiveWorker
 from autotune.trial.request import TrialRequest
 from autotune.trial.runner import run_trial
+from tests.processes import alive, command_line
 
 pytestmark = pytest.mark.parallel
 
@@ -115,8 +116,8 @@ def test_a_forked_worker_shows_its_own_command_line(records: Path) -> None:
     try:
         assert worker.until_held()
         assert isinstance(worker.process, forkserver.ForkedProcess)
-        shown = Path(f"/proc/{worker.pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
-        assert shown[1:] == [b"-m", b"autotune.trial.worker", str(worker.workdir / "request.json").encode()]
+        shown = command_line(worker.pid)
+        assert shown[1:] == ["-m", "autotune.trial.worker", str(worker.workdir / "request.json")]
     finally:
         worker.kill()
     assert worker.process.wait(timeout=10) < 0, "killed by a signal, as the server reports it"
@@ -146,15 +147,7 @@ def test_the_server_and_its_workers_end_with_the_process_that_started_them(recor
         parent.kill()
         parent.wait()
     deadline = time.monotonic() + 15
-    while (_running(server) or _running(worker)) and time.monotonic() < deadline:
+    while (alive(server) or alive(worker)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _running(server), "the server outlived its parent"
-    assert not _running(worker), "a forked worker outlived the search"
-
-
-def _running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+    assert not alive(server), "the server outlived its parent"
+    assert not alive(worker), "a forked worker outlived the search"

@@ -20,6 +20,7 @@ from autotune.trial.gate import GateClosed, MeasurementGate, Member, overlap_sec
 from autotune.trial.records import Compiled, Event
 from autotune.trial.request import TrialRequest, TrialRun
 from autotune.trial.runner import run_trial
+from tests.processes import alive, children, command_line, state
 
 PROGRAM = "tests.trial_targets.gated"
 
@@ -70,11 +71,6 @@ def _measured(folder: Path) -> list[tuple[float, float]]:
     """Each fake worker's measurement, (start, end), in order."""
     spans = [path.read_text().split() for path in folder.glob("measured-*")]
     return sorted((float(start), float(end)) for start, end in spans)
-
-
-def _state(pid: int) -> str:
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().rsplit(")", 1)[1].split()[0]
 
 
 @pytest.mark.parallel  # waits on no clock
@@ -171,13 +167,6 @@ _PARENT = textwrap.dedent(
 )
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return _state(pid) != "Z"
-    except OSError:
-        return False
-
-
 def _wait_for(condition, seconds: float, what: str) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
@@ -185,30 +174,9 @@ def _wait_for(condition, seconds: float, what: str) -> None:
         time.sleep(0.1)
 
 
-def _children(pid: int) -> list[int]:
-    """The processes `pid` started (its direct children)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(stat[1]) == pid:
-                found.append(int(entry.name))
-    return found
-
-
 def _started_by(parent: int, program: str) -> list[int]:
     """Live children of `parent` running `program` (a module run with -m)."""
-    found = []
-    for pid in _children(parent):
-        try:
-            if program.encode() in Path(f"/proc/{pid}/cmdline").read_bytes() and _alive(pid):
-                found.append(pid)
-        except OSError:
-            continue
-    return found
+    return [pid for pid in children(parent) if any(program in part for part in command_line(pid)) and alive(pid)]
 
 
 def _start_parent(folder: Path) -> tuple[subprocess.Popen, int, int]:
@@ -219,8 +187,8 @@ def _start_parent(folder: Path) -> tuple[subprocess.Popen, int, int]:
     parent = subprocess.Popen([sys.executable, "-c", _PARENT, str(folder)], start_new_session=True)
     _wait_for(lambda: len(_started_by(parent.pid, PROGRAM)) == 2, 60, "the two workers never started")
     workers = _started_by(parent.pid, PROGRAM)
-    _wait_for(lambda: any(_state(pid) == "T" for pid in workers), 30, "neither worker was ever stopped")
-    stopped = next(pid for pid in workers if _state(pid) == "T")
+    _wait_for(lambda: any(state(pid) == "T" for pid in workers), 30, "neither worker was ever stopped")
+    stopped = next(pid for pid in workers if state(pid) == "T")
     measuring = next(pid for pid in workers if pid != stopped)
     return parent, measuring, stopped
 
@@ -230,8 +198,8 @@ def test_a_killed_search_leaves_no_worker_behind_not_even_a_stopped_one(tmp_path
     (guard,) = _started_by(parent.pid, "autotune.trial.guard")
     parent.kill()
     parent.wait()
-    _wait_for(lambda: not _alive(measuring) and not _alive(stopped), 10, "a worker outlived the killed search")
-    _wait_for(lambda: not _alive(guard), 10, "the guard outlived its work")
+    _wait_for(lambda: not alive(measuring) and not alive(stopped), 10, "a worker outlived the killed search")
+    _wait_for(lambda: not alive(guard), 10, "the guard outlived its work")
 
 
 @pytest.mark.parallel  # waits on no clock

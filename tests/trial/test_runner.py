@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -18,32 +17,8 @@ from autotune.trial.live import LiveWorker
 from autotune.trial.records import SettleWindow
 from autotune.trial.request import RunProtocol, TrialRun
 from autotune.trial.runner import TrialRequest, run_trial
+from tests.processes import gone, living_members
 from tests.short_runs import SHORT, source_for
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    # A zombie still answers; it holds no resources and its parent reaps it.
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().split(")")[1].split()[0] == "Z"
-
-
-def _living_members(group: int) -> list[int]:
-    """Processes of a process group that are still running (not zombies)."""
-    living = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    fields = stat.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == group and fields[0] != "Z":
-                living.append(int(entry))
-    return living
 
 
 @pytest.mark.parallel  # waits on no clock
@@ -117,8 +92,8 @@ def test_hanging_trial_is_killed_at_its_timeout_with_its_process_group(tmp_path,
     assert run.state == "failed" and run.reason == "timeout"
     assert time.monotonic() - started < 30
     worker, grandchild = map(int, pidfile.read_text().split())
-    assert _gone(worker) and _gone(grandchild)
-    assert _living_members(worker) == []
+    assert gone(worker) and gone(grandchild)
+    assert living_members(worker) == []
 
 
 @pytest.mark.parallel  # waits on no clock
@@ -152,7 +127,7 @@ def test_a_monitor_can_prune_a_trial_and_its_process_is_gone() -> None:
     assert not worker.until_ready()
     run = worker.end()
     assert run.state == "pruned" and run.message == "pruned by the test"
-    assert _gone(worker.pid) and _living_members(worker.pid) == []
+    assert gone(worker.pid) and living_members(worker.pid) == []
 
 
 @pytest.mark.parallel  # waits on no clock

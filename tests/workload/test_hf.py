@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -31,6 +30,7 @@ from autotune import resolve
 from autotune.errors import WorkloadError
 from autotune.workload import Workload
 from autotune.workload.hf import BATCH_SIZE, TEXT_LENGTHS, is_pretrained_model, workload_for
+from tests.dynamo import fresh_dynamo  # noqa: F401
 
 pytestmark = pytest.mark.parallel
 
@@ -42,14 +42,6 @@ SMALL_BERT = {
     "num_attention_heads": 2,
     "intermediate_size": 64,
 }
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo() -> Iterator[None]:
-    torch._dynamo.reset()
-    counters.clear()
-    yield
-    torch._dynamo.reset()
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,28 @@
+"""Fixtures of the measurement tests: a harness for the toy, and `stands.Stand` installed in the engine."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from autotune.measure import Harness
+from autotune.measure.engine import _engine as engine
+from autotune.runtime.summary import WorkloadSummary
+from tests.measure.stands import Stand
+
+
+@pytest.fixture
+def harness(toy_summary: WorkloadSummary) -> Harness:
+    return Harness(spec="examples.toy:model", summary=toy_summary)
+
+
+@pytest.fixture
+def stand(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Stand]:
+    def install(rates: dict[str, list[float]], failing: tuple[str, ...] = ()) -> Stand:
+        fake = Stand(rates, failing)
+        monkeypatch.setattr(engine, "run_trial", fake.first_run)
+        monkeypatch.setattr(engine, "run_replicate", fake.replicate)
+        return fake
+
+    return install

@@ -1,0 +1,116 @@
+"""The measurement's statistics (autotune.measure.stats): intervals over replicates, what an interval decides
+at each boundary, and how many windows a replicate holds. Made-up figures only: no worker runs here.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from autotune.measure import outcome
+from autotune.measure.stats import (
+    REPLICATE_SD_FLOOR,
+    Components,
+    Interval,
+    components,
+    replicate_interval,
+    windows_per_replicate,
+)
+
+pytestmark = pytest.mark.parallel
+
+
+# -- intervals over replicates --------------------------------------------------------------------
+
+
+def test_the_interval_is_the_t_interval_of_the_replicates_log_ratios() -> None:
+    logs = [math.log(r) for r in (1.10, 1.12, 1.08, 1.11)]
+    interval = replicate_interval(logs, windows=48)
+    centre = sum(logs) / 4
+    sd = math.sqrt(sum((v - centre) ** 2 for v in logs) / 3)
+    assert interval.median == pytest.approx(math.exp(centre))
+    assert interval.low == pytest.approx(math.exp(centre - 3.182 * sd / 2), rel=1e-3), "t with 3 degrees of freedom"
+    assert (interval.rounds, interval.windows) == (4, 48)
+    assert replicate_interval([math.log(1.2)]) == Interval(
+        pytest.approx(1.2), pytest.approx(1.2), pytest.approx(1.2), 1
+    )
+
+
+@pytest.mark.parametrize("replicates", [3, 4, 6])
+def test_the_interval_covers_the_true_ratio_95_times_in_100(replicates: int) -> None:
+    rng = random.Random(replicates)
+    covered = 0
+    for _ in range(2000):
+        interval = replicate_interval([math.log(1.15) + rng.gauss(0, 0.03) for _ in range(replicates)])
+        covered += interval.low <= 1.15 <= interval.high
+    assert 0.93 <= covered / 2000 <= 0.975
+
+
+# -- what an interval decides, at each boundary --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "said"),
+    [
+        (1.016, 1.07, "gain"),
+        # Above 1, but not by the margin of 1.5% (GAIN_MARGIN): a slower one can scatter there.
+        (1.014, 1.07, "undecided"),
+        (0.999, 1.05, "undecided"),
+        (0.93, 0.985, "loss"),
+        (0.93, 0.986, "undecided"),  # 1 / 1.015 = 0.98522
+        (0.95, 1.001, "undecided"),
+        (1 / 1.02, 1.02, "equivalent"),
+        (0.985, 1.0201, "undecided"),
+        (0.9805, 1.019, "equivalent"),  # the band's low edge is 1 / 1.02 = 0.98039
+        (0.9803, 1.019, "undecided"),
+        # Inside the band, an interval that excludes 1 is still equivalence: no gain or loss worth the name.
+        (1.001, 1.0199, "equivalent"),
+        (0.9805, 0.999, "equivalent"),
+        # Out of the band, but with the estimate inside it: a difference smaller than the band, no claim. Before,
+        # [1.001, 1.021] was a gain and [1.001, 1.019] not: the rule grew stricter as the measurement grew precise.
+        (1.001, 1.021, "undecided"),
+        (1.001, 1.0201, "undecided"),
+        (0.9803, 0.999, "undecided"),
+        (1.016, 1.045, "gain"),  # its estimate, 1.030, lies above the band
+        (0.955, 0.984, "loss"),
+    ],
+)
+def test_an_interval_decides_gain_loss_equivalence_or_nothing(low: float, high: float, said: str) -> None:
+    # The estimate is the interval's geometric middle, as for a t-interval of log-ratios.
+    assert outcome(Interval(math.sqrt(low * high), low, high, 3), within=0.02) == said
+
+
+def test_one_replicate_decides_nothing() -> None:
+    assert outcome(Interval(1.5, 1.4, 1.6, 1), within=0.02) == "undecided"
+
+
+# -- variance components and how many windows a replicate holds ---------------------------------
+
+
+def test_the_variance_components_separate_windows_from_replicates() -> None:
+    rng = random.Random(1)
+    per_replicate = []
+    for _ in range(40):
+        level = rng.gauss(0, 0.02)  # a process pair's own offset
+        per_replicate.append([level + rng.gauss(0, 0.06) for _ in range(30)])
+    parts = components(per_replicate)
+    assert parts is not None and parts.replicates == 40
+    assert math.sqrt(parts.window) == pytest.approx(0.06, rel=0.1)
+    assert math.sqrt(parts.replicate) == pytest.approx(0.02, rel=0.35)
+
+
+def test_more_windows_pay_when_windows_vary_more_and_replicates_cost_more() -> None:
+    parts = Components(window=0.05**2, replicate=0.02**2, windows=12, replicates=3)
+    best = windows_per_replicate(parts, window_seconds=1.0, replicate_seconds=10.0, least=4, most=100)
+    assert best == math.ceil(math.sqrt(10.0 / 1.0 * 0.05**2 / 0.02**2))  # sqrt(c_p / c_w * window / replicate)
+    cheaper = windows_per_replicate(parts, window_seconds=1.0, replicate_seconds=1.0, least=4, most=100)
+    assert cheaper < best
+    # Few replicates often show no variance between them; the plan assumes the least this machine
+    # showed instead of putting every window into one long replicate.
+    floor = math.ceil(math.sqrt(10.0 / 1.0 * 0.05**2 / REPLICATE_SD_FLOOR**2))
+    for shown in (0.0, 0.01**2):
+        quiet = Components(window=0.05**2, replicate=shown, windows=12, replicates=3)
+        assert windows_per_replicate(quiet, window_seconds=1.0, replicate_seconds=10.0, least=4, most=40) == floor < 40
+    assert windows_per_replicate(parts, window_seconds=100.0, replicate_seconds=1.0, least=4, most=40) == 4
