@@ -39,9 +39,9 @@ import statistics
 import sys
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from torch import nn
@@ -88,7 +88,18 @@ from autotune.trial.request import RunProtocol, noisy_reason
 from autotune.trial.shared_builds import SharedBuilds, watch_shared_builds
 from autotune.workload import Workload, preimport, resolve, samples_in
 
-__all__ = ["StepRunner", "TrialFailure", "answer_pauses", "classify", "exit_now", "hold", "main", "to_device"]
+__all__ = [
+    "EagerReference",
+    "StepRunner",
+    "TrialFailure",
+    "WholeStepReference",
+    "answer_pauses",
+    "classify",
+    "exit_now",
+    "hold",
+    "main",
+    "to_device",
+]
 
 
 class TrialFailure(Exception):
@@ -254,8 +265,11 @@ class WorkerRun:
         checking = self.generated is not None and self.protocol.check_accuracy
         # The reference is the model itself, run eagerly before it is compiled: no second copy
         # of the weights on the device, and its time is not part of the compile time.
-        reference = EagerReference.of(self.workload, self.model, self.batches[0], self.step) if checking else None
-        if reference is not None:
+        reference: EagerReference | WholeStepReference | None = None
+        if checking and self.optimizer is not None:
+            reference = WholeStepReference.of(self.workload, self.model, self.optimizer, self.batches, self.step)
+        elif checking:
+            reference = EagerReference.of(self.workload, self.model, self.batches[0], self.step)
             reference.other = next((b for b in self.batches[1:] if same_shapes(b, self.batches[0])), None)
         if reference is not None and self.request.get("changes_precision"):
             reference.tolerance = max(reference.tolerance, PRECISION_TOLERANCE)
@@ -274,7 +288,7 @@ class WorkerRun:
         if self.generated is not None:
             self.model, self.optimizer = self.generated.apply_compilation(self.model, self.optimizer)
         check_started = time.time()
-        excluded = reference.check(self.model, self.prepare) if reference is not None else 0.0
+        excluded = reference.check(self.model, self.optimizer, self.prepare) if reference is not None else 0.0
         check_span = [check_started, check_started + excluded]
         del reference
         self.model.train(self.workload.task == "train")
@@ -507,20 +521,15 @@ def same_shapes(a: Any, b: Any) -> bool:
 
 @dataclass
 class EagerReference:
-    """What eager computes on one batch (loss and gradients, or outputs), kept on the CPU.
+    """What eager inference computes on one batch (every floating-point output), kept on the CPU.
 
-    Train: loss and every gradient after one forward/backward (no optimizer step, so the
-    measured run starts from the same weights). Infer: every floating-point output. With
-    dropout in the model both run in eval mode, since compiled and eager dropout draw
-    different random numbers; the compiled check then compiles a mode that training does
-    not use, so its time is left out of the compile time.
+    With dropout in the model it runs in eval mode, as inference does anyway. Training is checked
+    by `WholeStepReference`.
     """
 
     workload: Workload
     batch: Any
     step: StepRunner
-    training: bool
-    eval_mode: bool
     tolerance: float
     expected: list[tuple[str, torch.Tensor | None]]
     why: str = ""
@@ -530,71 +539,269 @@ class EagerReference:
 
     @classmethod
     def of(cls, workload: Workload, model: nn.Module, batch: Any, step: StepRunner) -> EagerReference:
-        training = workload.task == "train"
-        eval_mode = not training or _has_dropout(model)
-        model.train(not eval_mode)
+        model.eval()
         tolerance = tolerance_for(working_dtype(workload.autocast, model))
-        reference = cls(workload, batch, step, training, eval_mode, tolerance, [])
-        # Eager's own backward: the configuration's (compiled autograd) is what is being checked.
-        computed = reference._compute(model, batch, torch.Tensor.backward)
-        reference.expected = [(w, None if t is None else t.detach().cpu()) for w, t in computed]
-        model.zero_grad(set_to_none=True)
+        reference = cls(workload, batch, step, tolerance, [])
+        reference.expected = [(w, t.detach().cpu()) for w, t in reference._compute(model, batch)]
         return reference
 
-    def _compute(
-        self, model: nn.Module, batch: Any, backward: Callable[[torch.Tensor], None]
-    ) -> list[tuple[str, torch.Tensor | None]]:
-        if not self.training:
-            with torch.no_grad():
-                return [(f"output {i}", t) for i, t in enumerate(tensor_leaves(self.step.forward(model, batch)))]
-        loss = self.workload.compute_loss(self.step.forward(model, batch), batch)
-        backward(loss)
-        grads = [(f"grad of {name}", p.grad) for name, p in model.named_parameters() if p.requires_grad]
-        return [("loss", loss), *grads]
+    def _compute(self, model: nn.Module, batch: Any) -> list[tuple[str, torch.Tensor]]:
+        with torch.no_grad():
+            return [(f"output {i}", t) for i, t in enumerate(tensor_leaves(self.step.forward(model, batch)))]
 
-    def check(self, model: nn.Module, prepare: Callable[[Any], Any]) -> float:
-        """Compare the compiled model with the reference; returns the seconds to leave out of the compile time.
+    def check(self, model: nn.Module, optimizer: torch.optim.Optimizer | None, prepare: Callable[[Any], Any]) -> float:
+        """Compare the compiled model with the reference; returns the seconds to leave out of the compile time (none:
+        the compared call is the compile). Inference has no `optimizer`.
 
         Under CUDA graphs the compared call is a replay: CUDA-graph trees run a function's first
         call as a warm-up and record on the second, so two calls on another batch of the same
         shapes come first. A replay that reads stale inputs (an address captured at recording, a
         CPU scalar baked in) then returns that batch's figures, not the reference batch's.
         """
-        started = time.perf_counter()
-        model.train(not self.eval_mode)
+        model.eval()
         if self.step.cuda_graphs:
             for _ in range(2):
                 torch.compiler.cudagraph_mark_step_begin()
-                self._compute(model, prepare(self.other if self.other is not None else self.batch), self.step.backward)
-                model.zero_grad(set_to_none=True)
+                self._compute(model, prepare(self.other if self.other is not None else self.batch))
             torch.compiler.cudagraph_mark_step_begin()
-        actual = self._compute(model, prepare(self.batch), self.step.backward)
-        model.zero_grad(set_to_none=True)
+        actual = self._compute(model, prepare(self.batch))
         if len(actual) != len(self.expected):
             raise TrialFailure(
                 "accuracy", f"the compiled model returns {len(actual)} outputs, eager {len(self.expected)}"
             )
-        # A gradient is judged against its own size, but never against less than a small share of a
-        # typical gradient's: some are zero in exact arithmetic and hold only rounding noise.
-        norms = sorted(
-            float(torch.linalg.vector_norm(t.double())) for w, t in self.expected if t is not None and w != "loss"
-        )
-        scale = 1e-2 * norms[len(norms) // 2] if self.training and norms else 0.0
         for (what, want), (_, got) in zip(self.expected, actual, strict=True):
             if want is None:
                 continue
-            if got is None:
-                raise TrialFailure("accuracy", f"{what}: eager computed it, the compiled model did not")
-            got = got.detach().cpu()
-            if what == "loss" or not self.training:
-                error = compare(want, got, self.tolerance)
-            else:
-                error = compare(want, got, 10 * self.tolerance, scale)
+            error = compare(want, got.detach().cpu(), self.tolerance)
             if error is not None:
                 raise TrialFailure(
                     "accuracy", f"{what} differs from eager: relative error {error:.3g} > tolerance{self.why}"
                 )
-        return time.perf_counter() - started if self.training and self.eval_mode else 0.0
+        return 0.0
+
+
+CHECKED_STEPS = 2
+"""Whole optimizer steps a training configuration runs on the same batches as eager before its speed counts."""
+CHECKED_STEPS_UNDER_CUDA_GRAPHS = 3
+"""Under CUDA graphs: their trees warm up on a function's first call and record on its second, so that the third
+step replays a recording, on another batch than the one it was recorded on."""
+NOISE = 1e-3
+"""An element whose eager gradient is below this share of the gradients' root mean square holds rounding noise: its
+update is not compared (Adam-like optimizers turn noise into a full step, of either sign)."""
+
+
+@dataclass
+class StepFigures:
+    """What a few whole training steps computed, kept on the CPU."""
+
+    losses: list[torch.Tensor]
+    """Every micro-batch's loss, in order."""
+    grads: dict[str, torch.Tensor | None]
+    """Each trainable parameter's gradient just before the first optimizer step (a whole accumulation cycle's)."""
+    first_updates: dict[str, torch.Tensor]
+    """Each trainable parameter after the first step, less what it was before it."""
+    updates: dict[str, torch.Tensor]
+    """Each trainable parameter after the last step, less what it was before the first."""
+    state: tuple[str, torch.Tensor] | None
+    """One piece of the optimizer's state after the last step (name, tensor), where it keeps any."""
+    compiling_seconds: float
+    """Seconds of the micro-batches that compiled (or recorded) something: compile time, as in a warm-up."""
+
+
+@dataclass
+class WholeStepReference:
+    """What eager training computes over a few whole optimizer steps on fixed batches, kept on the CPU.
+
+    The compiled configuration then runs the same micro-batches from the same weights and optimizer
+    state: its loss at every micro-batch, its gradients before the first optimizer step (a whole
+    accumulation cycle), every parameter's update after the last step and one piece of the
+    optimizer's state must match eager's. A compiled optimizer step that skips a parameter group,
+    reads a learning rate baked in as a constant, or does nothing, and accumulation whose second
+    micro-batch overwrites the first, all change what is compared. The eager steps run before
+    the compile clock starts; the model's weights and the optimizer are put back afterwards, so
+    the compiled steps start where eager's did. With dropout in the model, both run in eval
+    mode, since compiled and eager dropout draw different random numbers.
+    """
+
+    workload: Workload
+    step: StepRunner
+    micro_batches: list[Any]
+    eval_mode: bool
+    tolerance: float
+    before: dict[str, torch.Tensor]
+    expected: StepFigures | None = None
+    why: str = ""
+    """Said after a failed comparison when the tolerance is not the dtype's own."""
+
+    @classmethod
+    def of(
+        cls,
+        workload: Workload,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        batches: list[Any],
+        step: StepRunner,
+    ) -> WholeStepReference:
+        eval_mode = _has_dropout(model)
+        first = batches[0]
+        other = next((b for b in batches[1:] if same_shapes(b, first)), first)
+        steps = CHECKED_STEPS_UNDER_CUDA_GRAPHS if step.cuda_graphs else CHECKED_STEPS
+        micro_batches = [(first, other)[i % 2] for i in range(steps * workload.accumulation_steps)]
+        weights = {name: t.detach().cpu().clone() for name, t in model.state_dict().items()}
+        before = {name: p.detach().cpu().clone() for name, p in model.named_parameters() if p.requires_grad}
+        tolerance = tolerance_for(working_dtype(workload.autocast, model))
+        saved = optimizer.state_dict()
+        reference = cls(workload, step, micro_batches, eval_mode, tolerance, before)
+        # Eager's own backward: the configuration's (compiled autograd) is what is being checked.
+        reference.expected = reference._run(model, optimizer, torch.Tensor.backward, lambda batch: batch)
+        with torch.no_grad():
+            for name, tensor in model.state_dict().items():
+                tensor.copy_(weights[name])
+        optimizer.load_state_dict(saved)
+        model.zero_grad(set_to_none=True)
+        return reference
+
+    def _run(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        backward: Callable[[torch.Tensor], None],
+        prepare: Callable[[Any], Any],
+    ) -> StepFigures:
+        model.train(not self.eval_mode)
+        accumulation = self.workload.accumulation_steps
+        losses: list[torch.Tensor] = []
+        grads: dict[str, torch.Tensor | None] = {}
+        first_updates: dict[str, torch.Tensor] = {}
+        compiling = 0.0
+        for index, batch in enumerate(self.micro_batches):
+            frames, started = frames_compiled(), time.perf_counter()
+            if self.step.cuda_graphs:
+                torch.compiler.cudagraph_mark_step_begin()
+            loss = self.workload.compute_loss(self.step.forward(model, prepare(batch)), batch)
+            backward(loss / accumulation if accumulation > 1 else loss)
+            losses.append(loss.detach().cpu())
+            if (index + 1) % accumulation == 0:
+                if index + 1 == accumulation:
+                    grads = {
+                        name: None if p.grad is None else p.grad.detach().cpu().clone()
+                        for name, p in model.named_parameters()
+                        if p.requires_grad
+                    }
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                if index + 1 == accumulation:
+                    first_updates = self._updates(model)
+            if frames_compiled() != frames:
+                compiling += time.perf_counter() - started
+        return StepFigures(
+            losses, grads, first_updates, self._updates(model), _state_piece(model, optimizer), compiling
+        )
+
+    def _updates(self, model: nn.Module) -> dict[str, torch.Tensor]:
+        """Each trainable parameter now, less what it was before the first step."""
+        parameters = dict(model.named_parameters())
+        return {name: parameters[name].detach().cpu() - value for name, value in self.before.items()}
+
+    def check(self, model: nn.Module, optimizer: torch.optim.Optimizer | None, prepare: Callable[[Any], Any]) -> float:
+        """Run the same steps compiled and compare; returns the seconds to leave out of the compile time: the
+        steps that compiled nothing, or all of them in eval mode (a mode training does not use), and the comparing."""
+        assert self.expected is not None and optimizer is not None, "a training reference checks a training step"
+        started = time.perf_counter()
+        actual = self._run(model, optimizer, self.step.backward, prepare)
+        # In the order they were computed, so that the first difference is the one named: the first step's losses,
+        # its gradients and its updates, then the later losses, the last updates and the optimizer's state.
+        expected, steps = self.expected, len(self.micro_batches) // self.workload.accumulation_steps
+        first = self.workload.accumulation_steps
+        self._compare_losses(expected, actual, steps, range(first))
+        self._compare_grads(expected, actual, steps)
+        self._compare_updates(expected.first_updates, actual.first_updates, expected, f"after step 1 of {steps}")
+        self._compare_losses(expected, actual, steps, range(first, len(self.micro_batches)))
+        self._compare_updates(expected.updates, actual.updates, expected, f"after step {steps} of {steps}")
+        self._compare_state(expected, actual, steps)
+        model.zero_grad(set_to_none=True)
+        spent = time.perf_counter() - started
+        return spent if self.eval_mode else max(spent - actual.compiling_seconds, 0.0)
+
+    def _compare_losses(self, expected: StepFigures, actual: StepFigures, steps: int, indices: range) -> None:
+        for index in indices:
+            error = compare(expected.losses[index], actual.losses[index], self.tolerance)
+            if error is not None:
+                self._fail(f"{self._micro_batch(index, steps)}: the loss differs from eager", error)
+
+    def _compare_grads(self, expected: StepFigures, actual: StepFigures, steps: int) -> None:
+        # A gradient is judged against its own size, but never against less than a small share of a typical
+        # gradient's: some are zero in exact arithmetic and hold only rounding noise.
+        scale = _typical(expected.grads.values())
+        for name, want in expected.grads.items():
+            got = actual.grads.get(name)
+            if want is None:
+                continue
+            if got is None:
+                self._fail(f"step 1 of {steps}: the gradient of {name} was computed by eager, not by the compiled step")
+            error = compare(want, got, 10 * self.tolerance, scale)
+            if error is not None:
+                self._fail(f"step 1 of {steps}: the gradient of {name} differs from eager", error)
+
+    def _compare_updates(
+        self, wanted: dict[str, torch.Tensor], got: dict[str, torch.Tensor], expected: StepFigures, when: str
+    ) -> None:
+        # Where eager's gradient is rounding noise, an Adam-like step is a full step of either sign: such elements
+        # are left out, and an update is judged against its size like a gradient.
+        noise = NOISE * _root_mean_square(expected.grads.values())
+        kept = {}
+        for name, want in wanted.items():
+            grad = expected.grads.get(name)
+            kept[name] = grad.abs() > noise if grad is not None else torch.ones_like(want, dtype=torch.bool)
+        scale = _typical(want * kept[name] for name, want in wanted.items())
+        for name, want in wanted.items():
+            error = compare(want * kept[name], got[name] * kept[name], 10 * self.tolerance, scale)
+            if error is not None:
+                self._fail(f"{when}: the update of {name} differs from eager", error)
+
+    def _compare_state(self, expected: StepFigures, actual: StepFigures, steps: int) -> None:
+        if expected.state is None:
+            return
+        what, want = expected.state
+        if actual.state is None or actual.state[0] != what:
+            self._fail(f"after step {steps} of {steps}: the optimizer keeps no {what}, as it does eagerly")
+        scale = 1e-2 * float(torch.linalg.vector_norm(want.double()))
+        error = compare(want, actual.state[1], 10 * self.tolerance, scale)
+        if error is not None:
+            self._fail(f"after step {steps} of {steps}: the optimizer's {what} differs from eager", error)
+
+    def _micro_batch(self, index: int, steps: int) -> str:
+        accumulation = self.workload.accumulation_steps
+        if accumulation == 1:
+            return f"step {index + 1} of {steps}"
+        return f"step {index // accumulation + 1} of {steps}, micro-batch {index % accumulation + 1} of {accumulation}"
+
+    def _fail(self, what: str, error: float | None = None) -> NoReturn:
+        said = f": relative error {error:.3g} > tolerance{self.why}" if error is not None else ""
+        raise TrialFailure("accuracy", what + said)
+
+
+def _typical(tensors: Iterable[torch.Tensor | None]) -> float:
+    """A small share (1%) of the median norm of `tensors`: the least a tensor is judged against."""
+    norms = sorted(float(torch.linalg.vector_norm(t.double())) for t in tensors if t is not None)
+    return 1e-2 * norms[len(norms) // 2] if norms else 0.0
+
+
+def _root_mean_square(tensors: Iterable[torch.Tensor | None]) -> float:
+    present = [t.double() for t in tensors if t is not None]
+    count = sum(t.numel() for t in present)
+    return math.sqrt(sum(float((t * t).sum()) for t in present) / count) if count else 0.0
+
+
+def _state_piece(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[str, torch.Tensor] | None:
+    """The first floating-point tensor of the optimizer's state, of the first parameter that has any: ('exp_avg of
+    NAME', its value on the CPU)."""
+    for name, parameter in model.named_parameters():
+        state = optimizer.state.get(parameter) if parameter.requires_grad else None
+        for key, value in (state or {}).items():
+            if isinstance(value, torch.Tensor) and value.is_floating_point() and value.shape == parameter.shape:
+                return f"{key} of {name}", value.detach().cpu().clone()
+    return None
 
 
 def answer_pauses(device: Device) -> bool:

@@ -103,10 +103,10 @@ def test_the_replayed_accuracy_check_catches_a_stale_static_input() -> None:
         if cuda_graphs:
             # Warm-up and recording on the other batch, then a replay on this one: it returns the other's outputs.
             with pytest.raises(TrialFailure, match="differs from eager"):
-                reference.check(StaleGraph(linear), lambda b: b)
+                reference.check(StaleGraph(linear), None, lambda b: b)
         else:
             # The first call alone is the warm-up, which is right: without a replay the fault is not seen.
-            reference.check(StaleGraph(linear), lambda b: b)
+            reference.check(StaleGraph(linear), None, lambda b: b)
 
 
 def test_the_worker_runs_on_the_gpu_the_parent_means(monkeypatch) -> None:

@@ -128,7 +128,7 @@ def test_under_cuda_graphs_the_checked_call_is_a_replay_after_warm_up_and_record
         step = StepRunner(workload, torch.device("cpu"), cuda_graphs=cuda_graphs)  # type: ignore[arg-type]
         reference = EagerReference.of(workload, model, batch, step)  # type: ignore[arg-type]
         reference.other = other
-        reference.check(model, lambda b: b)
+        reference.check(model, None, lambda b: b)
         # The reference, then (under CUDA graphs) the warm-up and the recording on the other batch,
         # and last the compared call, on the reference's batch.
         assert model.seen == calls

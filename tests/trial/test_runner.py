@@ -139,6 +139,49 @@ def test_wrong_outputs_under_compile_fail_the_accuracy_check() -> None:
 
 
 @pytest.mark.parallel  # waits on no clock
+@pytest.mark.parametrize(
+    ("target", "config", "said"),
+    [
+        (
+            "ignores_its_learning_rate_when_compiled",
+            CompileConfig(compile_optimizer=True),
+            "after step 1 of 2: the update of body.0.weight differs from eager",
+        ),
+        (
+            "skips_a_group_when_compiled",
+            CompileConfig(compile_optimizer=True),
+            "after step 1 of 2: the update of head.weight differs from eager",
+        ),
+        (
+            "overwrites_accumulated_gradients",
+            CompileConfig(),
+            "step 1 of 2: the gradient of body.0.weight differs from eager",
+        ),
+    ],
+)
+def test_a_compiled_training_step_that_goes_its_own_way_fails_the_whole_step_check(
+    target: str, config: CompileConfig, said: str
+) -> None:
+    # Each is right eagerly and wrong once compiled, in a way one forward and backward cannot show: the optimizer
+    # step reads another learning rate or skips a parameter group, or the second micro-batch of an accumulation
+    # cycle overwrites the first's gradients. Two whole steps on the same batches as eager show each, by name.
+    spec = f"tests.trial_targets.dynamo_only:{target}"
+    run = run_trial(TrialRequest(spec=spec, source=source_for(spec, config), timeout=300)).record()
+    assert (run.state, run.reason) == ("failed", "accuracy"), run.message + run.stderr_tail
+    assert said in run.message, run.message
+
+
+@pytest.mark.parallel  # waits on no clock
+def test_a_right_training_step_with_adamw_and_a_compiled_optimizer_passes_the_whole_step_check() -> None:
+    # AdamW turns a gradient that is rounding noise into a full step of either sign: such elements are not compared.
+    spec = "tests.trial_targets.dynamo_only:adamw_train"
+    run = run_trial(
+        TrialRequest(spec=spec, source=source_for(spec, CompileConfig(compile_optimizer=True)), timeout=300)
+    )
+    assert run.state == "complete", run.message + run.stderr_tail
+
+
+@pytest.mark.parallel  # waits on no clock
 def test_recompile_limit_fallback_to_eager_is_detected() -> None:
     spec = "tests.trial_targets.workloads:recompiles"
     run = run_trial(TrialRequest(spec=spec, source=source_for(spec, CompileConfig(dynamic=False)), timeout=300))

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import torch
@@ -125,6 +126,75 @@ def recompiles() -> Workload:
     if "AUTOTUNE_EVENT_FD" in os.environ:
         torch._dynamo.config.recompile_limit = 2
     return tiny(batches=lambda: _batches((3, 5, 7, 9)))
+
+
+class IgnoresItsLearningRateWhenCompiled(torch.optim.SGD):
+    """Plain SGD eagerly; compiled, its step reads a learning rate baked in (0.1) instead of its group's (0.01)."""
+
+    @torch.no_grad()
+    def step(self, closure=None):  # type: ignore[no-untyped-def, override]
+        for group in self.param_groups:
+            lr = 0.1 if torch.compiler.is_compiling() else group["lr"]
+            for parameter in group["params"]:
+                if parameter.grad is not None:
+                    parameter.sub_(parameter.grad * lr)
+
+
+class SkipsAGroupWhenCompiled(torch.optim.SGD):
+    """Plain SGD eagerly over its two parameter groups; compiled, its step updates the first group only."""
+
+    @torch.no_grad()
+    def step(self, closure=None):  # type: ignore[no-untyped-def, override]
+        groups = self.param_groups[:1] if torch.compiler.is_compiling() else self.param_groups
+        for group in groups:
+            for parameter in group["params"]:
+                if parameter.grad is not None:
+                    parameter.sub_(parameter.grad * group["lr"])
+
+
+def _two_groups(optimizer: type[torch.optim.Optimizer]) -> Callable[[Iterable[nn.Parameter]], torch.optim.Optimizer]:
+    """A factory of `optimizer` over two parameter groups: the body's parameters, then the head's."""
+
+    def build(parameters: Iterable[nn.Parameter]) -> torch.optim.Optimizer:
+        every = list(parameters)
+        return optimizer([{"params": every[:-1]}, {"params": every[-1:], "lr": 0.02}], lr=0.01)
+
+    return build
+
+
+def adamw_train() -> Workload:
+    """Training with AdamW over two parameter groups, right eagerly and compiled."""
+    return tiny("train", optimizer=_two_groups(torch.optim.AdamW))
+
+
+def ignores_its_learning_rate_when_compiled() -> Workload:
+    """Training whose optimizer step, once compiled, updates with another learning rate than eager's."""
+    return tiny("train", optimizer=_two_groups(IgnoresItsLearningRateWhenCompiled))
+
+
+def skips_a_group_when_compiled() -> Workload:
+    """Training whose optimizer step, once compiled, leaves the head's parameter group as it was."""
+    return tiny("train", optimizer=_two_groups(SkipsAGroupWhenCompiled))
+
+
+@torch.compiler.disable
+def _forget_gradients(module: nn.Module) -> None:
+    for parameter in module.parameters():
+        parameter.grad = None
+
+
+class OverwritesAccumulatedGradients(TinyMLP):
+    """Compiled, each forward drops the gradients accumulated so far: the second micro-batch overwrites the first."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_compiling():
+            _forget_gradients(self)
+        return super().forward(x)
+
+
+def overwrites_accumulated_gradients() -> Workload:
+    """Training with two micro-batches a step, whose compiled model keeps only the last one's gradients."""
+    return tiny("train", model=OverwritesAccumulatedGradients(bias=False), accumulation_steps=2)
 
 
 class DetourBlock(nn.Module):
