@@ -14,6 +14,7 @@ __all__ = [
     "RetuneError",
     "SearchError",
     "SpaceError",
+    "Terminated",
     "WorkloadError",
 ]
 
@@ -48,3 +49,12 @@ class PublishError(AutotuneError):
 
 class RecordError(AutotuneError):
     """A record from a trial process is of another version, or its fields are not the record's own."""
+
+
+class Terminated(KeyboardInterrupt):
+    """The command was asked to stop by SIGTERM (a scheduler's job that ran over, a shutdown).
+
+    Not an AutotuneError: it is handled as Ctrl-C is, wherever a KeyboardInterrupt is, so that the
+    running trial is recorded as interrupted and every worker is killed; the command line then
+    exits with its own code.
+    """

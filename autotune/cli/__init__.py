@@ -8,15 +8,34 @@ read from the options (about 2 s on a 2-core CPU), but not dynamo, Inductor or a
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from autotune.cli import _doctor, _export, _retune, _search, _show, _spaces, _validate
-from autotune.cli._common import EXIT_ERROR, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, EXIT_REGRESSION
-from autotune.errors import AutotuneError
+from autotune.cli._common import (
+    EXIT_ERROR,
+    EXIT_FINDINGS,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_REGRESSION,
+    EXIT_TERMINATED,
+)
+from autotune.errors import AutotuneError, Terminated
 
-__all__ = ["EXIT_ERROR", "EXIT_FINDINGS", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "build_parser", "main"]
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_FINDINGS",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_REGRESSION",
+    "EXIT_TERMINATED",
+    "build_parser",
+    "main",
+]
 
 _COMMANDS = (_search, _doctor, _spaces, _export, _validate, _retune, _show)
 """The subcommands in the order `autotune --help` lists them; each module has NAME, HELP, DESCRIPTION, EPILOG, add_flags."""
@@ -29,11 +48,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "run", None):
         parser.print_help()
         return EXIT_ERROR
+    with _sigterm_stops_as_ctrl_c():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.run(args))
     except AutotuneError as exc:
         print(f"autotune: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    except Terminated:
+        print(
+            "autotune: terminated (SIGTERM); what was measured is kept, and the same command resumes", file=sys.stderr
+        )
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print("autotune: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -48,6 +77,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = "the study storage failed" if type(exc).__module__.startswith("sqlalchemy") else "unexpected error"
         print(f"autotune: error: {where}: {type(exc).__name__}: {_first_line(exc)}", file=sys.stderr)
         return EXIT_ERROR
+
+
+@contextlib.contextmanager
+def _sigterm_stops_as_ctrl_c() -> Iterator[None]:
+    """While a command runs, SIGTERM raises `Terminated`, which every layer handles as it handles Ctrl-C.
+
+    A scheduler (cron's job limit, systemd, Kubernetes, SLURM) sends SIGTERM, then SIGKILL after a grace
+    period; without this, SIGTERM ended the process at once and left its workers running and its trial
+    RUNNING. A second SIGTERM during the shutdown the first began is ignored. Outside the main thread
+    (the command run from a library's thread) nothing is installed: only the main thread may handle signals.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _first_line(exc: BaseException) -> str:

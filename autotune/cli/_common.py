@@ -12,6 +12,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_REGRESSION",
+    "EXIT_TERMINATED",
     "add_no_compile_cache",
     "add_pick",
     "options_from",
@@ -26,6 +27,9 @@ EXIT_REGRESSION = 3
 """`autotune retune`: the tuned configuration fails or got slower here (see its report)."""
 EXIT_INTERRUPTED = 130
 """Ctrl-C (SIGINT): the running trial is recorded as failed ('interrupted') and its worker killed."""
+EXIT_TERMINATED = 143
+"""SIGTERM (a scheduler stopping the job): as Ctrl-C, the running trial recorded as interrupted and every worker
+killed; a second SIGTERM meanwhile is ignored, so that the shutdown the first began finishes."""
 
 
 def options_from(cls: Any, args: argparse.Namespace, **given: Any) -> Any:

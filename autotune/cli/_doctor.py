@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from autotune.cli._common import EXIT_ERROR, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK
+from autotune.cli._common import EXIT_ERROR, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED
 from autotune.errors import ConfigError
 
 __all__ = ["DESCRIPTION", "EPILOG", "HELP", "NAME", "add_flags", "run"]
@@ -31,6 +31,7 @@ exit codes:
   {EXIT_FINDINGS}  graph breaks or recompiles were found (each with where, why and a fix where one is known)
   {EXIT_ERROR}  error: the workload cannot be built or does not run
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
+  {EXIT_TERMINATED}  stopped by SIGTERM
 
 examples:
   autotune doctor --model examples.captioning:captioning_dynamic

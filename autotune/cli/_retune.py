@@ -10,6 +10,7 @@ from autotune.cli._common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_REGRESSION,
+    EXIT_TERMINATED,
     add_no_compile_cache,
     options_from,
 )
@@ -37,6 +38,7 @@ exit codes:
   {EXIT_ERROR}  error: no study, a damaged study or storage, a workload that does not run, bad options
      (nothing was changed)
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C): the files are as they were, or as a completed replacement left them
+  {EXIT_TERMINATED}  stopped by SIGTERM: as Ctrl-C
 
 what it writes, beside best.yaml:
   best.yaml, apply_compilation.py, compile_cache.bin   replaced together, the old ones kept as *.prev.*

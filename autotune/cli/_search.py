@@ -31,6 +31,8 @@ outputs (in --out, default outputs/<study-name>/):
   study.db              the Optuna study (SQLite), unless --storage names another
 
 Re-running the same command resumes the study: finished trials count towards --trials.
+Ctrl-C (exit 130) and SIGTERM (exit 143) stop it with every worker killed and the running trial
+recorded as interrupted; the same command then resumes.
 With --storage postgresql://... several hosts run the same command on one study: --trials is
 the study's total, and the host that finishes its last trial confirms and exports.
 

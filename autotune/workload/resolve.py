@@ -16,7 +16,7 @@ from typing import Any
 
 from torch import nn
 
-from autotune.errors import WorkloadError
+from autotune.errors import Terminated, WorkloadError
 from autotune.runtime.limits import printable
 from autotune.workload import hf, lightning, trainer
 from autotune.workload.contract import Workload
@@ -38,6 +38,8 @@ def resolve(spec: str, *, isolated: bool = False) -> Workload:
     _working_directory_on_path()
     try:
         module = importlib.import_module(module_name)
+    except Terminated:
+        raise  # the command is being stopped, not the module failing
     except (Exception, SystemExit, KeyboardInterrupt) as exc:
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         hint = ""
@@ -169,7 +171,7 @@ def _as_workload(target: Any, spec: str, called: bool) -> Workload:
             raise WorkloadError(f"--model {spec!r}: the factory must take no arguments, but it requires {required}.")
         try:
             result = target()
-        except WorkloadError:
+        except (WorkloadError, Terminated):
             raise
         except (Exception, SystemExit, KeyboardInterrupt) as exc:
             # SystemExit and KeyboardInterrupt too: a factory that calls sys.exit() is a broken workload,

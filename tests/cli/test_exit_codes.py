@@ -125,3 +125,29 @@ def test_a_storage_that_goes_away_mid_search_ends_it_with_exit_2_naming_the_stor
     assert f"autotune: error: the study storage sqlite:///{out / 'study.db'} failed: " in rest, rest
     assert "run the same command again once it is back" in rest and "Traceback" not in rest, rest
     assert not workers_of(search.pid), "a worker outlived the search"
+
+
+def test_sigterm_mid_trial_ends_the_search_within_20_s_and_the_same_command_resumes(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    search = _start_search(out)
+    _read_until(search, "trial 0: compile")
+    search.send_signal(signal.SIGTERM)
+    terminated = time.monotonic()
+    search.send_signal(signal.SIGTERM)  # a second one, as an impatient scheduler sends: the shutdown still finishes
+    _, rest = search.communicate(timeout=60)
+    assert time.monotonic() - terminated < 20, "SIGTERM does not wait for the trial to end"
+    assert search.returncode == cli.EXIT_TERMINATED == 143, rest
+    assert "autotune: terminated (SIGTERM)" in rest and "Traceback" not in rest, rest
+    assert not workers_of(search.pid), "a worker outlived SIGTERM"
+    study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
+    states = {t.number: (t.state.name, t.user_attrs.get("reason")) for t in study.trials}
+    assert states[0] == ("FAIL", "interrupted") and "RUNNING" not in {s for s, _ in states.values()}, states
+    # The same command again resumes the study: the interrupted trial stays as it was, and the search goes on.
+    again = subprocess.run(
+        [sys.executable, "-m", "autotune", *_search_args(out)], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert again.returncode == cli.EXIT_OK, again.stderr[-3000:]
+    study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
+    assert study.trials[0].user_attrs.get("reason") == "interrupted"
+    assert [t.state.name for t in study.trials[1:]] and all(t.state.name != "RUNNING" for t in study.trials)
+    assert (out / "best.yaml").is_file()
