@@ -47,6 +47,7 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
+from autotune.errors import WorkloadError
 from autotune.runtime import codegen, compile_cache, environment
 from autotune.runtime.device import Device, parse_device
 from autotune.trial.accuracy import PRECISION_TOLERANCE, compare, tensor_leaves, tolerance_for, working_dtype
@@ -122,6 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         trial.run()
     except TrialFailure as failure:
         events.emit(Failure(reason=failure.reason, message=str(failure), phase=trial.phase))
+        return 1
+    except WorkloadError as exc:
+        # The workload's own code said what is wrong with it: the message is the whole story, no traceback.
+        events.emit(Failure(reason="workload_error", message=str(exc), phase=trial.phase))
         return 1
     except Exception as exc:
         traceback.print_exc()
@@ -292,6 +297,8 @@ class WorkerRun:
         check_span = [check_started, check_started + excluded]
         del reference
         self.model.train(self.workload.task == "train")
+        if self.generated is None:
+            eager_is_finite(self)
         # Peak memory from here on: the compiled steps, not the accuracy check's tensors.
         self.device.reset_peak_memory()
         self.device.synchronize()
@@ -344,6 +351,27 @@ class WorkerRun:
     def run_pass(self, batches: list[Any]) -> None:
         for batch in batches:
             self.step(self.model, self.optimizer, self.prepare(batch))
+
+
+def eager_is_finite(trial: WorkerRun) -> None:
+    """One eager pass over the fixed batches, whose every loss (or output) must be finite.
+
+    A broken data pipeline or a diverged model makes eager's own figures NaN or infinite: then no
+    speed figure of the workload means anything, and every compiled configuration would fail the
+    accuracy check as if the compiler were wrong. The eager subject says so first, as the
+    workload's error, naming the batch and the value.
+    """
+    for index, batch in enumerate(trial.batches):
+        returned = trial.step(trial.model, trial.optimizer, trial.prepare(batch))
+        for tensor in tensor_leaves(returned):
+            if not bool(torch.isfinite(tensor).all()):
+                bad = tensor[~torch.isfinite(tensor)].flatten()[0].item()
+                what = "loss" if trial.workload.task == "train" else "output"
+                raise TrialFailure(
+                    "workload_error",
+                    f"eager's own {what} is {bad} on fixed batch {index}: the workload does not compute finite "
+                    "numbers without compiling (check its data and its loss), so no speed of it means anything",
+                )
 
 
 def settle_windows(trial: WorkerRun) -> tuple[list[SettleWindow], int]:
@@ -829,6 +857,8 @@ def answer_pauses(device: Device) -> bool:
 
 def classify(exc: BaseException, phase: str) -> str:
     """The FAIL reason for an exception raised in `phase`."""
+    if isinstance(exc, WorkloadError):
+        return "workload_error"  # the user's code said what is wrong with it, in whichever phase it ran
     text = f"{type(exc).__name__}: {exc}".lower()
     name = type(exc).__name__
     if (

@@ -13,6 +13,7 @@ from torch import nn
 
 from autotune.errors import ConfigError, WorkloadError
 from autotune.runtime.config import InputKey, validate_module_path
+from autotune.runtime.limits import quote
 from autotune.runtime.summary import AUTOCAST_NAMES, TASKS, WorkloadSummary, checked_dims, checked_pad_values
 
 # The workload package's __init__ lists what is public here.
@@ -174,7 +175,14 @@ class Workload:
     def compute_loss(self, output: Any, batch: Batch) -> torch.Tensor:
         """The training loss: `loss(output, batch)`, else `output.loss` or `output['loss']`."""
         if self.loss is not None:
-            return self.loss(output, batch)
+            loss = self.loss(output, batch)
+            if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+                what = f"a tensor of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else quote(loss)
+                raise WorkloadError(
+                    f"Workload.loss returned {what}; it must return the loss as a tensor of one element, "
+                    "e.g. loss=lambda output, batch: torch.nn.functional.cross_entropy(output, batch['labels'])."
+                )
+            return loss
         loss = getattr(output, "loss", None)
         if loss is None and isinstance(output, Mapping):
             loss = output.get("loss")

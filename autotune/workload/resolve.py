@@ -91,9 +91,17 @@ def _builds_in_a_child(spec: str, cwd: str) -> None:
         text=True,
         errors="replace",
     )
-    if done.returncode == 0:
-        return
     tail = "\n".join(done.stderr.strip().splitlines()[-15:])
+    if done.returncode == 0 and done.stdout.rstrip().endswith(_BUILT):
+        return
+    if done.returncode == 0:
+        # os._exit(0), or a library's sys.exit(0) caught by nothing: the process "succeeded" without a workload,
+        # and the same call in the search's own process would end it quietly, with exit code 0.
+        raise WorkloadError(
+            f"--model {spec!r}: the process building the workload ended with exit code 0 before the workload was "
+            f"built (importing the module or calling the factory ended it, e.g. with os._exit(0)); its last "
+            f"output:\n{printable(tail) or '(none)'}"
+        )
     if done.returncode == _CHILD_WORKLOAD_ERROR:
         raise WorkloadError(tail.removeprefix("autotune: error: "))
     if done.returncode < 0:
@@ -108,6 +116,8 @@ def _builds_in_a_child(spec: str, cwd: str) -> None:
 
 _CHILD_WORKLOAD_ERROR = 2
 _CHILD = "import sys; from autotune.workload.resolve import _main; sys.exit(_main(sys.argv[1:]))"
+_BUILT = "autotune: the workload was built"
+"""What the child says last once the workload is built: an exit code of 0 alone does not say it was."""
 
 
 def _main(argv: list[str]) -> int:
@@ -117,6 +127,7 @@ def _main(argv: list[str]) -> int:
     except WorkloadError as exc:
         print(f"autotune: error: {exc}", file=sys.stderr)
         return _CHILD_WORKLOAD_ERROR
+    print(_BUILT, flush=True)
     return 0
 
 

@@ -442,14 +442,40 @@ def test_expanded_yaml_is_counted_exactly() -> None:
         ("exits_in_factory", "calling the factory raised SystemExit"),
         ("interrupted_in_factory", "calling the factory raised KeyboardInterrupt"),
         ("aborts_in_factory", "the process building the workload was killed by SIGABRT"),
+        ("quits_in_factory", "the process building the workload ended with exit code 0 before the workload was built"),
+        ("quits_on_import", "the process building the workload ended with exit code 0 before the workload was built"),
     ],
 )
 @pytest.mark.parallel  # times nothing and waits on no tight deadline
 def test_a_factory_that_exits_or_aborts_is_a_workload_error(factory: str, said: str, tmp_path: Path, capsys) -> None:
-    argv = ["search", "--model", f"{TARGETS}:{factory}", "--trials", "1", "--device", "cpu", "--out", str(tmp_path)]
+    module = "tests.targets.quits" if factory == "quits_on_import" else TARGETS
+    argv = ["search", "--model", f"{module}:{factory}", "--trials", "1", "--device", "cpu", "--out", str(tmp_path)]
     assert cli.main(argv) == cli.EXIT_ERROR
     assert said in capsys.readouterr().err
     assert not (tmp_path / "study.db").exists(), "nothing is created for a workload that does not build"
+
+
+@pytest.mark.parametrize(
+    ("target", "said"),
+    [
+        ("loss_is_none", "Workload.loss returned None; it must return the loss as a tensor of one element"),
+        ("loss_is_nan", "eager's own loss is nan on fixed batch 0: the workload does not compute finite numbers"),
+        ("outputs_are_infinite", "eager's own output is nan on fixed batch 0"),  # inf times weights of both signs
+    ],
+)
+@pytest.mark.parallel  # times nothing and waits on no tight deadline
+def test_a_workload_whose_own_eager_step_is_wrong_is_named_before_any_trial(
+    target: str, said: str, tmp_path: Path, capsys
+) -> None:
+    # Each ended in a traceback, or in every compiled trial failing 'accuracy' as if the compiler were wrong and
+    # plain compile exported with exit 0. The eager baseline's own step says what the workload does wrong.
+    out = tmp_path / "out"
+    argv = ["search", "--no-doctor", "--model", f"tests.trial_targets.dynamo_only:{target}", "--trials", "2"]
+    assert cli.main([*argv, "--device", "cpu", "--out", str(out)]) == cli.EXIT_ERROR
+    err = capsys.readouterr().err
+    assert "the workload does not run eagerly" in err and "workload_error" in err and said in err, err
+    assert "Traceback" not in err
+    assert not out.exists(), "no trial was spent: no study, no folder"
 
 
 # -- 8. terminal escape sequences in best.yaml --------------------------------------------------

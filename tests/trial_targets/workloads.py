@@ -393,6 +393,26 @@ def aborts_in_factory() -> Workload:
     os.abort()
 
 
+def loss_is_none() -> Workload:
+    """Training whose loss function forgets to return the loss."""
+    return tiny("train", loss=lambda output, batch: None)
+
+
+def loss_is_nan() -> Workload:
+    """Training on a broken data pipeline: every batch is NaN, so eager's own loss is NaN from the first step."""
+    return tiny("train", batches=lambda: [torch.full((6, 16), float("nan")) for _ in range(4)])
+
+
+def outputs_are_infinite() -> Workload:
+    """Inference on batches that overflow: eager's own outputs are not finite."""
+    return tiny("infer", batches=lambda: [torch.full((6, 16), float("inf")) for _ in range(4)])
+
+
+def quits_in_factory() -> Workload:
+    """Ends its process with status 0 and no word, as a library that calls os._exit(0) would."""
+    os._exit(0)
+
+
 def interrupted_in_factory() -> Workload:
     raise KeyboardInterrupt
 
