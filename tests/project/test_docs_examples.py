@@ -16,13 +16,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from autotune import CompileConfig, resolve
+from autotune import CompileConfig, load, resolve
 from tests.best_yaml import tuned_config
 
 # Compiles the toy with dynamo's eager backend in-process and times nothing: the fast tier, beside other tests.
@@ -105,3 +106,37 @@ def test_every_block_that_cannot_run_says_why() -> None:
 @pytest.mark.parametrize(("page", "line", "code"), RUNNABLE, ids=[f"{page}:{line}" for page, line, _ in RUNNABLE])
 def test_example_runs(page: str, line: int, code: str, in_demo_folder: Path) -> None:
     exec(compile(code, f"{page}:{line}", "exec"), {"__name__": "__docs__"})
+
+
+def test_the_readmes_own_model_example_is_searched_as_it_is_shown(tmp_path: Path) -> None:
+    """The README's "tune your own model" file, saved where it says, and the command under it, end to end.
+
+    The file gets one line more, first: its workers then compile on dynamo's eager backend
+    (`tests.trial_targets.dynamo_only`), so that the search takes seconds; what is tested is that
+    the example is a workload autotune searches and exports, not Inductor's speed on it.
+    """
+    (code,) = [code for page, _, code in BLOCKS if page == "README.md" and _first_line(code) == "# mypkg/tune.py"]
+    package = tmp_path / "mypkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "tune.py").write_text("import tests.trial_targets.dynamo_only  # noqa: F401\n" + code)
+    readme = (ROOT / "README.md").read_text()
+    assert "autotune search --model mypkg.tune:model --effort quick" in readme
+    out = tmp_path / "outputs" / "mypkg.tune-model"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "autotune", "search", "--model", "mypkg.tune:model", "--effort", "quick",
+            "--trials", "2", "--confirm", "1", "--max-rounds", "2", "--no-doctor", "--window-seconds", "0.1",
+            "--device", "cpu", "--no-compile-cache",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    tuned = load(out / "best.yaml")
+    assert tuned.workload.spec == "mypkg.tune:model" and tuned.workload.task == "train"
+    assert tuned.metrics["verdict"] in (out / "report.md").read_text()
+    assert (out / "apply_compilation.py").is_file()

@@ -63,11 +63,18 @@ MUTANTS = (
         "the generated code compiles without the configuration's settings",
     ),
     Mutant(
-        "accuracy check",
+        "accuracy check of training",
         "autotune/trial/worker.py",
-        "if error is not None:",
-        'if error is not None and what == "loss":',
-        "only the loss is compared with eager, not outputs or gradients",
+        "error = compare(want * kept[name], got[name] * kept[name], 10 * self.tolerance, scale)",
+        "error = compare(want * kept[name], want * kept[name], 10 * self.tolerance, scale)",
+        "a compiled training step's parameter updates are never compared with eager's",
+    ),
+    Mutant(
+        "accuracy check of inference",
+        "autotune/trial/worker.py",
+        "error = compare(want, got.detach().cpu(), self.tolerance)",
+        "error = compare(want, want, self.tolerance)",
+        "a compiled model's outputs are never compared with eager's",
     ),
     Mutant(
         "retune decision",
