@@ -175,14 +175,14 @@ class Workload:
     def compute_loss(self, output: Any, batch: Batch) -> torch.Tensor:
         """The training loss: `loss(output, batch)`, else `output.loss` or `output['loss']`."""
         if self.loss is not None:
-            loss = self.loss(output, batch)
-            if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-                what = f"a tensor of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else quote(loss)
+            given: Any = self.loss(output, batch)
+            if not isinstance(given, torch.Tensor) or given.numel() != 1:
+                what = f"a tensor of shape {tuple(given.shape)}" if isinstance(given, torch.Tensor) else quote(given)
                 raise WorkloadError(
                     f"Workload.loss returned {what}; it must return the loss as a tensor of one element, "
                     "e.g. loss=lambda output, batch: torch.nn.functional.cross_entropy(output, batch['labels'])."
                 )
-            return loss
+            return given
         loss = getattr(output, "loss", None)
         if loss is None and isinstance(output, Mapping):
             loss = output.get("loss")
