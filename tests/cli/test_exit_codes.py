@@ -32,7 +32,7 @@ pytest's may be, inherits SIGINT ignored."""
 
 def _search_args(out: Path, spec: str = "tests.trial_targets.dynamo_only:tiny_infer") -> list[str]:
     return [
-        "search", "--model", spec, "--space", FAST, "--trials", "4", "--confirm", "0", "--no-doctor",
+        "search", "--model", spec, "--space", FAST, "--trials", "2", "--confirm", "0", "--no-doctor",
         "--sampler", "bruteforce", "--windows", "2", "--window-seconds", "0.1", "--device", "cpu",
         "--no-compile-cache", "--out", str(out),
     ]  # fmt: skip
@@ -115,6 +115,7 @@ def test_spaces_lists_every_bundled_space_with_what_it_is_for(capsys) -> None:
         assert second.strip() == load_space(str(path)).description and second.strip()
 
 
+@pytest.mark.parallel  # waits on no clock
 def test_a_storage_that_goes_away_mid_search_ends_it_with_exit_2_naming_the_storage(tmp_path: Path) -> None:
     out = tmp_path / "out"
     search = _start_search(out)

@@ -253,6 +253,7 @@ def test_the_example_trainer_is_searched_and_its_export_applies_to_a_new_trainer
 
 
 @pytest.mark.parallel
+@pytest.mark.slow  # compiles the example's GPT-2 with Inductor
 def test_a_loop_prepared_by_accelerate_gets_the_configuration_in_two_lines(tmp_path: Path) -> None:
     from accelerate import Accelerator
 
