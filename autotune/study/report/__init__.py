@@ -15,6 +15,7 @@ from autotune.study.report._export import (
     trial_rows,
     write_trials_csv,
 )
+from autotune.study.report._files import cannot_write, written_together
 from autotune.study.report._plots import (
     Plot,
     decision,
@@ -38,6 +39,7 @@ __all__ = [
     "SearchResult",
     "best_trials",
     "campaign_of",
+    "cannot_write",
     "confirmation_guess",
     "config_columns",
     "decision",
@@ -58,4 +60,5 @@ __all__ = [
     "trial_rows",
     "write_report",
     "write_trials_csv",
+    "written_together",
 ]

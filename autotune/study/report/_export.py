@@ -36,6 +36,7 @@ from autotune.measure.format import utc_now
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.summary import WorkloadSummary
 from autotune.runtime.tuned import TunedConfig, write_atomic
+from autotune.study.report._files import written_together
 from autotune.study.report._verdict import best_trials
 from autotune.study.storage import load_search_study, scaled_baselines, trial_rank, trial_value
 from autotune.trial.compile_split import SPLIT_PARTS
@@ -161,14 +162,12 @@ def export_study(study: optuna.Study, out_dir: Path, *, pick: str | None = None)
 
     `pick` chooses the Pareto point of a multi-objective study (default: the one the search was given).
     """
-    out_dir.mkdir(parents=True, exist_ok=True)
     attrs = study.user_attrs
     campaign, confirmed = campaign_of(study)
     objectives = Objectives.parse(attrs.get("objective", "throughput"))
     choice = exported_choice(study, campaign, pick)
     trials = study.get_trials(deepcopy=False)
     rows = trial_rows(trials)
-    write_trials_csv(out_dir, rows)
     summary = study_summary(study)
     extra: dict[str, Any] = {"confirmed": confirmed}
     if objectives.multi:
@@ -198,20 +197,25 @@ def export_study(study: optuna.Study, out_dir: Path, *, pick: str | None = None)
             compile_cache=cache,
         )
 
-    front: list[dict[str, Any]] = []
-    if objectives.multi and confirmed:
-        front = _write_front(out_dir, campaign, objectives, choice, lambda c, f: tuned_for(c, f, {}))
-        figures["pareto"] = [{k: p[k] for k in ("subject", "figures", "best")} for p in front]
-    tuned = tuned_for(choice, figures, cache)
-    tuned_path = tuned.write(out_dir / "best.yaml")
-    write_atomic(out_dir / "apply_compilation.py", tuned.source)
     from autotune.study.report._report import write_report  # matplotlib is imported only when a report is drawn
 
-    write_report(out_dir, study, rows, campaign, tuned, confirmed=confirmed, front=front)
+    # Every file is written before any replaces its namesake: a full disk leaves the previous export whole.
+    front: list[dict[str, Any]] = []
+    with written_together(out_dir, "the exported files") as staging:
+        write_trials_csv(staging, rows)
+        if objectives.multi and confirmed:
+            front = _write_front(staging, campaign, objectives, choice, lambda c, f: tuned_for(c, f, {}))
+            figures["pareto"] = [{k: p[k] for k in ("subject", "figures", "best")} for p in front]
+        tuned = tuned_for(choice, figures, cache)
+        tuned.write(staging / "best.yaml")
+        write_atomic(staging / "apply_compilation.py", tuned.source)
+        write_report(staging, study, rows, campaign, tuned, confirmed=confirmed, front=front, history_from=out_dir)
+    if front:
+        _drop_stale_points(out_dir / PARETO_FOLDER, front)
     return SearchResult(
         out_dir=out_dir,
         best_number=choice.trial,
-        tuned_path=tuned_path,
+        tuned_path=out_dir / "best.yaml",
         baselines=baselines,
         summary={**summary, "metrics": figures, "campaign": campaign.to_dict()},
     )
@@ -249,13 +253,6 @@ def _write_front(
                 "code": f"{PARETO_FOLDER}/{slug}/apply_compilation.py",
             }
         )
-    keep = {Path(str(p["best"])).parent.name for p in written}
-    for stale in folder.iterdir() if folder.is_dir() else []:
-        if stale.is_dir() and stale.name not in keep:  # a point of an earlier export that is no longer on the front
-            for name in ("best.yaml", "apply_compilation.py"):
-                (stale / name).unlink(missing_ok=True)
-            with contextlib.suppress(OSError):
-                stale.rmdir()
     document = {
         "objectives": [str(o) for o in objectives],
         "picked": chosen.subject,
@@ -264,6 +261,17 @@ def _write_front(
     }
     write_atomic(out_dir / "pareto.yaml", yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
     return written
+
+
+def _drop_stale_points(folder: Path, front: list[dict[str, Any]]) -> None:
+    """Remove the folders of an earlier export's Pareto points that are no longer on the front."""
+    keep = {Path(str(p["best"])).parent.name for p in front}
+    for stale in folder.iterdir() if folder.is_dir() else []:
+        if stale.is_dir() and stale.name not in keep:
+            for name in ("best.yaml", "apply_compilation.py"):
+                (stale / name).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                stale.rmdir()
 
 
 def _created(study: optuna.Study, choice: Choice) -> str:
@@ -317,9 +325,7 @@ def config_columns(config: Mapping[str, Any]) -> dict[str, Any]:
 
 def write_trials_csv(out_dir: Path, rows: list[dict[str, Any]]) -> Path:
     """trials.csv: one row per trial (see `trial_rows`): figures, then the configuration it ran."""
-    path = out_dir / "trials.csv"
-    path.write_text(_csv(rows))
-    return path
+    return write_atomic(out_dir / "trials.csv", _csv(rows))
 
 
 def study_summary(study: optuna.Study) -> dict[str, Any]:

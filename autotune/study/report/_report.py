@@ -13,7 +13,7 @@ from autotune.measure.format import interval as show_interval
 from autotune.measure.format import number, span
 from autotune.measure.stats import BAND
 from autotune.measure.tasks import design_text
-from autotune.runtime.tuned import TunedConfig
+from autotune.runtime.tuned import TunedConfig, write_atomic
 from autotune.study.doctor import Diagnosis
 from autotune.study.report import _plots as plots
 from autotune.study.report._verdict import render_summary, savings_text
@@ -32,8 +32,13 @@ def write_report(
     *,
     confirmed: bool = True,
     front: list[dict[str, Any]] | None = None,
+    history_from: Path | None = None,
 ) -> Path:
-    """Write report.md (and PNG plots beside it); returns its path."""
+    """Write report.md (and PNG plots beside it) into `out_dir`; returns its path.
+
+    The retune history is read from `history_from` (default: `out_dir`): a folder the report is staged in
+    before it is moved beside the history holds none.
+    """
     metrics = dict(tuned.metrics)
     objective = campaign.objective
     summary = dict(tuned.study)
@@ -67,7 +72,7 @@ def write_report(
             "",
         ]
     lines += _compile_sections(summary, metrics, tuned)
-    retunes = read_history(out_dir)
+    retunes = read_history(history_from or out_dir)
     if retunes:
         title_, name = plots.retune_history(out_dir, retunes)
         lines += ["## Retune history", "", _history_table(retunes), "", f"![{title_}]({name})", ""]
@@ -88,9 +93,7 @@ def write_report(
     ]
     for title_, what in drawn:
         lines += [f"## {title_}", "", f"![{title_}]({what})" if what.endswith(".png") else what, ""]
-    path = out_dir / "report.md"
-    path.write_text("\n".join(lines))
-    return path
+    return write_atomic(out_dir / "report.md", "\n".join(lines))
 
 
 def _front_table(front: list[dict[str, Any]]) -> str:

@@ -132,10 +132,14 @@ def _stage(folder: Path, name: str, content: Content) -> Path:
         return path
     data = content.encode("utf-8") if isinstance(content, str) else content
     assert isinstance(data, bytes)
-    with open(path, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
+    try:
+        with open(path, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        path.unlink(missing_ok=True)  # cut short (a full disk): not one of the staged files the caller removes
+        raise
     return path
 
 

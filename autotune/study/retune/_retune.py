@@ -57,6 +57,7 @@ from autotune.study.report import (
     trial_rows,
     write_report,
     write_trials_csv,
+    written_together,
 )
 from autotune.study.retune import _publish as publish
 from autotune.study.retune._warmstart import WarmStart
@@ -303,10 +304,18 @@ class _Retune:
             written=written,
             notes=self.notes,
         )
-        append_history(self.out_dir, result.to_history())
-        rows = trial_rows(self.study.get_trials(deepcopy=False))
-        write_trials_csv(self.out_dir, rows)
-        write_report(self.out_dir, self.study, rows, campaign, shipped)
+        try:
+            append_history(self.out_dir, result.to_history())
+            rows = trial_rows(self.study.get_trials(deepcopy=False))
+            with written_together(self.out_dir, "trials.csv and report.md") as staging:
+                write_trials_csv(staging, rows)
+                write_report(staging, self.study, rows, campaign, shipped, history_from=self.out_dir)
+        except (OSError, SearchError) as exc:
+            files = "best.yaml, apply_compilation.py and compile_cache.bin"
+            done = (
+                f"{files} were written (the previous ones kept as *.prev.*)" if written else f"{files} are as they were"
+            )
+            raise RetuneError(f"the retune decided '{verdict.decision}' and {done}; then {exc}") from None
         return result
 
     def _challenger(self) -> Subject | None:
