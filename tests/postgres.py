@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["PostgresMissing", "find_binaries", "running_server"]
+__all__ = ["PostgresMissing", "Server", "find_binaries", "running_server"]
 
 USER = "autotune"
 """The database role the tests connect as (trusted: the server listens on the loopback only)."""
@@ -68,70 +68,87 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-@contextlib.contextmanager
-def running_server(timeout: float = 60.0) -> Iterator[str]:
-    """Start a server in a new temporary folder and yield its URL (`postgresql://autotune@127.0.0.1:PORT/postgres`)."""
-    binaries = find_binaries()
-    prefix = _run_as()
-    # Not pytest's tmp_path: its parent folders are private to root, where the server's user cannot reach.
-    folder = Path(tempfile.mkdtemp(prefix="autotune-postgres-"))
-    data = folder / "data"
-    data.mkdir()
-    if prefix:
-        user = pwd.getpwnam(prefix[2])
-        for path in (folder, data):
-            os.chown(path, user.pw_uid, user.pw_gid)
-    log = folder / "server.log"
-    server = None
-    try:
-        subprocess.run(
-            [
-                *prefix,
-                str(binaries / "initdb"),
-                "-D",
-                str(data),
-                "-U",
-                USER,
-                "--auth=trust",
-                "--no-sync",
-                "-E",
-                "UTF8",
-                "--no-locale",
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        port = _free_port()
+class Server:
+    """A throw-away PostgreSQL server: its own data folder, 127.0.0.1 on a free port; it can be stopped and started
+    again on the same folder and port, as a database server restarts under its clients."""
+
+    def __init__(self, timeout: float = 60.0) -> None:
+        self.binaries = find_binaries()
+        self.prefix = _run_as()
+        self.timeout = timeout
+        # Not pytest's tmp_path: its parent folders are private to root, where the server's user cannot reach.
+        self.folder = Path(tempfile.mkdtemp(prefix="autotune-postgres-"))
+        self.data = self.folder / "data"
+        self.log = self.folder / "server.log"
+        self.port = _free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        self.data.mkdir()
+        self.user = pwd.getpwnam(self.prefix[2]) if self.prefix else None
+        if self.user is not None:
+            for path in (self.folder, self.data):
+                os.chown(path, self.user.pw_uid, self.user.pw_gid)
+        try:
+            subprocess.run(
+                [*self.prefix, str(self.binaries / "initdb"), "-D", str(self.data), "-U", USER, "--auth=trust",
+                 "--no-sync", "-E", "UTF8", "--no-locale"],
+                check=True,
+                capture_output=True,
+                text=True,
+            )  # fmt: skip
+        except subprocess.CalledProcessError as exc:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise PostgresMissing(f"initdb failed ({exc.returncode}): {exc.stderr.strip()[-2000:]}") from None
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://{USER}@127.0.0.1:{self.port}/postgres"
+
+    def start(self) -> str:
+        """Start the server and wait until it accepts connections; returns its URL."""
         options = {
             "listen_addresses": "127.0.0.1",
-            "port": str(port),
-            "unix_socket_directories": str(folder),
+            "port": str(self.port),
+            "unix_socket_directories": str(self.folder),
             "fsync": "off",  # a test's database need not survive a power cut
             "max_connections": "100",
         }
-        argv = [*prefix, str(binaries / "postgres"), "-D", str(data)]
+        argv = [*self.prefix, str(self.binaries / "postgres"), "-D", str(self.data)]
         for key, value in options.items():
             argv += ["-c", f"{key}={value}"]
-        with open(log, "w") as out:
-            if prefix:
-                os.chown(log, user.pw_uid, user.pw_gid)
-            server = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        _wait_until_ready(port, server, log, timeout)
-        yield f"postgresql://{USER}@127.0.0.1:{port}/postgres"
-    except subprocess.CalledProcessError as exc:
-        raise PostgresMissing(f"initdb failed ({exc.returncode}): {exc.stderr.strip()[-2000:]}") from None
+        with open(self.log, "a") as out:
+            if self.user is not None:
+                os.chown(self.log, self.user.pw_uid, self.user.pw_gid)
+            self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        _wait_until_ready(self.port, self.process, self.log, self.timeout)
+        return self.url
+
+    def stop(self, signum: int = signal.SIGINT) -> None:
+        """Stop the server: SIGINT is PostgreSQL's fast shutdown (clients are disconnected), SIGQUIT its immediate
+        one (no clean-up at all, as a crash), SIGKILL a crash of the machine's own."""
+        if self.process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signum)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        self.process = None
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def running_server(timeout: float = 60.0) -> Iterator[str]:
+    """Start a server in a new temporary folder and yield its URL (`postgresql://autotune@127.0.0.1:PORT/postgres`)."""
+    server = Server(timeout)
+    try:
+        yield server.start()
     finally:
-        if server is not None:
-            # A fast shutdown: clients still connected (a killed search's) are disconnected.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(server.pid, signal.SIGINT)
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
-                server.wait()
-        shutil.rmtree(folder, ignore_errors=True)
+        server.remove()
 
 
 def _wait_until_ready(port: int, server: subprocess.Popen, log: Path, timeout: float) -> None:

@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except WorkloadError as exc:
         # The workload's own code said what is wrong with it: the message is the whole story, no traceback.
-        events.emit(Failure(reason="workload_error", message=str(exc), phase=trial.phase))
+        events.emit(Failure(reason=classify(exc, trial.phase), message=str(exc), phase=trial.phase))
         return 1
     except Exception as exc:
         traceback.print_exc()
@@ -857,8 +857,6 @@ def answer_pauses(device: Device) -> bool:
 
 def classify(exc: BaseException, phase: str) -> str:
     """The FAIL reason for an exception raised in `phase`."""
-    if isinstance(exc, WorkloadError):
-        return "workload_error"  # the user's code said what is wrong with it, in whichever phase it ran
     text = f"{type(exc).__name__}: {exc}".lower()
     name = type(exc).__name__
     if (
@@ -866,7 +864,9 @@ def classify(exc: BaseException, phase: str) -> str:
         or "out of memory" in text
         or "can't allocate memory" in text
     ):
-        return "oom"
+        return "oom"  # building the workload included: beside other workers of a device, it may be run again alone
+    if isinstance(exc, WorkloadError):
+        return "workload_error"  # the user's code said what is wrong with it, in whichever phase it ran
     if name == "FailOnRecompileLimitHit" or "recompile limit" in text or "recompile_limit" in text:
         return "recompile_limit"
     if name in ("Unsupported", "UserError") or "graph break" in text:

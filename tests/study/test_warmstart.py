@@ -95,3 +95,27 @@ def test_a_configuration_todays_space_cannot_ask_for_is_named_not_queued(toy_sum
     queued = _warm_start(study, narrow, regional, top=3, notes=notes)._enqueue()
     assert queued == 1, "the incumbent, which the narrow space still asks for"
     assert notes == [f"{whole.describe()} is not in the space 'regional' any more, so it is not searched again"]
+
+
+def test_a_brute_force_study_is_warm_started_at_random_once_its_space_asks_other_questions(
+    toy_summary: WorkloadSummary,
+) -> None:
+    # Optuna's brute-force sampler failed with "param_name mismatch: None != scope" on a retune whose space had
+    # grown a dimension since the search: its tree of answers cannot hold both.
+    narrow, wide = (
+        load_space(str(SPACES / name)).adapt(toy_summary, "cpu") for name in ("regional.yaml", "whole_or_regional.yaml")
+    )
+    study = _study(narrow, [(CompileConfig(scope="regional"), 30.0)])
+    notes: list[str] = []
+    same = _warm_start(study, narrow, CompileConfig(scope="regional"), top=1, notes=notes)
+    same.settings = {"sampler": "bruteforce"}
+    assert same._sampler() == "bruteforce" and notes == []
+    grown = _warm_start(study, wide, CompileConfig(scope="regional"), top=1, notes=notes)
+    grown.settings = {"sampler": "bruteforce"}
+    assert grown._sampler() == "random"
+    assert notes == [
+        "the study's brute-force sampler cannot enumerate the space 'whole_or_regional' with the study's trials, "
+        "which answered other questions (param_name mismatch: scope != None): the new trials are drawn at random"
+    ]
+    grown.settings = {"sampler": "tpe"}
+    assert grown._sampler() == "tpe", "any other sampler takes trials of any space"

@@ -8,6 +8,8 @@ incumbent.
 
 from __future__ import annotations
 
+import contextlib
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,7 +102,7 @@ class WarmStart:
             out=self.out_dir,
             study_name=self.study.study_name,
             storage=self.storage,
-            sampler=str(self.settings.get("sampler", "tpe")),
+            sampler=self._sampler(),
             pruner=str(self.settings.get("pruner", "median")),
             seed=self.harness.seed,
             objective=str(self.objective),
@@ -109,6 +111,33 @@ class WarmStart:
             compile_cache=False,
             reuse_since=first,
         )
+
+    def _sampler(self) -> str:
+        """The study's sampler; a brute-force one only where it can enumerate today's space with the study's trials.
+
+        Optuna's brute-force sampler builds one tree of every trial's answers: a trial of a space that asked
+        other questions (a narrower one, before the space grew) makes it fail. Whether it would is tried on a
+        copy of the trials in memory; if so, the warm start draws at random, and says so.
+        """
+        sampler = str(self.settings.get("sampler", "tpe"))
+        if sampler != "bruteforce":
+            return sampler
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            trial_run = optuna.create_study(sampler=optuna.samplers.BruteForceSampler(seed=0))
+        trial_run.add_trials(self._complete())
+        try:
+            probe = trial_run.ask()
+            self.space.suggest(probe)
+            with contextlib.suppress(RuntimeError):  # every configuration tried: it asks to stop, which is no failure
+                trial_run.tell(probe, 0.0)
+        except ValueError as exc:
+            self.note(
+                f"the study's brute-force sampler cannot enumerate the space '{self.space.name}' with the study's "
+                f"trials, which answered other questions ({exc}): the new trials are drawn at random"
+            )
+            return "random"
+        return sampler
 
     def _enqueue(self) -> int:
         """Enqueue the incumbent and the previous top trials as this space would ask for them."""
