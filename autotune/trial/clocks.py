@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autotune.runtime.device import Device
+from autotune.runtime.processes import group_processes
 
 __all__ = ["Stopwatch", "cpu_times", "cpu_use", "load_average", "others_share", "steal_share"]
 
@@ -52,18 +53,7 @@ def cpu_use() -> tuple[int, int, int] | None:
 
 def _group_ticks(group: int) -> int:
     """User and system ticks of every live process in process group `group` (/proc/PID/stat)."""
-    ticks = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # gone meanwhile
-        # After the command name: state, ppid, pgrp, ... utime and stime are the 12th and 13th fields.
-        if len(stat) > 12 and int(stat[2]) == group:
-            ticks += int(stat[11]) + int(stat[12])
-    return ticks
+    return sum(int(fields[11]) + int(fields[12]) for _, fields in group_processes(group))
 
 
 def others_share(before: tuple[int, int, int] | None, after: tuple[int, int, int] | None) -> float | None:

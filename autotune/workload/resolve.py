@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import importlib
 import inspect
@@ -10,6 +11,8 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +21,7 @@ from torch import nn
 
 from autotune.errors import Terminated, WorkloadError
 from autotune.runtime.limits import printable
+from autotune.runtime.processes import command_line, group_processes
 from autotune.workload import hf, lightning, trainer
 from autotune.workload.contract import Workload
 
@@ -82,15 +86,16 @@ def _working_directory_on_path() -> None:
 
 @functools.lru_cache(maxsize=16)
 def _builds_in_a_child(spec: str, cwd: str) -> None:
-    """Resolve `spec` in a fresh interpreter; raise a WorkloadError if that fails or dies."""
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, spec],
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        errors="replace",
-    )
+    """Resolve `spec` in a fresh interpreter; raise a WorkloadError if that fails, dies or leaves processes behind."""
+    done = _run_alone([sys.executable, "-c", _CHILD, spec], cwd)
+    left = _left_behind(done.pid)
+    if left:
+        raise WorkloadError(
+            f"--model {spec!r}: building the workload started {len(left)} process(es) that were still running after "
+            f"the process building it had ended: {'; '.join(left)}. autotune builds the workload once per trial, so "
+            "they would pile up; they were killed. End every process the module or the factory starts before the "
+            "factory returns (a DataLoader used to read the batches: num_workers=0, or read them all first)."
+        )
     tail = "\n".join(done.stderr.strip().splitlines()[-15:])
     if done.returncode == 0 and done.stdout.rstrip().endswith(_BUILT):
         return
@@ -112,6 +117,62 @@ def _builds_in_a_child(spec: str, cwd: str) -> None:
         f"--model {spec!r}: the process building the workload {how} (importing the module or calling the "
         f"factory ended it); its last output:\n{printable(tail) or '(none)'}"
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Done:
+    pid: int
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _run_alone(argv: list[str], cwd: str) -> _Done:
+    """Run `argv` in a process group of its own and wait for it alone, not for processes it started.
+
+    Its output goes to files, not pipes: a process it leaves behind would hold a pipe open, and reading
+    to its end would wait for that process too. Stopped while waiting, the whole group is killed.
+    """
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        child = subprocess.Popen(
+            argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
+        )
+        try:
+            returncode = child.wait()
+        except BaseException:
+            _kill_group(child.pid)
+            child.wait()
+            raise
+        out.seek(0)
+        err.seek(0)
+        return _Done(
+            child.pid,
+            returncode,
+            out.read().decode(errors="replace"),
+            err.read().decode(errors="replace"),
+        )
+
+
+_LINGER_SECONDS = 2.0
+"""How long processes of the child's group may take to end after it: a pool's workers stop a moment later."""
+
+
+def _left_behind(group: int) -> list[str]:
+    """'pid N: command line' of the processes of `group` still alive after a grace period; they are then killed."""
+    deadline = time.monotonic() + _LINGER_SECONDS
+    while True:
+        alive = [pid for pid, _ in group_processes(group)]
+        if not alive or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    described = [f"pid {pid}: {printable(command_line(pid)) or '(gone)'}" for pid in alive]
+    _kill_group(group)
+    return described
+
+
+def _kill_group(group: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, signal.SIGKILL)
 
 
 _CHILD_WORKLOAD_ERROR = 2

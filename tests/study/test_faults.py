@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -455,10 +456,27 @@ def test_a_factory_that_exits_or_aborts_is_a_workload_error(factory: str, said: 
     assert not (tmp_path / "study.db").exists(), "nothing is created for a workload that does not build"
 
 
+@pytest.mark.parallel  # times nothing and waits on no tight deadline
+def test_a_factory_that_leaves_a_process_behind_is_a_workload_error(tmp_path: Path, capsys) -> None:
+    # Before, the build in a child waited on its output pipe, which the helper held open: the search hung for
+    # as long as the helper lived (here 10 minutes), and each trial's worker would have started one more.
+    argv = ["search", "--model", f"{TARGETS}:leaves_a_process_in_factory", "--trials", "1", "--device", "cpu"]
+    started = time.monotonic()
+    assert cli.main([*argv, "--out", str(tmp_path)]) == cli.EXIT_ERROR
+    assert time.monotonic() - started < 60
+    err = capsys.readouterr().err
+    said = re.search(r"started 1 process\(es\) that were still running .*: pid (\d+): (.*?)\. autotune", err)
+    assert said, err
+    assert "left-behind helper" in said.group(2) and "they were killed" in err
+    assert gone(int(said.group(1)), within=5), "the helper was killed"
+    assert not (tmp_path / "study.db").exists(), "nothing is created for a workload that does not build"
+
+
 @pytest.mark.parametrize(
     ("target", "said"),
     [
         ("loss_is_none", "Workload.loss returned None; it must return the loss as a tensor of one element"),
+        ("loss_is_a_vector", "Workload.loss returned a tensor of shape (6,); it must return the loss as a tensor"),
         ("loss_is_nan", "eager's own loss is nan on fixed batch 0: the workload does not compute finite numbers"),
         ("outputs_are_infinite", "eager's own output is nan on fixed batch 0"),  # inf times weights of both signs
     ],

@@ -417,6 +417,17 @@ def interrupted_in_factory() -> Workload:
     raise KeyboardInterrupt
 
 
+def loss_is_a_vector() -> Workload:
+    """Training whose loss function forgets to reduce: one loss per sample."""
+    return tiny("train", loss=lambda output, batch: output.sum(dim=1))
+
+
+def leaves_a_process_in_factory() -> Workload:
+    """Starts a helper process and returns without ending it, as a factory that spawns a data server would."""
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)  # left-behind helper"])
+    return tiny_infer()
+
+
 class FailsLater(TinyMLP):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.broken:
