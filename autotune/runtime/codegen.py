@@ -46,7 +46,8 @@ def generate(config: CompileConfig, workload: WorkloadSummary, *, created: str, 
     """The source of `apply_compilation.py` for `config` applied to `workload`."""
     _check_fits(config, workload)
     _check_torch(config)
-    preamble = [_header(config, workload, created, version), "import torch", _settings(config, workload)]
+    imports = "import functools\n\nimport torch" if config.compile_optimizer else "import torch"
+    preamble = [_header(config, workload, created, version), imports, _settings(config, workload)]
     functions = [
         _apply_function(config),
         _optimizer_function(config),
@@ -333,6 +334,8 @@ def _optimizer_function(config: CompileConfig) -> str:
             "eager_step = optimizer.step",
             "compiled_step = torch.compile(eager_step, **OPTIMIZER_COMPILE_KWARGS)",
             "",
+            "# functools.wraps keeps what a learning-rate scheduler marked the step with: it checks the mark.",
+            "@functools.wraps(eager_step)",
             "def step(*args, **kwargs):",
             "    # torch's compiled Adam-family step writes NaN where a gradient is zero when the learning",
             "    # rate is 0 (pytorch#126514), as on the first step of a warm-up from 0: such a step runs eagerly.",

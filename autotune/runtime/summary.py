@@ -37,6 +37,8 @@ class WorkloadSummary:
     autocast: str | None = None
     accumulation_steps: int = 1
     """Micro-batches per optimizer step (gradient accumulation) the workload was measured with."""
+    own_step: bool = False
+    """Whether the workload runs the user's own training step (`Workload.step`), which calls loss.backward() itself."""
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -53,6 +55,8 @@ class WorkloadSummary:
         steps = self.accumulation_steps
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
             raise ConfigError(f"workload.accumulation_steps: {quote(steps)} must be an integer >= 1.")
+        if not isinstance(self.own_step, bool):
+            raise ConfigError(f"workload.own_step: {quote(self.own_step)} must be true or false.")
         for path in (*self.modules, *self.blocks):
             validate_module_path(path, "workload.modules/blocks")
         object.__setattr__(self, "dynamic_dims", checked_dims(self.dynamic_dims, error=ConfigError))
@@ -98,6 +102,7 @@ class WorkloadSummary:
             "samples_per_batch": self.samples_per_batch,
             "autocast": self.autocast,
             "accumulation_steps": self.accumulation_steps,
+            "own_step": self.own_step,
         }
 
     @classmethod

@@ -155,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         fresh = [to_device(b, device.torch_device) for b in drawn]
         model = workload.model.to(device.torch_device)
         model.train(workload.task == "train")
-        optimizer = workload.optimizer(model.parameters()) if workload.task == "train" and workload.optimizer else None
         step = StepRunner(workload, device.torch_device, cuda_graphs=False)
+        optimizer, step.extras = workload.build_optimizer(model)
         compiled = compiled_as_generated(model, backend="eager")
         seen: set[str] = set()
         recompiles: list[dict[str, Any]] = []

@@ -40,7 +40,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import torch
@@ -257,8 +257,7 @@ class WorkerRun:
         if self.generated is not None:
             # The generated backward(loss): plain loss.backward(), or the compiled autograd the configuration chose.
             self.step.backward = self.generated.backward
-        task_optimizer = self.workload.task == "train" and self.workload.optimizer
-        self.optimizer = self.workload.optimizer(self.model.parameters()) if task_optimizer else None  # type: ignore[misc]
+        self.optimizer, self.step.extras = self.workload.build_optimizer(self.model)
 
     def _set_phase(self, phase: str) -> None:
         self.phase = phase
@@ -273,6 +272,11 @@ class WorkerRun:
         reference: EagerReference | WholeStepReference | None = None
         if checking and self.optimizer is not None:
             reference = WholeStepReference.of(self.workload, self.model, self.optimizer, self.batches, self.step)
+            reference.optimizer_compiled = hasattr(self.generated, "OPTIMIZER_COMPILE_KWARGS")
+            if self.workload.step is not None:
+                # Your own step's extras (a scheduler, a scaler) moved on with eager's steps: build them afresh,
+                # so that the compiled steps start where eager's did.
+                self.optimizer, self.step.extras = self.workload.build_optimizer(self.model)
         elif checking:
             reference = EagerReference.of(self.workload, self.model, self.batches[0], self.step)
             reference.other = next((b for b in self.batches[1:] if same_shapes(b, self.batches[0])), None)
@@ -502,6 +506,8 @@ class StepRunner:
             torch.autocast(device.type, dtype=workload.autocast) if workload.autocast else contextlib.nullcontext()
         )
         self.backward: Callable[[torch.Tensor], None] = torch.Tensor.backward
+        self.extras: Any = None
+        """What the workload's `setup` built besides the optimizer, for its own step."""
         self.micro_batches = 0
         """Training micro-batches run so far; the optimizer steps after every `accumulation_steps` of them."""
 
@@ -519,6 +525,10 @@ class StepRunner:
             # Every subject reads what its step returned, at the same cost: a replayed CUDA graph
             # must (its next replay overwrites the buffers), so the others do too.
             return [t.clone() for t in tensor_leaves(output)]
+        if self.workload.step is not None:
+            assert optimizer is not None
+            with self.autocast:
+                return self.workload.run_step(model, optimizer, batch, self.extras).clone()
         loss = self.workload.compute_loss(self.forward(model, batch), batch)
         accumulation = self.workload.accumulation_steps
         # Gradient accumulation as the trainers run it: each micro-batch adds loss / k to the gradients,
@@ -634,6 +644,8 @@ class StepFigures:
     """One piece of the optimizer's state after the last step (name, tensor), where it keeps any."""
     compiling_seconds: float
     """Seconds of the micro-batches that compiled (or recorded) something: compile time, as in a warm-up."""
+    float_rates: list[tuple[int, float, float]] = field(default_factory=list)
+    """Parameter groups whose learning rate is a Python float that the steps changed: (group, first, last)."""
 
 
 @dataclass
@@ -660,6 +672,8 @@ class WholeStepReference:
     expected: StepFigures | None = None
     why: str = ""
     """Said after a failed comparison when the tolerance is not the dtype's own."""
+    optimizer_compiled: bool = False
+    """Whether the configuration compiles optimizer.step."""
 
     @classmethod
     def of(
@@ -696,6 +710,8 @@ class WholeStepReference:
         backward: Callable[[torch.Tensor], None],
         prepare: Callable[[Any], Any],
     ) -> StepFigures:
+        if self.workload.step is not None:
+            return self._run_own_step(model, optimizer, prepare)
         model.train(not self.eval_mode)
         accumulation = self.workload.accumulation_steps
         losses: list[torch.Tensor] = []
@@ -726,6 +742,53 @@ class WholeStepReference:
             losses, grads, first_updates, self._updates(model), _state_piece(model, optimizer), compiling
         )
 
+    def _run_own_step(
+        self, model: nn.Module, optimizer: torch.optim.Optimizer, prepare: Callable[[Any], Any]
+    ) -> StepFigures:
+        """The workload's own step over the micro-batches, each one optimizer step: its losses, the gradients its
+        first step computed (as each parameter's gradient was accumulated, before the step clips or applies them)
+        and the updates."""
+        model.train(not self.eval_mode)
+        losses: list[torch.Tensor] = []
+        grads: dict[str, torch.Tensor | None] = {n: None for n, p in model.named_parameters() if p.requires_grad}
+        first_updates: dict[str, torch.Tensor] = {}
+        compiling = 0.0
+
+        def keep(name: str) -> Callable[[torch.Tensor], None]:
+            def hook(parameter: torch.Tensor) -> None:
+                if parameter.grad is not None:
+                    grads[name] = parameter.grad.detach().cpu().clone()
+
+            return hook
+
+        rates = [group["lr"] for group in optimizer.param_groups]
+        for index, batch in enumerate(self.micro_batches):
+            hooks = (
+                [p.register_post_accumulate_grad_hook(keep(n)) for n, p in model.named_parameters() if p.requires_grad]
+                if index == 0
+                else []
+            )
+            frames, started = frames_compiled(), time.perf_counter()
+            try:
+                losses.append(self.step(model, optimizer, prepare(batch)).cpu())
+            finally:
+                for hook in hooks:
+                    hook.remove()
+            if index == 0:
+                first_updates = self._updates(model)
+            if frames_compiled() != frames:
+                compiling += time.perf_counter() - started
+        floats = [
+            (index, float(rate), float(group["lr"]))
+            for index, (rate, group) in enumerate(zip(rates, optimizer.param_groups, strict=True))
+            if not isinstance(group["lr"], torch.Tensor) and group["lr"] != rate
+        ]
+        figures = StepFigures(
+            losses, grads, first_updates, self._updates(model), _state_piece(model, optimizer), compiling
+        )
+        figures.float_rates = floats
+        return figures
+
     def _updates(self, model: nn.Module) -> dict[str, torch.Tensor]:
         """Each trainable parameter now, less what it was before the first step."""
         parameters = dict(model.named_parameters())
@@ -735,6 +798,17 @@ class WholeStepReference:
         """Run the same steps compiled and compare; returns the seconds to leave out of the compile time: the
         steps that compiled nothing, or all of them in eval mode (a mode training does not use), and the comparing."""
         assert self.expected is not None and optimizer is not None, "a training reference checks a training step"
+        if self.expected.float_rates and self.optimizer_compiled:
+            # A float rate that the step changes is a constant to the compiled optimizer step, and every new value
+            # compiles it again.
+            group, first, last = self.expected.float_rates[0]
+            raise TrialFailure(
+                "invalid_config",
+                f"your step changes the learning rate of parameter group {group} as a Python float ({first:g} -> "
+                f"{last:g} over {len(self.micro_batches)} steps), and this configuration compiles optimizer.step: "
+                "every new value would compile the step again. Build the optimizer with a tensor learning rate "
+                "(lr=torch.tensor(...)); torch's schedulers then update it in place.",
+            )
         started = time.perf_counter()
         actual = self._run(model, optimizer, self.step.backward, prepare)
         # In the order they were computed, so that the first difference is the one named: the first step's losses,

@@ -20,6 +20,8 @@ from autotune.runtime.summary import AUTOCAST_NAMES, TASKS, WorkloadSummary, che
 
 AUTOCAST_DTYPES = {name: getattr(torch, name) for name in AUTOCAST_NAMES}
 Batch = Any
+_NO_EXTRAS = object()
+"""What `build_optimizer` gives as extras when `setup` returned the optimizer alone: `step` then gets three arguments."""
 
 
 @dataclass(kw_only=True)
@@ -59,13 +61,23 @@ class Workload:
     max_lengths: Mapping[InputKey, int | Mapping[int, int]] = field(default_factory=dict)
     """The longest length each dynamic input can have (an int for all its declared axes, or axis -> length).
     Padding to 'max' pads to these; without them the search does not offer 'max'."""
+    step: Callable[..., Any] | None = None
+    """Training only: your own training step, `step(model, optimizer, batch) -> loss`, run once per batch as
+    your loop runs it: forward, loss, backward, clipping, `optimizer.step()`, a scheduler's step, zeroing the
+    gradients, anything else. It gets `setup`'s extras as a fourth argument when `setup` returns any. It
+    replaces `loss` and `forward`; autotune measures it and checks its losses and updates against eager."""
+    setup: Callable[[nn.Module], Any] | None = None
+    """With `step`: builds what your script builds from the model before its loop, `setup(model) -> optimizer`
+    or `(optimizer, extras)`, extras being anything `step` needs (a scheduler, a GradScaler, a dict of them).
+    Called afresh for every run, on the model already on the trial's device. Instead of `optimizer`."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, nn.Module):
             raise WorkloadError(f"Workload.model: expected a torch.nn.Module, got {type(self.model).__name__}.")
         if self.task not in TASKS:
             raise WorkloadError(f"Workload.task: {self.task!r} is not allowed; use one of {TASKS}.")
-        if self.task == "train" and self.optimizer is None:
+        self._check_own_step()
+        if self.task == "train" and self.optimizer is None and self.setup is None:
             raise WorkloadError(
                 "Workload.optimizer: a train workload needs an optimizer factory, "
                 "e.g. optimizer=lambda params: torch.optim.AdamW(params, lr=1e-4)."
@@ -101,6 +113,73 @@ class Workload:
             container = self.model.get_submodule(path)
             if not isinstance(container, (nn.ModuleList, nn.Sequential)) or len(container) < 2:
                 raise WorkloadError(f"Workload.blocks: {path!r} must be a ModuleList/Sequential of two or more blocks.")
+
+    def _check_own_step(self) -> None:
+        if self.setup is not None and not callable(self.setup):
+            raise WorkloadError(f"Workload.setup: expected a callable setup(model), got {quote(self.setup)}.")
+        if self.step is None:
+            if self.setup is not None:
+                raise WorkloadError(
+                    "Workload.setup: it builds what your own step uses, and no step is given; pass "
+                    "step=train_step too, or optimizer=... alone."
+                )
+            return
+        if not callable(self.step):
+            raise WorkloadError(
+                f"Workload.step: expected a callable step(model, optimizer, batch), got {quote(self.step)}."
+            )
+        if self.task != "train":
+            raise WorkloadError(
+                f"Workload.step: your own training step needs task='train', not {self.task!r}; an 'infer' "
+                "workload runs the model's forward (or `forward`) under no_grad."
+            )
+        if self.optimizer is not None and self.setup is not None:
+            raise WorkloadError("Workload.optimizer and Workload.setup both build the optimizer: keep one of them.")
+        for name in ("loss", "forward"):
+            if getattr(self, name) is not None:
+                raise WorkloadError(
+                    f"Workload.{name}: your own step computes the loss itself, so {name} would never run; leave it "
+                    "out and do it inside step."
+                )
+        if self.accumulation_steps != 1:
+            raise WorkloadError(
+                f"Workload.accumulation_steps: {self.accumulation_steps} applies to the step autotune runs; your "
+                "own step accumulates as it likes (one call = one batch). Use accumulation_steps=1."
+            )
+
+    def build_optimizer(self, model: nn.Module) -> tuple[torch.optim.Optimizer | None, Any]:
+        """(optimizer, extras) for one run on `model`: `setup(model)`'s, else `optimizer(model.parameters())`'s
+        (the optimizer is None for inference); extras is a marker that `run_step` passes on to no one when
+        `setup` returned the optimizer alone."""
+        if self.task != "train":
+            return None, _NO_EXTRAS
+        if self.setup is None:
+            assert self.optimizer is not None
+            return self.optimizer(model.parameters()), _NO_EXTRAS
+        built = self.setup(model)
+        optimizer, extras = built if isinstance(built, tuple) and len(built) == 2 else (built, _NO_EXTRAS)
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise WorkloadError(
+                f"Workload.setup returned {quote(built)}; it must return the optimizer, or (optimizer, extras), "
+                "e.g. setup=lambda model: torch.optim.AdamW(model.parameters(), lr=torch.tensor(3e-4))."
+            )
+        return optimizer, extras
+
+    def run_step(self, model: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, extras: Any) -> torch.Tensor:
+        """Run your own step on one batch; its loss, detached, as a tensor of one element."""
+        assert self.step is not None
+        given = (
+            self.step(model, optimizer, batch) if extras is _NO_EXTRAS else self.step(model, optimizer, batch, extras)
+        )
+        if isinstance(given, (int, float)) and not isinstance(given, bool):
+            return torch.tensor(float(given))
+        if not isinstance(given, torch.Tensor) or given.numel() != 1:
+            what = f"a tensor of shape {tuple(given.shape)}" if isinstance(given, torch.Tensor) else quote(given)
+            raise WorkloadError(
+                f"Workload.step returned {what}; it must return the step's loss, a tensor of one element "
+                "(return loss.detach()) or a float."
+            )
+        return given.detach()
 
     def module_paths(self) -> tuple[str, ...]:
         """Submodules the modular scope compiles: `modules`, or the direct children that hold parameters."""
@@ -207,6 +286,7 @@ class Workload:
             samples_per_batch=samples_in(batches[0]),
             autocast=next((n for n, d in AUTOCAST_DTYPES.items() if d == self.autocast), None),
             accumulation_steps=self.accumulation_steps,
+            own_step=self.step is not None,
         )
 
 

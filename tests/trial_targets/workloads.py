@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -195,6 +196,63 @@ class OverwritesAccumulatedGradients(TinyMLP):
 def overwrites_accumulated_gradients() -> Workload:
     """Training with two micro-batches a step, whose compiled model keeps only the last one's gradients."""
     return tiny("train", model=OverwritesAccumulatedGradients(bias=False), accumulation_steps=2)
+
+
+def _own_setup(optimizer: type[torch.optim.Optimizer], lr: float | torch.Tensor) -> Callable[[nn.Module], Any]:
+    """A script's setup: `optimizer` over two parameter groups (decay on the body only) and a warm-up schedule."""
+
+    def setup(model: nn.Module) -> tuple[torch.optim.Optimizer, Any]:
+        every = list(model.parameters())
+        groups = [{"params": every[:-1], "weight_decay": 0.1}, {"params": every[-1:], "weight_decay": 0.0}]
+        built = optimizer(groups, lr=lr)
+        return built, torch.optim.lr_scheduler.LambdaLR(built, lambda step: min(1.0, 0.5 + 0.25 * step))
+
+    return setup
+
+
+def _own_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: torch.Tensor, schedule: Any) -> torch.Tensor:
+    """A script's train_step: forward, loss, backward, clipping, the optimizer's and the schedule's steps, zeroing."""
+    loss = model(batch).pow(2).mean()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=0.5)
+    optimizer.step()
+    schedule.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss.detach()
+
+
+def own_step_train() -> Workload:
+    """Training by its own step (clipping, a schedule, AdamW over two groups, a tensor learning rate): right eagerly
+    and compiled."""
+    return Workload(
+        model=TinyMLP(bias=False),
+        batches=_batches,
+        step=_own_step,
+        setup=_own_setup(torch.optim.AdamW, torch.tensor(0.01)),
+        num_batches=4,
+    )
+
+
+def own_step_ignores_its_learning_rate_when_compiled() -> Workload:
+    """Training by its own step, whose optimizer step, once compiled, updates with another learning rate."""
+    return Workload(
+        model=TinyMLP(bias=False),
+        batches=_batches,
+        step=_own_step,
+        setup=_own_setup(IgnoresItsLearningRateWhenCompiled, torch.tensor(0.01)),
+        num_batches=4,
+    )
+
+
+def own_step_float_schedule() -> Workload:
+    """Training by its own step whose schedule sets a Python float learning rate every step."""
+    return Workload(
+        model=TinyMLP(bias=False),
+        batches=_batches,
+        step=_own_step,
+        setup=_own_setup(torch.optim.AdamW, 0.01),
+        num_batches=4,
+    )
 
 
 class DetourBlock(nn.Module):

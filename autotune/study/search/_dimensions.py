@@ -3,7 +3,8 @@
 A dimension's name is the space file's key, `SearchSpace`'s field (its choices, the first of
 which is the neutral one) and `CompileConfig`'s field. Its entry here says which values a
 space file may list (`check`, and `allowed` for the error), what it needs of the workload
-(`needs`: a training task, declared dynamic inputs, or --allow-precision-changes; without
+(`needs`: a training task, a backward pass autotune runs, declared dynamic inputs, or
+--allow-precision-changes; without
 it only the neutral choice stays), and whether the configuration takes the answer as it is
 (`pinned`). What the installed torch must have for a value is `autotune.runtime.features`'s
 to say, by the same name; how a value becomes code is `autotune.runtime.codegen`'s.
@@ -20,10 +21,14 @@ from autotune.runtime.config import MARK_AS, MATMUL_PRECISIONS, PADDING_WORDS, S
 
 __all__ = ["DIMENSIONS", "NEEDS", "Dimension", "dimension"]
 
-Need = Literal["training", "dynamic inputs", "precision changes"]
+Need = Literal["training", "autotune's backward", "dynamic inputs", "precision changes"]
 
 NEEDS: dict[str, str] = {
     "training": "inference has no optimizer or backward pass",
+    "autotune's backward": (
+        "compiled autograd runs where autotune calls backward(loss): inference has no backward pass, and a "
+        "workload's own step calls loss.backward() itself"
+    ),
     "dynamic inputs": "the workload declares no dynamic inputs",
     "precision changes": "changes numerics; search it with --allow-precision-changes",
 }
@@ -81,7 +86,7 @@ DIMENSIONS: tuple[Dimension, ...] = (
         needs="dynamic inputs",
     ),
     Dimension("stance_after_warmup", lambda v, modes=(): v in STANCES, f"one of {STANCES}", needs="dynamic inputs"),
-    Dimension("compiled_autograd", _boolean, _BOOLEAN, needs="training"),
+    Dimension("compiled_autograd", _boolean, _BOOLEAN, needs="autotune's backward"),
     Dimension(
         "float32_matmul_precision",
         lambda v, modes=(): v is None or v in MATMUL_PRECISIONS,

@@ -269,6 +269,7 @@ def adapt(
     drop = _Dropped(device=parse_device(device), missing=f"not in the installed torch {_torch_version()}")
     present = {
         "training": workload.task == "train",
+        "autotune's backward": workload.task == "train" and not workload.own_step,
         "dynamic inputs": bool(workload.dynamic_dims),
         "precision changes": allow_precision_changes,
     }
