@@ -13,8 +13,10 @@ __all__ = [
     "EXIT_OK",
     "EXIT_REGRESSION",
     "EXIT_TERMINATED",
+    "add_inputs",
     "add_no_compile_cache",
     "add_pick",
+    "model_with_inputs",
     "options_from",
     "print_result",
 ]
@@ -36,6 +38,41 @@ def options_from(cls: Any, args: argparse.Namespace, **given: Any) -> Any:
     """An options dataclass from the parsed flags: every field that has a flag of the same name, plus `given`."""
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
     return cls(**{**values, **given})
+
+
+def add_inputs(p: argparse.ArgumentParser | Any) -> None:
+    """--inputs and --task: example inputs that make a bare nn.Module a target, for inference."""
+    p.add_argument(
+        "--inputs",
+        metavar="PKG.MOD:ATTR",
+        help="example inputs for a bare nn.Module given as --model: a list of batches (each a tensor, a tuple of "
+        "tensors or a dict of them), or a function returning one; the dynamic axes are found from their shapes. "
+        "Not needed for a module with an example_inputs() method",
+    )
+    p.add_argument(
+        "--task",
+        choices=("infer", "train"),
+        help="what to tune a bare nn.Module for: infer (the default with --inputs); training needs a Workload "
+        "with an optimizer and a loss, or your own step",
+    )
+
+
+def model_with_inputs(args: argparse.Namespace) -> str:
+    """The target string of --model with its --inputs; --task checked against what a bare module can do."""
+    from autotune.errors import ConfigError  # lazy: see the package docstring
+    from autotune.workload.resolve import with_inputs  # lazy: see the package docstring
+
+    if args.task == "train":
+        raise ConfigError(
+            "--task train: a bare module with example inputs is tuned for inference; for training, return a "
+            "Workload with optimizer=... and loss=... (or your own step=...) from a function, and pass that as "
+            "--model (docs/workload.md)."
+        )
+    if args.task is not None and args.inputs is None:
+        raise ConfigError(
+            f"--task {args.task}: applies to a bare nn.Module given with --inputs; a Workload says its own task."
+        )
+    return with_inputs(args.model, args.inputs)
 
 
 def add_no_compile_cache(p: argparse.ArgumentParser | Any, consequence: str) -> None:

@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from autotune.cli._common import EXIT_ERROR, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED
+from autotune.cli._common import (
+    EXIT_ERROR,
+    EXIT_FINDINGS,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    add_inputs,
+    model_with_inputs,
+)
 from autotune.errors import ConfigError
 
 __all__ = ["DESCRIPTION", "EPILOG", "HELP", "NAME", "add_flags", "run"]
@@ -44,6 +52,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     from autotune.trial.request import RunProtocol  # lazy: see the package docstring
 
     p.add_argument("--model", required=True, metavar="PKG.MOD:ATTR", help="the workload, as for `autotune search`")
+    add_inputs(p)
     p.add_argument("--device", metavar="cpu|cuda|cuda:N", help="default: cuda when available, else cpu")
     p.add_argument("--seed", type=int, default=0, help="seeds the batches drawn (default: 0)")
     p.add_argument(
@@ -83,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         raise ConfigError(f"--timeout {args.timeout}: must be a positive number of seconds.")
     device = check_device(args.device)
+    args.model = model_with_inputs(args)
     if args.format == "text":
         print(f"autotune: doctor: running {args.model} on {device} under dynamo ...", file=sys.stderr)
     diagnosis = diagnose(

@@ -6,7 +6,15 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from autotune.cli._common import EXIT_OK, add_no_compile_cache, add_pick, options_from, print_result
+from autotune.cli._common import (
+    EXIT_OK,
+    add_inputs,
+    add_no_compile_cache,
+    add_pick,
+    model_with_inputs,
+    options_from,
+    print_result,
+)
 from autotune.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -61,9 +69,11 @@ def _what(g: Any) -> None:
         "--model",
         required=True,
         metavar="PKG.MOD:ATTR",
-        help="the workload: a Workload, an nn.Module (transformers models get synthesised batches), a "
-        "transformers.Trainer (its model, batches, optimizer and loss), or a zero-argument factory of one of them",
+        help="the workload: a Workload (your own training step, or model, batches, optimizer and loss), an "
+        "nn.Module with --inputs or an example_inputs() method (inference; transformers models get synthesised "
+        "batches), a transformers.Trainer, a LightningModule, or a zero-argument factory or class of one of them",
     )
+    add_inputs(g)
     levels = "; ".join(f"{name}: {level.describe()}" for name, level in EFFORTS.items())
     g.add_argument(
         "--effort",
@@ -301,6 +311,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_rounds is None:
         # More --rounds than the level's most: those rounds are what was asked for.
         args.max_rounds = max(level.max_rounds, args.rounds)
+    args.model = model_with_inputs(args)
     options = options_from(SearchOptions, args, protocol=protocol_from(args))
     print(
         f"autotune: searching {options.model} on {','.join(options.devices)}: study {options.name!r}, "

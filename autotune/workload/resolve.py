@@ -24,8 +24,9 @@ from autotune.runtime.limits import printable
 from autotune.runtime.processes import command_line, group_processes
 from autotune.workload import hf, lightning, trainer
 from autotune.workload.contract import Workload
+from autotune.workload.module import module_workload, refusal
 
-__all__ = ["preimport", "resolve"]
+__all__ = ["preimport", "resolve", "split_inputs", "with_inputs"]
 
 
 def resolve(spec: str, *, isolated: bool = False) -> Workload:
@@ -36,9 +37,40 @@ def resolve(spec: str, *, isolated: bool = False) -> Workload:
     WorkloadError instead of taking the caller with it. The orchestrating commands use it;
     a worker, which is such a child already, does not.
     """
-    module_name, attr = _split_spec(spec)
+    model_spec, inputs_spec = split_inputs(spec)
+    _split_spec(model_spec)
+    if inputs_spec is not None:
+        _split_spec(inputs_spec, flag="--inputs")
     if isolated:
         _builds_in_a_child(spec, os.getcwd())
+    target = _imported(model_spec, "--model")
+    inputs = None if inputs_spec is None else _imported(inputs_spec, "--inputs")
+    return _as_workload(target, spec, called=False, inputs=inputs)
+
+
+INPUTS_SEPARATOR = ",inputs="
+"""Joins a module's target and its example inputs' into one target string, which every process resolves alike."""
+
+
+def with_inputs(model: str, inputs: str | None) -> str:
+    """The target string of `--model MODEL --inputs INPUTS`: 'MODEL,inputs=INPUTS' (MODEL alone without inputs)."""
+    if inputs is None:
+        return model
+    _split_spec(inputs, flag="--inputs")
+    return f"{model}{INPUTS_SEPARATOR}{inputs}"
+
+
+def split_inputs(spec: str) -> tuple[str, str | None]:
+    """(the model's 'pkg.mod:attr', the example inputs' or None) of a target string."""
+    if not isinstance(spec, str) or INPUTS_SEPARATOR not in spec:
+        return spec, None
+    model, inputs = spec.split(INPUTS_SEPARATOR, 1)
+    return model, inputs
+
+
+def _imported(part: str, flag: str) -> Any:
+    """The object `part` ('pkg.mod:attr', given as `flag`) names, its module imported from the working directory."""
+    module_name, attr = _split_spec(part, flag=flag)
     _working_directory_on_path()
     try:
         module = importlib.import_module(module_name)
@@ -52,16 +84,16 @@ def resolve(spec: str, *, isolated: bool = False) -> Workload:
                 f" Python looks for {exc.name!r} in the working directory ({os.getcwd()}) and on PYTHONPATH: run "
                 f"autotune from the folder that contains it, or add that folder to PYTHONPATH."
             )
-        raise WorkloadError(f"--model {spec!r}: cannot import {module_name!r}: {detail}.{hint}") from None
+        raise WorkloadError(f"{flag} {part!r}: cannot import {module_name!r}: {detail}.{hint}") from None
     target: Any = module
-    for part in attr.split("."):
-        if not hasattr(target, part):
+    for name in attr.split("."):
+        if not hasattr(target, name):
             raise WorkloadError(
-                f"--model {spec!r}: {module_name!r} has no attribute {attr!r}; "
+                f"{flag} {part!r}: {module_name!r} has no attribute {attr!r}; "
                 f"what it defines that could be one: {_public_callables(module)}."
             )
-        target = getattr(target, part)
-    return _as_workload(target, spec, called=False)
+        target = getattr(target, name)
+    return target
 
 
 def preimport(spec: str) -> None:
@@ -70,7 +102,7 @@ def preimport(spec: str) -> None:
     Nothing is built. A spec or module that fails is left alone: `resolve` fails on it again and says why.
     """
     try:
-        module_name, _ = _split_spec(spec)
+        module_name, _ = _split_spec(split_inputs(spec)[0])
     except WorkloadError:
         return
     _working_directory_on_path()
@@ -192,12 +224,13 @@ def _main(argv: list[str]) -> int:
     return 0
 
 
-def _split_spec(spec: object) -> tuple[str, str]:
+def _split_spec(spec: object, flag: str = "--model") -> tuple[str, str]:
+    example = "examples.toy_module:batches" if flag == "--inputs" else "examples.toy:model"
     if not isinstance(spec, str) or spec.count(":") != 1:
-        raise WorkloadError(f"--model {spec!r}: expected 'package.module:attribute', e.g. 'examples.toy:model'.")
+        raise WorkloadError(f"{flag} {spec!r}: expected 'package.module:attribute', e.g. {example!r}.")
     module_name, attr = spec.split(":")
     if not module_name or not attr:
-        raise WorkloadError(f"--model {spec!r}: expected 'package.module:attribute', e.g. 'examples.toy:model'.")
+        raise WorkloadError(f"{flag} {spec!r}: expected 'package.module:attribute', e.g. {example!r}.")
     return module_name, attr
 
 
@@ -213,7 +246,14 @@ def _public_callables(module: Any) -> list[str]:
     )
 
 
-def _as_workload(target: Any, spec: str, called: bool) -> Workload:
+def _as_workload(target: Any, spec: str, called: bool, inputs: Any = None) -> Workload:
+    if inputs is not None and (
+        isinstance(target, Workload) or trainer.is_trainer(target) or lightning.is_lightning_target(target)
+    ):
+        raise WorkloadError(
+            f"--model {split_inputs(spec)[0]!r} gives a {type(target).__name__}, which says its own batches: "
+            f"--inputs {split_inputs(spec)[1]!r} applies to a bare nn.Module; leave it out."
+        )
     if isinstance(target, Workload):
         return target
     if trainer.is_trainer(target):
@@ -222,14 +262,16 @@ def _as_workload(target: Any, spec: str, called: bool) -> Workload:
     if lightning.is_lightning_target(target):
         return lightning.target_workload(target, report=_reporter())
     if isinstance(target, nn.Module):
+        if inputs is not None:
+            return module_workload(target, inputs, spec, report=_reporter())
         if hf.is_pretrained_model(target):
             return hf.workload_for(target)
-        raise WorkloadError(
-            f"--model {spec!r}: the target is a bare {type(target).__name__}, and autotune cannot tell what "
-            "batches to feed it; return autotune.Workload(model=..., batches=..., task=...) instead "
-            "(only transformers PreTrainedModels get synthesised batches)."
-        )
-    if callable(target) and not called and not isinstance(target, type):
+        example = getattr(target, "example_inputs", None)
+        if callable(example):
+            return module_workload(target, example, spec, report=_reporter())
+        raise WorkloadError(refusal(target, split_inputs(spec)[0], called))
+    is_module_class = isinstance(target, type) and issubclass(target, nn.Module)
+    if callable(target) and not called and (is_module_class or not isinstance(target, type)):
         try:
             parameters = list(inspect.signature(target).parameters.values())
         except (TypeError, ValueError):  # some builtins have no signature; calling them tells
@@ -251,7 +293,7 @@ def _as_workload(target: Any, spec: str, called: bool) -> Workload:
             raise WorkloadError(
                 f"--model {spec!r}: calling the factory raised {type(exc).__name__}: {printable(str(exc))[:600]}"
             ) from None
-        return _as_workload(result, spec, called=True)
+        return _as_workload(result, spec, called=True, inputs=inputs)
     what = "the factory returned" if called else "the target is"
     kind = f"the class {target.__name__}" if isinstance(target, type) else f"an object of type {type(target).__name__}"
     raise WorkloadError(

@@ -140,3 +140,27 @@ def test_the_readmes_own_model_example_is_searched_as_it_is_shown(tmp_path: Path
     assert tuned.workload.spec == "mypkg.tune:model" and tuned.workload.task == "train"
     assert tuned.metrics["verdict"] in (out / "report.md").read_text()
     assert (out / "apply_compilation.py").is_file()
+
+
+@pytest.mark.slow  # GPT-2's 50,257-word head in every step of every trial: minutes, even on the eager backend
+def test_the_public_model_tuned_with_its_own_step_is_searched_as_workload_md_shows(tmp_path: Path) -> None:
+    """docs/workload.md's GPT-2 with a script's own train_step: the lines that tune it are few, and they work."""
+    (code,) = [code for page, _, code in BLOCKS if page == "docs/workload.md" and "gpt2_tune.py" in _first_line(code)]
+    tuning = code[code.index("from autotune import Workload") :]
+    assert len([line for line in tuning.splitlines() if line.strip()]) <= 15, "at most 15 lines of the user's code"
+    (tmp_path / "gpt2_tune.py").write_text("import tests.trial_targets.dynamo_only  # noqa: F401\n" + code)
+    assert "autotune search --model gpt2_tune:workload" in (ROOT / "docs" / "workload.md").read_text()
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "autotune", "search", "--model", "gpt2_tune:workload", "--trials", "2",
+            "--confirm", "1", "--max-rounds", "2", "--no-doctor", "--window-seconds", "0.1", "--device", "cpu",
+            "--no-compile-cache", "--out", str(tmp_path / "out"),
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])},
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert load(tmp_path / "out" / "best.yaml").workload.own_step

@@ -80,7 +80,7 @@ def test_missing_attribute_lists_public_callables() -> None:
     [
         ("returns_number", "the factory returned an object of type int"),
         ("returns_nothing", "the factory returned an object of type NoneType"),
-        ("TinyLM", "the target is the class TinyLM"),
+        ("Registry", "the target is the class Registry"),
         ("BATCH_SIZE", "the target is an object of type int"),
     ],
 )
@@ -93,9 +93,11 @@ def test_wrong_target_type_says_what_it_got_and_what_is_accepted(attr: str, said
     assert said in message
 
 
-def test_bare_module_asks_for_a_workload() -> None:
-    with pytest.raises(WorkloadError, match="bare TinyLM.*return autotune.Workload"):
-        resolve(f"{TARGETS}:bare_module")
+@pytest.mark.parametrize("attr", ["bare_module", "TinyLM"])
+def test_bare_module_or_its_class_asks_for_inputs_or_a_workload(attr: str) -> None:
+    # A module's class is built with no arguments, as a factory would be; then it is a bare module like any other.
+    with pytest.raises(WorkloadError, match="bare TinyLM, and autotune cannot tell what batches.*--inputs.*Workload"):
+        resolve(f"{TARGETS}:{attr}")
 
 
 def test_factory_with_required_arguments() -> None:
