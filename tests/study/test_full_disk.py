@@ -1,4 +1,4 @@
-"""Export and retune into a file system with no space left: exit 2, the disk named, the folder's files as they were.
+"""Export, search and retune into a file system with no space left: exit 2, the disk named, the folder's files as they were.
 
 Each command runs against a copy of a finished search's folder on a small tmpfs filled to its
 last byte, in a mount namespace of its own (`unshare -rm`: no root needed, nothing left mounted),
@@ -79,6 +79,19 @@ def test_retune_into_a_full_disk_names_it_and_leaves_the_previous_files(searched
     said = on_a_full_disk(
         tmp_path, searched, "retune", "{out}/best.yaml", "--space", SPACE, "--trials", "0", "--repeats", "2",
         "--max-rounds", "2", "--no-compile-cache",
+    )  # fmt: skip
+    assert said["code"] == cli.EXIT_ERROR, said["stderr"]
+    assert "disk is full" in said["stderr"] or "No space left on device" in said["stderr"], said["stderr"]
+    assert "Traceback" not in said["stderr"]
+    assert said["unchanged"], f"changed: {said['changed']}"
+
+
+def test_a_search_resumed_on_a_full_disk_names_it_and_leaves_the_previous_files(searched: Path, tmp_path: Path) -> None:
+    # The study lives beside the exports (study.db in the output folder): the disk that fills up holds both.
+    said = on_a_full_disk(
+        tmp_path, searched, "search", "--no-doctor", "--model", SPEC, "--space", SPACE, "--trials", "2",
+        "--confirm", "1", "--rounds", "2", "--max-rounds", "2", "--windows", "2", *SHORT_FLAGS, "--device", "cpu",
+        "--no-compile-cache", "--out", "{out}",
     )  # fmt: skip
     assert said["code"] == cli.EXIT_ERROR, said["stderr"]
     assert "disk is full" in said["stderr"] or "No space left on device" in said["stderr"], said["stderr"]
