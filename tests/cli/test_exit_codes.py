@@ -152,3 +152,62 @@ def test_sigterm_mid_trial_ends_the_search_within_20_s_and_the_same_command_resu
     assert study.trials[0].user_attrs.get("reason") == "interrupted"
     assert [t.state.name for t in study.trials[1:]] and all(t.state.name != "RUNNING" for t in study.trials)
     assert (out / "best.yaml").is_file()
+
+
+def _terminated(command: list[str], cwd: Path, said: str) -> tuple[subprocess.Popen[str], str]:
+    """Start `python -m autotune COMMAND`, send SIGTERM once it has said `said`, and wait for it to end."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", RESTORE_CTRL_C, "autotune", *command],
+        cwd=cwd,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    before = _read_until(process, said)
+    process.send_signal(signal.SIGTERM)
+    terminated = time.monotonic()
+    _, rest = process.communicate(timeout=60)
+    assert time.monotonic() - terminated < 20, "SIGTERM does not wait for the run to end"
+    return process, "".join(before) + rest
+
+
+@pytest.mark.slow  # the full tier: the fast one stops a search the same way (the test above)
+def test_sigterm_ends_validate_with_143_and_no_worker_left(tmp_path: Path) -> None:
+    recipe = tmp_path / "whole.yaml"
+    recipe.write_text("description: the whole model\nconfig:\n  scope: whole\n")
+    command = [
+        "validate", str(recipe), "--model", "tests.trial_targets.dynamo_only:tiny_infer", "--device", "cpu",
+        "--repeats", "30", "--max-rounds", "30",
+    ]  # fmt: skip
+    validate, said = _terminated(command, ROOT, "replicate 1")
+    assert validate.returncode == cli.EXIT_TERMINATED == 143, said
+    assert "autotune: terminated (SIGTERM)" in said and "Traceback" not in said, said
+    assert not workers_of(validate.pid), "a worker outlived SIGTERM"
+
+
+@pytest.mark.slow  # a search, then a retune stopped: over a minute
+def test_sigterm_ends_retune_with_143_its_files_as_they_were_and_no_worker_left(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    searched = subprocess.run(
+        [sys.executable, "-m", "autotune", *_search_args(out)], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert searched.returncode == cli.EXIT_OK, searched.stderr[-3000:]
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.name != "study.db"}
+    command = [
+        "retune",
+        str(out / "best.yaml"),
+        "--space",
+        FAST,
+        "--trials",
+        "0",
+        "--repeats",
+        "30",
+        "--max-rounds",
+        "30",
+    ]
+    retune, said = _terminated(command, ROOT, "replicate 1")
+    assert retune.returncode == cli.EXIT_TERMINATED == 143, said
+    assert "autotune: terminated (SIGTERM)" in said and "Traceback" not in said, said
+    assert not workers_of(retune.pid), "a worker outlived SIGTERM"
+    after = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.name != "study.db"}
+    assert after == before, "every file as it was"

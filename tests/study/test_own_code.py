@@ -28,6 +28,9 @@ from examples import loop
 from tests.short_runs import source_for
 
 ROOT = Path(__file__).resolve().parents[2]
+BOUNDED = ("--no-doctor", "--confirm", "1", "--max-rounds", "3")
+"""The example's command, its confirmation bounded: the full tier checks that it searches and exports (16 minutes
+on two cores without these, 8 of them confirming), not which configuration wins."""
 
 
 def _search(tmp_path: Path, *argv: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
@@ -90,7 +93,7 @@ def test_the_loop_example_is_searched_as_its_docstring_says_and_trains_as_eager_
     tmp_path: Path,
 ) -> None:
     assert "autotune search --model examples.loop:workload --trials 4" in (loop.__doc__ or "")
-    done = _search(tmp_path, "--model", "examples.loop:workload", "--trials", "4")
+    done = _search(tmp_path, "--model", "examples.loop:workload", "--trials", "4", *BOUNDED)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "accuracy" not in _failed_reasons(tmp_path / "out" / "trials.csv"), "every configuration trains as eager"
     _same_losses(loop.train(20), loop.train(20, _exported(tmp_path / "out" / "apply_compilation.py")))
@@ -180,7 +183,7 @@ def test_the_bare_module_example_is_searched_with_the_command_its_docstring_give
 
     command = "autotune search --model examples.toy_module:Net --inputs examples.toy_module:batches --task infer"
     assert command in (toy_module.__doc__ or "")
-    done = _search(tmp_path, *command.split()[2:], "--trials", "4")
+    done = _search(tmp_path, *command.split()[2:], "--trials", "4", *BOUNDED)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "dynamic axes, found by comparing their shapes: input 0 axes [1], input 1 axes [1]" in done.stderr
     tuned = load(tmp_path / "out" / "best.yaml")
