@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import platform
 import signal
 import sys
 import threading
 import traceback
 from collections.abc import Iterator, Sequence
 
-from autotune.cli import _doctor, _export, _retune, _search, _show, _spaces, _validate
+from autotune.cli import _doctor, _export, _retune, _search, _show, _spaces, _studies, _validate
 from autotune.cli._common import (
     EXIT_ERROR,
     EXIT_FINDINGS,
@@ -37,7 +38,7 @@ __all__ = [
     "main",
 ]
 
-_COMMANDS = (_search, _doctor, _spaces, _export, _validate, _retune, _show)
+_COMMANDS = (_search, _doctor, _spaces, _export, _validate, _retune, _show, _studies)
 """The subcommands in the order `autotune --help` lists them; each module has NAME, HELP, DESCRIPTION, EPILOG, add_flags."""
 
 
@@ -119,6 +120,12 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         epilog="Run `autotune COMMAND --help` for a command's options.",
     )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=_version_line(),
+        help="print autotune's version and the Python and torch it runs with, then exit",
+    )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     for command in _COMMANDS:
         # An epilog keeps its own line breaks (exit codes, examples).
@@ -132,3 +139,12 @@ def build_parser() -> argparse.ArgumentParser:
         )
         command.add_flags(sub)
     return parser
+
+
+def _version_line() -> str:
+    """autotune's version, and the Python and torch it runs with: what a bug report needs."""
+    import torch  # lazy: see the package docstring
+
+    from autotune.runtime.environment import version  # lazy: see the package docstring
+
+    return f"autotune {version()} (Python {platform.python_version()}, torch {torch.__version__})"

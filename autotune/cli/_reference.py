@@ -32,7 +32,10 @@ def render() -> str:
     """The whole page, as Markdown."""
     parser = build_parser()
     commands = _subcommands(parser)
-    lines = [_HEADER, _escape(parser.description or ""), "", "| Command | What it does |", "| --- | --- |"]
+    lines = [_HEADER, _escape(parser.description or ""), ""]
+    top = [a for a in parser._actions if a.option_strings and not isinstance(a, argparse._HelpAction)]
+    lines += [_flag(action) for action in top] + ([""] if top else [])
+    lines += ["| Command | What it does |", "| --- | --- |"]
     lines += [f"| [`{name}`](#autotune-{name}) | {_cell(help_text)} |" for name, help_text, _ in commands]
     for name, _, sub in commands:
         lines += ["", *_command(name, sub)]

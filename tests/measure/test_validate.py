@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from autotune.measure import Budget
+from autotune.measure.engine import Campaign
 from autotune.measure.engine import _engine as engine
 from autotune.measure.tasks import design_text
 from tests.measure.stands import THROUGHPUT, racers
@@ -26,3 +27,11 @@ def test_the_design_text_names_who_left_the_race_and_why(harness, stand) -> None
     assert "0.50x [0.50, 0.50]" not in eager
     assert f"Left out of later replicates: eager ({eager}); " in text
     assert "trial 8 (after replicate 2: slower than trial 7, 0.90x [0.90, 0.90] (95% at this look))" in text
+
+
+def test_a_campaign_that_measured_nothing_says_so_without_empty_figures() -> None:
+    # A validation whose configuration failed its first run: it printed "None batch(es) ... subjects alive []".
+    campaign = Campaign(objective=THROUGHPUT, stopped="every run of the configuration failed")
+    assert design_text(campaign) == (
+        "Nothing was measured side by side. Stopped: every run of the configuration failed."
+    )

@@ -123,18 +123,7 @@ def test_the_readmes_own_model_example_is_searched_as_it_is_shown(tmp_path: Path
     readme = (ROOT / "README.md").read_text()
     assert "autotune search --model mypkg.tune:model --effort quick" in readme
     out = tmp_path / "outputs" / "mypkg.tune-model"
-    done = subprocess.run(
-        [
-            sys.executable, "-m", "autotune", "search", "--model", "mypkg.tune:model", "--effort", "quick",
-            "--trials", "2", "--confirm", "1", "--max-rounds", "2", "--no-doctor", "--window-seconds", "0.1",
-            "--device", "cpu", "--no-compile-cache",
-        ],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )  # fmt: skip
+    done = _search(tmp_path, "--model", "mypkg.tune:model", "--effort", "quick", timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     tuned = load(out / "best.yaml")
     assert tuned.workload.spec == "mypkg.tune:model" and tuned.workload.task == "train"
@@ -150,17 +139,21 @@ def test_the_public_model_tuned_with_its_own_step_is_searched_as_workload_md_sho
     assert len([line for line in tuning.splitlines() if line.strip()]) <= 15, "at most 15 lines of the user's code"
     (tmp_path / "gpt2_tune.py").write_text("import tests.trial_targets.dynamo_only  # noqa: F401\n" + code)
     assert "autotune search --model gpt2_tune:workload" in (ROOT / "docs" / "workload.md").read_text()
-    done = subprocess.run(
-        [
-            sys.executable, "-m", "autotune", "search", "--model", "gpt2_tune:workload", "--trials", "2",
-            "--confirm", "1", "--max-rounds", "2", "--no-doctor", "--window-seconds", "0.1", "--device", "cpu",
-            "--no-compile-cache", "--out", str(tmp_path / "out"),
-        ],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])},
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )  # fmt: skip
+    done = _search(tmp_path, "--model", "gpt2_tune:workload", "--out", str(tmp_path / "out"), timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
     assert load(tmp_path / "out" / "best.yaml").workload.own_step
+
+
+def _search(folder: Path, *argv: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """`autotune search ARGV` from `folder`, short: two trials, one confirmation of at most two rounds."""
+    return subprocess.run(
+        [
+            sys.executable, "-m", "autotune", "search", *argv, "--trials", "2", "--confirm", "1", "--max-rounds", "2",
+            "--no-doctor", "--window-seconds", "0.1", "--device", "cpu", "--no-compile-cache",
+        ],
+        cwd=folder,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), str(ROOT)])},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )  # fmt: skip

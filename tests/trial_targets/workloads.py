@@ -221,38 +221,24 @@ def _own_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: torch.T
     return loss.detach()
 
 
+def _own_step_workload(setup: Callable[[nn.Module], Any]) -> Workload:
+    return Workload(model=TinyMLP(bias=False), batches=_batches, step=_own_step, setup=setup, num_batches=4)
+
+
 def own_step_train() -> Workload:
     """Training by its own step (clipping, a schedule, AdamW over two groups, a tensor learning rate): right eagerly
     and compiled."""
-    return Workload(
-        model=TinyMLP(bias=False),
-        batches=_batches,
-        step=_own_step,
-        setup=_own_setup(torch.optim.AdamW, torch.tensor(0.01)),
-        num_batches=4,
-    )
+    return _own_step_workload(_own_setup(torch.optim.AdamW, torch.tensor(0.01)))
 
 
 def own_step_ignores_its_learning_rate_when_compiled() -> Workload:
     """Training by its own step, whose optimizer step, once compiled, updates with another learning rate."""
-    return Workload(
-        model=TinyMLP(bias=False),
-        batches=_batches,
-        step=_own_step,
-        setup=_own_setup(IgnoresItsLearningRateWhenCompiled, torch.tensor(0.01)),
-        num_batches=4,
-    )
+    return _own_step_workload(_own_setup(IgnoresItsLearningRateWhenCompiled, torch.tensor(0.01)))
 
 
 def own_step_float_schedule() -> Workload:
     """Training by its own step whose schedule sets a Python float learning rate every step."""
-    return Workload(
-        model=TinyMLP(bias=False),
-        batches=_batches,
-        step=_own_step,
-        setup=_own_setup(torch.optim.AdamW, 0.01),
-        num_batches=4,
-    )
+    return _own_step_workload(_own_setup(torch.optim.AdamW, 0.01))
 
 
 class DetourBlock(nn.Module):

@@ -175,6 +175,9 @@ def validate(
 
 def design_text(campaign: Campaign) -> str:
     """How a campaign measured, in two sentences: its replicates and windows, and why it stopped."""
+    if not campaign.replicates:
+        # Everything failed before a replicate (each subject's cold run, say): there is no design to describe.
+        return f"Nothing was measured side by side. Stopped: {campaign.stopped or 'not measured'}."
     design = campaign.design()
     windows = design["windows_per_replicate"]
     shown = f"{windows[0]}" if len(set(windows)) == 1 else f"{min(windows)} to {max(windows)}" if windows else "no"

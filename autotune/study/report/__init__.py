@@ -27,6 +27,7 @@ from autotune.study.report._plots import (
 )
 from autotune.study.report._progress import Plan, Progress, ProgressCallback, confirmation_guess, quiet
 from autotune.study.report._report import write_report
+from autotune.study.report._studies import StudyRow, studies_in, studies_in_storage
 from autotune.study.report._verdict import BEST_TRIALS, best_trials, render_summary, savings_text
 
 __all__ = [
@@ -55,6 +56,9 @@ __all__ = [
     "render_summary",
     "retune_history",
     "savings_text",
+    "StudyRow",
+    "studies_in",
+    "studies_in_storage",
     "study_summary",
     "throughput_vs_compile",
     "trial_rows",
