@@ -259,6 +259,12 @@ def _scale(g: Any) -> None:
     )
     g.add_argument("--study-name", help="the study's name (default: derived from --model, e.g. examples.toy-model)")
     g.add_argument(
+        "--new",
+        action="store_true",
+        help="start the study afresh instead of resuming it: its trials are deleted from the storage first (the "
+        "files in --out stay until the new search exports its own)",
+    )
+    g.add_argument(
         "--heartbeat-interval",
         type=int,
         default=_default("heartbeat_interval"),
@@ -313,6 +319,16 @@ def run(args: argparse.Namespace) -> int:
         args.max_rounds = max(level.max_rounds, args.rounds)
     args.model = model_with_inputs(args)
     options = options_from(SearchOptions, args, protocol=protocol_from(args))
+    if args.new:
+        from autotune.study.storage import discard_study  # lazy: see the package docstring
+
+        discarded = discard_study(options.storage_url, options.name)
+        if discarded is not None:
+            print(
+                f"autotune: --new: deleted study {options.name!r} ({discarded} trial(s)) from "
+                f"{shown(options.storage_url)}; starting it afresh",
+                file=sys.stderr,
+            )
     print(
         f"autotune: searching {options.model} on {','.join(options.devices)}: study {options.name!r}, "
         f"up to {options.trials} trial(s) in all, space {options.space!r} (effort {args.effort}), "

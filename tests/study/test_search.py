@@ -207,6 +207,7 @@ def test_rerunning_resumes_the_study_and_export_rebuilds_the_files(searched, tmp
     # This session measured plain compile again, at its own rate; its trials' figures are on the study's scale.
     assert study_scale(study) == scale
     assert any("as every trial of the study" in m for m in messages), messages
+    assert f"resuming study {STUDY!r}: 2 trial(s) so far (--new starts it afresh)" in messages, messages
     resumed = study.trials[2]
     assert resumed.state == optuna.trial.TrialState.COMPLETE and "duplicate_of" not in resumed.user_attrs
     assert resumed.user_attrs["reference_samples_per_second"] == round(scale.samples_per_second, 4)

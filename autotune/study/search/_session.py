@@ -187,6 +187,9 @@ class _Search:
 
     def _explore(self) -> None:
         self.budget.start()
+        if not self.new_study:
+            held = len(self.study.get_trials(deepcopy=False))
+            self._note(f"resuming study {self.study.study_name!r}: {held} trial(s) so far (--new starts it afresh)")
         removed = remove_abandoned_workdirs()
         if removed:
             self._note(f"removed {removed} trial folder(s) left behind by a search that was killed")

@@ -24,6 +24,7 @@ from autotune.study.storage._scale import (
 from autotune.study.storage._storage import (
     check_storage_url,
     create_study,
+    discard_study,
     load_search_study,
     open_storage,
     shown,
@@ -44,6 +45,7 @@ __all__ = [
     "beats",
     "check_storage_url",
     "create_study",
+    "discard_study",
     "fail_stale",
     "grace_period",
     "load_search_study",

@@ -23,7 +23,15 @@ import sqlalchemy.exc
 
 from autotune.errors import SearchError
 
-__all__ = ["check_storage_url", "create_study", "load_search_study", "open_storage", "shown", "storage_failures_named"]
+__all__ = [
+    "check_storage_url",
+    "create_study",
+    "discard_study",
+    "load_search_study",
+    "open_storage",
+    "shown",
+    "storage_failures_named",
+]
 
 _ATTEMPTS = 6
 IDLE_IN_TRANSACTION_SECONDS = 30
@@ -151,6 +159,34 @@ def load_search_study(storage: str, study_name: str) -> optuna.Study:
             f"study {study_name!r} in {shown(storage)} was not made by `autotune search`: it records no workload."
         )
     return study
+
+
+def discard_study(storage: str, name: str) -> int | None:
+    """Delete study `name` from `storage`, so that a search starts it afresh; how many trials it held, or None where
+    there was no such study (an SQLite file that does not exist is not created).
+
+    In a storage several hosts share, a study with a running trial is refused: another search may be working on it.
+    """
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    parsed = check_storage_url(storage)
+    database = parsed.database or ""
+    sqlite = parsed.get_backend_name() == "sqlite"
+    if sqlite and database not in ("", ":memory:") and not Path(database).is_file():
+        return None
+    rdb = open_storage(storage)
+    try:
+        study = optuna.load_study(study_name=name, storage=rdb)
+    except KeyError:
+        return None
+    trials = study.get_trials(deepcopy=False)
+    running = [t.number for t in trials if t.state == optuna.trial.TrialState.RUNNING]
+    if running and not sqlite:
+        raise SearchError(
+            f"--new: study {name!r} in {shown(storage)} has running trial(s) {running}: another search may be "
+            "working on it. Stop it first, or start a new study under another --study-name."
+        )
+    optuna.delete_study(study_name=name, storage=rdb)
+    return len(trials)
 
 
 @contextlib.contextmanager
