@@ -93,7 +93,7 @@ def test_the_loop_example_is_searched_as_its_docstring_says_and_trains_as_eager_
     tmp_path: Path,
 ) -> None:
     assert "autotune search --model examples.loop:workload --trials 4" in (loop.__doc__ or "")
-    done = _search(tmp_path, "--model", "examples.loop:workload", "--trials", "4", *BOUNDED)
+    done = _search(tmp_path, "--model", "examples.loop:workload", "--trials", "4", *BOUNDED, timeout=2400)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "accuracy" not in _failed_reasons(tmp_path / "out" / "trials.csv"), "every configuration trains as eager"
     _same_losses(loop.train(20), loop.train(20, _exported(tmp_path / "out" / "apply_compilation.py")))
