@@ -35,6 +35,7 @@ def _trials(out: Path) -> list[optuna.trial.FrozenTrial]:
     return optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}").trials
 
 
+@pytest.mark.slow  # two searches: the full tier
 @pytest.mark.parallel  # times nothing it asserts on
 def test_new_starts_the_study_afresh_and_says_how_many_trials_it_deleted(tmp_path: Path) -> None:
     # Resuming says so (test_search's resume test): --new is the way out of it.

@@ -83,6 +83,7 @@ def test_retune_into_a_full_disk_names_it_and_leaves_the_previous_files(searched
     _named_and_unchanged(said)
 
 
+@pytest.mark.slow  # a search that resumes: the fast tier fills the disk under an export only
 def test_a_search_resumed_on_a_full_disk_names_it_and_leaves_the_previous_files(searched: Path, tmp_path: Path) -> None:
     # The study lives beside the exports (study.db in the output folder): the disk that fills up holds both.
     said = on_a_full_disk(
