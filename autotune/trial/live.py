@@ -32,6 +32,7 @@ from typing import Any
 
 from autotune.runtime import allocator
 from autotune.runtime.device import parse_device
+from autotune.runtime.processes import signal_group
 from autotune.trial.events import (
     COMMAND_FD_VARIABLE,
     EVENT_FD_VARIABLE,
@@ -264,12 +265,12 @@ class LiveWorker:
     def pause(self) -> None:
         """Stop the worker's whole process group (it waits for a command, or compiles); see `resume`."""
         if self.paused_since is None and self.alive:
-            _signal(self.process.pid, signal.SIGSTOP)
+            signal_group(self.process.pid, signal.SIGSTOP)
             self.paused_since = time.monotonic()
 
     def resume(self) -> None:
         if self.paused_since is not None:
-            _signal(self.process.pid, signal.SIGCONT)
+            signal_group(self.process.pid, signal.SIGCONT)
             self.paused_total += time.monotonic() - self.paused_since
             self.paused_since = None
 
@@ -482,13 +483,8 @@ def oom_kills(vmstat: str = "/proc/vmstat") -> int:
     return 0
 
 
-def _signal(pgid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
-
-
 def _kill_group(process: WorkerProcess) -> None:
-    _signal(process.pid, signal.SIGKILL)
+    signal_group(process.pid, signal.SIGKILL)
 
 
 def _wait(process: WorkerProcess, seconds: float) -> int | None:

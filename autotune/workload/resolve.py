@@ -21,7 +21,7 @@ from torch import nn
 
 from autotune.errors import Terminated, WorkloadError
 from autotune.runtime.limits import printable
-from autotune.runtime.processes import command_line, group_processes
+from autotune.runtime.processes import command_line, group_processes, running, signal_group
 from autotune.workload import hf, lightning, trainer
 from autotune.workload.contract import Workload
 from autotune.workload.module import module_workload, refusal
@@ -172,7 +172,7 @@ def _run_alone(argv: list[str], cwd: str) -> _Done:
         try:
             returncode = child.wait()
         except BaseException:
-            _kill_group(child.pid)
+            signal_group(child.pid, signal.SIGKILL)
             child.wait()
             raise
         out.seek(0)
@@ -193,18 +193,13 @@ def _left_behind(group: int) -> list[str]:
     """'pid N: command line' of the processes of `group` still alive after a grace period; they are then killed."""
     deadline = time.monotonic() + _LINGER_SECONDS
     while True:
-        alive = [pid for pid, _ in group_processes(group)]
+        alive = [pid for pid, fields in group_processes(group) if running(fields)]
         if not alive or time.monotonic() > deadline:
             break
         time.sleep(0.1)
     described = [f"pid {pid}: {printable(command_line(pid)) or '(gone)'}" for pid in alive]
-    _kill_group(group)
+    signal_group(group, signal.SIGKILL)
     return described
-
-
-def _kill_group(group: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(group, signal.SIGKILL)
 
 
 _CHILD_WORKLOAD_ERROR = 2
