@@ -783,11 +783,9 @@ class WholeStepReference:
             for index, (rate, group) in enumerate(zip(rates, optimizer.param_groups, strict=True))
             if not isinstance(group["lr"], torch.Tensor) and group["lr"] != rate
         ]
-        figures = StepFigures(
-            losses, grads, first_updates, self._updates(model), _state_piece(model, optimizer), compiling
+        return StepFigures(
+            losses, grads, first_updates, self._updates(model), _state_piece(model, optimizer), compiling, floats
         )
-        figures.float_rates = floats
-        return figures
 
     def _updates(self, model: nn.Module) -> dict[str, torch.Tensor]:
         """Each trainable parameter now, less what it was before the first step."""

@@ -46,10 +46,10 @@ def studies_in_storage(storage: str, best: Path | None = None) -> list[StudyRow]
     check_storage_url(storage)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
-        summaries = optuna.get_all_study_summaries(open_storage(storage), include_best_trial=False)
+        rdb = open_storage(storage)
         rows = []
-        for summary in summaries:
-            study = optuna.load_study(study_name=summary.study_name, storage=open_storage(storage))
+        for summary in optuna.get_all_study_summaries(rdb, include_best_trial=False):
+            study = optuna.load_study(study_name=summary.study_name, storage=rdb)
             counts: dict[str, int] = {}
             for trial in study.get_trials(deepcopy=False):
                 counts[trial.state.name.lower()] = counts.get(trial.state.name.lower(), 0) + 1
