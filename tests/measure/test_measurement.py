@@ -261,20 +261,20 @@ def precision_search(out: Path, target: str, *flags: str) -> tuple[optuna.Study,
 
 @pytest.mark.slow
 def test_a_search_does_not_prune_a_trial_as_fast_as_plain_compile_when_the_machine_gets_busy(tmp_path: Path) -> None:
-    # The second trial starts two busy processes as it compiles; they run until it ends. Alone, its
+    # The second trial starts four busy processes as it compiles; they run until it ends. Alone, its
     # windows run far below eager's rate at the session's start, and --slow-ratio 0.7 would stop it;
-    # beside the live plain compile, which runs on the same busy machine, it is 5% faster. How far
-    # below depends on the machine's scheduler (0.56x eager on a 2-core Xeon, under 0.5x on an EPYC),
-    # so the bar sits where two busy processes on two cores put any of them: 0.7, not 0.5.
+    # beside the live plain compile, which runs on the same busy machine, it is about 1.4 times as fast.
+    # Two busy processes per core leave it about a third of a core; with one per core, a trial only 5%
+    # faster read 0.56x eager alone on a 2-core Xeon, and 0.70x paired once on a CI machine: the gain
+    # and the load are both wide enough now for neither reading to reach the bar.
     study, busy = precision_search(tmp_path / "busy", "spins_and_hogs_when_faster", "--slow-ratio", "0.7")
     assert busy.state == optuna.trial.TrialState.COMPLETE, busy.user_attrs.get("message")
     eager = study.user_attrs["baseline.eager"]["samples_per_second"]
     own = busy.user_attrs["own_samples_per_second"]
     assert own < 0.7 * eager, f"alone, the busy machine made it look slow: {own:.0f} against eager's {eager:.0f}"
-    # Beside plain compile, on the same busy machine, it is about 4% faster; four paired windows of
-    # two-thread steps under two busy processes vary by several percent (0.89 seen once), far less
-    # than the 2x above: within 20% is what pairing must keep.
-    assert busy.user_attrs["speedup_vs_compile"] > 0.8, "paired, the load cancels"
+    # Beside plain compile, on the same busy machine, it is about 1.4 times as fast; four paired windows under
+    # four busy processes vary by tens of percent, far less than the load's slowdown above.
+    assert busy.user_attrs["speedup_vs_compile"] > 1.0, "paired, the load cancels"
 
 
 @pytest.mark.slow
