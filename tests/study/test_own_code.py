@@ -28,9 +28,12 @@ from examples import loop
 from tests.short_runs import source_for
 
 ROOT = Path(__file__).resolve().parents[2]
+ONE_OF_EACH = str(ROOT / "tests" / "search_spaces" / "trainer.yaml")
+"""One configuration: the sequence axis marked dynamic, padded to a multiple of 8, and optimizer.step compiled."""
 BOUNDED = ("--no-doctor", "--confirm", "1", "--max-rounds", "3")
 """The example's command, its confirmation bounded: the full tier checks that it searches and exports (16 minutes
-on two cores without these, 8 of them confirming), not which configuration wins."""
+on two cores without these, 8 of them confirming), not which configuration wins. Its asserts rest on no timing, so
+it runs beside other tests."""
 
 
 def _search(tmp_path: Path, *argv: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
@@ -89,11 +92,17 @@ def test_the_loop_trains_as_eager_with_an_export_applied_to_its_model_and_optimi
 
 
 @pytest.mark.slow  # Inductor compiles the toy language model in every trial
+@pytest.mark.parallel  # times nothing
 def test_the_loop_example_is_searched_as_its_docstring_says_and_trains_as_eager_with_the_export(
     tmp_path: Path,
 ) -> None:
     assert "autotune search --model examples.loop:workload --trials 4" in (loop.__doc__ or "")
-    done = _search(tmp_path, "--model", "examples.loop:workload", "--trials", "4", *BOUNDED, timeout=2400)
+    # One trial, in a space of one configuration with every part a search of the loop exports: the compiled
+    # optimizer step (which meets the loop's clipping and schedule under Inductor), the inputs marked dynamic and
+    # padded. Each of the docstring's four trials is a cold compile of the model and its step: 10 minutes for three.
+    done = _search(
+        tmp_path, "--model", "examples.loop:workload", "--space", ONE_OF_EACH, "--trials", "1", *BOUNDED, timeout=2400
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "accuracy" not in _failed_reasons(tmp_path / "out" / "trials.csv"), "every configuration trains as eager"
     _same_losses(loop.train(20), loop.train(20, _exported(tmp_path / "out" / "apply_compilation.py")))
@@ -178,12 +187,14 @@ def test_inputs_for_a_target_that_has_its_own_batches_and_a_task_it_cannot_do_ar
 
 
 @pytest.mark.slow  # Inductor compiles the module in every trial
+@pytest.mark.parallel  # times nothing
 def test_the_bare_module_example_is_searched_with_the_command_its_docstring_gives(tmp_path: Path) -> None:
     from examples import toy_module
 
     command = "autotune search --model examples.toy_module:Net --inputs examples.toy_module:batches --task infer"
     assert command in (toy_module.__doc__ or "")
-    done = _search(tmp_path, *command.split()[2:], "--trials", "4", *BOUNDED)
+    # Two trials: plain compile (the baseline's run) and the dynamic axes it found, marked dynamic.
+    done = _search(tmp_path, *command.split()[2:], "--trials", "2", *BOUNDED)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "dynamic axes, found by comparing their shapes: input 0 axes [1], input 1 axes [1]" in done.stderr
     tuned = load(tmp_path / "out" / "best.yaml")
