@@ -12,7 +12,8 @@ import textwrap
 def blocker_source(*packages: str) -> str:
     """Python lines that install a finder refusing to import `packages` and their submodules.
 
-    Importing one raises `ImportError("<name> is not available here")`. The lines import only `importlib.abc`
+    Importing one raises `ModuleNotFoundError("<name> is not available here")` with its `name`, as a package that
+    is not installed does. The lines import only `importlib.abc`
     and `sys`, so a script may record `sys.modules` after them to see what the rest of it pulls in.
     """
     if not packages:
@@ -28,7 +29,7 @@ def blocker_source(*packages: str) -> str:
         class Blocker(importlib.abc.MetaPathFinder):
             def find_spec(self, name, path=None, target=None):
                 if name.partition(".")[0] in BLOCKED:
-                    raise ImportError(f"{{name}} is not available here")
+                    raise ModuleNotFoundError(f"{{name}} is not available here", name=name)
                 return None
 
 

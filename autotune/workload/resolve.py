@@ -78,7 +78,7 @@ def _imported(part: str, flag: str) -> Any:
         raise  # the command is being stopped, not the module failing
     except (Exception, SystemExit, KeyboardInterrupt) as exc:
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        hint = ""
+        hint = _missing_extra(exc)
         if isinstance(exc, ModuleNotFoundError) and exc.name and module_name.startswith(exc.name):
             hint = (
                 f" Python looks for {exc.name!r} in the working directory ({os.getcwd()}) and on PYTHONPATH: run "
@@ -94,6 +94,23 @@ def _imported(part: str, flag: str) -> Any:
             )
         target = getattr(target, name)
     return target
+
+
+EXTRAS = {"transformers": "hf", "accelerate": "hf", "lightning": "lightning", "pytorch_lightning": "lightning"}
+"""The libraries of the targets autotune knows (a transformers Trainer or model, a Lightning module) and the
+autotune extra that installs each; a plain PyTorch model needs none of them."""
+
+
+def _missing_extra(exc: BaseException) -> str:
+    """For a library of EXTRAS that is not installed, the sentence that says how to install it; else ''."""
+    name = exc.name if isinstance(exc, ModuleNotFoundError) else None
+    extra = EXTRAS.get((name or "").partition(".")[0])
+    if extra is None:
+        return ""
+    return (
+        f" {name!r} is not installed: autotune installs it with its {extra!r} extra, "
+        f"pip install 'autotune[{extra}]' (from a clone: pip install -e '.[{extra}]')."
+    )
 
 
 def preimport(spec: str) -> None:
@@ -287,6 +304,7 @@ def _as_workload(target: Any, spec: str, called: bool, inputs: Any = None) -> Wo
             # not a reason for `autotune search` to end quietly with its exit code.
             raise WorkloadError(
                 f"--model {spec!r}: calling the factory raised {type(exc).__name__}: {printable(str(exc))[:600]}"
+                + _missing_extra(exc)
             ) from None
         return _as_workload(result, spec, called=True, inputs=inputs)
     what = "the factory returned" if called else "the target is"
