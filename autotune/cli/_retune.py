@@ -31,10 +31,10 @@ DESCRIPTION = (
 EPILOG = f"""\
 exit codes:
   {EXIT_OK}  unchanged (the incumbent stays) or improved (a faster challenger replaced it)
-  {EXIT_REGRESSION}  regression: the incumbent fails here, or its ratio to plain torch.compile (or to eager),
-     measured in the same replicates, fell by more than --max-regression since it was tuned, with an
-     interval that excludes no change; the files change only if a working challenger, not slower
-     than plain torch.compile, replaced it
+  {EXIT_REGRESSION}  regression: the incumbent fails here, again after one failed replicate, or its ratio to
+     plain torch.compile (or to eager), measured in the same replicates, fell by more than --max-regression
+     since it was tuned, with an interval that excludes no change; the files change only if a challenger
+     decided faster than plain torch.compile replaced it
   {EXIT_ERROR}  error: no study, a damaged study or storage, a workload that does not run, bad options
      (nothing was changed)
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C): the files are as they were, or as a completed replacement left them

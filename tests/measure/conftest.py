@@ -19,7 +19,7 @@ def harness(toy_summary: WorkloadSummary) -> Harness:
 
 @pytest.fixture
 def stand(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Stand]:
-    def install(rates: dict[str, list[float]], failing: tuple[str, ...] = ()) -> Stand:
+    def install(rates: dict[str, list[float | None]], failing: tuple[str, ...] = ()) -> Stand:
         fake = Stand(rates, failing)
         monkeypatch.setattr(engine, "run_trial", fake.first_run)
         monkeypatch.setattr(engine, "run_replicate", fake.replicate)

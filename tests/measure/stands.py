@@ -35,7 +35,12 @@ def campaign(**runs: list[float | None]) -> Campaign:
     result = Campaign(objective=THROUGHPUT)
     for name, values in runs.items():
         config = None if name == "eager" else (CompileConfig() if name == "compile" else REGIONAL)
-        result.subjects[name] = Subject(name=name, config=config, trial=7 if name.startswith("trial") else None)
+        result.subjects[name] = Subject(
+            name=name,
+            config=config,
+            trial=7 if name.startswith("trial") else None,
+            reproduce=name in ("eager", "compile", "incumbent"),  # as search and retune make them
+        )
         result.runs[name] = [run(v) for v in values]
     count = max(len(v) for v in runs.values())
     result.replicates = [Replicate(design="together", blocks=12, batches_per_window=4) for _ in range(count)]
@@ -43,9 +48,10 @@ def campaign(**runs: list[float | None]) -> Campaign:
 
 
 class Stand:
-    """Stands in for first runs and replicates: each replicate's rate per subject from a table, in order."""
+    """Stands in for first runs and replicates: each replicate's rate per subject from a table, in order (None: that
+    replicate's run times out)."""
 
-    def __init__(self, rates: dict[str, list[float]], failing: tuple[str, ...] = ()) -> None:
+    def __init__(self, rates: dict[str, list[float | None]], failing: tuple[str, ...] = ()) -> None:
         self.rates = rates
         self.failing = failing
         self.first: list[str] = []
@@ -71,6 +77,9 @@ class Stand:
         for name in requests:
             rates = self.rates[name]
             rate = rates[index % len(rates)]
+            if rate is None:
+                runs[name] = TrialRun(state="failed", reason="timeout", message="no window within the limit")
+                continue
             runs[name] = TrialRun(
                 state="complete",
                 ready=fake_records.ready(stream_samples=100, stream_batches=10),

@@ -9,6 +9,7 @@ import pytest
 from autotune import CompileConfig
 from autotune.measure import Campaign, choose, metrics
 from autotune.measure.choice import decide
+from autotune.measure.report import confirmation_rows
 from autotune.measure.stats import BAND, Interval, gain_margin
 from tests.measure.stands import REGIONAL, campaign, run
 
@@ -68,6 +69,25 @@ def test_when_eager_beats_plain_compile_nothing_is_compiled() -> None:
     chosen = choose(campaign(eager=[150, 152, 151], compile=[100, 101, 99], **{"trial 7": [90, 92, 91]}))
     assert chosen.exported == "no compilation" and chosen.config.scope == "none"
     assert chosen.verdict.startswith("No compilation is exported: eager ran 1.5")
+
+
+def test_one_failed_replicate_of_plain_compile_hands_eager_nothing_a_reproduced_failure_does() -> None:
+    # Plain compile timed out once on a loaded machine: eager, slower in every other replicate, does not lead.
+    once = campaign(eager=[90, 91, 90], compile=[100, None, 101], **{"trial 7": [99, 100, 101]})
+    chosen = choose(once)
+    assert chosen.exported == "plain torch.compile", chosen.verdict
+    assert confirmation_rows(once)[1]["failed_replicates"].startswith("replicate 2 failed (accuracy) and its later")
+    twice = campaign(eager=[90, 91, 90], compile=[100, None, None], **{"trial 7": [99, 100, 101]})
+    chosen = choose(twice)
+    assert chosen.exported == "no compilation"
+    assert chosen.verdict.startswith(
+        "No compilation is exported: plain torch.compile failed (accuracy) in replicates 2 and 3 (reproduced)"
+    )
+
+
+def test_a_configuration_that_failed_one_replicate_is_never_exported() -> None:
+    chosen = choose(campaign(eager=[50, 51, 50], compile=[100, 101, 99], **{"trial 7": [150, None, 151]}))
+    assert chosen.exported == "plain torch.compile" and chosen.trial is None
 
 
 def test_the_metrics_record_ratios_the_decision_the_design_and_the_noise() -> None:
@@ -186,10 +206,35 @@ def test_an_incumbent_that_is_plain_compile_pairs_the_challenger_with_plain_comp
     assert measured.ratio("challenger", "incumbent").median == pytest.approx(110.5 / 120.5, rel=0.01)
 
 
-def test_a_failing_incumbent_is_a_regression_and_a_working_challenger_replaces_it() -> None:
+def test_a_reproduced_failure_is_a_regression_and_only_a_decided_gain_over_plain_compile_replaces_it() -> None:
     result = verdict(retune_campaign([None, None], [100.0, 101.0]))
-    assert result.decision == "regression" and result.replaced is True
-    assert result.regressions == ["the incumbent failed (accuracy): it broke"]
+    assert result.decision == "regression"
+    assert result.regressions == ["the incumbent failed (accuracy) in replicates 1 and 2 (reproduced): it broke"]
+    assert result.replaced is False, "level with plain compile: it would ship a configuration that gains nothing"
+    faster = verdict(retune_campaign([None, None, None], [130.0, 131.0, 130.5]))
+    assert faster.decision == "regression" and faster.replaced is True
+    cold = retune_campaign([120.0, 121.0], [100.0, 101.0])
+    cold.cold["incumbent"] = run(None)
+    assert verdict(cold).regressions == ["the incumbent failed (accuracy) in its first, cold run: it broke"]
+
+
+def test_one_failed_replicate_of_the_incumbent_is_a_warning_not_a_regression() -> None:
+    # One replicate timed out on a loaded nightly runner; the others ran as when it was tuned. Before, that one
+    # run was a regression (exit code 3) and a challenger at 0.99x [0.90, 1.09] replaced the incumbent.
+    tuned_at = Interval(1.20, 1.15, 1.25, 3)
+    measured = retune_campaign([120.0, None, 121.0, 119.0], [119.0, 109.0, 120.0, 118.0])
+    measured.runs["incumbent"][1] = run(None, failed="timeout")
+    result = verdict(measured, compile=tuned_at)
+    assert (result.decision, result.replaced, result.regressions) == ("unchanged", False, [])
+    assert result.warnings == (
+        "the incumbent's replicate 2 failed (timeout) and its later runs did not: not reproduced, so not counted: "
+        "its figures rest on its other replicates",
+    )
+    last = verdict(retune_campaign([120.0, 121.0, None], [119.0, 121.0, 120.0]), compile=tuned_at)
+    assert last.decision == "unchanged" and not last.replaced
+    assert "replicate 3 failed (accuracy) and was not run again: not reproduced" in last.warnings[0]
+    alone = verdict(retune_campaign([None], [130.0]))
+    assert alone.decision == "unchanged" and "with no other run of it, nothing is claimed" in alone.warnings[0]
 
 
 def test_a_ratio_to_plain_compile_that_fell_beyond_the_recorded_interval_is_a_regression() -> None:

@@ -48,6 +48,22 @@ def test_a_configuration_that_failed_leads_nothing() -> None:
     assert "trial 2" not in engine.retire(measured, "compile")
 
 
+def test_plain_compile_runs_again_after_one_failed_replicate_and_a_configuration_does_not(harness, stand) -> None:
+    # Plain compile's failure would hand eager the lead, a claim: it runs again, and one failure decides nothing.
+    # A configuration that failed once leaves the race: it is never exported.
+    fake = stand({"eager": [50.0], "compile": [100.0, None, 100.0], "trial 7": [130.0, 131.0, None, 129.0]})
+    result = engine.measure(harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=4, max_rounds=4))
+    assert all("compile" in names for names in fake.replicates), fake.replicates
+    assert [("trial 7" in names) for names in fake.replicates] == [True, True, True, False]
+    assert result.failure("compile") is not None and result.reproduced_failure("compile") is None
+    assert result.failed_replicates("compile") == [1] and result.ratio("eager", "compile").rounds == 3
+    assert result.reproduced_failure("trial 7") is None and result.failure("trial 7") is not None
+    again = stand({"eager": [50.0], "compile": [100.0, None], "trial 7": [130.0]})
+    twice = engine.measure(harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=4, max_rounds=4))
+    assert twice.failure_note("compile") == "in replicates 2 and 4 (reproduced)"
+    assert "compile" not in twice.racing() and len(again.replicates) == 4
+
+
 def test_replicates_where_either_side_failed_are_left_out_of_a_ratio() -> None:
     versus = campaign(compile=[100, None, 100], **{"trial 7": [120, 120, 130]}).ratio("trial 7", "compile")
     assert versus is not None and versus.rounds == 2

@@ -8,7 +8,9 @@ configuration}, judged on one campaign's paired replicates:
   and its estimate above the +/- `within` band, over at least two replicates; the best such one
   by its estimate wins;
 * otherwise plain torch.compile is exported (`CompileConfig()`), unless eager was decided a
-  gain over plain compile the same way, in which case nothing is compiled.
+  gain over plain compile the same way, or plain compile failed and the failure was reproduced
+  (`Campaign.reproduced_failure`: one failed replicate decides nothing), in which case nothing
+  is compiled. A configuration that failed once is never exported.
 
 The verdict says in words what was decided for the best configuration against plain
 compile: a gain, a loss, equivalent (its interval inside the +/- `within` band), or
@@ -92,7 +94,9 @@ def pay_back_sentence(campaign: Campaign, name: str) -> str:
 
 def _choose(campaign: Campaign, *, min_gain: float, within: float) -> Choice:
     eager_vs_compile = campaign.ratio("eager", "compile")
-    eager_leads = campaign.failure("compile") is not None or outcome(eager_vs_compile, within) == "gain"
+    # Plain compile's failure hands eager the lead only once it is reproduced: one failed replicate is no evidence.
+    compile_failed = campaign.reproduced_failure("compile")
+    eager_leads = compile_failed is not None or outcome(eager_vs_compile, within) == "gain"
     candidates = []
     for name, subject in campaign.subjects.items():
         if name in BASELINES or subject.config is None or campaign.failure(name) is not None:
@@ -120,8 +124,9 @@ def _choose(campaign: Campaign, *, min_gain: float, within: float) -> Choice:
     why = _why_no_trial(best, campaign, within) if best is not None or not eager_leads else _why_not_eager(campaign)
     if eager_leads:
         reason = (
-            "plain torch.compile failed"
-            if campaign.failure("compile") is not None
+            f"plain torch.compile failed ({compile_failed.reason}) "
+            f"{campaign.failure_note('compile') or 'in its first, cold run'}"
+            if compile_failed is not None
             else f"eager ran {show_interval(eager_vs_compile.to_dict() if eager_vs_compile else None)} plain torch.compile"
         )
         return Choice(

@@ -2,7 +2,9 @@
 
 A pure function of measurements, so that it can be tested on synthetic runs:
 
-* The incumbent **regressed** when it fails, or when its ratio to a baseline (plain
+* The incumbent **regressed** when it fails and the failure is reproduced (its first, cold
+  run failed, or two of its replicates did: one failed replicate, a timeout on a loaded
+  machine, is a warning and nothing more), or when its ratio to a baseline (plain
   torch.compile, eager), measured in the same replicates, fell below the ratio recorded at
   tuning time by more than `max_regression`, with an interval over two replicates at least
   that excludes "no change": today's interval lies wholly below the recorded one (below its
@@ -11,8 +13,8 @@ A pure function of measurements, so that it can be tested on synthetic runs:
 * A challenger **replaces** the incumbent when it ran every replicate without failing, is not
   decided slower than plain torch.compile, and its paired ratio to the incumbent has a median
   above 1 + `min_gain` and is a gain by the rule every choice uses (`outcome`: its interval's
-  lower end above 1 + `GAIN_MARGIN`, 1.015); any such working challenger replaces an
-  incumbent that fails.
+  lower end above 1 + `GAIN_MARGIN`, 1.015). An incumbent that failed, or has no run to pair
+  with, is replaced only by a challenger that is a decided gain over plain torch.compile.
 * An incumbent **decided slower than plain torch.compile** that no challenger replaces, and that
   did not regress, is warned of: a regression means worse than when tuned (and schedulers act
   on it), which nothing recorded may show (an older file, another method, a small fall), but a
@@ -56,12 +58,20 @@ def decide(
     `recorded` holds the incumbent's ratios to 'compile' and 'eager' from best.yaml (None when unknown).
     """
     regressions: list[str] = []
-    failure = campaign.failure(INCUMBENT)
+    warnings: list[str] = []
+    failure = campaign.reproduced_failure(INCUMBENT)
+    once = campaign.failure_note(INCUMBENT) if failure is None else ""
     if failure is not None:
-        regressions.append(f"the incumbent failed ({failure.reason}): {failure.message[:300]}")
+        where = campaign.failure_note(INCUMBENT) or "in its first, cold run"
+        regressions.append(f"the incumbent failed ({failure.reason}) {where}: {failure.message[:300]}")
     elif not campaign.complete_runs(INCUMBENT):
-        regressions.append("the incumbent was not measured")
+        if once:
+            warnings.append(f"the incumbent's {once}; with no other run of it, nothing is claimed about it")
+        else:
+            regressions.append("the incumbent was not measured")
     else:
+        if once:
+            warnings.append(f"the incumbent's {once}: its figures rest on its other replicates")
         for baseline, label in (("compile", "plain torch.compile"), ("eager", "eager")):
             before = recorded.get(baseline)
             now = campaign.ratio(INCUMBENT, baseline)
@@ -81,14 +91,15 @@ def decide(
         if _behind_plain_compile(campaign, CHALLENGER):
             replaced = False  # never worse than plain compile: a challenger decided slower than it replaces nothing
         elif failure is not None or not campaign.complete_runs(INCUMBENT):
-            replaced = True
+            # Nothing of the incumbent's to pair it with: like any export, it must be a decided gain over plain
+            # compile (a challenger level with it would ship a configuration that gains nothing).
+            replaced = outcome(campaign.ratio(CHALLENGER, "compile"), BAND) == "gain"
         elif versus is not None and versus.rounds >= 2:
             # One replicate is a number, not a measurement: a challenger must win in several.
             # The proof's own rule for a gain (`outcome`: the interval's lower end above 1 + GAIN_MARGIN), and the
             # estimate above what the user asked a replacement to gain.
             replaced = versus.median > 1 + min_gain and outcome(versus, BAND) == "gain"
     decision = "regression" if regressions else ("improved" if replaced else "unchanged")
-    warnings: list[str] = []
     if not regressions and not replaced and _behind_plain_compile(campaign, INCUMBENT):
         now = campaign.ratio(INCUMBENT, "compile")
         assert now is not None  # decided slower: there is an interval

@@ -128,11 +128,18 @@ class Subject:
     """Its own compile-cache folder, filled by its first run; None: the campaign gives it one."""
     cold: RunRecord | None = None
     """Its first run, already made (a search trial's, a baseline's): its compile time and accuracy are these."""
+    reproduce: bool = False
+    """Its failure would be a claim against it (plain compile's hands the lead to eager, an incumbent's is a
+    regression): after one failed replicate it runs again, and only a failure that happens again counts
+    (`Campaign.reproduced_failure`). Any other subject leaves the race at its first failure and is never exported."""
 
     @classmethod
     def baselines(cls) -> list[Subject]:
         """Eager and plain torch.compile."""
-        return [cls(name="eager", config=None), cls(name="compile", config=CompileConfig())]
+        return [
+            cls(name="eager", config=None, reproduce=True),
+            cls(name="compile", config=CompileConfig(), reproduce=True),
+        ]
 
     @property
     def description(self) -> str:
@@ -186,19 +193,59 @@ class Campaign:
         return [name for name, subject in self.subjects.items() if subject.same_as is None]
 
     def racing(self) -> list[str]:
-        """The subjects the next replicate runs: measured, not failed, not retired."""
-        return [n for n in self.measured() if self.failure(n) is None and n not in self.retired]
+        """The subjects the next replicate runs: measured, not retired, not failed (a subject whose failure must be
+        reproduced, `Subject.reproduce`, until it is)."""
+        return [
+            n
+            for n in self.measured()
+            if n not in self.retired
+            and (self.failure(n) is None or (self.subjects[n].reproduce and self.reproduced_failure(n) is None))
+        ]
 
     def complete_runs(self, name: str) -> list[RunRecord]:
         return [r for r in self.runs.get(name, []) if r is not None and r.complete]
 
     def failure(self, name: str) -> RunRecord | None:
-        """The subject's failed run, if any: its first run, or a replicate's."""
-        subject = self.subjects.get(name)
-        first = self.cold.get(subject.same_as or name) if subject is not None else self.cold.get(name)
+        """The subject's failed run, if any: its first run, or a replicate's. Enough to export nothing that failed;
+        a claim against the subject waits for `reproduced_failure`."""
+        first = self._first(name)
         if first is not None and not first.complete:
             return first
         return next((r for r in self.runs.get(name, []) if r is not None and not r.complete), None)
+
+    def reproduced_failure(self, name: str) -> RunRecord | None:
+        """The subject's failure once it is more than one replicate's: its first run failed (the accuracy check,
+        or the compile), or two of its replicates did. One failed replicate (a timeout on a loaded machine) is no
+        evidence of anything: the subject runs again (`Subject.reproduce`), and its figures rest on the rest."""
+        first = self._first(name)
+        if first is not None and not first.complete:
+            return first
+        failed = [self.runs[name][i] for i in self.failed_replicates(name)]
+        return failed[0] if len(failed) >= 2 else None
+
+    def failed_replicates(self, name: str) -> list[int]:
+        """The replicates (from 0) in which the subject's run failed."""
+        return [i for i, r in enumerate(self.runs.get(name, [])) if r is not None and not r.complete]
+
+    def failure_note(self, name: str) -> str:
+        """In words, where the subject's replicates failed and whether that was reproduced ('' when none failed):
+        'in replicates 2 and 3 (reproduced)', or 'replicate 2 failed (timeout) and ...: not reproduced, ...'."""
+        failed = self.failed_replicates(name)
+        if not failed:
+            return ""
+        shown = ", ".join(str(i + 1) for i in failed[:-1]) + (" and " if len(failed) > 1 else "") + str(failed[-1] + 1)
+        if len(failed) >= 2:
+            return f"in replicates {shown} (reproduced)"
+        record = self.runs[name][failed[0]]
+        reason = record.reason if record is not None else "failed"
+        later = [r for r in self.runs[name][failed[0] + 1 :] if r is not None]
+        if later:
+            return f"replicate {shown} failed ({reason}) and its later runs did not: not reproduced, so not counted"
+        return f"replicate {shown} failed ({reason}) and was not run again: not reproduced, so not counted"
+
+    def _first(self, name: str) -> RunRecord | None:
+        subject = self.subjects.get(name)
+        return self.cold.get(subject.same_as or name) if subject is not None else self.cold.get(name)
 
     def compile_samples(self, name: str) -> list[float | None]:
         """Per replicate, the subject's cold compile before it (`compiles`); eager's are 0 s. Empty when the campaign
@@ -453,6 +500,7 @@ class Campaign:
             "trial": subject.trial,
             "source_sha256": subject.source_sha256,
             **({"same_as": subject.same_as} if subject.same_as else {}),
+            **({"reproduce": True} if subject.reproduce else {}),
             **({"cold": cold.to_dict()} if cold is not None else {}),
             "runs": [r.to_dict() if r is not None else None for r in self.runs.get(name, [])],
         }
@@ -484,6 +532,7 @@ class Campaign:
                 trial=entry.get("trial"),
                 source_sha256=entry.get("source_sha256"),
                 same_as=entry.get("same_as"),
+                reproduce=bool(entry.get("reproduce", False)),
             )
             campaign.runs[name] = [RunRecord.from_dict(r) if r is not None else None for r in entry.get("runs", [])]
             if isinstance(entry.get("cold"), Mapping):

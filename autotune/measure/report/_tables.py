@@ -17,13 +17,15 @@ def confirmation_rows(campaign: Campaign) -> list[dict[str, Any]]:
     rows = []
     for name, subject in campaign.subjects.items():
         runs = campaign.complete_runs(name)
-        failure = campaign.failure(name)
+        failure = campaign.reproduced_failure(name) if subject.reproduce else campaign.failure(name)
         configuration = subject.description
         if subject.same_as is not None:
             configuration += f" (the {subject.same_as} runs: the same code)"
         row: dict[str, Any] = {"subject": name, "runs": len(runs), "configuration": configuration}
         if failure is not None:
             row["failure"] = failure.reason
+        if campaign.failure_note(name):
+            row["failed_replicates"] = campaign.failure_note(name)
         if runs:
             rates = sorted(r.samples_per_second or 0.0 for r in runs)
             row["samples_per_second"] = rates[(len(rates) - 1) // 2]
@@ -61,14 +63,19 @@ def confirmation_cells(
         seen = searched.get(name) if searched is not None else None
         early = [] if searched is None else [f"{seen:.2f}x" if seen else "–"]
         if not row.get("runs"):
-            failed = f"failed ({row['failure']})" if row.get("failure") else "not measured"
+            failed = "failed once, not reproduced" if row.get("failed_replicates") else "not measured"
+            failed = f"failed ({row['failure']})" if row.get("failure") else failed
             cells.append([name, failed, "", *early, "", "", "", "0", str(row.get("configuration", ""))])
             continue
         ratios = [
             "1.00x" if name == reference else interval(row.get(f"vs_{reference}")) for reference in ("compile", "eager")
         ]
         ratios[1:1] = early
-        runs = str(row["runs"]) + (f", failed ({row['failure']})" if row.get("failure") else "")
+        runs = str(row["runs"])
+        if row.get("failure"):
+            runs += f", failed ({row['failure']})"
+        elif row.get("failed_replicates"):
+            runs += ", 1 failed, not reproduced"
         cells.append(
             [
                 name,

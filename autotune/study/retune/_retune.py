@@ -149,7 +149,7 @@ class RetuneResult:
         if name not in self.campaign.subjects:
             return None
         subject = self.campaign.subjects[name]
-        failure = self.campaign.failure(name)
+        failure = self.campaign.reproduced_failure(name) if subject.reproduce else self.campaign.failure(name)
         values = [self.objective.of(r) for r in self.campaign.complete_runs(name)]
         versus = self.campaign.ratio(name, "compile") if name != "compile" else None
         return {
@@ -158,6 +158,7 @@ class RetuneResult:
             "state": "failed" if failure else ("complete" if values else "not measured"),
             "reason": failure.reason if failure else "",
             "message": failure.message[:500] if failure else "",
+            "failed_replicates": self.campaign.failure_note(name),
             "runs": [round(v, 4) for v in values],
             "median": round(statistics.median(values), 4) if values else None,
             "vs_compile": versus.to_dict() if versus else None,
@@ -358,6 +359,7 @@ class _Retune:
             created=self.tuned.created,
             trial=self.tuned.metrics.get("trial"),
             same_as=baseline,
+            reproduce=True,  # its failure is a regression, a claim a scheduler acts on: only once it is reproduced
         )
         subjects = [*Subject.baselines(), incumbent, *([challenger] if challenger is not None else [])]
         measured = ", ".join(s.name for s in subjects if s.same_as is None)
@@ -393,7 +395,7 @@ class _Retune:
             on_run=shown,
             cache_root=self.out_dir / CACHES_FOLDER,
         )
-        failure = campaign.failure("eager")
+        failure = campaign.reproduced_failure("eager")
         if failure is not None:
             raise RetuneError(
                 f"the workload {self.spec} does not run eagerly any more, so nothing can be compared: "
@@ -407,10 +409,16 @@ class _Retune:
             self._note(f"{changed}: the incumbent was measured again under it, and no recorded ratio is compared")
             recorded = {}
         verdict = decide(campaign, recorded=recorded, min_gain=options.min_gain, max_regression=options.max_regression)
-        if verdict.regressions and campaign.failure("incumbent") is None and campaign.rounds < options.max_rounds:
-            # A regression is a claim a scheduler acts on: before making it, measure every round the budget allows.
+        slower = bool(verdict.regressions) and campaign.reproduced_failure("incumbent") is None
+        failed_last = campaign.reproduced_failure("incumbent") is None and campaign.failed_replicates("incumbent") == [
+            campaign.rounds - 1
+        ]
+        if (slower or failed_last) and campaign.rounds < options.max_rounds:
+            # A regression is a claim a scheduler acts on: before making it, measure every round the budget allows;
+            # and a failure in the last replicate is run again, to see whether it happens again.
+            why = "failed once, in its last replicate" if failed_last else "looks slower"
             self._note(
-                f"the incumbent looks slower after {campaign.rounds} replicate(s); measuring up to "
+                f"the incumbent {why} after {campaign.rounds} replicate(s); measuring up to "
                 f"{options.max_rounds} to be sure"
             )
             campaign = measure(
