@@ -62,3 +62,26 @@ def test_a_subject_that_left_the_later_replicates_says_on_how_many_it_rests(tmp_
     ]
     _plots.decision(tmp_path, rows, 0.02, "trial 2")
     assert texts["labels"] == ["0.91x [0.90, 0.92] (2 replicates)", "1.14x [1.08, 1.21]"]
+
+
+def test_a_retune_history_without_a_figure_says_so_instead_of_an_empty_legend(tmp_path, monkeypatch) -> None:
+    import warnings
+
+    from matplotlib import pyplot
+
+    from autotune.study.report import _plots
+
+    shown: list[str] = []
+    real = pyplot.Axes.text
+
+    def text(ax, x, y, s, *args, **kwargs):
+        shown.append(s)
+        return real(ax, x, y, s, *args, **kwargs)
+
+    monkeypatch.setattr(pyplot.Axes, "text", text)
+    retunes = [{"date": "2026-11-28", "decision": "regression", "incumbent": {"median": None}}]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib warns of a legend with nothing in it
+        assert _plots.retune_history(tmp_path, retunes) == ("Retune history", "retune_history.png")
+    assert shown == ["no retune measured a figure"]
+    assert (tmp_path / "retune_history.png").stat().st_size > 0

@@ -270,7 +270,10 @@ def retune_history(out_dir: Path, retunes: list[dict[str, Any]]) -> tuple[str, s
     ax.set_xticks(xs, [str(e.get("date", ""))[:10] for e in retunes], rotation=30, fontsize=8)
     ax.set_ylabel(str(retunes[-1].get("unit", "samples/s")))
     ax.set_title("Retune history (red: regression)")
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    else:  # every retune failed before measuring a figure: say so rather than leave an empty frame
+        ax.text(0.5, 0.5, "no retune measured a figure", transform=ax.transAxes, ha="center", va="center")
     fig.tight_layout()
     fig.savefig(out_dir / "retune_history.png", dpi=100)
     plt.close(fig)
