@@ -138,7 +138,31 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=formatter,
         )
         command.add_flags(sub)
+        _add_verbosity(sub)
     return parser
+
+
+def _add_verbosity(sub: argparse.ArgumentParser) -> None:
+    """`-q` and `-v`, as every command has them: `args.verbosity` is -1, 0 or 1."""
+    said = sub.add_mutually_exclusive_group()
+    said.add_argument(
+        "-q",
+        "--quiet",
+        dest="verbosity",
+        action="store_const",
+        const=-1,
+        default=0,
+        help="no status or phase lines, and no line per run of validate; search and retune keep one line per "
+        "trial result, baseline and warning; the result as usual",
+    )
+    said.add_argument(
+        "-v",
+        "--verbose",
+        dest="verbosity",
+        action="store_const",
+        const=1,
+        help="every progress step as its own line, even on a terminal, each with the time of day",
+    )
 
 
 def _version_line() -> str:

@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--timeout {args.timeout}: must be a positive number of seconds.")
     device = check_device(args.device)
     args.model = model_with_inputs(args)
-    if args.format == "text":
+    if args.format == "text" and args.verbosity >= 0:
         print(f"autotune: doctor: running {args.model} on {device} under dynamo ...", file=sys.stderr)
     diagnosis = diagnose(
         args.model,

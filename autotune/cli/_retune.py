@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     from autotune.study.retune import RetuneOptions, retune  # lazy: see the package docstring
 
     options = options_from(RetuneOptions, args)
-    display = SearchDisplay(sys.stderr, retune=True)
+    display = SearchDisplay(sys.stderr, retune=True, verbosity=args.verbosity)
     try:
         result = retune(options, progress=display)
     finally:

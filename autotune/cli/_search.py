@@ -335,7 +335,7 @@ def run(args: argparse.Namespace) -> int:
         f"storage {shown(options.storage_url)}",
         file=sys.stderr,
     )
-    display = SearchDisplay(sys.stderr)
+    display = SearchDisplay(sys.stderr, verbosity=args.verbosity)
     try:
         result = search(options, progress=display)
     finally:

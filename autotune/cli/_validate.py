@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from autotune.cli._common import EXIT_OK
@@ -73,14 +75,21 @@ def run(args: argparse.Namespace) -> int:
         measure_seconds=args.measure_seconds,
         cold_compiles=args.cold_compiles,
         trial_timeout=args.trial_timeout,
-        on_run=_said,
+        on_run=_said(args.verbosity),
     )
     print(report.render())
     return EXIT_OK if report.ok else 1
 
 
-def _said(name: str, index: int, record: RunRecord) -> None:
-    """One line on standard error per run as it ends: a validation takes minutes."""
-    from autotune.measure.engine import run_text
+def _said(verbosity: int) -> Callable[[str, int, RunRecord], None] | None:
+    """One line on standard error per run as it ends (a validation takes minutes); none with -q, and with -v each
+    line starts with the time of day."""
+    if verbosity < 0:
+        return None
+    from autotune.measure.engine import run_text  # lazy: see the package docstring
 
-    print(f"autotune validate: {run_text(name, index, record)}", file=sys.stderr, flush=True)
+    def said(name: str, index: int, record: RunRecord) -> None:
+        stamp = datetime.now().strftime("%H:%M:%S ") if verbosity > 0 else ""
+        print(f"{stamp}autotune validate: {run_text(name, index, record)}", file=sys.stderr, flush=True)
+
+    return said

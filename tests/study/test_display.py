@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -11,6 +12,7 @@ from autotune.measure import Budget, Campaign, Objective, Subject
 from autotune.measure.engine import Replicate, expected_replicate_seconds
 from autotune.study.report import Plan, Progress, SearchDisplay, duration
 from autotune.study.report import _display as display_module
+from autotune.study.report._display import QUIET, VERBOSE
 from autotune.study.search import _session as _search_session
 from autotune.trial.request import RunProtocol, RunRecord
 
@@ -107,6 +109,39 @@ def test_a_log_gets_one_plain_line_per_phase_and_every_note() -> None:
         "  trial 1: 812 samples/s",
     ]
     assert "\x1b" not in out.getvalue()
+
+
+UPDATES = (
+    _progress("trial 1: starting"),
+    _progress("trial 1: compile"),
+    _progress("", message="trial 1: 812 samples/s"),
+)
+
+
+def test_quiet_keeps_the_notes_and_drops_every_phase_line_and_the_live_status() -> None:
+    out = io.StringIO()
+    shown = SearchDisplay(out, live=True, verbosity=QUIET)
+    for update in UPDATES:
+        shown(update)
+    shown.close()
+    assert out.getvalue().splitlines() == ["  trial 1: 812 samples/s"]
+    assert "\x1b" not in out.getvalue(), "no live line redrawn"
+
+
+@pytest.mark.parametrize("live", [False, True])
+def test_verbose_prints_every_phase_with_the_time_of_day_even_on_a_terminal(live: bool) -> None:
+    out = io.StringIO()
+    shown = SearchDisplay(out, live=live, verbosity=VERBOSE)
+    for update in UPDATES:
+        shown(update)
+    shown.close()
+    lines = [re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", line) for line in out.getvalue().splitlines()]
+    stamped = [line for line in lines if re.match(r"^\d\d:\d\d:\d\d ", line)]
+    assert [line[9:] for line in stamped] == [
+        "[1/4 trials]  trial 1: starting  ETA 5 min 00 s",
+        "[1/4 trials]  trial 1: compile  ETA 5 min 00 s",
+        "  trial 1: 812 samples/s",
+    ]
 
 
 def test_on_a_terminal_the_clocks_move_between_events(monkeypatch) -> None:

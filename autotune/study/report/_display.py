@@ -4,11 +4,16 @@ On a terminal a rich `Live` line shows the trials done, the current phase and ho
 has run, and the ETA, redrawn twice a second so both clocks move during a long compile.
 Everything else (CI logs, cron mail, a pipe) gets one plain line per phase and every note,
 with no cursor movement.
+
+`verbosity` is the command line's `-q`/`-v`: quiet (-1) leaves out the status and the phase
+lines, keeping one line per note (a trial's result, a baseline, a warning); verbose (1) prints
+every phase as its own line on a terminal too, and stamps each line with the time of day.
 """
 
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from typing import Any, TextIO
 
 from rich.console import Console
@@ -17,7 +22,10 @@ from rich.text import Text
 
 from autotune.study.report._progress import Progress
 
-__all__ = ["SearchDisplay", "duration"]
+__all__ = ["QUIET", "VERBOSE", "SearchDisplay", "duration"]
+
+QUIET, VERBOSE = -1, 1
+"""The `verbosity` of `-q` and `-v`; 0 is the default."""
 
 
 def duration(seconds: float) -> str:
@@ -33,8 +41,9 @@ def duration(seconds: float) -> str:
 class SearchDisplay:
     """A `ProgressCallback` for `autotune search` and `autotune retune`; call `close()` at the end."""
 
-    def __init__(self, stream: TextIO, *, live: bool | None = None, retune: bool = False) -> None:
-        self.live = stream.isatty() if live is None else live
+    def __init__(self, stream: TextIO, *, live: bool | None = None, retune: bool = False, verbosity: int = 0) -> None:
+        self.verbosity = verbosity
+        self.live = (stream.isatty() if live is None else live) and verbosity > QUIET
         self.console = Console(file=stream, force_terminal=self.live, highlight=False, soft_wrap=True)
         self.retune = retune
         self.current: Progress | None = None
@@ -48,14 +57,18 @@ class SearchDisplay:
     def __call__(self, progress: Progress) -> None:
         now = time.monotonic()
         if progress.message:
-            self.console.print(Text(f"  {progress.message}"))
+            self.console.print(Text(f"{self._stamp()}  {progress.message}"))
             return
         changed = self.current is None or progress.phase != self.current.phase
         if changed:
             self.phase_started = now
         self.current, self.received = progress, now
-        if not self.live and changed:
-            self.console.print(self.status(elapsed=False))
+        if changed and (self.verbosity >= VERBOSE or (not self.live and self.verbosity > QUIET)):
+            self.console.print(Text(self._stamp()) + self.status(elapsed=False))
+
+    def _stamp(self) -> str:
+        """The time of day before a line, when verbose ('' otherwise)."""
+        return datetime.now().strftime("%H:%M:%S ") if self.verbosity >= VERBOSE else ""
 
     def status(self, *, elapsed: bool = True) -> Text:
         """The status line as it reads now: counts, phase with its elapsed time, ETA counting down.
