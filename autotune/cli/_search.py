@@ -34,7 +34,8 @@ outputs (in --out, default outputs/<study-name>/):
   best.yaml             the winning configuration with its metrics, baselines, study summary and environment
   apply_compilation.py  the generated code that applies it (needs only torch)
   trials.csv            every trial: state, reason, compile seconds, throughput, speedups, memory, its configuration
-  report.md             verdict, tables and plots (history.png, throughput_vs_compile.png, importances.png)
+  report.md             verdict, tables and plots (decision.png first, then history.png,
+                        throughput_vs_compile.png, importances.png)
   compile_cache.bin     the winner's compile artifacts; load_compile_cache() loads them with the same torch and device
   study.db              the Optuna study (SQLite), unless --storage names another
 

@@ -85,3 +85,19 @@ def test_a_retune_history_without_a_figure_says_so_instead_of_an_empty_legend(tm
         assert _plots.retune_history(tmp_path, retunes) == ("Retune history", "retune_history.png")
     assert shown == ["no retune measured a figure"]
     assert (tmp_path / "retune_history.png").stat().st_size > 0
+
+
+def test_importances_from_fewer_than_10_trials_come_with_a_caveat() -> None:
+    import optuna
+
+    from autotune.study.report._plots import ROUGH_IMPORTANCES, importance_caveat
+
+    study = optuna.create_study(direction="maximize")
+    distribution = {"mode": optuna.distributions.CategoricalDistribution(["default", "max-autotune"])}
+    for number in range(ROUGH_IMPORTANCES):
+        if number == 4:
+            said = importance_caveat(study)
+            assert said.startswith("Rough: estimated from 4 completed trial(s), fewer than 10"), said
+        mode = "default" if number % 2 else "max-autotune"
+        study.add_trial(optuna.trial.create_trial(params={"mode": mode}, distributions=distribution, value=number))
+    assert importance_caveat(study) == "", "ten trials: no caveat"

@@ -16,7 +16,17 @@ import optuna
 
 from autotune.measure import Objective
 
-__all__ = ["Plot", "decision", "history", "importances", "pareto", "retune_history", "throughput_vs_compile"]
+__all__ = [
+    "ROUGH_IMPORTANCES",
+    "Plot",
+    "decision",
+    "history",
+    "importance_caveat",
+    "importances",
+    "pareto",
+    "retune_history",
+    "throughput_vs_compile",
+]
 
 Plot = tuple[str, str]
 """(title, file name beside report.md), or (title, sentence) when it could not be drawn."""
@@ -213,6 +223,23 @@ def pareto(out_dir: Path, front: list[dict[str, Any]]) -> Plot:
     ax.set_ylabel(speed_name + (" (samples/s)" if speed_name == "throughput" else " (s)"))
     ax.set_title(title)
     return title, _save(plt, ax, out_dir, "pareto.png")
+
+
+ROUGH_IMPORTANCES = 10
+"""Under this many completed trials, parameter importances are drawn with a caveat: a handful of trials, most
+of them the seeded recipes, say little about which setting matters."""
+
+
+def importance_caveat(study: optuna.Study) -> str:
+    """What a reader should know of the importances of a study with few completed trials ('' with enough)."""
+    complete = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
+    if complete >= ROUGH_IMPORTANCES:
+        return ""
+    return (
+        f"Rough: estimated from {complete} completed trial(s), fewer than {ROUGH_IMPORTANCES}, several of them "
+        "the seeded recipes; a setting may rank high or low by the few configurations that happened to run. "
+        "Read it as where to look, not as what matters."
+    )
 
 
 def importances(out_dir: Path, study: optuna.Study) -> Plot:

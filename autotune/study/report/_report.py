@@ -93,6 +93,8 @@ def write_report(
     ]
     for title_, what in drawn:
         lines += [f"## {title_}", "", f"![{title_}]({what})" if what.endswith(".png") else what, ""]
+        if what == "importances.png" and plots.importance_caveat(study):
+            lines += [plots.importance_caveat(study), ""]
     return write_atomic(out_dir / "report.md", "\n".join(lines))
 
 
