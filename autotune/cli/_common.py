@@ -23,10 +23,12 @@ __all__ = [
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
-"""`autotune doctor`: the model has graph breaks or recompiles (the report says which and how to fix them)."""
+"""`autotune doctor`: the model has graph breaks or recompiles (the report says which and how to fix them);
+`autotune validate`: the configuration fails."""
 EXIT_ERROR = 2
 EXIT_REGRESSION = 3
-"""`autotune retune`: the tuned configuration fails or got slower here (see its report)."""
+"""`autotune retune`: the tuned configuration fails or got slower here (see its report); `autotune validate`: the
+configuration works but is decided slower than plain torch.compile."""
 EXIT_INTERRUPTED = 130
 """Ctrl-C (SIGINT): the running trial is recorded as failed ('interrupted') and its worker killed."""
 EXIT_TERMINATED = 143

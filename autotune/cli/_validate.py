@@ -8,7 +8,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from autotune.cli._common import EXIT_OK
+from autotune.cli._common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, EXIT_REGRESSION
+
+EXIT_SLOWER = EXIT_REGRESSION
+"""validate's 3: the configuration works but is decided slower than plain compile (worse, as retune's 3 is)."""
 
 if TYPE_CHECKING:
     from autotune.trial.request import RunRecord
@@ -21,9 +24,17 @@ DESCRIPTION = (
     "Measure a configuration file against eager and plain torch.compile: each first alone and cold (compile "
     "time, accuracy), then in replicates where all three live side by side and take turns window by window on "
     "the same batches. Print its ratios to both with their intervals (95%, simultaneous over the campaign's looks), what they decide, and how it was "
-    "measured. Exit code 0 when the configuration runs and matches eager, 1 when it fails."
+    "measured. Exit code 0 when the configuration runs and matches eager, 1 when it fails, 3 when it works but is "
+    "decided slower than plain torch.compile."
 )
-EPILOG = None
+EPILOG = f"""\
+exit codes:
+  {EXIT_OK}  it runs, matches eager and is not decided slower than plain torch.compile
+  {EXIT_FINDINGS}  it fails (compile error, accuracy, crash, timeout)
+  {EXIT_ERROR}  error: a file or workload that cannot be read or built, bad options
+  {EXIT_SLOWER}  it runs and matches eager, but is decided slower than plain torch.compile (its interval against
+     plain compile lies below 1): ship plain torch.compile instead
+"""
 
 
 def add_flags(p: argparse.ArgumentParser) -> None:
@@ -78,7 +89,9 @@ def run(args: argparse.Namespace) -> int:
         on_run=_said(args.verbosity),
     )
     print(report.render())
-    return EXIT_OK if report.ok else 1
+    if not report.ok:
+        return EXIT_FINDINGS
+    return EXIT_SLOWER if report.slower else EXIT_OK
 
 
 def _said(verbosity: int) -> Callable[[str, int, RunRecord], None] | None:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 
+from autotune import cli, measure
 from autotune.measure import Budget
 from autotune.measure.engine import Campaign
 from autotune.measure.engine import _engine as engine
-from autotune.measure.tasks import design_text
-from tests.measure.stands import THROUGHPUT, racers
+from autotune.measure.tasks import ValidationReport, design_text
+from tests.measure.stands import REGIONAL, THROUGHPUT, campaign, racers
 
 pytestmark = pytest.mark.parallel
 
@@ -35,3 +36,28 @@ def test_a_campaign_that_measured_nothing_says_so_without_empty_figures() -> Non
     assert design_text(campaign) == (
         "Nothing was measured side by side. Stopped: every run of the configuration failed."
     )
+
+
+@pytest.mark.parametrize(("config", "code", "said"), [([80, 81, 80], 3, True), ([100, 101, 99], 0, False)])
+def test_validate_exits_3_for_a_configuration_decided_slower_than_plain_compile(
+    monkeypatch, capsys, config: list[float], code: int, said: bool
+) -> None:
+    measured = campaign(eager=[50, 51, 50], compile=[100, 101, 99], config=config)
+    report = ValidationReport(
+        path="regional.yaml", model="examples.toy:model", description="regional", config=REGIONAL, campaign=measured
+    )
+    assert report.ok and report.slower is said
+    monkeypatch.setattr(measure, "validate", lambda *args, **kwargs: report)
+    assert cli.main(["validate", "regional.yaml", "-q"]) == code
+    out = capsys.readouterr().out
+    assert ("It is decided slower than plain torch.compile: plain torch.compile serves better here." in out) is said
+
+
+def test_a_failing_configuration_still_exits_1_whatever_its_speed(monkeypatch) -> None:
+    measured = campaign(eager=[50, 51, 50], compile=[100, 101, 99], config=[None, None, None])
+    report = ValidationReport(
+        path="regional.yaml", model="examples.toy:model", description="regional", config=REGIONAL, campaign=measured
+    )
+    assert not report.ok and not report.slower
+    monkeypatch.setattr(measure, "validate", lambda *args, **kwargs: report)
+    assert cli.main(["validate", "regional.yaml"]) == cli.EXIT_FINDINGS

@@ -54,6 +54,12 @@ class ValidationReport:
         """The configuration completed (ran and matched eager) in every replicate."""
         return self.campaign.failure("config") is None and bool(self.campaign.complete_runs("config"))
 
+    @property
+    def slower(self) -> bool:
+        """It ran and matched eager, and is decided slower than plain torch.compile (`outcome`'s loss): plain compile
+        serves better."""
+        return self.ok and outcome(self.speedup("compile"), self.within) == "loss"
+
     def speedup(self, over: str) -> Interval | None:
         """The configuration's paired ratio to a baseline ('eager' or 'compile'), with its interval."""
         return self.campaign.ratio("config", over)
@@ -78,6 +84,8 @@ class ValidationReport:
                 "against plain torch.compile"
             )
             lines.append(compile_text(self.campaign))
+            if self.slower:
+                lines.append("It is decided slower than plain torch.compile: plain torch.compile serves better here.")
         lines += ["", design_text(self.campaign)]
         return "\n".join(lines)
 
