@@ -96,6 +96,12 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--space", metavar="NAME|PATH", help="search space of the new trials (default: the study's own)")
     p.add_argument("--trial-timeout", type=float, default=900.0, metavar="SECONDS", help="limit per run (default: 900)")
     add_no_compile_cache(p, "compile_cache.bin is then removed")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one machine-readable summary (JSON) on standard output instead of the text; progress stays on "
+        "standard error (fields: docs/json.md)",
+    )
     p.set_defaults(run=run)
 
 
@@ -110,5 +116,11 @@ def run(args: argparse.Namespace) -> int:
         result = retune(options, progress=display)
     finally:
         display.close()
-    print(result.render())
-    return EXIT_REGRESSION if result.regressed else EXIT_OK
+    code = EXIT_REGRESSION if result.regressed else EXIT_OK
+    if args.json:
+        from autotune.cli._json import emit, retune_summary  # lazy: see the package docstring
+
+        emit("retune", retune_summary(result, code))
+    else:
+        print(result.render())
+    return code

@@ -260,6 +260,12 @@ def _scale(g: Any) -> None:
     )
     g.add_argument("--study-name", help="the study's name (default: derived from --model, e.g. examples.toy-model)")
     g.add_argument(
+        "--json",
+        action="store_true",
+        help="print one machine-readable summary (JSON) on standard output instead of the text; progress stays on "
+        "standard error (fields: docs/json.md)",
+    )
+    g.add_argument(
         "--new",
         action="store_true",
         help="start the study afresh instead of resuming it: its trials are deleted from the storage first (the "
@@ -341,6 +347,16 @@ def run(args: argparse.Namespace) -> int:
         result = search(options, progress=display)
     finally:
         display.close()
-    if result is not None:  # None: another host's search confirms and exports the shared study
+    if args.json:
+        from autotune.cli._json import emit, tuned_summary  # lazy: see the package docstring
+
+        if result is not None and result.tuned_path is not None:
+            emit("search", tuned_summary(result.tuned_path))
+        else:
+            note = (
+                "another host's search confirms and exports the shared study" if result is None else "nothing exported"
+            )
+            emit("search", {"exported": None, "note": note})
+    elif result is not None:  # None: another host's search confirms and exports the shared study
         print_result(result)
     return EXIT_OK

@@ -6,9 +6,11 @@ import argparse
 import sys
 import warnings
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from autotune.cli._common import EXIT_OK
+from autotune.errors import ConfigError
 
 __all__ = ["DESCRIPTION", "EPILOG", "HELP", "NAME", "add_flags", "run"]
 
@@ -25,6 +27,12 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", help="a best.yaml file")
     p.add_argument("--code", action="store_true", help="also print the generated apply_compilation.py")
     p.add_argument("--raw", action="store_true", help="also print every section of the file, unrounded, as YAML")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one machine-readable summary (JSON) on standard output instead of the text; progress stays on "
+        "standard error (fields: docs/json.md)",
+    )
     p.set_defaults(run=run)
 
 
@@ -36,6 +44,16 @@ def run(args: argparse.Namespace) -> int:
 
     def say(*values: Any, end: str = "\n") -> None:
         sys.stdout.write(printable(" ".join(map(str, values))) + end)
+
+    if args.json:
+        if args.code or args.raw:
+            raise ConfigError("--json prints the summary alone; leave out --code and --raw (or --json).")
+        from autotune.cli._json import emit, tuned_summary  # lazy: see the package docstring
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", tuned.EnvironmentMismatchWarning)
+            emit("show", tuned_summary(Path(args.path)))
+        return EXIT_OK
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", tuned.EnvironmentMismatchWarning)

@@ -69,6 +69,12 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         "without it, compile time is one cold compile each, shown with no interval)",
     )
     p.add_argument("--trial-timeout", type=float, default=900.0, metavar="SECONDS", help="limit per run (default: 900)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one machine-readable summary (JSON) on standard output instead of the text; progress stays on "
+        "standard error (fields: docs/json.md)",
+    )
     p.set_defaults(run=run)
 
 
@@ -88,10 +94,14 @@ def run(args: argparse.Namespace) -> int:
         trial_timeout=args.trial_timeout,
         on_run=_said(args.verbosity),
     )
-    print(report.render())
-    if not report.ok:
-        return EXIT_FINDINGS
-    return EXIT_SLOWER if report.slower else EXIT_OK
+    code = EXIT_FINDINGS if not report.ok else (EXIT_SLOWER if report.slower else EXIT_OK)
+    if args.json:
+        from autotune.cli._json import emit, validate_summary  # lazy: see the package docstring
+
+        emit("validate", validate_summary(report, code))
+    else:
+        print(report.render())
+    return code
 
 
 def _said(verbosity: int) -> Callable[[str, int, RunRecord], None] | None:
