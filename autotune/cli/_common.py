@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from typing import Any
 
 __all__ = [
+    "add_deprecated_alias",
     "EXIT_ERROR",
     "EXIT_FINDINGS",
     "EXIT_INTERRUPTED",
@@ -75,6 +77,38 @@ def model_with_inputs(args: argparse.Namespace) -> str:
             f"--task {args.task}: applies to a bare nn.Module given with --inputs; a Workload says its own task."
         )
     return with_inputs(args.model, args.inputs)
+
+
+class _DeprecatedAlias(argparse.Action):
+    """An old spelling of a flag: it still works, for one release, and says which flag replaces it."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, replacement: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.replacement = replacement
+
+    def __call__(
+        self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: str | None = None
+    ) -> None:
+        print(
+            f"autotune: {option_string} is the old name of {self.replacement}, which means the same; it will be "
+            "removed in a later release",
+            file=sys.stderr,
+        )
+        setattr(namespace, self.dest, values)
+
+
+def add_deprecated_alias(p: argparse.ArgumentParser | Any, old: str, new: str, dest: str) -> None:
+    """`old`, a deprecated spelling of the flag `new` (stored in `dest`): it works and warns once used."""
+    p.add_argument(
+        old,
+        dest=dest,
+        type=int,
+        action=_DeprecatedAlias,
+        replacement=new,
+        default=argparse.SUPPRESS,
+        metavar="N",
+        help=f"deprecated: the old name of {new}, kept for one release",
+    )
 
 
 def add_no_compile_cache(p: argparse.ArgumentParser | Any, consequence: str) -> None:

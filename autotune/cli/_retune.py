@@ -11,6 +11,7 @@ from autotune.cli._common import (
     EXIT_OK,
     EXIT_REGRESSION,
     EXIT_TERMINATED,
+    add_deprecated_alias,
     add_no_compile_cache,
     options_from,
 )
@@ -23,7 +24,7 @@ DESCRIPTION = (
     "Check a tuned configuration where it runs today, e.g. nightly: run a short warm-started search in "
     "the same study (the incumbent and the previous top trials first, then --trials new ones), then "
     "measure eager, plain torch.compile, the incumbent and the best challenger in replicates of paired "
-    "windows, each subject a new process warm from its own cache (--repeats to --max-rounds), and compare "
+    "windows, each subject a new process warm from its own cache (--replicates to --max-replicates), and compare "
     "the environment and the model with those recorded in best.yaml. A challenger replaces the incumbent "
     "only if its paired ratio to it has a median above 1 + --min-gain and an interval whose lower end "
     "clears 1.015, the margin every gain must clear."
@@ -76,17 +77,23 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         help="how far the incumbent's ratio to plain compile or eager may fall since tuning (default: 0.10)",
     )
     p.add_argument(
-        "--repeats",
+        "--replicates",
+        dest="repeats",
         type=int,
         default=3,
+        metavar="N",
         help="replicates of eager, plain compile, incumbent and challenger before it may stop (default: 3)",
     )
     p.add_argument(
-        "--max-rounds",
+        "--max-replicates",
+        dest="max_rounds",
         type=int,
         default=6,
+        metavar="N",
         help="replicates at most, while the intervals do not decide (default: 6; at least 2)",
     )
+    add_deprecated_alias(p, "--repeats", "--replicates", "repeats")
+    add_deprecated_alias(p, "--max-rounds", "--max-replicates", "max_rounds")
     p.add_argument(
         "--device", metavar="cpu|cuda|cuda:N", help="where to measure (default: the device recorded in best.yaml)"
     )

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.cli._common import (
     EXIT_OK,
+    add_deprecated_alias,
     add_inputs,
     add_no_compile_cache,
     add_pick,
@@ -80,7 +81,7 @@ def _what(g: Any) -> None:
         "--effort",
         choices=list(EFFORTS),
         default="default",
-        help=f"how much to try, setting --space, --trials, --confirm, --rounds and --max-rounds together "
+        help=f"how much to try, setting --space, --trials, --confirm, --replicates and --max-replicates together "
         f"(each flag given explicitly wins) ({levels}; default: default)",
     )
     g.add_argument(
@@ -200,17 +201,23 @@ def _measurement(g: Any) -> None:
         "(default: from --effort; 0 to skip)",
     )
     g.add_argument(
-        "--rounds",
+        "--replicates",
+        dest="rounds",
         type=int,
+        metavar="N",
         help="replicates of the confirmation before it may stop: each is a new process per subject, warm from its "
         "own cache, taking turns window by window with the others (default: from --effort)",
     )
     g.add_argument(
-        "--max-rounds",
+        "--max-replicates",
+        dest="max_rounds",
         type=int,
+        metavar="N",
         help="replicates at most, added while the leader's interval against plain compile is undecided "
         "(default: from --effort)",
     )
+    add_deprecated_alias(g, "--rounds", "--replicates", "rounds")
+    add_deprecated_alias(g, "--max-rounds", "--max-replicates", "max_rounds")
     g.add_argument(
         "--windows",
         type=int,
@@ -322,7 +329,7 @@ def run(args: argparse.Namespace) -> int:
     if args.rounds is None:
         args.rounds = level.rounds if args.max_rounds is None else min(level.rounds, args.max_rounds)
     if args.max_rounds is None:
-        # More --rounds than the level's most: those rounds are what was asked for.
+        # More --replicates than the level's most: those rounds are what was asked for.
         args.max_rounds = max(level.max_rounds, args.rounds)
     args.model = model_with_inputs(args)
     options = options_from(SearchOptions, args, protocol=protocol_from(args))

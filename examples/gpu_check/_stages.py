@@ -181,7 +181,7 @@ def plan(*, dry_run: bool, python: str, site: Path | None, limits: Mapping[str, 
         )
         return [
             [*me, "search", "--work", str(work / "search"), "--", "--model", model, "--device", device]
-            + ["--space", SPACE, "--no-doctor", "--confirm", "1", "--rounds", "2", "--max-rounds", "2"]
+            + ["--space", SPACE, "--no-doctor", "--confirm", "1", "--replicates", "2", "--max-replicates", "2"]
             + ["--trial-timeout", "60" if dry_run else "90", *budget]
         ]
 

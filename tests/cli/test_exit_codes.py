@@ -96,7 +96,7 @@ def test_validate_exits_1_when_the_configuration_fails(tmp_path: Path, capsys) -
     recipe.write_text("description: the whole model\nconfig:\n  scope: whole\n")
     spec = "tests.trial_targets.dynamo_only:wrong_when_compiled"
     code = cli.main(
-        ["validate", str(recipe), "--model", spec, "--device", "cpu", "--repeats", "2", "--max-rounds", "2"]
+        ["validate", str(recipe), "--model", spec, "--device", "cpu", "--replicates", "2", "--max-replicates", "2"]
     )
     out = capsys.readouterr().out
     assert code == cli.EXIT_FINDINGS == 1, out
@@ -177,7 +177,7 @@ def test_sigterm_ends_validate_with_143_and_no_worker_left(tmp_path: Path) -> No
     recipe.write_text("description: the whole model\nconfig:\n  scope: whole\n")
     command = [
         "validate", str(recipe), "--model", "tests.trial_targets.dynamo_only:tiny_infer", "--device", "cpu",
-        "--repeats", "30", "--max-rounds", "30",
+        "--replicates", "30", "--max-replicates", "30",
     ]  # fmt: skip
     validate, said = _terminated(command, ROOT, "replicate 1")
     assert validate.returncode == cli.EXIT_TERMINATED == 143, said
@@ -200,9 +200,9 @@ def test_sigterm_ends_retune_with_143_its_files_as_they_were_and_no_worker_left(
         FAST,
         "--trials",
         "0",
-        "--repeats",
+        "--replicates",
         "30",
-        "--max-rounds",
+        "--max-replicates",
         "30",
     ]
     retune, said = _terminated(command, ROOT, "replicate 1")

@@ -39,7 +39,19 @@ def test_validate_says_each_run_only_without_q_and_stamps_it_with_v(tmp_path: Pa
     recipe = tmp_path / "whole.yaml"
     recipe.write_text("description: the whole model\nconfig:\n  scope: whole\n")
     spec = "tests.trial_targets.dynamo_only:wrong_when_compiled"
-    argv = ["validate", str(recipe), "--model", spec, "--device", "cpu", "--repeats", "2", "--max-rounds", "2", flag]
+    argv = [
+        "validate",
+        str(recipe),
+        "--model",
+        spec,
+        "--device",
+        "cpu",
+        "--replicates",
+        "2",
+        "--max-replicates",
+        "2",
+        flag,
+    ]
     assert cli.main(argv) == cli.EXIT_FINDINGS
     said = [line for line in capsys.readouterr().err.splitlines() if "autotune validate:" in line]
     if lines == 0:

@@ -49,8 +49,8 @@ def test_the_lightning_example_is_searched_and_its_export_trains_as_eager_does(t
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(progress):
         code = cli.main(
             [
-                "search", "--no-doctor", "--model", SPEC, "--trials", "1", "--confirm", "1", "--rounds", "1",
-                "--max-rounds", "1", "--windows", "3", *SHORT_FLAGS, "--device", "cpu", "--out", str(out),
+                "search", "--no-doctor", "--model", SPEC, "--trials", "1", "--confirm", "1", "--replicates", "1",
+                "--max-replicates", "1", "--windows", "3", *SHORT_FLAGS, "--device", "cpu", "--out", str(out),
                 "--no-compile-cache", "--pruner", "none", "--slow-ratio", "0",
             ]
         )  # fmt: skip

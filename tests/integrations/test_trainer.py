@@ -230,7 +230,7 @@ def test_the_example_trainer_is_searched_and_its_export_applies_to_a_new_trainer
         code = cli.main(
             [
                 "search", "--no-doctor", "--model", SPEC, "--space", SPACE, "--trials", "1", "--confirm", "1",
-                "--rounds", "1", "--max-rounds", "1", "--windows", "3", *SHORT_FLAGS, "--device", "cpu",
+                "--replicates", "1", "--max-replicates", "1", "--windows", "3", *SHORT_FLAGS, "--device", "cpu",
                 "--out", str(out), "--no-compile-cache", "--pruner", "none", "--slow-ratio", "0",
             ]
         )  # fmt: skip

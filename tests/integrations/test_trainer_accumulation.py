@@ -41,7 +41,7 @@ def test_an_accumulating_trainer_is_searched_and_applied_with_a_compiled_step_an
         code = cli.main(
             [
                 "search", "--no-doctor", "--model", ACCUMULATING, "--space", SPACE, "--trials", "1", "--confirm", "1",
-                "--rounds", "1", "--max-rounds", "1", "--windows", "3", *SHORT_FLAGS, "--device", "cpu",
+                "--replicates", "1", "--max-replicates", "1", "--windows", "3", *SHORT_FLAGS, "--device", "cpu",
                 "--out", str(out), "--no-compile-cache", "--pruner", "none", "--slow-ratio", "0",
             ]
         )  # fmt: skip

@@ -315,7 +315,7 @@ def test_when_compiling_never_pays_off_nothing_is_compiled(tmp_path: Path) -> No
     code = cli.main(
         [
             "search", "--no-doctor", "--model", f"{TARGETS}:slow_when_compiled", "--space", "quick", "--trials", "1", "--confirm", "1",
-            "--rounds", "2", "--max-rounds", "2", "--windows", "2", *SHORT_FLAGS, "--pruner", "none", "--slow-ratio", "0",
+            "--replicates", "2", "--max-replicates", "2", "--windows", "2", *SHORT_FLAGS, "--pruner", "none", "--slow-ratio", "0",
             "--no-compile-cache", "--device", "cpu", "--out", str(out),
         ]
     )  # fmt: skip
@@ -336,7 +336,7 @@ def test_too_many_failures_stop_the_search_but_still_export(tmp_path: Path) -> N
     code = cli.main(
         [
             "search", "--no-doctor", "--model", f"{TARGETS}:wrong_when_compiled", "--space", FAST, "--trials", "8",
-            "--max-failure-rate", "0.5", "--confirm", "1", "--rounds", "1", "--max-rounds", "1", "--windows", "2", *SHORT_FLAGS,
+            "--max-failure-rate", "0.5", "--confirm", "1", "--replicates", "1", "--max-replicates", "1", "--windows", "2", *SHORT_FLAGS,
             "--no-compile-cache", "--device", "cpu", "--out", str(out),
         ]
     )  # fmt: skip
@@ -360,8 +360,8 @@ def test_validate_with_cold_compiles_gives_compile_time_an_interval_from_real_co
     recipe.write_text("description: the whole model, compiled once\nconfig:\n  scope: whole\n")
     code = cli.main(
         [
-            "validate", str(recipe), "--model", f"{TARGETS}:detour_infer", "--device", "cpu", "--repeats", "2",
-            "--max-rounds", "2", "--cold-compiles",
+            "validate", str(recipe), "--model", f"{TARGETS}:detour_infer", "--device", "cpu", "--replicates", "2",
+            "--max-replicates", "2", "--cold-compiles",
         ]
     )  # fmt: skip
     printed = capsys.readouterr()

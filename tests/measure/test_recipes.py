@@ -307,7 +307,7 @@ def test_validate_refuses_an_alias_bomb_in_a_recipe_at_once(tmp_path, capsys) ->
     ("flags", "said"),
     [
         (["--device", "gpu"], "--device 'gpu' is not allowed"),
-        (["--max-rounds", "1"], "--max-rounds 1: must be >= --repeats (3)"),
+        (["--max-replicates", "1"], "--max-replicates 1: must be >= --replicates (3)"),
         (["--measure-seconds", "-1"], "--measure-seconds -1.0: must be a positive number of seconds"),
         (["--trial-timeout", "nan"], "--trial-timeout nan: must be a positive number of seconds"),
     ],

@@ -192,7 +192,7 @@ def _search(
     return subprocess.run(
         [
             sys.executable, "-m", "autotune", "search", *argv, "--trials", "2", "--confirm", str(confirm),
-            "--max-rounds", "2", "--no-doctor", "--window-seconds", "0.1", "--device", "cpu", "--no-compile-cache",
+            "--max-replicates", "2", "--no-doctor", "--window-seconds", "0.1", "--device", "cpu", "--no-compile-cache",
         ],
         cwd=folder,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in (first_on_path, folder, ROOT) if p)},

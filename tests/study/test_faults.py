@@ -584,7 +584,7 @@ def test_nothing_is_exported_when_every_confirmation_run_failed(tmp_path: Path, 
     (out / "best.yaml").write_text("a previous result\n")
     argv = [
         "search", "--no-doctor", "--model", f"{TARGETS}:fails_after_the_baselines", "--space", "quick", "--trials", "1",
-        "--confirm", "1", "--rounds", "1", "--max-rounds", "1", "--windows", "2", *SHORT_FLAGS, "--pruner", "none", "--slow-ratio", "0",
+        "--confirm", "1", "--replicates", "1", "--max-replicates", "1", "--windows", "2", *SHORT_FLAGS, "--pruner", "none", "--slow-ratio", "0",
         "--no-compile-cache", "--device", "cpu", "--out", str(out),
     ]  # fmt: skip
     assert cli.main(argv) == cli.EXIT_ERROR

@@ -36,7 +36,7 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> Path:
     code = cli.main(
         [
             "search", "--no-doctor", "--model", SPEC, "--space", SPACE, "--trials", "1", "--confirm", "1",
-            "--rounds", "2", "--max-rounds", "2", "--windows", "2", *SHORT_FLAGS, "--device", "cpu",
+            "--replicates", "2", "--max-replicates", "2", "--windows", "2", *SHORT_FLAGS, "--device", "cpu",
             "--no-compile-cache", "--out", str(out),
         ]
     )  # fmt: skip
@@ -77,8 +77,8 @@ def test_export_into_a_full_disk_names_it_and_leaves_the_previous_files(searched
 @pytest.mark.slow  # a retune: a minute or so
 def test_retune_into_a_full_disk_names_it_and_leaves_the_previous_files(searched: Path, tmp_path: Path) -> None:
     said = on_a_full_disk(
-        tmp_path, searched, "retune", "{out}/best.yaml", "--space", SPACE, "--trials", "0", "--repeats", "2",
-        "--max-rounds", "2", "--no-compile-cache",
+        tmp_path, searched, "retune", "{out}/best.yaml", "--space", SPACE, "--trials", "0", "--replicates", "2",
+        "--max-replicates", "2", "--no-compile-cache",
     )  # fmt: skip
     _named_and_unchanged(said)
 
@@ -88,7 +88,7 @@ def test_a_search_resumed_on_a_full_disk_names_it_and_leaves_the_previous_files(
     # The study lives beside the exports (study.db in the output folder): the disk that fills up holds both.
     said = on_a_full_disk(
         tmp_path, searched, "search", "--no-doctor", "--model", SPEC, "--space", SPACE, "--trials", "2",
-        "--confirm", "1", "--rounds", "2", "--max-rounds", "2", "--windows", "2", *SHORT_FLAGS, "--device", "cpu",
+        "--confirm", "1", "--replicates", "2", "--max-replicates", "2", "--windows", "2", *SHORT_FLAGS, "--device", "cpu",
         "--no-compile-cache", "--out", "{out}",
     )  # fmt: skip
     _named_and_unchanged(said)

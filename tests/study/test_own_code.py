@@ -30,7 +30,7 @@ from tests.short_runs import source_for
 ROOT = Path(__file__).resolve().parents[2]
 ONE_OF_EACH = str(ROOT / "tests" / "search_spaces" / "trainer.yaml")
 """One configuration: the sequence axis marked dynamic, padded to a multiple of 8, and optimizer.step compiled."""
-BOUNDED = ("--no-doctor", "--confirm", "1", "--max-rounds", "3")
+BOUNDED = ("--no-doctor", "--confirm", "1", "--max-replicates", "3")
 """The example's command, its confirmation bounded: the full tier checks that it searches and exports (16 minutes
 on two cores without these, 8 of them confirming), not which configuration wins. Its asserts rest on no timing, so
 it runs beside other tests."""

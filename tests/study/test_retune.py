@@ -76,8 +76,8 @@ def search_detour(out: Path, spec: str, *flags: str) -> Path:
     slowness or compile time (--slow-ratio 0, --compile-budget 0): beside a busy neighbour, plain compile itself
     once read 0.50x eager, and a pruned trial leaves the winner's measured compile cache unsaved."""
     code, _ = run_cli(
-        "search", "--no-doctor", "--model", spec, "--space", NARROW, "--trials", "1", "--confirm", "1", "--rounds", "2",
-        "--max-rounds", "2", "--sampler", "random", "--seed", "2", "--windows", "2", "--slow-ratio", "0",
+        "search", "--no-doctor", "--model", spec, "--space", NARROW, "--trials", "1", "--confirm", "1", "--replicates", "2",
+        "--max-replicates", "2", "--sampler", "random", "--seed", "2", "--windows", "2", "--slow-ratio", "0",
         "--compile-budget", "0", *SHORT_FLAGS, "--device", "cpu", "--out", str(out), *flags,
     )  # fmt: skip
     assert code == cli.EXIT_OK
@@ -120,7 +120,9 @@ def with_regional_incumbent(best: Path, storage: str | None = None) -> Path:
 @pytest.fixture(scope="module")
 def unchanged(inductor_searched: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, Path]:
     best = with_regional_incumbent(copy_of(inductor_searched, tmp_path_factory.mktemp("unchanged") / "detour"))
-    code, out = run_cli("retune", str(best), "--space", NARROW, "--trials", "0", "--repeats", "2", "--max-rounds", "2")
+    code, out = run_cli(
+        "retune", str(best), "--space", NARROW, "--trials", "0", "--replicates", "2", "--max-replicates", "2"
+    )
     return code, out, best.parent
 
 
@@ -129,7 +131,7 @@ def improved(searched: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[
     best = with_regional_incumbent(copy_of(searched, tmp_path_factory.mktemp("improved") / "detour"))
     (best.parent / "compile_cache.bin").write_bytes(INCUMBENT_CACHE)  # as a search with Inductor would leave one
     code, out = run_cli(
-        "retune", str(best), "--space", WIDE, "--trials", "1", "--repeats", "2", "--max-rounds", "3",
+        "retune", str(best), "--space", WIDE, "--trials", "1", "--replicates", "2", "--max-replicates", "3",
         "--no-compile-cache",
     )  # fmt: skip
     return code, out, best.parent
@@ -306,7 +308,7 @@ def test_an_incumbent_that_now_fails_is_a_regression_and_the_change_is_reported(
     before = {name: (best.parent / name).read_bytes() for name in ("best.yaml", "apply_compilation.py", "study.db")}
     del before["study.db"]  # the retune records its trials there
     monkeypatch.setenv("AUTOTUNE_TEST_BROKEN", "1")  # its blocks now compute something else when compiled
-    code, out = run_cli("retune", str(best), "--space", NARROW, "--trials", "0", "--repeats", "1", *RELAXED)
+    code, out = run_cli("retune", str(best), "--space", NARROW, "--trials", "0", "--replicates", "1", *RELAXED)
     assert code == cli.EXIT_REGRESSION == 3, out
     assert "environment: CHANGED since it was tuned:\n  torch: 2.0.0 -> " in out
     assert "model: CHANGED since it was tuned:\n  parameters: 1 -> 544" in out
@@ -365,7 +367,7 @@ def test_ctrl_c_while_a_retune_replaces_its_files_leaves_them_as_they_were(
 
     monkeypatch.setattr(publish.os, "replace", replace_then_interrupt)
     code, said = run_cli(
-        "retune", str(best), "--space", WIDE, "--trials", "1", "--repeats", "2", "--max-rounds", "3",
+        "retune", str(best), "--space", WIDE, "--trials", "1", "--replicates", "2", "--max-replicates", "3",
         "--no-compile-cache",
     )  # fmt: skip
     assert code == cli.EXIT_INTERRUPTED == 130, said
@@ -386,7 +388,7 @@ def test_a_study_in_postgresql_is_retuned_where_it_lives(postgres_url: str, tmp_
     assert not (out / "study.db").exists(), "the study is in the server, not beside best.yaml"
     best = with_regional_incumbent(out / "best.yaml", storage=postgres_url)
     code, said = run_cli(
-        "retune", str(best), "--space", WIDE, "--trials", "1", "--repeats", "2", "--max-rounds", "3",
+        "retune", str(best), "--space", WIDE, "--trials", "1", "--replicates", "2", "--max-replicates", "3",
         "--no-compile-cache",
     )  # fmt: skip
     assert code == cli.EXIT_OK, said
@@ -411,7 +413,7 @@ def test_retunes_right_after_a_search_in_the_same_environment_raise_no_false_ala
     assert load(best).config.scope == "whole", "the search exported plain compile, which skips the eager pause"
     for attempt in range(2):
         code, out = run_cli(
-            "retune", str(best), "--space", WIDE, "--trials", "0", "--top", "0", "--repeats", "2", "--max-rounds", "3",
+            "retune", str(best), "--space", WIDE, "--trials", "0", "--top", "0", "--replicates", "2", "--max-replicates", "3",
             "--no-compile-cache",
         )  # fmt: skip
         assert code == cli.EXIT_OK, f"retune {attempt + 1}: {out}"
@@ -429,7 +431,7 @@ def test_a_model_that_really_got_slower_is_a_regression(searched: Path, tmp_path
     best = copy_of(searched, tmp_path / "detour")
     monkeypatch.setenv("AUTOTUNE_TEST_SLOW", "1")  # every compiled step now pauses longer than eager's step
     code, out = run_cli(
-        "retune", str(best), "--space", WIDE, "--trials", "0", "--top", "0", "--repeats", "2", "--max-rounds", "3",
+        "retune", str(best), "--space", WIDE, "--trials", "0", "--top", "0", "--replicates", "2", "--max-replicates", "3",
         "--no-compile-cache",
     )  # fmt: skip
     assert code == cli.EXIT_REGRESSION, out
@@ -450,7 +452,7 @@ def test_a_best_yaml_of_another_measurement_method_is_measured_again_not_called_
     figures["vs_eager"] = {"median": 50.0, "low": 49.0, "high": 51.0, "rounds": 3}
     dataclasses.replace(incumbent, metrics=figures).write(best)
     code, out = run_cli(
-        "retune", str(best), "--space", WIDE, "--trials", "0", "--top", "0", "--repeats", "2", "--max-rounds", "2",
+        "retune", str(best), "--space", WIDE, "--trials", "0", "--top", "0", "--replicates", "2", "--max-replicates", "2",
         "--no-compile-cache",
     )  # fmt: skip
     progress = capsys.readouterr().err
@@ -494,8 +496,8 @@ def test_params_for_a_configuration_the_space_cannot_express(toy_summary: Worklo
     ("change", "named"),
     [
         ({"trials": -1}, "--trials -1"),
-        ({"repeats": 0}, "--repeats 0"),
-        ({"repeats": 1, "max_rounds": 1}, "--max-rounds 1: must be an integer >= --repeats (1) and >= 2"),
+        ({"repeats": 0}, "--replicates 0"),
+        ({"repeats": 1, "max_rounds": 1}, "--max-replicates 1: must be an integer >= --replicates (1) and >= 2"),
         ({"min_gain": 1.5}, "--min-gain 1.5"),
         ({"max_regression": 0.0}, "--max-regression 0.0"),
         ({"device": "tpu"}, "--device 'tpu'"),
@@ -512,7 +514,7 @@ def test_retune_help_documents_the_exit_codes(capsys) -> None:
     with pytest.raises(SystemExit):
         cli.main(["retune", "--help"])
     text = capsys.readouterr().out
-    for flag in ("--model", "--trials", "--min-gain", "--max-regression", "--repeats", "--device", "--storage"):
+    for flag in ("--model", "--trials", "--min-gain", "--max-regression", "--replicates", "--device", "--storage"):
         assert flag in text
     assert "  0  unchanged" in text and "  3  regression" in text and "  2  error" in text
     assert "history.jsonl" in text and "*.prev.*" in text

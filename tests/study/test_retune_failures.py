@@ -2,7 +2,7 @@
 
 The campaigns are made up (`tests/measure/stands.py`) and stand in for the engine's
 `measure`, so that the retune's own rule is tested alone: a failure in the last replicate is
-run again, up to --max-rounds, and counts as a regression only when it happens again.
+run again, up to --max-replicates, and counts as a regression only when it happens again.
 """
 
 from __future__ import annotations

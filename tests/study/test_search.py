@@ -41,7 +41,7 @@ SPINS = str(Path(__file__).parent.parent / "search_spaces" / "spins.yaml")
 FAST = str(Path(__file__).parent.parent / "search_spaces" / "fast.yaml")
 SEARCH = [
     "--model", SPEC, "--space", SPINS, "--allow-precision-changes", "--trials", "2", "--confirm", "1",
-    "--rounds", "3", "--max-rounds", "4", "--sampler", "random", "--seed", "1", "--windows", "3",
+    "--replicates", "3", "--max-replicates", "4", "--sampler", "random", "--seed", "1", "--windows", "3",
     "--window-seconds", "0.1", "--device", "cpu",
     "--no-compile-cache",  # test_retune.py covers the cache: there is nothing to cache without Inductor
     # The spin is CPU time: nothing is pruned for being slow, and the pruner has nothing to do with two trials.
@@ -254,7 +254,7 @@ def test_the_plain_recipe_with_inductor_options_at_their_defaults_is_the_compile
     code = cli.main(
         [
             "search", "--no-doctor", "--model", "tests.trial_targets.workloads:tiny_infer", "--space", str(space),
-            "--trials", "1", "--confirm", "1", "--rounds", "2", "--max-rounds", "2", "--windows", "2", *SHORT_FLAGS,
+            "--trials", "1", "--confirm", "1", "--replicates", "2", "--max-replicates", "2", "--windows", "2", *SHORT_FLAGS,
             "--no-compile-cache", "--pruner", "none", "--slow-ratio", "0", "--device", "cpu", "--out", str(out),
         ]
     )  # fmt: skip
@@ -303,7 +303,7 @@ def test_a_time_to_search_confirms_with_a_cold_compile_before_each_replicate(tmp
     out = tmp_path / "time-to"
     argv = [
         "search", "--model", "tests.trial_targets.workloads:tiny_infer", "--space", FAST, "--trials", "1",
-        "--confirm", "1", "--rounds", "2", "--max-rounds", "2", "--windows", "2", *SHORT_FLAGS, "--fresh-batches", "4",
+        "--confirm", "1", "--replicates", "2", "--max-replicates", "2", "--windows", "2", *SHORT_FLAGS, "--fresh-batches", "4",
         "--device", "cpu", "--out", str(out), "--objective", "time-to:1000", "--no-compile-cache", "--no-doctor",
         "--no-recipes", "--slow-ratio", "0",
     ]  # fmt: skip
@@ -331,7 +331,7 @@ def test_a_multi_objective_search_exports_its_pareto_front_and_export_can_pick_a
     argv = [
         # Inference: its step compiles in a fraction of a training step's time, and nothing here is about training.
         "search", "--model", "tests.trial_targets.workloads:tiny_infer", "--space", FAST, "--trials", "1",
-        "--confirm", "1", "--rounds", "1", "--max-rounds", "1", "--windows", "2", *SHORT_FLAGS, "--fresh-batches", "4",
+        "--confirm", "1", "--replicates", "1", "--max-replicates", "1", "--windows", "2", *SHORT_FLAGS, "--fresh-batches", "4",
         "--device", "cpu", "--out", str(out), "--objective", "throughput,compile-time", "--no-compile-cache", "--no-doctor", "--no-recipes",
         "--slow-ratio", "0",
     ]  # fmt: skip

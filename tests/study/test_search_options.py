@@ -34,8 +34,8 @@ def test_bad_options_are_named() -> None:
         ({"max_compile_seconds": -5.0}, r"--max-compile-seconds -5.0: must be a positive"),
         ({"max_compile_seconds": 0.0}, r"--max-compile-seconds 0.0: must be a positive"),
         ({"compile_budget": float("nan")}, r"--compile-budget nan"),
-        ({"max_rounds": 0}, r"--max-rounds 0: must be >= --rounds"),
-        ({"rounds": 0}, r"--rounds 0: must be >= 1"),
+        ({"max_rounds": 0}, r"--max-replicates 0: must be >= --replicates"),
+        ({"rounds": 0}, r"--replicates 0: must be >= 1"),
     ],
 )
 def test_bad_numbers_are_refused_by_name_before_anything_is_built(change: dict, named: str) -> None:
@@ -88,7 +88,7 @@ def test_search_help_documents_every_flag(capsys) -> None:
         "--max-compile-seconds",
         "--window-seconds",
         "--fresh-batches",
-        "--rounds",
+        "--replicates",
     ):
         assert flag in text
     assert "best.yaml" in text and "resumes" in text
@@ -156,8 +156,8 @@ def test_a_device_this_torch_cannot_use_is_refused_before_anything_starts(tmp_pa
         (["--effort", "quick"], {"space": "quick", "trials": 8, "confirm": 2, "rounds": 2, "max_rounds": 5}),
         (["--effort", "thorough"], {"space": "thorough", "trials": 60, "confirm": 5, "rounds": 4, "max_rounds": 8}),
         (["--effort", "thorough", "--trials", "3", "--space", "quick"], {"space": "quick", "trials": 3}),
-        (["--effort", "quick", "--rounds", "6"], {"rounds": 6, "max_rounds": 6}),
-        (["--max-rounds", "2"], {"rounds": 2, "max_rounds": 2}),
+        (["--effort", "quick", "--replicates", "6"], {"rounds": 6, "max_rounds": 6}),
+        (["--max-replicates", "2"], {"rounds": 2, "max_rounds": 2}),
         (["--allow-precision-changes"], {"allow_precision_changes": True}),
     ],
 )

@@ -80,7 +80,19 @@ def test_two_searches_share_one_study_and_one_of_them_confirms(postgres_url: str
     study, trials = "two-hosts", 4
     outs = [tmp_path / "host-a", tmp_path / "host-b"]
     argv = [
-        _argv(postgres_url, study, out, trials, "--confirm", "1", "--rounds", "1", "--max-rounds", "1", *SHORT_FLAGS)
+        _argv(
+            postgres_url,
+            study,
+            out,
+            trials,
+            "--confirm",
+            "1",
+            "--replicates",
+            "1",
+            "--max-replicates",
+            "1",
+            *SHORT_FLAGS,
+        )
         for out in outs
     ]
     # Two hosts' searches on one machine: each its share of the cores. With two OpenMP threads each, waiting

@@ -270,7 +270,7 @@ def measure(
             if budget.cold_compiles:
                 expected += sum(r.compile_seconds or 0.0 for r in firsts.values() if r is not None)
             campaign.looks = plan_looks(campaign, asked, expected)
-            held = campaign.looks.last < asked.max_rounds  # the seconds, not --max-rounds, set the last look
+            held = campaign.looks.last < asked.max_rounds  # the seconds, not --max-replicates, set the last look
             budget = replace(asked, max_rounds=campaign.looks.last)
         requests = _warm_requests(harness, campaign, folders)
         started = lab.clock()

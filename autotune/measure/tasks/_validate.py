@@ -143,10 +143,10 @@ def validate(
     """
     if repeats < 2:
         raise ConfigError(
-            f"--repeats {repeats}: must be >= 2 (one replicate says nothing of the variation between them)."
+            f"--replicates {repeats}: must be >= 2 (one replicate says nothing of the variation between them)."
         )
     if max_rounds < repeats:
-        raise ConfigError(f"--max-rounds {max_rounds}: must be >= --repeats ({repeats}).")
+        raise ConfigError(f"--max-replicates {max_rounds}: must be >= --replicates ({repeats}).")
     if precision is not None and not 0 < precision < 1:
         raise ConfigError(f"--precision {precision}: must be a fraction in (0, 1), e.g. 0.03 for +/-3%.")
     for flag, seconds in (("--measure-seconds", measure_seconds), ("--trial-timeout", trial_timeout)):

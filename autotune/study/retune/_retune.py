@@ -106,10 +106,10 @@ class RetuneOptions:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise RetuneError(f"--{name} {value!r}: must be an integer >= 0.")
         if isinstance(self.repeats, bool) or not isinstance(self.repeats, int) or self.repeats < 1:
-            raise RetuneError(f"--repeats {self.repeats!r}: must be an integer >= 1.")
+            raise RetuneError(f"--replicates {self.repeats!r}: must be an integer >= 1.")
         if not isinstance(self.max_rounds, int) or self.max_rounds < max(self.repeats, 2):
             raise RetuneError(
-                f"--max-rounds {self.max_rounds!r}: must be an integer >= --repeats ({self.repeats}) and >= 2 "
+                f"--max-replicates {self.max_rounds!r}: must be an integer >= --replicates ({self.repeats}) and >= 2 "
                 "(a regression or a replacement needs two replicates at least)."
             )
         if not 0 <= self.min_gain < 1:

@@ -127,9 +127,9 @@ class SearchOptions:
                 "1 <= heartbeat-interval < grace-period must hold."
             )
         if self.rounds < 1:
-            raise SearchError(f"--rounds {self.rounds}: must be >= 1.")
+            raise SearchError(f"--replicates {self.rounds}: must be >= 1.")
         if self.max_rounds < self.rounds:
-            raise SearchError(f"--max-rounds {self.max_rounds}: must be >= --rounds ({self.rounds}).")
+            raise SearchError(f"--max-replicates {self.max_rounds}: must be >= --replicates ({self.rounds}).")
         self.devices = _devices(self.device, self.devices)
         self.device = self.devices[0]
         if self.workers is None:
