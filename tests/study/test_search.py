@@ -14,10 +14,14 @@ import contextlib
 import csv
 import hashlib
 import io
+import json
 import re
+import socket
 import subprocess
 import sys
 import textwrap
+import time
+import urllib.request
 from pathlib import Path
 
 import optuna
@@ -176,6 +180,34 @@ def test_exported_code_is_the_measured_code_and_runs_without_autotune(searched, 
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert float(result.stdout.strip().splitlines()[-1]) < 1e-3, "at 'high' float32 matmul precision"
+
+
+def test_optuna_dashboard_opens_the_searchs_study_db_as_the_docs_show(searched) -> None:
+    _, out = searched
+    line = "`optuna-dashboard sqlite:///outputs/<study>/study.db`"
+    assert line in (Path(__file__).parents[2] / "docs" / "searching.md").read_text()
+    with socket.socket() as probe:  # a free port for the server
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / "optuna-dashboard"), f"sqlite:///{out / 'study.db'}", "--host", "127.0.0.1",
+         "--port", str(port), "--quiet"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline, studies = time.monotonic() + 60, None
+        while studies is None and time.monotonic() < deadline and server.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies", timeout=5) as reply:
+                    studies = json.loads(reply.read())
+            except OSError:
+                time.sleep(0.5)
+        assert studies is not None, f"the dashboard did not answer: {server.poll()} {server.stderr.read1(2000)!r}"
+        names = [summary["study_name"] for summary in studies["study_summaries"]]
+        assert names == [STUDY], names
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 def test_rerunning_resumes_the_study_and_export_rebuilds_the_files(searched, tmp_path) -> None:
