@@ -150,6 +150,14 @@ def _budget(g: Any) -> None:
         help="stop starting new trials after this many seconds (default: none)",
     )
     g.add_argument(
+        "--time-budget",
+        type=float,
+        metavar="SECONDS",
+        help="the whole search, confirmation included, in about this many seconds: no trial starts that would "
+        "leave the confirmation too little time (a typical trial and the confirmation's guessed length are kept "
+        "free), and the confirmation adds no replicate past it, beyond its first --replicates (default: none)",
+    )
+    g.add_argument(
         "--trial-timeout",
         type=float,
         default=_default("trial_timeout"),

@@ -10,7 +10,10 @@ import types
 import optuna
 import pytest
 
+from autotune.errors import SearchError
+from autotune.study.report import Plan
 from autotune.study.search import SearchOptions, StudyLedger, TrialBudget
+from autotune.study.search._budget import confirmation_seconds
 from tests.study.test_ledger import ledger_of, trial
 
 pytestmark = pytest.mark.parallel
@@ -55,6 +58,33 @@ def test_the_timeout_counts_from_the_start_of_the_search() -> None:
     assert not late.more()
     assert notes == ["--timeout 10 s reached after 1 trials"]
     assert budget_of(timeout=60.0, started=time.monotonic() - 20)[0].more()
+
+
+def test_the_time_budget_keeps_a_typical_trial_and_the_confirmation_free() -> None:
+    # 900 s spent of 1,000: a 60 s trial and a 100 s confirmation would end at 1,060 s.
+    plan = Plan(typical_run=60.0, confirmation_seconds_guess=100.0)
+    tight, _, notes = budget_of(trial(State.COMPLETE, [1.0]), time_budget=1000.0, started=time.monotonic() - 900)
+    tight.plan = plan
+    assert not tight.more()
+    assert notes == [
+        "--time-budget 1000 s: 900 s spent, and another trial (about 60 s) with the confirmation (about 100 s) "
+        "would pass it; no more trials after 1"
+    ]
+    roomy, _, notes = budget_of(trial(State.COMPLETE, [1.0]), time_budget=1200.0, started=time.monotonic() - 900)
+    roomy.plan = plan
+    assert roomy.more() and notes == []
+    untimed, _, _ = budget_of(time_budget=1.0, started=time.monotonic() - 900)
+    untimed.plan = Plan()
+    assert untimed.more(), "before anything was timed, the first trial says what a trial costs"
+
+
+def test_the_confirmation_gets_what_the_time_budget_leaves() -> None:
+    options = SearchOptions(model="m:w", device="cpu", time_budget=1000.0)
+    assert confirmation_seconds(options, started=100.0, now=800.0) == pytest.approx(300.0)
+    assert confirmation_seconds(options, started=100.0, now=5000.0) == 1.0, "spent: its least replicates only"
+    assert confirmation_seconds(SearchOptions(model="m:w", device="cpu"), started=0.0, now=1.0) is None
+    with pytest.raises(SearchError, match="--time-budget -5"):
+        SearchOptions(model="m:w", device="cpu", time_budget=-5.0)
 
 
 def test_more_failures_than_the_rate_allows_stop_the_search_naming_the_count_and_the_reasons() -> None:

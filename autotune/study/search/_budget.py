@@ -9,18 +9,29 @@ from collections.abc import Callable
 
 import optuna
 
+from autotune.study.report import Plan
 from autotune.study.search._loop import TrialLoop
 from autotune.study.search._options import SearchOptions
 from autotune.study.storage import shown
 
-__all__ = ["TrialBudget"]
+__all__ = ["TrialBudget", "confirmation_seconds"]
 
 
 class TrialBudget:
     """--trials, --timeout and --max-failure-rate for one search session, in a study other searches may share."""
 
-    def __init__(self, options: SearchOptions, loop: TrialLoop, note: Callable[[str], None], *, started: float) -> None:
+    def __init__(
+        self,
+        options: SearchOptions,
+        loop: TrialLoop,
+        note: Callable[[str], None],
+        *,
+        started: float,
+        plan: Plan | None = None,
+    ) -> None:
         self.options = options
+        self.plan = plan
+        """What the search has ahead (`Plan`): --time-budget keeps a typical trial and the confirmation free."""
         self.loop = loop
         self.study = loop.study
         self.note = note
@@ -86,6 +97,8 @@ class TrialBudget:
         if self.options.timeout is not None and time.monotonic() - self.started > self.options.timeout:
             self.note(f"--timeout {self.options.timeout:.0f} s reached after {len(finished)} trials")
             return False
+        if self._past_time_budget(len(finished)):
+            return False
         failed = [t for t in finished if t.state == optuna.trial.TrialState.FAIL]
         if len(finished) >= 5 and len(failed) / len(finished) > self.options.max_failure_rate:
             reasons = sorted({t.user_attrs.get("reason", "?") for t in failed})
@@ -97,3 +110,26 @@ class TrialBudget:
             self.note(note)
             return False
         return True
+
+    def _past_time_budget(self, finished: int) -> bool:
+        """Whether another trial, then the confirmation, would end past --time-budget; says so when it would."""
+        budget, plan = self.options.time_budget, self.plan
+        if budget is None or plan is None or plan.typical_run is None:
+            return False  # nothing timed yet: the baselines and the first trial say what a trial costs
+        spent = time.monotonic() - self.started
+        confirming = plan.confirmation_seconds_guess or 0.0
+        if spent + plan.typical_run + confirming <= budget:
+            return False
+        self.note(
+            f"--time-budget {budget:.0f} s: {spent:.0f} s spent, and another trial (about {plan.typical_run:.0f} s) "
+            f"with the confirmation (about {confirming:.0f} s) would pass it; no more trials after {finished}"
+        )
+        return True
+
+
+def confirmation_seconds(options: SearchOptions, started: float, now: float) -> float | None:
+    """What --time-budget leaves the confirmation (None without one): the rest of the budget, at least 1 s; the
+    confirmation runs its least replicates whatever this is, and adds none once it is spent."""
+    if options.time_budget is None:
+        return None
+    return max(options.time_budget - (now - started), 1.0)

@@ -35,6 +35,9 @@ class SearchOptions:
     """Trials in the study, resumed ones included."""
     timeout: float | None = None
     """Stop starting new trials after this many seconds."""
+    time_budget: float | None = None
+    """The whole search, its confirmation included, in about this many seconds: no trial starts that would leave
+    the confirmation too little time, and the confirmation adds no replicate past it (it always runs `rounds`)."""
     trial_timeout: float = 900.0
     """Kill a run's whole process group after this many seconds."""
     device: str | None = None
@@ -106,6 +109,7 @@ class SearchOptions:
         for flag, seconds in (
             ("--trial-timeout", self.trial_timeout),
             ("--timeout", self.timeout),
+            ("--time-budget", self.time_budget),
             ("--max-compile-seconds", self.max_compile_seconds),
         ):
             if seconds is not None and not (math.isfinite(seconds) and seconds > 0):

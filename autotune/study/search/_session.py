@@ -53,7 +53,7 @@ from autotune.study.report import (
     exported_choice,
     quiet,
 )
-from autotune.study.search._budget import TrialBudget
+from autotune.study.search._budget import TrialBudget, confirmation_seconds
 from autotune.study.search._loop import ANCHOR_EVERY, DETERMINISTIC_FAILURES, TrialLoop
 from autotune.study.search._opening import forget_new_study, open_search_study
 from autotune.study.search._options import SearchOptions
@@ -130,7 +130,7 @@ class _Search:
             self.study, self.harness, options, self.objective, self._report, objectives=self.objectives
         )
         self.loop.caches = options.out_dir / CACHES_FOLDER
-        self.budget = TrialBudget(options, self.loop, self._note, started=self.started)
+        self.budget = TrialBudget(options, self.loop, self._note, started=self.started, plan=self.plan)
 
     def run(self) -> SearchResult | None:
         try:
@@ -446,6 +446,7 @@ def _confirm(search: _Search) -> Campaign | None:
         budget=replace(
             confirmation_budget(options.protocol, min_rounds=options.rounds, max_rounds=options.max_rounds),
             cold_compiles=cold,
+            seconds=confirmation_seconds(options, search.started, time.monotonic()),
         ),
         on_run=_shown(search),
         on_replicate=_planned(search),
