@@ -73,6 +73,10 @@ def test_the_time_budget_keeps_a_typical_trial_and_the_confirmation_free() -> No
     roomy, _, notes = budget_of(trial(State.COMPLETE, [1.0]), time_budget=1200.0, started=time.monotonic() - 900)
     roomy.plan = plan
     assert roomy.more() and notes == []
+    cached, _, notes = budget_of(trial(State.COMPLETE, [1.0]), time_budget=1100.0, started=time.monotonic() - 900)
+    cached.plan = Plan(typical_run=60.0, confirmation_seconds_guess=100.0, cache=1)  # the cache's runs come last
+    assert not cached.more()
+    assert "with the confirmation and the compile cache (about 160 s) would pass it" in notes[0]
     untimed, _, _ = budget_of(time_budget=1.0, started=time.monotonic() - 900)
     untimed.plan = Plan()
     assert untimed.more(), "before anything was timed, the first trial says what a trial costs"
@@ -81,6 +85,7 @@ def test_the_time_budget_keeps_a_typical_trial_and_the_confirmation_free() -> No
 def test_the_confirmation_gets_what_the_time_budget_leaves() -> None:
     options = SearchOptions(model="m:w", device="cpu", time_budget=1000.0)
     assert confirmation_seconds(options, started=100.0, now=800.0) == pytest.approx(300.0)
+    assert confirmation_seconds(options, started=100.0, now=800.0, reserve=60.0) == pytest.approx(240.0)
     assert confirmation_seconds(options, started=100.0, now=5000.0) == 1.0, "spent: its least replicates only"
     assert confirmation_seconds(SearchOptions(model="m:w", device="cpu"), started=0.0, now=1.0) is None
     with pytest.raises(SearchError, match="--time-budget -5"):

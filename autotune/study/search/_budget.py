@@ -117,19 +117,21 @@ class TrialBudget:
         if budget is None or plan is None or plan.typical_run is None:
             return False  # nothing timed yet: the baselines and the first trial say what a trial costs
         spent = time.monotonic() - self.started
-        confirming = plan.confirmation_seconds_guess or 0.0
-        if spent + plan.typical_run + confirming <= budget:
+        after = (plan.confirmation_seconds_guess or 0.0) + plan.cache * plan.typical_run
+        if spent + plan.typical_run + after <= budget:
             return False
+        what = "the confirmation and the compile cache" if plan.cache else "the confirmation"
         self.note(
             f"--time-budget {budget:.0f} s: {spent:.0f} s spent, and another trial (about {plan.typical_run:.0f} s) "
-            f"with the confirmation (about {confirming:.0f} s) would pass it; no more trials after {finished}"
+            f"with {what} (about {after:.0f} s) would pass it; no more trials after {finished}"
         )
         return True
 
 
-def confirmation_seconds(options: SearchOptions, started: float, now: float) -> float | None:
-    """What --time-budget leaves the confirmation (None without one): the rest of the budget, at least 1 s; the
-    confirmation runs its least replicates whatever this is, and adds none once it is spent."""
+def confirmation_seconds(options: SearchOptions, started: float, now: float, reserve: float = 0.0) -> float | None:
+    """What --time-budget leaves the confirmation (None without one): the rest of the budget less `reserve` (the
+    compile cache's runs after it), at least 1 s; the confirmation runs its least replicates whatever this is, and
+    adds none once it is spent."""
     if options.time_budget is None:
         return None
-    return max(options.time_budget - (now - started), 1.0)
+    return max(options.time_budget - (now - started) - reserve, 1.0)

@@ -446,7 +446,9 @@ def _confirm(search: _Search) -> Campaign | None:
         budget=replace(
             confirmation_budget(options.protocol, min_rounds=options.rounds, max_rounds=options.max_rounds),
             cold_compiles=cold,
-            seconds=confirmation_seconds(options, search.started, time.monotonic()),
+            seconds=confirmation_seconds(
+                options, search.started, time.monotonic(), reserve=search.plan.cache * (search.plan.typical_run or 0.0)
+            ),
         ),
         on_run=_shown(search),
         on_replicate=_planned(search),
