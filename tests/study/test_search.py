@@ -408,3 +408,26 @@ def test_a_multi_objective_search_exports_its_pareto_front_and_export_can_pick_a
         )
     assert load(out / "best.yaml").config.scope == "none"
     assert load(out / "best.yaml").metrics["pick"] == "least-compile"
+
+
+@pytest.mark.slow  # a search of several trials, ended by its budget
+def test_a_time_budget_stops_starting_trials_and_the_search_still_confirms_and_exports(tmp_path) -> None:
+    # The default space (far more configurations than the budget holds), asked for 20 trials: the budget, not
+    # --trials, ends the search, once the baselines and the first trials have said what a trial costs.
+    argv = ["search", *SEARCH, "--no-doctor", "--time-budget", "60", "--out", str(tmp_path / "budget")]
+    argv[argv.index("--trials") + 1] = "20"
+    argv[argv.index("--space") + 1] = "default"
+    started = time.monotonic()
+    progress = io.StringIO()
+    with contextlib.redirect_stderr(progress), contextlib.redirect_stdout(io.StringIO()):
+        code = cli.main(argv)
+    wall = time.monotonic() - started
+    said = progress.getvalue()
+    assert code == cli.EXIT_OK, said[-3000:]
+    assert "--time-budget 60 s: " in said and "would pass it; no more trials after" in said, said[-3000:]
+    study = optuna.load_study(study_name=STUDY, storage=f"sqlite:///{tmp_path / 'budget' / 'study.db'}")
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(study.trials) < 20 and (tmp_path / "budget" / "best.yaml").is_file()
+    if complete:
+        assert "confirmation" in study.user_attrs, "the confirmation ran, on what the budget left"
+    assert wall < 60 * 3, f"{wall:.0f} s: the budget bounded the run (a trial or the confirmation may overrun it)"

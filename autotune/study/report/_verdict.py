@@ -43,7 +43,7 @@ def render_summary(metrics: Mapping[str, Any], study: Mapping[str, Any], *, mark
         "Confirmation: each subject warm from its own cache, in replicates of paired windows; ratios are geometric "
         "means over replicates with 95% intervals, simultaneous over the looks and candidates"
         if confirmed
-        else "Search-time figures (not confirmed: --confirm 0)"
+        else "Search-time figures (not confirmed: --confirm 0, or no trial completed to confirm)"
     )
     searched = {f"trial {row.get('number')}": row.get("speedup_vs_compile") for row in study.get("best_trials") or []}
     searched["compile"] = 1.0
