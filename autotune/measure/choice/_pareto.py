@@ -120,7 +120,7 @@ def points(campaign: Campaign, objectives: Objectives) -> list[Point]:
     found = []
     for name in campaign.subjects:
         runs = campaign.complete_indexed(name)
-        if not runs or campaign.failure(name) is not None:
+        if not runs or campaign.counted_failure(name) is not None:
             continue
         memory = [r.peak_memory_mb for _, r in runs if r.peak_memory_mb is not None]
         found.append(

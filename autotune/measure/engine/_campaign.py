@@ -223,6 +223,12 @@ class Campaign:
         failed = [self.runs[name][i] for i in self.failed_replicates(name)]
         return failed[0] if len(failed) >= 2 else None
 
+    def counted_failure(self, name: str) -> RunRecord | None:
+        """The failure that counts against the subject: a reproduced one for a subject that is run again after one
+        (`Subject.reproduce`), any for the rest, which leave at their first."""
+        subject = self.subjects.get(name)
+        return self.reproduced_failure(name) if subject is not None and subject.reproduce else self.failure(name)
+
     def failed_replicates(self, name: str) -> list[int]:
         """The replicates (from 0) in which the subject's run failed."""
         return [i for i, r in enumerate(self.runs.get(name, [])) if r is not None and not r.complete]

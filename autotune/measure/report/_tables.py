@@ -17,7 +17,7 @@ def confirmation_rows(campaign: Campaign) -> list[dict[str, Any]]:
     rows = []
     for name, subject in campaign.subjects.items():
         runs = campaign.complete_runs(name)
-        failure = campaign.reproduced_failure(name) if subject.reproduce else campaign.failure(name)
+        failure = campaign.counted_failure(name)
         configuration = subject.description
         if subject.same_as is not None:
             configuration += f" (the {subject.same_as} runs: the same code)"

@@ -149,7 +149,7 @@ class RetuneResult:
         if name not in self.campaign.subjects:
             return None
         subject = self.campaign.subjects[name]
-        failure = self.campaign.reproduced_failure(name) if subject.reproduce else self.campaign.failure(name)
+        failure = self.campaign.counted_failure(name)
         values = [self.objective.of(r) for r in self.campaign.complete_runs(name)]
         versus = self.campaign.ratio(name, "compile") if name != "compile" else None
         return {
