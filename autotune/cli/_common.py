@@ -9,6 +9,7 @@ from typing import Any
 
 __all__ = [
     "add_deprecated_alias",
+    "add_replicates",
     "EXIT_ERROR",
     "EXIT_FINDINGS",
     "EXIT_INTERRUPTED",
@@ -95,6 +96,22 @@ class _DeprecatedAlias(argparse.Action):
             file=sys.stderr,
         )
         setattr(namespace, self.dest, values)
+
+
+def add_replicates(
+    p: argparse.ArgumentParser | Any,
+    *,
+    least: tuple[str, int | None, str],
+    most: tuple[int | None, str],
+    old_least: str,
+) -> None:
+    """--replicates and --max-replicates (`least` and `most`: dest, default and help; `most` is stored in
+    max_rounds), with their old spellings `old_least` and --max-rounds as deprecated aliases."""
+    dest, default, said = least
+    p.add_argument("--replicates", dest=dest, type=int, default=default, metavar="N", help=said)
+    p.add_argument("--max-replicates", dest="max_rounds", type=int, default=most[0], metavar="N", help=most[1])
+    add_deprecated_alias(p, old_least, "--replicates", dest)
+    add_deprecated_alias(p, "--max-rounds", "--max-replicates", "max_rounds")
 
 
 def add_deprecated_alias(p: argparse.ArgumentParser | Any, old: str, new: str, dest: str) -> None:

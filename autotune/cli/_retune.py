@@ -11,8 +11,8 @@ from autotune.cli._common import (
     EXIT_OK,
     EXIT_REGRESSION,
     EXIT_TERMINATED,
-    add_deprecated_alias,
     add_no_compile_cache,
+    add_replicates,
     options_from,
 )
 
@@ -76,24 +76,16 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         metavar="FRACTION",
         help="how far the incumbent's ratio to plain compile or eager may fall since tuning (default: 0.10)",
     )
-    p.add_argument(
-        "--replicates",
-        dest="repeats",
-        type=int,
-        default=3,
-        metavar="N",
-        help="replicates of eager, plain compile, incumbent and challenger before it may stop (default: 3)",
+    add_replicates(
+        p,
+        least=(
+            "repeats",
+            3,
+            "replicates of eager, plain compile, incumbent and challenger before it may stop (default: 3)",
+        ),
+        most=(6, "replicates at most, while the intervals do not decide (default: 6; at least 2)"),
+        old_least="--repeats",
     )
-    p.add_argument(
-        "--max-replicates",
-        dest="max_rounds",
-        type=int,
-        default=6,
-        metavar="N",
-        help="replicates at most, while the intervals do not decide (default: 6; at least 2)",
-    )
-    add_deprecated_alias(p, "--repeats", "--replicates", "repeats")
-    add_deprecated_alias(p, "--max-rounds", "--max-replicates", "max_rounds")
     p.add_argument(
         "--device", metavar="cpu|cuda|cuda:N", help="where to measure (default: the device recorded in best.yaml)"
     )

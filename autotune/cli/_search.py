@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.cli._common import (
     EXIT_OK,
-    add_deprecated_alias,
     add_inputs,
     add_no_compile_cache,
     add_pick,
+    add_replicates,
     model_with_inputs,
     options_from,
     print_result,
@@ -208,24 +208,21 @@ def _measurement(g: Any) -> None:
         help="measure the best N trials again with both baselines, in replicates of paired windows, before choosing "
         "(default: from --effort; 0 to skip)",
     )
-    g.add_argument(
-        "--replicates",
-        dest="rounds",
-        type=int,
-        metavar="N",
-        help="replicates of the confirmation before it may stop: each is a new process per subject, warm from its "
-        "own cache, taking turns window by window with the others (default: from --effort)",
+    add_replicates(
+        g,
+        least=(
+            "rounds",
+            None,
+            "replicates of the confirmation before it may stop: each is a new process per subject, warm from its "
+            "own cache, taking turns window by window with the others (default: from --effort)",
+        ),
+        most=(
+            None,
+            "replicates at most, added while the leader's interval against plain compile is undecided "
+            "(default: from --effort)",
+        ),
+        old_least="--rounds",
     )
-    g.add_argument(
-        "--max-replicates",
-        dest="max_rounds",
-        type=int,
-        metavar="N",
-        help="replicates at most, added while the leader's interval against plain compile is undecided "
-        "(default: from --effort)",
-    )
-    add_deprecated_alias(g, "--rounds", "--replicates", "rounds")
-    add_deprecated_alias(g, "--max-rounds", "--max-replicates", "max_rounds")
     g.add_argument(
         "--windows",
         type=int,

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from autotune.cli._common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, EXIT_REGRESSION, add_deprecated_alias
+from autotune.cli._common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, EXIT_REGRESSION, add_replicates
 
 EXIT_SLOWER = EXIT_REGRESSION
 """validate's 3: the configuration works but is decided slower than plain compile (worse, as retune's 3 is)."""
@@ -42,24 +42,12 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", help="a best.yaml, or a recipe file with a `config:` section")
     p.add_argument("--model", metavar="PKG.MOD:ATTR", help="the workload (default: the one recorded in best.yaml)")
     p.add_argument("--device", metavar="cpu|cuda|cuda:N", help="default: cuda when available, else cpu")
-    p.add_argument(
-        "--replicates",
-        dest="repeats",
-        type=int,
-        default=3,
-        metavar="N",
-        help="replicates before it may stop (default: 3; at least 2)",
+    add_replicates(
+        p,
+        least=("repeats", 3, "replicates before it may stop (default: 3; at least 2)"),
+        most=(20, "replicates at most, while the interval is wider (default: 20)"),
+        old_least="--repeats",
     )
-    p.add_argument(
-        "--max-replicates",
-        dest="max_rounds",
-        type=int,
-        default=20,
-        metavar="N",
-        help="replicates at most, while the interval is wider (default: 20)",
-    )
-    add_deprecated_alias(p, "--repeats", "--replicates", "repeats")
-    add_deprecated_alias(p, "--max-rounds", "--max-replicates", "max_rounds")
     p.add_argument(
         "--precision",
         type=float,
