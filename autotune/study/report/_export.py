@@ -129,8 +129,13 @@ def campaign_of(study: optuna.Study) -> tuple[Campaign, bool]:
     )
     searched = scaled_baselines(attrs)  # where the trials' search-time rates stand, whichever session measured them
     for subject in Subject.baselines():
+        record = RunRecord.from_dict(searched[subject.name])
         campaign.subjects[subject.name] = subject
-        campaign.runs[subject.name] = [RunRecord.from_dict(searched[subject.name])]
+        campaign.runs[subject.name] = [record]
+        if not record.complete:
+            # The search measured each baseline once, starting cold: a failure is its first run's (the compile, the
+            # accuracy check), a verdict with no second run to wait for (`Campaign.reproduced_failure`).
+            campaign.cold[subject.name] = record
     complete = [
         t
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
