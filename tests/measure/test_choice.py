@@ -86,8 +86,10 @@ def test_one_failed_replicate_of_plain_compile_hands_eager_nothing_a_reproduced_
 
 
 def test_a_configuration_that_failed_one_replicate_is_never_exported() -> None:
-    chosen = choose(campaign(eager=[50, 51, 50], compile=[100, 101, 99], **{"trial 7": [150, None, 151]}))
+    measured = campaign(eager=[50, 51, 50], compile=[100, 101, 99], **{"trial 7": [150, None, 151]})
+    chosen = choose(measured)
     assert chosen.exported == "plain torch.compile" and chosen.trial is None
+    assert measured.failure_note("trial 7") == "replicate 2 failed (accuracy): it left the race, and is never exported"
 
 
 def test_the_metrics_record_ratios_the_decision_the_design_and_the_noise() -> None:

@@ -244,6 +244,9 @@ class Campaign:
             return f"in replicates {shown} (reproduced)"
         record = self.runs[name][failed[0]]
         reason = record.reason if record is not None else "failed"
+        subject = self.subjects.get(name)
+        if subject is None or not subject.reproduce:
+            return f"replicate {shown} failed ({reason}): it left the race, and is never exported"
         later = [r for r in self.runs[name][failed[0] + 1 :] if r is not None]
         if later:
             return f"replicate {shown} failed ({reason}) and its later runs did not: not reproduced, so not counted"
