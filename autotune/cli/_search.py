@@ -19,6 +19,7 @@ from autotune.cli._common import (
 from autotune.errors import ConfigError
 
 if TYPE_CHECKING:
+    from autotune.study.search import SearchOptions
     from autotune.trial.request import RunProtocol
 
 __all__ = ["DESCRIPTION", "EPILOG", "HELP", "NAME", "add_flags", "run"]
@@ -302,6 +303,12 @@ def _scale(g: Any) -> None:
 
 def _output(g: Any) -> None:
     g.add_argument("--out", metavar="DIR", help="output folder (default: outputs/<study-name>)")
+    g.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan (the adapted space, the trials and recipes, the confirmation) and an estimate of the "
+        "search's wall time from one cold compile of plain torch.compile; nothing is searched, stored or exported",
+    )
     add_no_compile_cache(
         g, "saving them costs two more runs of the winner: one warm from its measured cache, one with the file loaded"
     )
@@ -338,6 +345,8 @@ def run(args: argparse.Namespace) -> int:
         args.max_rounds = max(level.max_rounds, args.rounds)
     args.model = model_with_inputs(args)
     options = options_from(SearchOptions, args, protocol=protocol_from(args))
+    if args.dry_run:
+        return _dry_run(options, args)
     if args.new:
         from autotune.study.storage import discard_study  # lazy: see the package docstring
 
@@ -371,4 +380,23 @@ def run(args: argparse.Namespace) -> int:
             emit("search", {"exported": None, "note": note})
     elif result is not None:  # None: another host's search confirms and exports the shared study
         print_result(result)
+    return EXIT_OK
+
+
+def _dry_run(options: SearchOptions, args: argparse.Namespace) -> int:
+    """`autotune search --dry-run`: the plan and its estimate on stdout (or as JSON); the study is not opened."""
+    from autotune.study.report import SearchDisplay  # lazy: see the package docstring
+    from autotune.study.search import dry_run  # lazy: see the package docstring
+
+    display = SearchDisplay(sys.stderr, verbosity=args.verbosity)
+    try:
+        planned = dry_run(options, progress=display)
+    finally:
+        display.close()
+    if args.json:
+        from autotune.cli._json import emit  # lazy: see the package docstring
+
+        emit("search", {"dry_run": planned.to_dict()})
+    else:
+        print("\n".join(planned.lines()))
     return EXIT_OK

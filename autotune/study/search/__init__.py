@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from autotune.study.search._budget import TrialBudget
+from autotune.study.search._dry_run import DryRun, Estimate, dry_run, estimate
 from autotune.study.search._effort import EFFORTS, Effort, effort
 from autotune.study.search._ledger import FINISHED, StudyLedger
 from autotune.study.search._loop import DETERMINISTIC_FAILURES, TrialLoop
@@ -44,8 +45,10 @@ __all__ = [
     "BUNDLED_DIR",
     "CACHES_FOLDER",
     "DETERMINISTIC_FAILURES",
+    "DryRun",
     "EFFORTS",
     "Effort",
+    "Estimate",
     "FEATURES",
     "FINISHED",
     "INFERENCE_ONLY_OPTIONS",
@@ -71,7 +74,9 @@ __all__ = [
     "bundled_spaces",
     "compile_limit",
     "default_study_name",
+    "dry_run",
     "effort",
+    "estimate",
     "expert_recipes",
     "explore",
     "forget_new_study",

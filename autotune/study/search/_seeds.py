@@ -170,24 +170,35 @@ def seed_params(space: SearchSpace, seed: Seed) -> tuple[dict[str, Any], Compile
 
 def seed_study(study: optuna.Study, space: SearchSpace, seeds: Sequence[Seed], limit: int) -> list[str]:
     """Enqueue up to `limit` seeds as the study's first trials; returns what was done, in words."""
+    queued, notes = planned_seeds(space, seeds, limit)
+    for seed, params in queued:
+        study.enqueue_trial(params, user_attrs={"recipe": seed.name}, skip_if_exists=True)
+    return notes
+
+
+def planned_seeds(
+    space: SearchSpace, seeds: Sequence[Seed], limit: int
+) -> tuple[list[tuple[Seed, dict[str, Any]]], list[str]]:
+    """The seeds, up to `limit`, that would start a study in `space`, each with its parameters; and why, in words."""
     notes = []
-    queued: list[CompileConfig] = []
+    queued: list[tuple[Seed, dict[str, Any]]] = []
+    configs: list[CompileConfig] = []
     for seed in seeds:
         found = seed_params(space, seed)
         if isinstance(found, str):
             notes.append(f"recipe {seed.name} not seeded: {found}")
             continue
         params, config = found
-        if config in queued:
+        if config in configs:
             notes.append(f"recipe {seed.name} not seeded: the same configuration as an earlier recipe here")
             continue
         if len(queued) >= limit:
             notes.append(f"recipe {seed.name} not seeded: --trials leaves room for {limit} recipe(s)")
             continue
-        study.enqueue_trial(params, user_attrs={"recipe": seed.name}, skip_if_exists=True)
-        queued.append(config)
+        queued.append((seed, params))
+        configs.append(config)
         notes.append(f"recipe {seed.name} seeded: {seed.why}")
-    return notes
+    return queued, notes
 
 
 def recipes_pending(study: optuna.Study) -> bool:

@@ -29,7 +29,6 @@ from autotune.errors import AutotuneError, SearchError
 from autotune.measure import (
     Budget,
     Campaign,
-    Harness,
     Objectives,
     Subject,
     confirmation_budget,
@@ -58,12 +57,12 @@ from autotune.study.search._loop import ANCHOR_EVERY, DETERMINISTIC_FAILURES, Tr
 from autotune.study.search._opening import forget_new_study, open_search_study
 from autotune.study.search._options import SearchOptions
 from autotune.study.search._pool import TrialPool, worker_devices
+from autotune.study.search._prepare import prepare
 from autotune.study.search._seeds import recipes_pending, seed_study, stacked_recipes, study_seeds
-from autotune.study.search._space import SearchSpace, load_space, observed_lengths, shared_length_groups
+from autotune.study.search._space import load_space
 from autotune.study.storage import REFERENCES, ValueScale, adopt_scale, storage_failures_named, study_scale
 from autotune.trial.request import RunRecord
 from autotune.trial.runner import remove_abandoned_workdirs
-from autotune.workload import resolve
 
 __all__ = ["CACHES_FOLDER", "explore", "search"]
 
@@ -105,23 +104,11 @@ class _Search:
             if options.compile_cache
             else 0,  # save, then load: a warm run and a run from the file, about one trial
         )
-        workload = resolve(options.model, isolated=True)
-        batches = workload.draw_batches(seed=options.seed)
-        self.summary = workload.summary(options.model, batches)
-        self.model_fingerprint = environment.model_fingerprint(workload.model, environment.batch_shapes(batches))
-        self.shared_lengths = shared_length_groups(self.summary, batches)
-        # Buckets are learned from the lengths a trial meets: the fixed batches and the fresh stream after them.
-        fresh = workload.fresh_batches(seed=options.seed, count=options.protocol.fresh_batches)
-        self.lengths = observed_lengths(self.summary, [*batches, *fresh])
+        self.prepared = prepared = prepare(options)
+        self.summary, self.harness = prepared.summary, prepared.harness
+        self.model_fingerprint = prepared.model_fingerprint
+        self.shared_lengths, self.lengths = prepared.shared_lengths, prepared.lengths
         self.base_space = load_space(options.space)
-        self.harness = Harness(
-            spec=options.model,
-            summary=self.summary,
-            device=str(options.device),
-            seed=options.seed,
-            protocol=options.protocol,
-            timeout=options.trial_timeout,
-        )
         options.out_dir.mkdir(parents=True, exist_ok=True)
         self.study, self.new_study = open_search_study(
             options, self.objectives, self.summary, self.model_fingerprint, self.base_space.name
@@ -201,14 +188,7 @@ class _Search:
                 forget_new_study(self.options, self.study)
             raise
         graph_breaks = int(self.loop.baselines["compile"].get("graph_breaks", 0) or 0)
-        space: SearchSpace = self.base_space.adapt(
-            self.summary,
-            str(self.options.device),
-            graph_breaks=graph_breaks,
-            shared_lengths=self.shared_lengths,
-            lengths=self.lengths,
-            allow_precision_changes=self.options.allow_precision_changes,
-        )
+        space = self.prepared.space(self.base_space, self.options, graph_breaks)
         self.loop.space = space
         dropped = "".join(f"; dropped {d}" for d in space.dropped)
         self._note(f"space '{space.name}': {len(space.dimensions())} dimensions{dropped}")
