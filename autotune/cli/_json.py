@@ -49,6 +49,7 @@ def tuned_summary(path: Path) -> dict[str, Any]:
         "vs_eager": _interval(metrics.get("vs_eager")),
         "samples_per_second": metrics.get("samples_per_second"),
         "compile_seconds": metrics.get("compile_seconds"),
+        "cost": metrics.get("cost"),
         "config": recorded.config.to_dict(),
         "workload": {"spec": recorded.workload.spec, "task": recorded.workload.task},
         "created": recorded.created,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from autotune.study.report._cost import SESSION_STAGES, cost_text, search_cost
 from autotune.study.report._display import SearchDisplay, duration
 from autotune.study.report._export import (
     SearchResult,
@@ -32,6 +33,7 @@ from autotune.study.report._verdict import BEST_TRIALS, best_trials, render_summ
 
 __all__ = [
     "BEST_TRIALS",
+    "SESSION_STAGES",
     "Plan",
     "Plot",
     "Progress",
@@ -43,6 +45,7 @@ __all__ = [
     "cannot_write",
     "confirmation_guess",
     "config_columns",
+    "cost_text",
     "decision",
     "duration",
     "export_from_storage",
@@ -56,6 +59,7 @@ __all__ = [
     "render_summary",
     "retune_history",
     "savings_text",
+    "search_cost",
     "StudyRow",
     "studies_in",
     "studies_in_storage",

@@ -36,6 +36,7 @@ from autotune.measure.format import utc_now
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.summary import WorkloadSummary
 from autotune.runtime.tuned import TunedConfig, write_atomic
+from autotune.study.report._cost import search_cost
 from autotune.study.report._files import written_together
 from autotune.study.report._verdict import best_trials
 from autotune.study.storage import load_search_study, scaled_baselines, trial_rank, trial_value
@@ -181,6 +182,9 @@ def export_study(study: optuna.Study, out_dir: Path, *, pick: str | None = None)
     figures = metrics(campaign, choice, extra=extra)
     if attrs.get("stopped"):
         figures["stopped"] = attrs["stopped"]
+    cost = search_cost(study)
+    if cost is not None:
+        figures["cost"] = cost
     baselines = {name: baseline_figures(campaign, name) for name in ("eager", "compile")}
     cache = dict(attrs.get("compile_cache") or {})
     if cache.pop("subject", None) != choice.subject:

@@ -12,6 +12,7 @@ from typing import Any
 
 from autotune.measure.format import number
 from autotune.measure.report import confirmation_cells, table
+from autotune.study.report._cost import cost_text
 
 __all__ = ["BEST_TRIALS", "best_trials", "render_summary", "savings_text"]
 
@@ -60,6 +61,9 @@ def render_summary(metrics: Mapping[str, Any], study: Mapping[str, Any], *, mark
         f"{trials.get('total', 0)} trial(s): {trials.get('complete', 0)} complete, {trials.get('pruned', 0)} pruned, "
         f"{trials.get('failed', 0)} failed; {savings_text(study)}."
     )
+    cost = cost_text(metrics.get("cost"))
+    if cost:
+        lines += ["", cost]
     return "\n".join(lines)
 
 

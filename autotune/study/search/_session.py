@@ -14,12 +14,14 @@ leave that to it (`autotune export` writes the same files anywhere afterwards).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
 import statistics
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -97,6 +99,8 @@ class _Search:
         self.objectives = Objectives.parse(options.objective)
         self.objective = self.objectives.primary
         self.started = time.monotonic()
+        self.stages: dict[str, float] = {}
+        """Seconds of each stage this session ran (`SESSION_STAGES`)."""
         self.reporting = threading.Lock()
         self.plan = Plan(
             confirmation=(options.confirm + 2) * options.rounds if options.confirm else 0,
@@ -128,11 +132,13 @@ class _Search:
 
     def _run(self) -> SearchResult | None:
         if self.options.doctor and "doctor" not in self.study.user_attrs:
-            self._diagnose()
+            with self._stage("doctor"):
+                self._diagnose()
         self.explore()
         if self.loop.ledger.shared and not self.budget.confirms():
             return None
-        campaign = _confirm(self)
+        with self._stage("confirmation"):
+            campaign = _confirm(self)
         if campaign is not None and not any(campaign.complete_runs(name) for name in campaign.subjects):
             failures = "; ".join(
                 f"{name}: {failure.reason}" for name in campaign.subjects if (failure := campaign.failure(name))
@@ -141,10 +147,24 @@ class _Search:
                 f"every confirmation run failed ({failures}), so nothing was measured to choose from; nothing was "
                 f"exported and the files in {self.options.out_dir} are as they were. The trials are kept in the study."
             )
-        self.study.set_user_attr("search_wall_seconds", round(time.monotonic() - self.started, 1))
         if self.options.compile_cache:
-            self._save_compile_cache(campaign_of(self.study)[0], campaign)
+            with self._stage("compile cache"):
+                self._save_compile_cache(campaign_of(self.study)[0], campaign)
+        self.study.set_user_attr("search_wall_seconds", round(time.monotonic() - self.started, 1))
+        self.study.set_user_attr("search_stages", {name: round(s, 1) for name, s in self.stages.items()})
+        self.study.set_user_attr(
+            "search_session", {"host": socket.gethostname(), "pid": os.getpid(), "workers": self.plan.workers}
+        )
         return export_study(self.study, self.options.out_dir)
+
+    @contextlib.contextmanager
+    def _stage(self, name: str) -> Iterator[None]:
+        """Time a stage of this session (`SESSION_STAGES`) into `stages`, for the search's cost."""
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.stages[name] = self.stages.get(name, 0.0) + time.monotonic() - started
 
     def _diagnose(self) -> None:
         """The doctor's findings, as the search's first phase: a break or recompile no setting can fix is worth knowing
@@ -181,12 +201,18 @@ class _Search:
         if removed:
             self._note(f"removed {removed} trial folder(s) left behind by a search that was killed")
         try:
-            self.loop.baselines = _baselines(self)
+            with self._stage("baselines"):
+                self.loop.baselines = _baselines(self)
         except SearchError:
             if self.new_study:
                 shutil.rmtree(self.loop.caches, ignore_errors=True)  # the baselines' cache folders
                 forget_new_study(self.options, self.study)
             raise
+        with self._stage("trials"):
+            self._trials()
+
+    def _trials(self) -> None:
+        """The space adapted and seeded, then trials until the budget ends them."""
         graph_breaks = int(self.loop.baselines["compile"].get("graph_breaks", 0) or 0)
         space = self.prepared.space(self.base_space, self.options, graph_breaks)
         self.loop.space = space

@@ -1,0 +1,84 @@
+"""What a search cost: its wall time against the cold compiles no search can skip, and where the rest went.
+
+Every configuration a search tries compiles once, cold, with caches of its own (that is what a
+user's first compile costs); no search can take less than those compiles. The rest is what
+this search adds to them: the doctor, the baselines' other work, each trial's start-up, checks
+and stream pass, its warm restart and its paired windows, the anchors, the confirmation and the
+compile-cache runs. The figures are the session's that confirmed and exported: a resumed study's
+earlier sessions are not counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import optuna
+
+from autotune.study.report._display import duration
+
+__all__ = ["SESSION_STAGES", "cost_text", "search_cost"]
+
+SESSION_STAGES = ("doctor", "baselines", "trials", "confirmation", "compile cache")
+"""The stages of a search session, in the order it runs them; `search_stages` holds each one's seconds."""
+
+
+def search_cost(study: optuna.Study) -> dict[str, Any] | None:
+    """The exporting session's wall time, its cold compiles, their ratio and the rest by part; None if not recorded."""
+    attrs = study.user_attrs
+    stages: Mapping[str, float] = attrs.get("search_stages") or {}
+    session: Mapping[str, Any] = attrs.get("search_session") or {}
+    if not stages or not session:
+        return None
+    ran = [
+        t.user_attrs
+        for t in study.get_trials(deepcopy=False)
+        if t.user_attrs.get("pid") == session.get("pid")
+        and t.user_attrs.get("host") == session.get("host")
+        and not t.user_attrs.get("reused_run")
+    ]
+    plain = float((attrs.get("baseline.compile") or {}).get("compile_seconds") or 0.0)
+    compiles = [float(t.get("compile_seconds") or 0.0) for t in ran]
+    cold = plain + sum(compiles)
+    restarts = windows = others = 0.0
+    for figures in ran:
+        phases = figures.get("phase_seconds") or {}
+        restart, measure = float(phases.get("restart", 0.0)), float(phases.get("measure", 0.0))
+        restarts += restart
+        windows += measure
+        compiled = float(figures.get("compile_seconds") or 0.0)
+        others += max(float(figures.get("wall_seconds") or 0.0) - compiled - restart - measure, 0.0)
+    trials_stage = float(stages.get("trials", 0.0))
+    rest = {
+        "doctor": float(stages.get("doctor", 0.0)),
+        "baselines beyond plain compile's compile": max(float(stages.get("baselines", 0.0)) - plain, 0.0),
+        "trials' starts, checks and stream passes": others,
+        "warm restarts": restarts,
+        "paired windows": windows,
+        "anchors and the study's bookkeeping": max(trials_stage - sum(compiles) - others - restarts - windows, 0.0),
+        "confirmation": float(stages.get("confirmation", 0.0)),
+        "compile cache": float(stages.get("compile cache", 0.0)),
+    }
+    wall = sum(float(v) for v in stages.values())
+    return {
+        "wall_seconds": round(wall, 1),
+        "cold_compile_seconds": round(cold, 1),
+        "cold_compiles": len(compiles) + (1 if plain else 0),
+        "ratio": round(wall / cold, 2) if cold > 0 else None,
+        "workers": int(session.get("workers") or 1),
+        "rest_seconds": {part: round(seconds, 1) for part, seconds in rest.items()},
+    }
+
+
+def cost_text(cost: Mapping[str, Any] | None) -> str:
+    """One sentence: the wall time, its ratio to the cold compiles, and where the rest went; '' when not recorded."""
+    if not cost:
+        return ""
+    ratio = cost.get("ratio")
+    over = f", {ratio:.2f}x its " if ratio else ", beside "
+    parts = ", ".join(f"{part} {duration(s)}" for part, s in (cost.get("rest_seconds") or {}).items() if s >= 0.5)
+    side = f" (trials' parts summed over {cost['workers']} workers)" if cost.get("workers", 1) > 1 else ""
+    return (
+        f"Cost: {duration(cost['wall_seconds'])} in all{over}{duration(cost['cold_compile_seconds'])} of "
+        f"{cost['cold_compiles']} cold compile(s), which no search can skip; the rest{side}: {parts or 'none'}."
+    )
