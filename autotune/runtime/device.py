@@ -41,6 +41,8 @@ __all__ = [
     "CUDA_GRAPHS",
     "DEVICE_KINDS",
     "OPTION_NEEDS",
+    "CORES_PER_COMPILE",
+    "MAX_COMPILES_AT_ONCE",
     "SHARED_MODES",
     "TRITON",
     "CPUDevice",
@@ -81,6 +83,13 @@ _WHY_NOT = {
 
 SHARED_MODES = ("Default",)
 """nvidia-smi compute modes in which several processes may use one GPU at once."""
+
+CORES_PER_COMPILE = 4
+"""Host cores a trial's compile takes on a GPU host when several compile at once (`Device.compiles_at_once`)."""
+
+MAX_COMPILES_AT_ONCE = 4
+"""The most trials a search compiles at once on one GPU unless --workers asks for more: each holds a quarter of
+its memory."""
 
 _TEXT = re.compile(r"(?P<kind>[a-z]+)(?::(?P<index>[0-9]+))?")
 
@@ -154,6 +163,13 @@ class Device(abc.ABC):
         """How many subjects of a replicate build, compile and settle side by side on a host of `cores` cores.
 
         One: a warm start's settle windows on a CPU device use every core, and starts that overlap fight over them.
+        """
+        return 1
+
+    def compiles_at_once(self, cores: int) -> int:
+        """How many trials a search compiles side by side on this device, given `cores` host cores of its own.
+
+        One: a CPU device compiles and measures on the same cores, so a second compile only slows the first.
         """
         return 1
 
@@ -315,6 +331,11 @@ class CUDADevice(Device):
     def starts_at_once(self, cores: int) -> int:
         # Beside a GPU a warm start needs about four of the host's cores (tracing, loading, launching kernels).
         return max(1, cores // 4)
+
+    def compiles_at_once(self, cores: int) -> int:
+        # Compiling is CPU work and measuring GPU work: one compile per four cores (Inductor's compile workers and
+        # the worker's own thread), at most MAX_COMPILES_AT_ONCE, whose share of the GPU's memory stays useful.
+        return min(MAX_COMPILES_AT_ONCE, max(1, cores // CORES_PER_COMPILE))
 
     def memory_share(self, workers: int) -> float | None:
         # Workers sharing a GPU: one that grows past its share fails alone instead of starving another.

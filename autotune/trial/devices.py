@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from autotune.errors import ConfigError
-from autotune.runtime.device import SHARED_MODES, parse_device
+from autotune.runtime.device import CORES_PER_COMPILE, MAX_COMPILES_AT_ONCE, SHARED_MODES, parse_device
 
-__all__ = ["compute_mode", "core_sets", "refuse_shared_exclusive"]
+__all__ = ["compute_mode", "core_sets", "default_workers", "refuse_shared_exclusive"]
 
 
 def compute_mode(device: str, visible: str | None) -> str | None:
@@ -58,3 +58,35 @@ def core_sets(devices: list[str], cpus: list[int]) -> dict[str, tuple[int, ...]]
         sets[device] = tuple(ordered[start:end])
         start = end
     return sets
+
+
+def default_workers(
+    devices: list[str],
+    cores: int,
+    visible: str | None,
+    mode_of: Callable[[str, str | None], str | None] = compute_mode,
+) -> tuple[int, str]:
+    """The workers a search runs when --workers is not given, and why in words ('' when one per device).
+
+    Each device gets as many as it compiles at once with its share of the host's `cores`
+    (`Device.compiles_at_once`): on a GPU host compiles are CPU work and measurements GPU work,
+    so several trials compile side by side while one at a time measures. Workers go round-robin
+    over the devices, so every device gets the fewest any of them allows; a GPU whose compute
+    mode lets one process at a time use it gets one.
+    """
+    share = max(cores // max(len(devices), 1), 1)
+    each = []
+    for device in dict.fromkeys(devices):
+        count = parse_device(device).compiles_at_once(share)
+        if count > 1 and (mode := mode_of(device, visible)) is not None and mode not in SHARED_MODES:
+            count = 1
+        each.append(count)
+    per_device = min(each, default=1)
+    if per_device <= 1:
+        return len(devices), ""
+    why = (
+        f"{per_device * len(devices)} workers, chosen for {cores} cores and {len(devices)} GPU(s): {per_device} per GPU "
+        f"compile side by side (one per {CORES_PER_COMPILE} cores, at most {MAX_COMPILES_AT_ONCE}) and measure one at "
+        "a time; --workers N chooses another number"
+    )
+    return per_device * len(devices), why

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import os
 import signal
 import subprocess
 import sys
@@ -13,7 +15,10 @@ import pytest
 
 from autotune import cli
 from autotune.errors import SearchError
+from autotune.runtime.device import CUDADevice
 from autotune.study.search import SearchOptions, explore, worker_devices
+from autotune.trial.devices import default_workers
+from autotune.trial.request import RunProtocol
 from tests.processes import listed, workers_of
 
 SPEC = "tests.trial_targets.workloads:tiny_infer"
@@ -99,3 +104,72 @@ def test_ctrl_c_stops_every_worker_and_records_their_trials_as_interrupted(tmp_p
     )
     reasons = [t.user_attrs.get("reason") for t in study.trials]
     assert reasons.count("interrupted") == 2, reasons
+
+
+# -- how many workers a search runs when --workers is not given ------------------------------------
+
+
+@pytest.mark.parallel  # a unit test
+def test_a_gpu_host_compiles_one_trial_per_four_cores_of_each_gpu_and_a_cpu_one_at_a_time() -> None:
+    def mode(device: str, visible: str | None) -> str:
+        return "Default"
+
+    workers, why = default_workers(["cuda:0"], 16, None, mode)
+    assert workers == 4, "16 cores beside one GPU: four compiles at once"
+    assert why.startswith("4 workers, chosen for 16 cores and 1 GPU(s): 4 per GPU compile side by side"), why
+    assert default_workers(["cuda:0"], 64, None, mode)[0] == 4, "at most four per GPU: each holds a quarter"
+    assert default_workers(["cuda:0"], 8, None, mode)[0] == 2
+    assert default_workers(["cuda:0", "cuda:1"], 16, None, mode)[0] == 4, "two per GPU, each with 8 cores"
+    assert default_workers(["cuda:0"], 4, None, mode) == (1, "")
+    assert default_workers(["cpu"], 16, None, mode) == (1, ""), "the CPU compiles and measures on the same cores"
+    exclusive = default_workers(["cuda:0"], 16, None, lambda device, visible: "Exclusive_Process")
+    assert exclusive == (1, ""), "a GPU one process at a time may use"
+
+
+@pytest.mark.parallel  # a unit test
+def test_without_workers_a_search_on_a_16_core_gpu_host_runs_four_unless_compile_time_decides(monkeypatch) -> None:
+    monkeypatch.setattr(CUDADevice, "check_usable", lambda self: None)  # this host has no GPU: its rules apply alike
+    monkeypatch.setattr(CUDADevice, "compute_mode", lambda self, visible: None)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    chosen = SearchOptions(model=SPEC, device="cuda:0")
+    assert chosen.workers == 4 and "chosen for 16 cores" in chosen.workers_chosen
+    assert SearchOptions(model=SPEC, device="cuda:0", workers=1).workers == 1, "--workers wins"
+    timed = SearchOptions(model=SPEC, device="cuda:0", objective="time-to:100")
+    assert timed.workers == 1 and timed.workers_chosen == "", "compile time decides: one compile at a time"
+    assert SearchOptions(model=SPEC, device="cpu").workers == 1
+
+
+@pytest.mark.parallel  # asserts an order of events, not a time
+def test_the_workers_chosen_for_a_16_core_gpu_host_run_four_trials_at_once_and_measure_one_at_a_time(
+    tmp_path: Path,
+) -> None:
+    # Stand-in workers on this CPU, in the number a 16-core host with one GPU gets, compiling on dynamo's eager backend.
+    workers, _ = default_workers(["cuda:0"], 16, None, lambda device, visible: "Default")
+    space = tmp_path / "four.yaml"
+    space.write_text(
+        "description: four configurations\nmode: [default]\ndynamic: [false, true]\nfullgraph: [false, true]\n"
+    )
+    options = SearchOptions(
+        model="tests.trial_targets.dynamo_only:tiny_infer",
+        space=str(space),
+        trials=4,
+        workers=workers,
+        sampler="bruteforce",  # the space's four configurations, one per worker
+        device="cpu",
+        out=str(tmp_path / "out"),
+        doctor=False,
+        recipes=False,
+        pruner="none",
+        slow_ratio=0.0,
+        protocol=RunProtocol(windows=2, window_seconds=0.1, fresh_batches=4),
+    )
+    study = explore(options)
+    trials = study.get_trials(deepcopy=False)
+    assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE] * 4, [t.user_attrs for t in trials]
+    ran = [t for t in trials if not t.user_attrs.get("reused_run")]
+    assert len(ran) == 4, "none of the four is plain compile, whose trial would reuse the baseline's run"
+    first_done = min(t.datetime_complete for t in ran)
+    assert all(t.datetime_start < first_done for t in ran), "every worker started before any finished"
+    windows = sorted(t.user_attrs["measured_between"] for t in ran)
+    for earlier, later in itertools.pairwise(windows):
+        assert earlier[1] <= later[0], f"two measurements overlapped: {windows}"

@@ -114,6 +114,8 @@ class DryRun:
     estimate: Estimate
     seconds: float
     """How long the dry run itself took."""
+    workers_chosen: str = ""
+    """Why that many workers, when --workers was not given and the host allows several."""
     limits: list[str] = field(default_factory=list)
     """--timeout and --time-budget, in words, where they would end the search sooner."""
 
@@ -130,6 +132,7 @@ class DryRun:
             + (f"first the recipe(s) {', '.join(self.recipes)}, then " if self.recipes else "")
             + "the sampler's choices",
             *(f"              {note}" for note in self.notes if " not seeded" in note),
+            *([f"              {self.workers_chosen}"] if self.workers_chosen else []),
             f"  confirm     the best {self.confirm} trial(s) with eager and plain torch.compile, "
             f"{low} to {high} replicates of paired windows",
             f"  cold run    plain torch.compile compiled in {_took(first.compile_seconds or 0.0)} "
@@ -212,6 +215,7 @@ def dry_run(options: SearchOptions, progress: ProgressCallback | None = None) ->
         confirm=options.confirm,
         replicates=(options.rounds, options.max_rounds),
         workers=options.workers or 1,
+        workers_chosen=options.workers_chosen,
         first=first,
         estimate=est,
         seconds=time.monotonic() - started,

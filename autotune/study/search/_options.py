@@ -14,7 +14,7 @@ from autotune.measure import DEFAULT_PICK, Budget, Objectives, parse_pick
 from autotune.runtime.device import Device, parse_device
 from autotune.study.search._space import load_space
 from autotune.study.storage import Liveness, check_storage_url
-from autotune.trial.devices import refuse_shared_exclusive
+from autotune.trial.devices import default_workers, refuse_shared_exclusive
 from autotune.trial.request import RunProtocol, check_device
 
 __all__ = ["PRUNERS", "SAMPLERS", "SearchOptions", "default_study_name"]
@@ -44,9 +44,12 @@ class SearchOptions:
     """cpu, cuda or cuda:N (default: cuda when available); several CUDA devices as 'cuda:0,cuda:1', one worker each.
     After validation, the first device: the baselines, the confirmation and the doctor run there."""
     workers: int | None = None
-    """Trials run at once (default: one per device); more workers than devices share a device, compiling side by
+    """Trials run at once (default: on a GPU host, as many per GPU as it compiles at once with its share of the
+    cores, `default_workers`; one per CPU device); more workers than devices share a device, compiling side by
     side and measuring one at a time."""
     devices: list[str] = field(default_factory=list)
+    workers_chosen: str = ""
+    """Why a search with no --workers runs the workers it does, in words; '' for one per device."""
     """Every device trials run on (filled from `device`)."""
     out: str | None = None
     """The output folder (default: outputs/<study-name>)."""
@@ -136,8 +139,12 @@ class SearchOptions:
             raise SearchError(f"--max-replicates {self.max_rounds}: must be >= --replicates ({self.rounds}).")
         self.devices = _devices(self.device, self.devices)
         self.device = self.devices[0]
+        if self.workers is None and Objectives.parse(self.objective).compile_decides:
+            self.workers = len(self.devices)  # compile time decides: compiles side by side would each read slower
         if self.workers is None:
-            self.workers = len(self.devices)
+            self.workers, self.workers_chosen = default_workers(
+                self.devices, len(os.sched_getaffinity(0)), os.environ.get("CUDA_VISIBLE_DEVICES")
+            )
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < len(self.devices):
             raise SearchError(
                 f"--workers {self.workers}: must be an integer >= the {len(self.devices)} device(s) of --device "

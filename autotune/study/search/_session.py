@@ -229,7 +229,10 @@ class _Search:
         workers = worker_devices(self.options.devices, self.options.workers or 1)
         if len(workers) > 1:
             shared = ", ".join(f"{workers.count(d)} on {d}" for d in dict.fromkeys(workers))
-            self._note(f"{len(workers)} workers ({shared}): compiles run side by side, measurements one at a time")
+            chosen = self.options.workers_chosen  # no --workers: chosen for the host (`default_workers`)
+            self._note(
+                chosen or f"{len(workers)} workers ({shared}): compiles run side by side, measurements one at a time"
+            )
             self.plan.workers = len(workers)
         while True:
             if len(workers) > 1:
