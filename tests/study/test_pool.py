@@ -139,6 +139,7 @@ def test_without_workers_a_search_on_a_16_core_gpu_host_runs_four_unless_compile
     assert SearchOptions(model=SPEC, device="cpu").workers == 1
 
 
+@pytest.mark.slow  # four workers' processes on two cores: half a minute, the full tier's
 @pytest.mark.parallel  # asserts an order of events, not a time
 def test_the_workers_chosen_for_a_16_core_gpu_host_run_four_trials_at_once_and_measure_one_at_a_time(
     tmp_path: Path,

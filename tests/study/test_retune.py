@@ -272,8 +272,13 @@ def test_a_truly_faster_challenger_replaces_the_incumbent(improved: tuple[int, s
     best, previous = load(folder / "best.yaml"), tuned.read(folder / "best.prev.yaml")
     assert (best.config.scope, previous.config.scope) == ("whole", "regional")
     # Eager pauses 2 ms a step, the whole compiled model 0.1 ms; what else a step costs (Python, dynamo's guards)
-    # differs from machine to machine, so how much faster is not asked here: that it is, by the confirmation's rule.
-    assert best.metrics["vs_eager"]["low"] > 1.015, "whole-model compilation skips the eager pause"
+    # differs from machine to machine, so how much faster is not asked here: that it is, in every replicate. (Not
+    # by the interval against eager: the retune stops once the challenger is decided against the incumbent, after
+    # as few as two replicates, where an interval simultaneous over its looks spans 0.8x to 60x eager.)
+    (entry,) = [json.loads(line) for line in (folder / "history.jsonl").read_text().splitlines()]
+    ratios = [c / e for c, e in zip(entry["challenger"]["runs"], entry["baselines"]["eager"]["runs"], strict=True)]
+    assert len(ratios) >= 2 and min(ratios) > 1.5, f"whole-model compilation skips the eager pause: {ratios}"
+    assert best.metrics["vs_eager"]["median"] > 1.5
     assert (folder / "apply_compilation.py").read_text() == best.source
     assert (folder / "apply_compilation.prev.py").read_text() == previous.source
     # --no-compile-cache: the old cache does not belong to the new configuration, so it moved aside.
