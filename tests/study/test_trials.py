@@ -298,6 +298,27 @@ def test_the_reference_level_is_the_geometric_mean_of_its_anchors_due_before_the
     assert [n for n, yes in enumerate(due) if yes] == [0, ANCHOR_EVERY, 2 * ANCHOR_EVERY]
 
 
+def test_after_an_anchor_within_its_own_noise_no_other_is_due() -> None:
+    from autotune.study.search._loop import ANCHOR_EVERY
+
+    # A quiet reference: its first anchor read 1.007x, +/-5% by its blocks. Another could not change a figure.
+    reference = paired([1.0], [1.0]).reference
+    assert reference.anchor_due(ANCHOR_EVERY), "one before the first trial"
+    reference.levels, reference.level_errors = [1.007], [0.05]
+    assert reference.anchors_ahead(3 * ANCHOR_EVERY, ANCHOR_EVERY) == 0
+    due = []
+    for trials in range(1, 3 * ANCHOR_EVERY + 1):
+        reference.paired_trials = trials
+        due.append(reference.anchor_due(ANCHOR_EVERY))
+    assert not any(due) and reference.anchors_started == 1
+    # One 5% slow by an anchor of +/-3% error: not decided by itself, but another anchor could decide it, so one is due.
+    reference = paired([1.0], [1.0]).reference
+    reference.anchors_started, reference.levels, reference.level_errors = 1, [0.95], [0.03]
+    assert not reference.level_decided and reference.anchoring_worth
+    reference.paired_trials = ANCHOR_EVERY
+    assert reference.anchors_ahead(ANCHOR_EVERY, ANCHOR_EVERY) == 1 and reference.anchor_due(ANCHOR_EVERY)
+
+
 def test_a_reference_level_within_the_anchors_own_noise_is_not_taken_out() -> None:
     reference = paired([1.0], [1.0]).reference
     # Two anchors 2% and 4% slow, each +/-4% by its own blocks: their mean, 0.97, is within their band.

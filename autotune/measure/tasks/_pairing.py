@@ -133,16 +133,32 @@ class LiveReference:
         """
         return self.measured_level if self.level_decided else 1.0
 
+    @property
+    def anchoring_worth(self) -> bool:
+        """Whether another anchor could still change a figure: before any anchor has read a level, or while the
+        anchors so far read one at least half their band from 1 (decided, or one more anchor could decide it).
+
+        Anchors that read their reference within their own noise change nothing (`level` stays 1), and over 14
+        anchors of seven searches of the toy none was decided: each further one cost a warm restart and its windows.
+        """
+        band = self.level_band
+        if not self.levels or band is None:
+            return True
+        return abs(math.log(self.measured_level)) > band / 2
+
     def anchor_due(self, every: int) -> bool:
-        """Whether a new anchor is due: one before the first trial, then one more after each `every` trials."""
+        """Whether a new anchor is due: one before the first trial, then one more after each `every` trials for as
+        long as they could change a figure (`anchoring_worth`)."""
         if self.anchors_started > self.paired_trials // every:
+            return False
+        if self.anchors_started and not self.anchoring_worth:
             return False
         self.anchors_started += 1
         return True
 
     def anchors_ahead(self, trials: int, every: int) -> int:
         """How many anchors `trials` more paired trials will start (`anchor_due`'s schedule), for an ETA."""
-        if trials <= 0:
+        if trials <= 0 or (self.anchors_started and not self.anchoring_worth):
             return 0
         last = self.paired_trials + trials - 1
         return max(last // every + 1 - self.anchors_started, 0)

@@ -19,7 +19,6 @@ from autotune.measure.tasks import first_run
 from autotune.runtime.config import CompileConfig
 from autotune.study.report import Progress as ProgressUpdate
 from autotune.study.report import ProgressCallback, confirmation_guess, duration, quiet
-from autotune.study.search._loop import ANCHOR_EVERY
 from autotune.study.search._options import SearchOptions
 from autotune.study.search._prepare import prepare
 from autotune.study.search._seeds import planned_seeds, study_seeds
@@ -70,7 +69,8 @@ def estimate(first: RunRecord, options: SearchOptions, *, compile_decides: bool,
     paired = restart + windows * window  # and as many windows of the reference
     trial = cold + paired
     trials = max(options.trials - (1 if plain_seeded else 0), 0)
-    anchors = (trials - 1) // ANCHOR_EVERY + 1 if trials else 0
+    # One before the first trial; more only where it reads the reference at a level of its own (`anchoring_worth`).
+    anchors = 1 if trials else 0
     workers = max(options.workers or 1, 1)
     stages = {
         # The doctor starts a worker and traces with dynamo without compiling: about a restart without its windows.
