@@ -134,6 +134,13 @@ def test_the_readmes_own_model_example_is_searched_as_it_is_shown(tmp_path: Path
     core = tmp_path / "core_install"
     core.mkdir()
     (core / "sitecustomize.py").write_text(blocker_source(*CORE_LACKS))
+    assert "autotune search --model mypkg.tune:model --effort quick --dry-run" in readme
+    planned = _search(
+        tmp_path, "--model", "mypkg.tune:model", "--effort", "quick", "--dry-run", timeout=600, first_on_path=core
+    )
+    assert planned.returncode == 0, planned.stderr[-3000:]
+    assert "  trials      2 on 1 worker(s): first the recipe(s) plain" in planned.stdout, planned.stdout
+    assert "  estimate    about " in planned.stdout and not out.exists(), "the dry run stores nothing"
     done = _search(tmp_path, "--model", "mypkg.tune:model", "--effort", "quick", timeout=600, first_on_path=core)
     assert done.returncode == 0, done.stderr[-3000:]
     tuned = load(out / "best.yaml")

@@ -139,8 +139,12 @@ class DryRun:
             f"(its run {_took(first.wall_seconds)}; {first.graph_breaks or 0} graph break(s))",
             f"  estimate    about {duration(est.total)} in all: {stages}",
             f"              a trial about {duration(est.trial_seconds)}; pruned trials end sooner, stacked recipes and "
-            "compiled optimizer steps compile longer, and the confirmation runs up to "
-            f"{high} replicates when the first {low} do not decide",
+            "compiled optimizer steps compile longer"
+            + (
+                f", and the confirmation runs up to {high} replicates when the first {low} do not decide"
+                if high > low
+                else ""
+            ),
             *(f"  limit       {limit}" for limit in self.limits),
             f"  this dry run took {duration(self.seconds)}",
         ]
