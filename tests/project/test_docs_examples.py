@@ -207,3 +207,9 @@ def _search(
         text=True,
         timeout=timeout,
     )  # fmt: skip
+
+
+def test_the_readme_is_a_newcomers_page_of_at_most_150_lines() -> None:
+    # The rest lives in docs/: a README that grows past a screenful or two stops being read.
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 150, f"README.md has {len(lines)} lines; move detail into docs/"
