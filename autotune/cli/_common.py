@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 __all__ = [
     "add_deprecated_alias",
@@ -22,6 +25,7 @@ __all__ = [
     "model_with_inputs",
     "options_from",
     "print_result",
+    "with_display",
 ]
 
 EXIT_OK = 0
@@ -180,3 +184,14 @@ def _pareto_lines(metrics: dict[str, Any], out_dir: Any) -> list[str]:
             f"{f'  peak {memory:.4g} MiB' if memory is not None else ''}  -> {out_dir / point['best']}"
         )
     return lines
+
+
+def with_display(args: argparse.Namespace, work: Callable[[Any], T], *, retune: bool = False) -> T:
+    """`work(progress)` with the live display of search and retune on standard error, closed however it ends."""
+    from autotune.study.report import SearchDisplay  # lazy: see the package docstring
+
+    display = SearchDisplay(sys.stderr, retune=retune, verbosity=args.verbosity)
+    try:
+        return work(display)
+    finally:
+        display.close()

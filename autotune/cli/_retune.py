@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from autotune.cli._common import (
     EXIT_ERROR,
@@ -14,6 +13,7 @@ from autotune.cli._common import (
     add_no_compile_cache,
     add_replicates,
     options_from,
+    with_display,
 )
 
 __all__ = ["DESCRIPTION", "EPILOG", "HELP", "NAME", "add_flags", "run"]
@@ -106,15 +106,10 @@ def add_flags(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """`autotune retune`."""
-    from autotune.study.report import SearchDisplay  # lazy: see the package docstring
     from autotune.study.retune import RetuneOptions, retune  # lazy: see the package docstring
 
     options = options_from(RetuneOptions, args)
-    display = SearchDisplay(sys.stderr, retune=True, verbosity=args.verbosity)
-    try:
-        result = retune(options, progress=display)
-    finally:
-        display.close()
+    result = with_display(args, lambda progress: retune(options, progress=progress), retune=True)
     code = EXIT_REGRESSION if result.regressed else EXIT_OK
     if args.json:
         from autotune.cli._json import emit, retune_summary  # lazy: see the package docstring

@@ -15,6 +15,7 @@ from autotune.cli._common import (
     model_with_inputs,
     options_from,
     print_result,
+    with_display,
 )
 from autotune.errors import ConfigError
 
@@ -331,7 +332,6 @@ def protocol_from(args: argparse.Namespace) -> RunProtocol:
 
 def run(args: argparse.Namespace) -> int:
     """`autotune search`."""
-    from autotune.study.report import SearchDisplay  # lazy: see the package docstring
     from autotune.study.search import SearchOptions, effort, search  # lazy: see the package docstring
     from autotune.study.storage import shown  # lazy: see the package docstring
 
@@ -364,11 +364,7 @@ def run(args: argparse.Namespace) -> int:
         f"storage {shown(options.storage_url)}",
         file=sys.stderr,
     )
-    display = SearchDisplay(sys.stderr, verbosity=args.verbosity)
-    try:
-        result = search(options, progress=display)
-    finally:
-        display.close()
+    result = with_display(args, lambda progress: search(options, progress=progress))
     if args.json:
         from autotune.cli._json import emit, tuned_summary  # lazy: see the package docstring
 
@@ -386,14 +382,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _dry_run(options: SearchOptions, args: argparse.Namespace) -> int:
     """`autotune search --dry-run`: the plan and its estimate on stdout (or as JSON); the study is not opened."""
-    from autotune.study.report import SearchDisplay  # lazy: see the package docstring
     from autotune.study.search import dry_run  # lazy: see the package docstring
 
-    display = SearchDisplay(sys.stderr, verbosity=args.verbosity)
-    try:
-        planned = dry_run(options, progress=display)
-    finally:
-        display.close()
+    planned = with_display(args, lambda progress: dry_run(options, progress=progress))
     if args.json:
         from autotune.cli._json import emit  # lazy: see the package docstring
 
