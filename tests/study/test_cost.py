@@ -28,7 +28,17 @@ def _study() -> optuna.Study:
     _trial(study, 0, reused_run="the plain compile baseline", compile_seconds=40.0, wall_seconds=60.0)
     phases = {"start": 2.0, "compile": 50.0, "restart": 12.0, "measure": 8.0}
     _trial(study, 1, compile_seconds=50.0, wall_seconds=75.0, phase_seconds=phases)
-    _trial(study, 2, compile_seconds=30.0, wall_seconds=50.0, phase_seconds={**phases, "compile": 30.0, "restart": 8.0})
+    # Trial 2 stood stopped 2 s while another worker of its device measured: not its own time.
+    _trial(
+        study,
+        2,
+        compile_seconds=30.0,
+        wall_seconds=50.0,
+        paused_seconds=2.0,
+        phase_seconds={**phases, "compile": 30.0, "restart": 8.0},
+    )
+    # Trial 3 asked for trial 1's configuration again and was given its outcome: it compiled nothing.
+    _trial(study, 3, duplicate_of=1, compile_seconds=50.0, wall_seconds=75.0, phase_seconds=phases)
     # A trial another search ran into the same study, earlier: not this session's cost.
     study.add_trial(
         optuna.trial.create_trial(value=3.0, user_attrs={"host": "there", "pid": 41, "compile_seconds": 99})
@@ -44,13 +54,14 @@ def test_the_cost_is_the_sessions_wall_time_over_its_own_cold_compiles() -> None
     rest = cost["rest_seconds"]
     assert rest["baselines beyond plain compile's compile"] == 50.0
     assert rest["warm restarts"] == 20.0 and rest["paired windows"] == 16.0
-    assert rest["trials' starts, checks and stream passes"] == (75 - 50 - 12 - 8) + (50 - 30 - 8 - 8)
-    assert rest["anchors and the study's bookkeeping"] == 200 - 80 - 9 - 20 - 16
+    assert rest["trials' starts, checks and stream passes"] == (75 - 50 - 12 - 8) + (50 - 2 - 30 - 8 - 8)
+    assert rest["anchors and the study's bookkeeping"] == 200 - 80 - 7 - 20 - 16
     assert sum(rest.values()) + cost["cold_compile_seconds"] == pytest.approx(cost["wall_seconds"])
 
 
 def test_the_cost_is_said_in_one_sentence_and_not_at_all_for_a_study_that_did_not_record_it() -> None:
     text = cost_text(search_cost(_study()))
-    assert text.startswith("Cost: 7 min 10 s in all, 3.58x its 2 min 00 s of 3 cold compile(s), which no search")
+    assert text.startswith("Cost: 7 min 10 s from the doctor to the compile cache, 3.58x its 2 min 00 s of 3 cold ")
+    assert "compile(s), which one worker cannot do in less; the rest: doctor 10 s" in text
     assert "warm restarts 20 s" in text and "confirmation 1 min 40 s" in text
     assert search_cost(optuna.create_study()) is None and cost_text(None) == ""

@@ -24,7 +24,12 @@ SESSION_STAGES = ("doctor", "baselines", "trials", "confirmation", "compile cach
 
 
 def search_cost(study: optuna.Study) -> dict[str, Any] | None:
-    """The exporting session's wall time, its cold compiles, their ratio and the rest by part; None if not recorded."""
+    """The exporting session's wall time, its cold compiles, their ratio and the rest by part; None if not recorded.
+
+    The wall time is the session's stages (`SESSION_STAGES`), from the doctor to the compile cache: the start-up
+    before them and the export after are left out. With several workers the trials' parts are summed over them,
+    so they can exceed the trials' stage, and the ratio can fall below 1.
+    """
     attrs = study.user_attrs
     stages: Mapping[str, float] = attrs.get("search_stages") or {}
     session: Mapping[str, Any] = attrs.get("search_session") or {}
@@ -36,9 +41,10 @@ def search_cost(study: optuna.Study) -> dict[str, Any] | None:
         if t.user_attrs.get("pid") == session.get("pid")
         and t.user_attrs.get("host") == session.get("host")
         and not t.user_attrs.get("reused_run")
+        and "duplicate_of" not in t.user_attrs  # an earlier trial's outcome, copied: nothing compiled again
     ]
     plain = float((attrs.get("baseline.compile") or {}).get("compile_seconds") or 0.0)
-    compiles = [float(t.get("compile_seconds") or 0.0) for t in ran]
+    compiles = [float(t.get("compile_seconds") or 0.0) for t in ran if (t.get("compile_seconds") or 0.0) > 0]
     cold = plain + sum(compiles)
     restarts = windows = others = 0.0
     for figures in ran:
@@ -47,7 +53,9 @@ def search_cost(study: optuna.Study) -> dict[str, Any] | None:
         restarts += restart
         windows += measure
         compiled = float(figures.get("compile_seconds") or 0.0)
-        others += max(float(figures.get("wall_seconds") or 0.0) - compiled - restart - measure, 0.0)
+        # A worker stopped while another of its device measured: that time is the other's, not this trial's.
+        own = float(figures.get("wall_seconds") or 0.0) - float(figures.get("paused_seconds") or 0.0)
+        others += max(own - compiled - restart - measure, 0.0)
     trials_stage = float(stages.get("trials", 0.0))
     rest = {
         "doctor": float(stages.get("doctor", 0.0)),
@@ -77,8 +85,13 @@ def cost_text(cost: Mapping[str, Any] | None) -> str:
     ratio = cost.get("ratio")
     over = f", {ratio:.2f}x its " if ratio else ", beside "
     parts = ", ".join(f"{part} {duration(s)}" for part, s in (cost.get("rest_seconds") or {}).items() if s >= 0.5)
-    side = f" (trials' parts summed over {cost['workers']} workers)" if cost.get("workers", 1) > 1 else ""
+    workers = int(cost.get("workers") or 1)
+    if workers > 1:
+        floor, side = f", {workers} workers compiling side by side", f" (trials' parts summed over {workers} workers)"
+    else:
+        floor, side = ", which one worker cannot do in less", ""
     return (
-        f"Cost: {duration(cost['wall_seconds'])} in all{over}{duration(cost['cold_compile_seconds'])} of "
-        f"{cost['cold_compiles']} cold compile(s), which no search can skip; the rest{side}: {parts or 'none'}."
+        f"Cost: {duration(cost['wall_seconds'])} from the doctor to the compile cache{over}"
+        f"{duration(cost['cold_compile_seconds'])} of {cost['cold_compiles']} cold compile(s){floor}; "
+        f"the rest{side}: {parts or 'none'}."
     )

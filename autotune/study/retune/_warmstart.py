@@ -110,6 +110,7 @@ class WarmStart:
             confirm=0,
             compile_cache=False,
             reuse_since=first,
+            workers=1,  # as the study's first trials were measured (a retune short enough not to need more)
         )
 
     def _sampler(self) -> str:

@@ -68,16 +68,17 @@ def estimate(first: RunRecord, options: SearchOptions, *, compile_decides: bool,
     restart = expected_replicate_seconds({"compile": first}, windows, window)  # start, warm compile, own windows
     paired = restart + windows * window  # and as many windows of the reference
     trial = cold + paired
+    # Workers compile side by side; a device measures one at a time, and its workers share its cores.
+    side_by_side = cold / max(options.workers or 1, 1) + paired
     trials = max(options.trials - (1 if plain_seeded else 0), 0)
     # One before the first trial; more only where it reads the reference at a level of its own (`anchoring_worth`).
     anchors = 1 if trials else 0
-    workers = max(options.workers or 1, 1)
     stages = {
         # The doctor starts a worker and traces with dynamo without compiling: about a restart without its windows.
         "doctor": restart - windows * window if options.doctor else 0.0,
         # Eager and plain compile cold, one after the other, then both restarted and paired.
         "baselines": (cold - compile_seconds) + cold + 2 * restart,
-        "trials": trials * trial / workers,
+        "trials": trials * side_by_side,
         "anchors": anchors * paired,
         "confirmation": confirmation_guess(
             first,
@@ -203,7 +204,8 @@ def dry_run(options: SearchOptions, progress: ProgressCallback | None = None) ->
             f"be priced; `autotune doctor --model {options.model}` says where it breaks\n{first.stderr_tail}"
         )
     space = prepared.space(base, options, int(first.graph_breaks or 0))
-    seeds, limit = study_seeds(space, prepared.summary, options.trials) if options.recipes else ([], 0)
+    seeding = options.recipes and options.sampler != "bruteforce"  # as a search seeds a new study
+    seeds, limit = study_seeds(space, prepared.summary, options.trials) if seeding else ([], 0)
     queued, notes = planned_seeds(space, seeds, limit)
     names = [seed.name for seed, _ in queued]
     objectives = Objectives.parse(options.objective)
@@ -235,9 +237,10 @@ def _limits(options: SearchOptions, est: Estimate) -> list[str]:
             f"--time-budget {duration(options.time_budget)} is less than the estimate: the search starts fewer "
             "trials, keeping time for the confirmation"
         )
-    if options.timeout is not None and options.timeout < est.stages["trials"]:
+    until_trials_end = sum(est.stages[s] for s in ("doctor", "baselines", "anchors", "trials"))
+    if options.timeout is not None and options.timeout < until_trials_end:
         limits.append(
             f"--timeout {duration(options.timeout)} would stop starting trials before all "
-            f"{est.trials} have run (about {duration(est.stages['trials'])} of trials)"
+            f"{est.trials} have run (about {duration(until_trials_end)} from the start to the last trial's end)"
         )
     return limits

@@ -48,9 +48,9 @@ class SearchOptions:
     cores, `default_workers`; one per CPU device); more workers than devices share a device, compiling side by
     side and measuring one at a time."""
     devices: list[str] = field(default_factory=list)
+    """Every device trials run on (filled from `device`)."""
     workers_chosen: str = ""
     """Why a search with no --workers runs the workers it does, in words; '' for one per device."""
-    """Every device trials run on (filled from `device`)."""
     out: str | None = None
     """The output folder (default: outputs/<study-name>)."""
     study_name: str | None = None

@@ -131,6 +131,8 @@ class _Search:
             shutil.rmtree(self.loop.caches, ignore_errors=True)
 
     def _run(self) -> SearchResult | None:
+        # What an earlier session cost is not this one's: a session that ends before its export records none.
+        self.study.set_user_attr("search_stages", {})
         if self.options.doctor and "doctor" not in self.study.user_attrs:
             with self._stage("doctor"):
                 self._diagnose()
