@@ -145,11 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     phase = "build"
     try:
         events.emit(PhaseChange(phase=phase))
-        device = parse_device(request["device"])
+        device = parse_device(request.device)
         device.prepare()
-        protocol = RunProtocol.from_dict(request.get("protocol", {}))
-        workload = resolve(request["spec"])
-        seed = int(request.get("seed", 0))
+        protocol = RunProtocol.from_dict(request.protocol)
+        workload = resolve(request.spec)
+        seed = request.seed
         fixed = [to_device(b, device.torch_device) for b in workload.draw_batches(seed=seed)]
         drawn = workload.fresh_batches(seed=seed, count=protocol.fresh_batches)
         fresh = [to_device(b, device.torch_device) for b in drawn]
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                 for batch in batches:
                     step(compiled, optimizer, batch)
                 recompiles += recompiles_since(seen, phase)
-        timed = _timed_compile(model, step, optimizer, fixed, device, events) if request.get("measure_compile") else {}
+        timed = _timed_compile(model, step, optimizer, fixed, device, events) if request.measure_compile else {}
         events.emit(
             DoctorFindings(
                 compile_seconds=timed.get("compile_seconds"),

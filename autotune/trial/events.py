@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from autotune.trial.records import WireRecord, event_line, parse_event
+from autotune.trial.records import WireRecord, WorkerOrder, event_line, parse_event
 
 __all__ = [
     "COMMAND_FD_VARIABLE",
@@ -79,13 +79,13 @@ def die_with_parent() -> None:
     threading.Thread(target=watch, name="autotune-parent-watch", daemon=True).start()
 
 
-def open_request(argv: list[str] | None) -> tuple[dict[str, Any], Events]:
-    """A trial process's start: its request (the JSON file named first in `argv`), and the channel to its parent.
+def open_request(argv: list[str] | None) -> tuple[WorkerOrder, Events]:
+    """A trial process's start: its order (the JSON file named first in `argv`), and the channel to its parent.
 
     From here on the process also ends when its parent is gone (`die_with_parent`).
     """
     args = sys.argv[1:] if argv is None else argv
-    request = json.loads(Path(args[0]).read_text())
+    request = WorkerOrder.from_json(json.loads(Path(args[0]).read_text()))
     die_with_parent()
     fd = os.environ.get(EVENT_FD_VARIABLE)
     return request, Events(os.fdopen(int(fd), "w", buffering=1) if fd else sys.stdout)

@@ -61,6 +61,7 @@ from autotune.trial.records import (
     ResultReport,
     Window,
     WireRecord,
+    WorkerOrder,
     parse_event,
 )
 from autotune.trial.request import CompileStops, RunProtocol, TrialRequest, TrialRun
@@ -427,22 +428,22 @@ def _absorb(run: TrialRun, record: WireRecord) -> None:
 
 
 def _payload(request: TrialRequest, workdir: Path) -> dict[str, Any]:
-    return {
-        "spec": request.spec,
+    return WorkerOrder(
+        spec=request.spec,
         # The device as the worker sees it under `_environment` (its own GPU is its cuda:0).
-        "device": str(parse_device(request.device).in_worker()),
-        "seed": request.seed,
-        "protocol": request.protocol,
-        "uses_cuda_graphs": request.uses_cuda_graphs,
-        "falls_back_to_eager": request.falls_back_to_eager,
-        "changes_precision": request.changes_precision,
-        "source": request.source,
-        "source_path": str(workdir / "apply_compilation.py"),
-        "save_cache_path": request.save_cache_path,
-        "load_cache_path": request.load_cache_path,
-        "measure_compile": request.measure_compile,
-        "memory_share": request.memory_share,
-    }
+        device=str(parse_device(request.device).in_worker()),
+        seed=request.seed,
+        protocol=dict(request.protocol),
+        uses_cuda_graphs=request.uses_cuda_graphs,
+        falls_back_to_eager=request.falls_back_to_eager,
+        changes_precision=request.changes_precision,
+        source=request.source,
+        source_path=str(workdir / "apply_compilation.py"),
+        save_cache_path=request.save_cache_path,
+        load_cache_path=request.load_cache_path,
+        measure_compile=request.measure_compile,
+        memory_share=request.memory_share,
+    ).to_json()
 
 
 def _environment(cache: Path, request: TrialRequest, event_fd: int) -> dict[str, str]:

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, TypeVar, Union, get_args, get_origin
 from autotune.errors import RecordError
 
 __all__ = [
+    "WorkerOrder",
     "EVENT_VERSION",
     "CacheLoaded",
     "CacheSaved",
@@ -80,7 +81,8 @@ class WireRecord:
                 )
                 if part
             )
-            raise RecordError(f"a {cls.KIND!r} record from the worker has {said}; its fields are {', '.join(names)}.")
+            sender = "the parent" if cls.KIND == "order" else "the worker"
+            raise RecordError(f"a {cls.KIND!r} record from {sender} has {said}; its fields are {', '.join(names)}.")
         hints = typing.get_type_hints(cls)
         return cls(**{name: _revive(hints[name], data[name], f"{cls.KIND}.{name}") for name in names})
 
@@ -107,6 +109,36 @@ def _revive(hint: Any, value: Any, where: str) -> Any:
             except RecordError as error:
                 raise RecordError(f"{where}: {error}") from None
     return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerOrder(WireRecord):
+    """What the parent asks of a worker process, as `request.json` carries it: every field, read back strictly.
+
+    The parent's `TrialRequest` holds more (its time limit, cache folder, CPUs, the program to run); this is the
+    part the worker itself reads, with the device as the worker sees it and where to write the generated file.
+    """
+
+    KIND: ClassVar[str] = "order"
+    spec: str
+    """The workload target, "pkg.mod:attr"."""
+    device: str
+    """The device as the worker sees it (its own GPU is its cuda:0)."""
+    seed: int
+    protocol: dict[str, Any]
+    """The `RunProtocol`, as its `to_dict` gives it."""
+    uses_cuda_graphs: bool
+    falls_back_to_eager: bool
+    changes_precision: bool
+    source: str | None
+    """The generated apply_compilation.py; None: eager."""
+    source_path: str
+    """Where the worker writes `source` before importing it."""
+    save_cache_path: str | None
+    load_cache_path: str | None
+    measure_compile: bool
+    """The doctor only: compile with plain torch.compile after its analysis and split where the time went."""
+    memory_share: float | None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -84,6 +84,7 @@ from autotune.trial.records import (
     ResultReport,
     SettleWindow,
     Window,
+    WorkerOrder,
 )
 from autotune.trial.request import RunProtocol, noisy_reason
 from autotune.trial.shared_builds import SharedBuilds, watch_shared_builds
@@ -114,7 +115,7 @@ class TrialFailure(Exception):
 def main(argv: list[str] | None = None) -> int:
     """Run the trial described by the request file; returns 0 when it completed, 1 when it failed."""
     request, events = open_request(argv)
-    if answer_pauses(parse_device(str(request.get("device", "cpu")))):
+    if answer_pauses(parse_device(request.device)):
         events.emit(Pausable())
     if not hold(request, events):
         return 1
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def hold(request: Mapping[str, Any], events: Events) -> bool:
+def hold(request: WorkerOrder, events: Events) -> bool:
     """Started beside other subjects (HOLD_VARIABLE set): import the workload's module, say "held", wait for the go.
 
     Starting Python, importing torch and the workload's module take one core each, so subjects
@@ -145,7 +146,7 @@ def hold(request: Mapping[str, Any], events: Events) -> bool:
     """
     if not os.environ.get(HOLD_VARIABLE) or not os.environ.get(COMMAND_FD_VARIABLE):
         return True
-    preimport(str(request.get("spec")))  # a module that fails to import fails again, and is classified, in build
+    preimport(request.spec)  # a module that fails to import fails again, and is classified, in build
     events.emit(PhaseChange(phase="held"))
     events.emit(Held())
     return wait_for_go()
@@ -155,7 +156,7 @@ def hold(request: Mapping[str, Any], events: Events) -> bool:
 class WorkerRun:
     """One run of one configuration (or eager), from building the workload to the result event."""
 
-    request: dict[str, Any]
+    request: WorkerOrder
     events: Events
     phase: str = "build"
 
@@ -210,8 +211,8 @@ class WorkerRun:
         fresh = fresh_stream(self) if stream and self.fresh else None
         probe_after = self.device.calibration_probe()
         load_after, cpu_after = load_average(), cpu_times()
-        if self.generated is not None and self.request.get("save_cache_path"):
-            saved = compile_cache.save_compile_cache(self.request["save_cache_path"], str(self.device))
+        if self.generated is not None and self.request.save_cache_path:
+            saved = compile_cache.save_compile_cache(self.request.save_cache_path, str(self.device))
             self.events.emit(CacheSaved(**saved))
         # The stream pass's rate is the run's; without one, the settle windows' (the fresh_* figures are in its event).
         rates = fresh if fresh is not None else self.ready
@@ -233,15 +234,15 @@ class WorkerRun:
     # -- building -------------------------------------------------------------------------------
 
     def _build(self) -> None:
-        self.protocol = RunProtocol.from_dict(self.request.get("protocol", {}))
-        self.device = parse_device(self.request["device"])
+        self.protocol = RunProtocol.from_dict(self.request.protocol)
+        self.device = parse_device(self.request.device)
         # Workers that share a GPU are held to a share of its memory (`Device.memory_share`).
-        self.device.prepare(self.request.get("memory_share"))
+        self.device.prepare(self.request.memory_share)
         if self.protocol.threads:
             torch.set_num_threads(self.protocol.threads)
         self._set_phase("build")
-        self.workload = resolve(self.request["spec"])
-        seed = int(self.request.get("seed", 0))
+        self.workload = resolve(self.request.spec)
+        seed = self.request.seed
         self.batches = [to_device(b, self.device.torch_device) for b in self.workload.draw_batches(seed=seed)]
         drawn = self.workload.fresh_batches(seed=seed, count=self.protocol.fresh_batches)
         self.fresh = [to_device(b, self.device.torch_device) for b in drawn]
@@ -249,11 +250,11 @@ class WorkerRun:
         self.stream = self.fresh or self.batches
         self.model = self.workload.model.to(self.device.torch_device)
         self.events.emit(EnvironmentReport(environment=environment.fingerprint(str(self.device))))
-        source = self.request.get("source")
-        path = self.request.get("source_path", "apply_compilation.py")
+        source = self.request.source
+        path = self.request.source_path
         self.generated = codegen.load_module(source, path) if source else None
         self.prepare: Callable[[Any], Any] = self.generated.prepare_batch if self.generated else (lambda b: b)
-        self.step = StepRunner(self.workload, self.device.torch_device, bool(self.request.get("uses_cuda_graphs")))
+        self.step = StepRunner(self.workload, self.device.torch_device, self.request.uses_cuda_graphs)
         if self.generated is not None:
             # The generated backward(loss): plain loss.backward(), or the compiled autograd the configuration chose.
             self.step.backward = self.generated.backward
@@ -280,19 +281,19 @@ class WorkerRun:
         elif checking:
             reference = EagerReference.of(self.workload, self.model, self.batches[0], self.step)
             reference.other = next((b for b in self.batches[1:] if same_shapes(b, self.batches[0])), None)
-        if reference is not None and self.request.get("changes_precision"):
+        if reference is not None and self.request.changes_precision:
             reference.tolerance = max(reference.tolerance, PRECISION_TOLERANCE)
             reference.why = f" (a precision-changing configuration: tolerance {reference.tolerance:g})"
-        if not self.request.get("falls_back_to_eager"):
+        if not self.request.falls_back_to_eager:
             fail_on_recompile_limit()
         watch_cuda_graph_recordings()
         self._set_phase("compile")
         started, started_epoch = time.perf_counter(), time.time()
         # Imports Inductor's code cache, as the compile below would (an eager subject imports nothing of Inductor's).
         shared = watch_shared_builds() if self.generated is not None else SharedBuilds()
-        if self.generated is not None and self.request.get("load_cache_path"):
+        if self.generated is not None and self.request.load_cache_path:
             # Loading the artifacts is part of what a warm start costs, so it is inside the compile clock.
-            loaded = self.generated.load_compile_cache(self.request["load_cache_path"])
+            loaded = self.generated.load_compile_cache(self.request.load_cache_path)
             self.events.emit(CacheLoaded(loaded=dict(loaded), load_seconds=time.perf_counter() - started))
         if self.generated is not None:
             self.model, self.optimizer = self.generated.apply_compilation(self.model, self.optimizer)

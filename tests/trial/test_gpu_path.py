@@ -169,3 +169,19 @@ def test_a_pool_worker_gets_its_devices_cores_and_a_share_of_a_gpu_it_shares(mon
     assert live._payload(request, Path("/tmp/work"))["memory_share"] == 0.5
     cpu = TrialPool(loop, ["cpu", "cpu"], more=lambda: False, finished_one=lambda: None)  # type: ignore[arg-type]
     assert (cpu.harness_for("cpu").cpus, cpu.harness_for("cpu").memory_share) == (None, None)
+
+
+def test_the_order_a_worker_reads_is_what_the_parent_wrote_and_nothing_else(tmp_path: Path) -> None:
+    from autotune.trial.records import RecordError, WorkerOrder
+
+    request = TrialRequest(spec="pkg.mod:model", source="x = 1\n", seed=3, changes_precision=True, memory_share=0.25)
+    written = live._payload(request, tmp_path)
+    order = WorkerOrder.from_json(written)
+    assert (order.spec, order.seed, order.source, order.changes_precision) == ("pkg.mod:model", 3, "x = 1\n", True)
+    assert order.source_path == str(tmp_path / "apply_compilation.py") and order.memory_share == 0.25
+    with pytest.raises(RecordError, match="unknown field"):
+        WorkerOrder.from_json({**written, "seeed": 4})  # a misspelt field is named, not read as a default
+    with pytest.raises(RecordError, match="an? .order. record from the parent"):
+        WorkerOrder.from_json({})
+    with pytest.raises(RecordError, match="missing field.*seed"):
+        WorkerOrder.from_json({k: v for k, v in written.items() if k != "seed"})

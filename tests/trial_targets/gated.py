@@ -26,7 +26,7 @@ from tests import fake_records
 
 def main(argv: list[str] | None = None) -> int:
     request, events = open_request(argv)
-    compile_seconds, measure_seconds, folder, *flags = request["spec"].split(",")
+    compile_seconds, measure_seconds, folder, *flags = request.spec.split(",")
     if "deaf" in flags:
         signal.signal(signal.SIGTSTP, signal.SIG_IGN)
         events.emit(Pausable())
