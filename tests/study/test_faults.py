@@ -68,7 +68,7 @@ def test_many_processes_creating_one_new_sqlite_study_at_once_all_open_it(tmp_pa
 
 def _loop(study: optuna.Study, trials: int = 3) -> TrialLoop:
     options = SimpleNamespace(
-        trials=trials, reuse_since=0, max_compile_seconds=None, compile_budget=4.0, pruner="median", slow_ratio=0.5
+        trials=trials, reuse_since=0, max_compile_seconds=None, compile_budget=4.0, pruner_name="median", slow_ratio=0.5
     )
     harness = SimpleNamespace(timeout=900.0, device="cpu", protocol=RunProtocol())
     return TrialLoop(study, harness, options, Objective.parse("throughput"), lambda *args, **kwargs: None)  # type: ignore[arg-type]

@@ -36,7 +36,7 @@ def _study(url: str) -> optuna.Study:
 
 def _loop(study: optuna.Study, trials: int = 3) -> TrialLoop:
     options = SimpleNamespace(
-        trials=trials, reuse_since=0, max_compile_seconds=None, compile_budget=4.0, pruner="median", slow_ratio=0.5
+        trials=trials, reuse_since=0, max_compile_seconds=None, compile_budget=4.0, pruner_name="median", slow_ratio=0.5
     )
     harness = SimpleNamespace(timeout=900.0)
     return TrialLoop(study, harness, options, Objective.parse("throughput"), lambda *args, **kwargs: None)  # type: ignore[arg-type]

@@ -185,3 +185,30 @@ def test_an_unknown_effort_level_is_refused_with_the_levels(capsys) -> None:
         cli.main(["search", "--model", SPEC, "--effort", "maximum"])
     err = capsys.readouterr().err
     assert "--effort: invalid choice: 'maximum'" in err and all(level in err for level in ("quick", "thorough"))
+
+
+def test_a_library_caller_passes_optuna_sampler_and_pruner_objects_as_they_are(tmp_path) -> None:
+    from autotune.measure import Objectives
+    from autotune.runtime.summary import WorkloadSummary
+    from autotune.study.search import open_search_study
+
+    sampler, pruner = optuna.samplers.RandomSampler(seed=7), optuna.pruners.PercentilePruner(25.0)
+    options = SearchOptions(model="m:w", device="cpu", out=str(tmp_path), sampler=sampler, pruner=pruner)
+    assert (options.sampler_name, options.pruner_name, options.brute_force) == (
+        "RandomSampler",
+        "PercentilePruner",
+        False,
+    )
+    study, _ = open_search_study(
+        options, Objectives.parse("throughput"), WorkloadSummary(spec="m:w", task="infer"), {}, "default"
+    )
+    assert study.sampler is sampler and study.pruner is pruner, "used as they are, not rebuilt from a name"
+    assert study.user_attrs["settings"]["sampler"] == "RandomSampler"
+    brute = SearchOptions(model="m:w", device="cpu", sampler=optuna.samplers.BruteForceSampler(seed=0))
+    assert brute.brute_force, "a brute-force object, like the name, is seeded with no recipe"
+    with pytest.raises(
+        SearchError, match=r"--sampler 42: must be one of .* or an Optuna BaseSampler object, not a int"
+    ):
+        SearchOptions(model="m:w", device="cpu", sampler=42)  # type: ignore[arg-type]
+    with pytest.raises(SearchError, match="--pruner 'sometimes' is not allowed"):
+        SearchOptions(model="m:w", device="cpu", pruner="sometimes")

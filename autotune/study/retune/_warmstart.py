@@ -22,7 +22,7 @@ from autotune.measure import Harness, Objective, Subject
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.tuned import TunedConfig
 from autotune.study.report import ProgressCallback
-from autotune.study.search import CACHES_FOLDER, SearchOptions, SearchSpace, explore, params_for
+from autotune.study.search import CACHES_FOLDER, PRUNERS, SAMPLERS, SearchOptions, SearchSpace, explore, params_for
 from autotune.study.storage import load_search_study, trial_rank, trial_value
 from autotune.trial.request import RunRecord
 
@@ -103,7 +103,7 @@ class WarmStart:
             study_name=self.study.study_name,
             storage=self.storage,
             sampler=self._sampler(),
-            pruner=str(self.settings.get("pruner", "median")),
+            pruner=self._pruner(),
             seed=self.harness.seed,
             objective=str(self.objective),
             protocol=self.harness.protocol,
@@ -113,6 +113,11 @@ class WarmStart:
             workers=1,  # as the study's first trials were measured (a retune short enough not to need more)
         )
 
+    def _pruner(self) -> str:
+        """The study's pruner, or the default, median, where a library caller passed an object of its own."""
+        pruner = str(self.settings.get("pruner", "median"))
+        return pruner if pruner in PRUNERS else "median"
+
     def _sampler(self) -> str:
         """The study's sampler; a brute-force one only where it can enumerate today's space with the study's trials.
 
@@ -121,6 +126,9 @@ class WarmStart:
         copy of the trials in memory; if so, the warm start draws at random, and says so.
         """
         sampler = str(self.settings.get("sampler", "tpe"))
+        if sampler not in SAMPLERS:  # an object a library caller passed: its settings are not recorded
+            self.note(f"the study's sampler was a {sampler} object: the new trials use the default, tpe")
+            return "tpe"
         if sampler != "bruteforce":
             return sampler
         with warnings.catch_warnings():

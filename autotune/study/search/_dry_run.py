@@ -204,7 +204,7 @@ def dry_run(options: SearchOptions, progress: ProgressCallback | None = None) ->
             f"be priced; `autotune doctor --model {options.model}` says where it breaks\n{first.stderr_tail}"
         )
     space = prepared.space(base, options, int(first.graph_breaks or 0))
-    seeding = options.recipes and options.sampler != "bruteforce"  # as a search seeds a new study
+    seeding = options.recipes and not options.brute_force  # as a search seeds a new study
     seeds, limit = study_seeds(space, prepared.summary, options.trials) if seeding else ([], 0)
     queued, notes = planned_seeds(space, seeds, limit)
     names = [seed.name for seed, _ in queued]

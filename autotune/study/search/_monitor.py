@@ -26,8 +26,10 @@ class LoopOptions(Protocol):
     reuse_since: int
     max_compile_seconds: float | None
     compile_budget: float
-    pruner: str
     slow_ratio: float
+
+    @property
+    def pruner_name(self) -> str: ...
 
 
 class Watched(Protocol):
@@ -139,7 +141,7 @@ class Monitor:
             self.trial.report(value, step)
             if self.trial.should_prune():
                 return (
-                    f"the {self.loop.options.pruner} pruner stopped it at window {step} ({value:.4g} {objective.unit}, "
+                    f"the {self.loop.options.pruner_name} pruner stopped it at window {step} ({value:.4g} {objective.unit}, "
                     f"{paired.ratio:.2f}x the reference beside it)"
                 )
         ratio, slow = paired.over_eager, self.loop.options.slow_ratio

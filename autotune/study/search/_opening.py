@@ -60,7 +60,7 @@ def open_search_study(
     study.set_user_attr("device", options.device)
     study.set_user_attr("workload", summary.to_dict())
     study.set_user_attr("model_fingerprint", model_fingerprint)
-    settings = {"sampler": options.sampler, "pruner": options.pruner, "seed": options.seed}
+    settings = {"sampler": options.sampler_name, "pruner": options.pruner_name, "seed": options.seed}
     settings["protocol"] = options.protocol.to_dict()
     settings["allow_precision_changes"] = options.allow_precision_changes
     settings["storage"] = options.storage_url if options.storage else "study.db"
@@ -106,6 +106,8 @@ def forget_new_study(options: SearchOptions, study: optuna.Study) -> None:
 
 
 def _sampler(options: SearchOptions) -> optuna.samplers.BaseSampler:
+    if not isinstance(options.sampler, str):
+        return options.sampler  # the caller's own object, with its own seed
     seed = _sampler_seed(options)
     if options.sampler == "random":
         return optuna.samplers.RandomSampler(seed=seed)
@@ -134,6 +136,8 @@ def _sampler_seed(options: SearchOptions) -> int:
 
 
 def _pruner(options: SearchOptions) -> optuna.pruners.BasePruner:
+    if not isinstance(options.pruner, str):
+        return options.pruner
     if options.pruner == "hyperband":
         return optuna.pruners.HyperbandPruner(min_resource=2, max_resource=options.protocol.windows)
     if options.pruner == "none":

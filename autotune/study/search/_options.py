@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import optuna
+
 from autotune.errors import ConfigError, SearchError
 from autotune.measure import DEFAULT_PICK, Budget, Objectives, parse_pick
 from autotune.runtime.device import Device, parse_device
@@ -61,10 +63,10 @@ class SearchOptions:
     """A shared storage's trials beat every this many seconds."""
     grace_period: int = 60
     """A shared storage's trial without a beat for this many seconds is failed as abandoned and queued again."""
-    sampler: str = "tpe"
-    """tpe, random or bruteforce."""
-    pruner: str = "median"
-    """median, hyperband or none."""
+    sampler: str | optuna.samplers.BaseSampler = "tpe"
+    """tpe, random or bruteforce; or, from Python, an Optuna sampler object, used as it is (its own seed)."""
+    pruner: str | optuna.pruners.BasePruner = "median"
+    """median, hyperband or none; or, from Python, an Optuna pruner object, used as it is."""
     seed: int = 0
     """Seeds the sampler and the batches drawn."""
     objective: str = "throughput"
@@ -103,10 +105,17 @@ class SearchOptions:
     def __post_init__(self) -> None:
         if self.trials < 1:
             raise SearchError(f"--trials {self.trials}: must be >= 1.")
-        if self.sampler not in SAMPLERS:
-            raise SearchError(f"--sampler {self.sampler!r} is not allowed; use one of {SAMPLERS}.")
-        if self.pruner not in PRUNERS:
-            raise SearchError(f"--pruner {self.pruner!r} is not allowed; use one of {PRUNERS}.")
+        for flag, given, names, base in (
+            ("--sampler", self.sampler, SAMPLERS, optuna.samplers.BaseSampler),
+            ("--pruner", self.pruner, PRUNERS, optuna.pruners.BasePruner),
+        ):
+            if isinstance(given, str) and given not in names:
+                raise SearchError(f"{flag} {given!r} is not allowed; use one of {names}.")
+            if not isinstance(given, (str, base)):
+                raise SearchError(
+                    f"{flag} {given!r}: must be one of {names} or an Optuna {base.__name__} object, not a "
+                    f"{type(given).__name__}."
+                )
         if not 0 < self.max_failure_rate <= 1:
             raise SearchError(f"--max-failure-rate {self.max_failure_rate}: must be in (0, 1].")
         for flag, seconds in (
@@ -156,6 +165,21 @@ class SearchOptions:
         if self.storage is not None:
             check_storage_url(self.storage)  # refused before any folder or study is made
         load_space(self.space)  # a space that is not there, or not valid, before the workload is built
+
+    @property
+    def sampler_name(self) -> str:
+        """The sampler as the study's settings record it: its name, or an object's class name."""
+        return self.sampler if isinstance(self.sampler, str) else type(self.sampler).__name__
+
+    @property
+    def pruner_name(self) -> str:
+        """The pruner as the study's settings and the trials' messages name it."""
+        return self.pruner if isinstance(self.pruner, str) else type(self.pruner).__name__
+
+    @property
+    def brute_force(self) -> bool:
+        """Whether the sampler tries every configuration in turn: such a study is not seeded with recipes."""
+        return self.sampler == "bruteforce" or isinstance(self.sampler, optuna.samplers.BruteForceSampler)
 
     @property
     def name(self) -> str:

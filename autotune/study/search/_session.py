@@ -220,7 +220,7 @@ class _Search:
         self.loop.space = space
         dropped = "".join(f"; dropped {d}" for d in space.dropped)
         self._note(f"space '{space.name}': {len(space.dimensions())} dimensions{dropped}")
-        if self.options.recipes and self.options.sampler != "bruteforce" and not self.study.get_trials(deepcopy=False):
+        if self.options.recipes and not self.options.brute_force and not self.study.get_trials(deepcopy=False):
             # A new study only: on resume the seeds are trials already, run or waiting in the queue.
             seeds, limit = study_seeds(space, self.summary, self.options.trials)
             for note in seed_study(self.study, space, seeds, limit=limit):
@@ -259,7 +259,7 @@ class _Search:
 
         They take at most half the trials left, so the sampler keeps the rest.
         """
-        stacking = self.options.recipes and self.options.sampler != "bruteforce"
+        stacking = self.options.recipes and not self.options.brute_force
         if not stacking or "stacked" in self.study.user_attrs or recipes_pending(self.study):
             return
         assert self.loop.space is not None
