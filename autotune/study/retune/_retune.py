@@ -33,7 +33,6 @@ from autotune.measure import (
     Budget,
     Campaign,
     Choice,
-    Harness,
     Objective,
     Objectives,
     Subject,
@@ -61,10 +60,9 @@ from autotune.study.report import (
 )
 from autotune.study.retune import _publish as publish
 from autotune.study.retune._warmstart import WarmStart
-from autotune.study.search import CACHES_FOLDER, bundled_spaces, load_space, observed_lengths, shared_length_groups
+from autotune.study.search import CACHES_FOLDER, bundled_spaces, load_space, prepare_workload
 from autotune.study.storage import HISTORY_FILE, append_history, load_search_study, storage_failures_named
 from autotune.trial.request import RunProtocol, check_device
-from autotune.workload import resolve
 
 __all__ = ["DECISIONS", "RetuneOptions", "RetuneResult", "retune"]
 
@@ -257,24 +255,14 @@ class _Retune:
         self.settings = attrs.get("settings") or {}
         device = check_device(options.device or self.tuned.study.get("device") or attrs.get("device") or None)
         self.spec = options.model or self.tuned.workload.spec
-        workload = resolve(self.spec, isolated=True)
-        seed = int(self.settings.get("seed", 0))
-        batches = workload.draw_batches(seed=seed)
-        summary = workload.summary(self.spec, batches)
-        self.shared_lengths = shared_length_groups(summary, batches)
-        fresh = workload.fresh_batches(
-            seed=seed, count=RunProtocol.from_dict(self.settings.get("protocol") or {}).fresh_batches
-        )
-        self.lengths = observed_lengths(summary, [*batches, *fresh])
-        self.model_fingerprint = environment.model_fingerprint(workload.model, environment.batch_shapes(batches))
-        self.harness = Harness(
-            spec=self.spec,
-            summary=summary,
+        self.prepared = prepare_workload(
+            self.spec,
             device=device,
-            seed=seed,
+            seed=int(self.settings.get("seed", 0)),
             protocol=RunProtocol.from_dict(self.settings.get("protocol") or {}),
             timeout=options.trial_timeout,
         )
+        self.harness, self.model_fingerprint = self.prepared.harness, self.prepared.model_fingerprint
         self.space_name = _space_name(self.path, options.space, self.tuned, self.study)
 
     def run(self) -> RetuneResult:
@@ -321,12 +309,9 @@ class _Retune:
 
     def _challenger(self) -> Subject | None:
         """The warm-started short search in the study: its best new configuration, if any."""
-        space = load_space(self.space_name).adapt(
-            self.harness.summary,
-            self.harness.device,
+        space = self.prepared.space(
+            load_space(self.space_name),
             graph_breaks=0,
-            shared_lengths=self.shared_lengths,
-            lengths=self.lengths,
             allow_precision_changes=bool(self.settings.get("allow_precision_changes")),
         )
         warm = WarmStart(

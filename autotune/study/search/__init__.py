@@ -11,6 +11,7 @@ from autotune.study.search._monitor import MIN_COMPILE_BUDGET, LoopOptions, Moni
 from autotune.study.search._opening import forget_new_study, open_search_study
 from autotune.study.search._options import PRUNERS, SAMPLERS, SearchOptions, default_study_name
 from autotune.study.search._pool import TrialPool, worker_devices
+from autotune.study.search._prepare import Prepared, prepare_workload
 from autotune.study.search._seeds import (
     PAD_MULTIPLE,
     Seed,
@@ -61,6 +62,7 @@ __all__ = [
     "Monitor",
     "PAD_MULTIPLE",
     "PRUNERS",
+    "Prepared",
     "SAMPLERS",
     "SearchOptions",
     "SearchSpace",
@@ -84,6 +86,7 @@ __all__ = [
     "load_space",
     "open_search_study",
     "params_for",
+    "prepare_workload",
     "resolve_space_path",
     "search",
     "seed_params",

@@ -9,6 +9,7 @@ compile's graph breaks and the recipes are planned as a new study would seed the
 from __future__ import annotations
 
 import tempfile
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,8 +188,6 @@ def dry_run(options: SearchOptions, progress: ProgressCallback | None = None) ->
     Raises SearchError when plain torch.compile does not compile and run the workload: a search
     could then measure nothing faster than eager, and its cost could not be priced.
     """
-    import time
-
     show = progress or quiet
     started = time.monotonic()
     show(ProgressUpdate(0, options.trials, None, "dry run: resolving the workload", None))
@@ -203,7 +202,7 @@ def dry_run(options: SearchOptions, progress: ProgressCallback | None = None) ->
             f"plain torch.compile did not run the workload ({first.reason}: {first.message}), so the search could not "
             f"be priced; `autotune doctor --model {options.model}` says where it breaks\n{first.stderr_tail}"
         )
-    space = prepared.space(base, options, int(first.graph_breaks or 0))
+    space = prepared.space(base, int(first.graph_breaks or 0), allow_precision_changes=options.allow_precision_changes)
     seeding = options.recipes and not options.brute_force  # as a search seeds a new study
     seeds, limit = study_seeds(space, prepared.summary, options.trials) if seeding else ([], 0)
     queued, notes = planned_seeds(space, seeds, limit)

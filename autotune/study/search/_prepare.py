@@ -10,9 +10,10 @@ from autotune.runtime import environment
 from autotune.runtime.summary import InputKey, WorkloadSummary
 from autotune.study.search._options import SearchOptions
 from autotune.study.search._space import SearchSpace, observed_lengths, shared_length_groups
+from autotune.trial.request import RunProtocol
 from autotune.workload import resolve
 
-__all__ = ["Prepared", "prepare"]
+__all__ = ["Prepared", "prepare", "prepare_workload"]
 
 
 @dataclass(frozen=True)
@@ -27,35 +28,39 @@ class Prepared:
     lengths: dict[tuple[InputKey, int], list[int]]
     """Each declared (input, axis) pair's lengths in the fixed batches and the fresh stream: what buckets learn from."""
 
-    def space(self, base: SearchSpace, options: SearchOptions, graph_breaks: int) -> SearchSpace:
-        """`base` adapted to this workload, the device and plain compile's graph breaks."""
+    def space(self, base: SearchSpace, graph_breaks: int, *, allow_precision_changes: bool) -> SearchSpace:
+        """`base` adapted to this workload, the harness's device and plain compile's graph breaks."""
         return base.adapt(
             self.summary,
-            str(options.device),
+            self.harness.device,
             graph_breaks=graph_breaks,
             shared_lengths=self.shared_lengths,
             lengths=self.lengths,
-            allow_precision_changes=options.allow_precision_changes,
+            allow_precision_changes=allow_precision_changes,
         )
 
 
 def prepare(options: SearchOptions) -> Prepared:
     """Resolve `options.model` in a fresh interpreter and draw its batches as every trial will."""
-    workload = resolve(options.model, isolated=True)
-    batches = workload.draw_batches(seed=options.seed)
-    summary = workload.summary(options.model, batches)
+    return prepare_workload(
+        options.model,
+        device=str(options.device),
+        seed=options.seed,
+        protocol=options.protocol,
+        timeout=options.trial_timeout,
+    )
+
+
+def prepare_workload(spec: str, *, device: str, seed: int, protocol: RunProtocol, timeout: float) -> Prepared:
+    """Resolve `spec` in a fresh interpreter and draw its batches with `seed`, as every trial will (search, retune)."""
+    workload = resolve(spec, isolated=True)
+    batches = workload.draw_batches(seed=seed)
+    summary = workload.summary(spec, batches)
     # Buckets are learned from the lengths a trial meets: the fixed batches and the fresh stream after them.
-    fresh = workload.fresh_batches(seed=options.seed, count=options.protocol.fresh_batches)
+    fresh = workload.fresh_batches(seed=seed, count=protocol.fresh_batches)
     return Prepared(
         summary=summary,
-        harness=Harness(
-            spec=options.model,
-            summary=summary,
-            device=str(options.device),
-            seed=options.seed,
-            protocol=options.protocol,
-            timeout=options.trial_timeout,
-        ),
+        harness=Harness(spec=spec, summary=summary, device=device, seed=seed, protocol=protocol, timeout=timeout),
         model_fingerprint=environment.model_fingerprint(workload.model, environment.batch_shapes(batches)),
         shared_lengths=shared_length_groups(summary, batches),
         lengths=observed_lengths(summary, [*batches, *fresh]),

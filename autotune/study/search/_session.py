@@ -111,7 +111,6 @@ class _Search:
         self.prepared = prepared = prepare(options)
         self.summary, self.harness = prepared.summary, prepared.harness
         self.model_fingerprint = prepared.model_fingerprint
-        self.shared_lengths, self.lengths = prepared.shared_lengths, prepared.lengths
         self.base_space = load_space(options.space)
         options.out_dir.mkdir(parents=True, exist_ok=True)
         self.study, self.new_study = open_search_study(
@@ -216,7 +215,9 @@ class _Search:
     def _trials(self) -> None:
         """The space adapted and seeded, then trials until the budget ends them."""
         graph_breaks = int(self.loop.baselines["compile"].get("graph_breaks", 0) or 0)
-        space = self.prepared.space(self.base_space, self.options, graph_breaks)
+        space = self.prepared.space(
+            self.base_space, graph_breaks, allow_precision_changes=self.options.allow_precision_changes
+        )
         self.loop.space = space
         dropped = "".join(f"; dropped {d}" for d in space.dropped)
         self._note(f"space '{space.name}': {len(space.dimensions())} dimensions{dropped}")
