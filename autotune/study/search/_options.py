@@ -113,7 +113,7 @@ class SearchOptions:
                 raise SearchError(f"{flag} {given!r} is not allowed; use one of {names}.")
             if not isinstance(given, (str, base)):
                 raise SearchError(
-                    f"{flag} {given!r}: must be one of {names} or an Optuna {base.__name__} object, not a "
+                    f"{flag} {given!r}: must be one of {names} or an Optuna {base.__name__} object; got "
                     f"{type(given).__name__}."
                 )
         if not 0 < self.max_failure_rate <= 1:
