@@ -51,6 +51,7 @@ from autotune.measure import (
     measure,
     outcome,
 )
+from autotune.measure.choice import decide
 from autotune.measure.engine import Replicate, ReplicatePlan, validation_budget
 from autotune.measure.stats import _statistics
 from autotune.runtime.config import CompileConfig
@@ -59,9 +60,20 @@ from autotune.study.search._effort import EFFORTS
 from autotune.trial.request import RunProtocol, RunRecord, TrialRequest, TrialRun
 
 RATIOS = (0.98, 0.99, 1.00, 1.05, 1.10)
-SPREADS = (0.005, 0.01, 0.02, 0.04)
+SPREADS = (0.005, 0.01, 0.02, 0.04, 0.05, 0.06)
 """Standard deviations of a replicate's paired log-ratio: 0.005 is the stand-ins' on a quiet machine,
-0.015 to 0.076 were seen between real processes here before the steady allocator (outputs/benchmarks/noise.md)."""
+0.015 to 0.076 were seen between real processes here before the steady allocator (outputs/benchmarks/noise.md), and the
+demo's own confirmation replicates scatter by about 0.047."""
+NOISES = ("machine", "plain")
+"""`plain`: each subject's process level and its windows Gaussian and independent, every subject alike. `machine`: the
+noise a shared machine has (see `StandIns`)."""
+JUMP = 0.1
+"""`machine` noise: the chance that a subject's process lands on its other level (390 against 600 samples/s in
+noise.md); the jump carries half of the process's variance."""
+SPREAD_FACTORS = {"compile": 1.0, "eager": 1.0, "trial 0": 1.3, "trial 1": 0.6, "config": 1.3}
+"""`machine` noise: each subject's own process spread, against the others' (1.0 for any not named)."""
+FAILURES = 0.01
+"""`machine` noise: the chance that one run of a replicate fails (a timeout on a loaded machine)."""
 DESIGNS = ("quick", "default", "thorough", "validate")
 START_SECONDS = 5.0
 """What starting one subject of a replicate costs: a forked process, a warm compile, a settle window (the toy's three
@@ -92,7 +104,14 @@ class StandInRun(TrialRun):
 
 @dataclass
 class StandIns:
-    """A `Lab` whose subjects run at known speeds, with process-to-process and window-to-window noise."""
+    """A `Lab` whose subjects run at known speeds, with process-to-process and window-to-window noise.
+
+    With `noise="machine"`, what a shared machine adds, none of which moves a subject's true ratio:
+    a drift common to every subject of a replicate and a trend over its windows (pairing must
+    cancel both), a trend over the campaign, processes that jump between two levels, heavy tails
+    (Student t, 3 degrees of freedom), a spread of its own for each subject (`SPREAD_FACTORS`), and
+    runs that fail at the rate `FAILURES`.
+    """
 
     truth: Mapping[str | None, float]
     """Each subject's speed against plain compile, by its generated source (None: eager)."""
@@ -100,9 +119,29 @@ class StandIns:
     first_blocks: int
     rng: random.Random
     now: float = 0.0
+    noise: str = "plain"
+    names: Mapping[str | None, str] = dataclasses.field(default_factory=dict)
+    """Each subject's name, by its generated source: its own spread under `machine` noise."""
+    replicates: int = 0
 
     def clock(self) -> float:
         return self.now
+
+    def _draw(self, sd: float) -> float:
+        """Noise of standard deviation `sd`: Gaussian, or Student t with 3 degrees of freedom under `machine` noise."""
+        if self.noise != "machine":
+            return self.rng.gauss(0.0, sd)
+        t3 = self.rng.gauss(0.0, 1.0) / math.sqrt(sum(self.rng.gauss(0.0, 1.0) ** 2 for _ in range(3)) / 3)
+        return sd * t3 / math.sqrt(3)  # t with 3 degrees of freedom has variance 3
+
+    def _process(self, sd: float) -> float:
+        """A process's own level, of standard deviation `sd`: under `machine` noise, half of its variance a jump to a
+        second level taken with probability `JUMP` (centred, so the mean level stays the subject's)."""
+        if self.noise != "machine":
+            return self.rng.gauss(0.0, sd)
+        jump = sd * math.sqrt(0.5 / (JUMP * (1 - JUMP)))
+        landed = 1.0 if self.rng.random() < JUMP else 0.0
+        return -jump * (landed - JUMP) + self._draw(sd * math.sqrt(0.5))
 
     def first(self, request: TrialRequest) -> TrialRun:
         rate = 100.0 * self.truth[request.source]
@@ -115,10 +154,18 @@ class StandIns:
     ) -> tuple[Replicate, dict[str, TrialRun], dict[str, TrialRun]]:
         process = self.spread / 2  # each subject's own: the pair's log-ratio varies by spread / sqrt(2) from it
         window = self.spread * math.sqrt(self.first_blocks) / 2  # the mean of first_blocks windows: the other half
+        machine = self.noise == "machine"
+        common = self.rng.gauss(0.0, 0.05) - 0.01 * self.replicates if machine else 0.0  # the day, and a trend
+        slope = self.rng.gauss(0.0, 0.01) if machine else 0.0  # within the replicate, window by window
+        self.replicates += 1
         runs: dict[str, TrialRun] = {}
         for name, request in requests.items():
-            level = math.log(100.0 * self.truth[request.source]) + self.rng.gauss(0.0, process)
-            logs = [level + self.rng.gauss(0.0, window) for _ in range(plan.blocks)]
+            if machine and self.rng.random() < FAILURES:
+                runs[name] = StandInRun(RunRecord(state="failed", reason="timeout", message="a stand-in's timeout"))
+                continue
+            own = process * (SPREAD_FACTORS.get(self.names.get(request.source, ""), 1.0) if machine else 1.0)
+            level = math.log(100.0 * self.truth[request.source]) + common + self._process(own)
+            logs = [level + slope * w + self._draw(window) for w in range(plan.blocks)]
             rate = math.exp(statistics.fmean(logs))
             windows = [math.exp(v) for v in logs]
             runs[name] = StandInRun(
@@ -138,6 +185,7 @@ class Case:
     design: str
     spread: float
     true_ratio: float
+    noise: str = "plain"
 
     @property
     def candidates(self) -> int:
@@ -161,18 +209,23 @@ def run_case(case: Case, campaigns: int, seed: int) -> dict[str, Any]:
     subjects = [*Subject.baselines()] + [
         Subject(name=name, config=CANDIDATES[i], created="stand-in") for i, name in enumerate(names)
     ]
-    subjects = [Subject(name=s.name, config=s.config, created="stand-in") for s in subjects]
+    # The baselines' failures must be reproduced to count, as in a search's confirmation and a validation.
+    subjects = [dataclasses.replace(s, created="stand-in") for s in subjects]
     speeds = {"eager": EAGER, "compile": 1.0}
     for index, name in enumerate(names):
         speeds[name] = case.true_ratio if case.true_ratio <= 1.0 or index == 0 else 1.0
-    truth = {None if s.config is None else harness.source(s.config, s.created): speeds[s.name] for s in subjects}
+    sources = {s.name: None if s.config is None else harness.source(s.config, s.created) for s in subjects}
+    truth = {sources[s.name]: speeds[s.name] for s in subjects}
+    named = {source: name for name, source in sources.items()}
     rng = random.Random(f"{seed}:{case}")
-    claimed = exported = covered = 0
+    claimed = exported = covered = intervals = 0
     replicates: list[int] = []
     seconds: list[float] = []
     folders = Path(tempfile.mkdtemp(prefix="autotune-decision-error-"))  # stand-ins fill no cache: one for all
     for number in range(campaigns):
-        lab = StandIns(truth=truth, spread=case.spread, first_blocks=budget.blocks, rng=rng)
+        lab = StandIns(
+            truth=truth, spread=case.spread, first_blocks=budget.blocks, rng=rng, noise=case.noise, names=named
+        )
         campaign = measure(
             harness, subjects, objective=Objective(), budget=budget, lab=lab, seed=number, cache_root=folders
         )
@@ -182,11 +235,14 @@ def run_case(case: Case, campaigns: int, seed: int) -> dict[str, Any]:
         said = choice.decision if case.design != "validate" else outcome(versus)
         claimed += said == "gain"
         exported += choice.subject not in BASELINES
-        covered += versus is not None and versus.low <= speeds[judged or ""] <= versus.high
+        if versus is not None and versus.rounds >= 2:  # one replicate is a point, not an interval
+            intervals += 1
+            covered += versus.low <= speeds[judged or ""] <= versus.high
         replicates.append(campaign.rounds)
         seconds.append(sum(r.seconds for r in campaign.replicates))
     shutil.rmtree(folders, ignore_errors=True)
     return {
+        "noise": case.noise,
         "design": case.design,
         "candidates": case.candidates,
         "spread": case.spread,
@@ -194,10 +250,154 @@ def run_case(case: Case, campaigns: int, seed: int) -> dict[str, Any]:
         "campaigns": campaigns,
         "claimed_gain": claimed / campaigns,
         "exported": exported / campaigns,
-        "covered": covered / campaigns,
+        "covered": covered / intervals if intervals else 1.0,
+        "exported_count": exported,
         "mean_replicates": statistics.fmean(replicates),
         "mean_seconds": statistics.fmean(seconds),
     }
+
+
+RETUNE_SPREADS = (0.02, 0.05)
+"""The spreads a retune is simulated at: a quiet machine's, and about the demo's."""
+DAY_SDS = (0.0, 0.02)
+"""A day-to-day component: each subject's true speed moves by this much (log scale) between the tuning day and the
+retune's, independently, beyond anything a day's own intervals hold."""
+
+
+@dataclass(frozen=True)
+class RetuneCase:
+    """A nightly retune of an incumbent tuned at 1.15x plain compile (eager at 0.8x), on a later day."""
+
+    scenario: str
+    """'unchanged', 'eager faster' (eager 12% faster after an upgrade, nothing else), 'regressed' (the incumbent 15%
+    slower against plain compile) or 'better challenger' (a challenger 8% faster than the incumbent)."""
+    spread: float
+    day_sd: float
+    noise: str = "plain"
+
+
+RETUNE_SCENARIOS = ("unchanged", "eager faster", "regressed", "better challenger")
+MIN_GAIN = 0.03
+"""`autotune retune --min-gain`'s default."""
+MAX_REGRESSION = 0.10
+"""`autotune retune --max-regression`'s default."""
+TUNED = 1.15
+"""The incumbent's speed against plain compile on the day it was tuned."""
+
+
+def run_retune_case(case: RetuneCase, campaigns: int, seed: int) -> dict[str, Any]:
+    """One row: `campaigns` pairs of days, each the real engine on stand-ins and the real retune rule (`decide`).
+
+    The tuning day is a confirmation of the incumbent against both baselines (`--effort default`'s budget); its
+    intervals are what best.yaml records. The retune's day measures eager, plain compile, the incumbent and a
+    challenger in the budget `autotune retune` gives them (3 to 6 replicates), and `decide` says regression,
+    improved or unchanged."""
+    harness = Harness(spec="stand-in", summary=WorkloadSummary(spec="stand-in", task="train"))
+    incumbent = Subject(name="incumbent", config=CANDIDATES[0], created="stand-in", reproduce=True)
+    challenger = Subject(name="challenger", config=CANDIDATES[1], created="stand-in")
+    subjects = [dataclasses.replace(s, created="stand-in") for s in Subject.baselines()]
+    tuned = {"eager": EAGER, "compile": 1.0, "incumbent": TUNED, "challenger": TUNED}
+    later = dict(tuned)
+    if case.scenario == "eager faster":
+        later["eager"] = EAGER * 1.12
+    elif case.scenario == "regressed":
+        later["incumbent"] = later["challenger"] = TUNED * 0.85
+    elif case.scenario == "better challenger":
+        later["challenger"] = TUNED * 1.08
+    sources = {s.name: None if s.config is None else harness.source(s.config, s.created) for s in
+               [*subjects, incumbent, challenger]}  # fmt: skip
+    named = {source: name for name, source in sources.items()}
+    effort = EFFORTS["default"]
+    confirm = confirmation_budget(harness.protocol, min_rounds=effort.rounds, max_rounds=effort.max_rounds)
+    retune = Budget(min_rounds=3, max_rounds=6, reference="incumbent", blocks=confirm.blocks)
+    rng = random.Random(f"{seed}:{case}")
+    regression = replaced = false_regression = false_replaced = 0
+    replicates: list[int] = []
+    folders = Path(tempfile.mkdtemp(prefix="autotune-retune-error-"))
+    for number in range(campaigns):
+        day = {name: speed * math.exp(rng.gauss(0.0, case.day_sd)) for name, speed in later.items()}
+        day = {name: speed / day["compile"] for name, speed in day.items()}  # speeds are against plain compile
+        first = StandIns(
+            truth={sources[n]: tuned[n] for n in ("eager", "compile", "incumbent")},
+            spread=case.spread, first_blocks=confirm.blocks, rng=rng, noise=case.noise, names=named,
+        )  # fmt: skip
+        tuning = measure(
+            harness, [*subjects, incumbent], objective=Objective(), budget=confirm, lab=first, seed=number,
+            cache_root=folders,
+        )  # fmt: skip
+        recorded = {name: tuning.ratio("incumbent", name) for name in ("compile", "eager")}
+        second = StandIns(
+            truth={sources[n]: day[n] for n in day}, spread=case.spread, first_blocks=retune.blocks, rng=rng,
+            noise=case.noise, names=named,
+        )  # fmt: skip
+        today = measure(
+            harness, [*subjects, incumbent, challenger], objective=Objective(), budget=retune, lab=second,
+            seed=number, cache_root=folders,
+        )  # fmt: skip
+        verdict = decide(today, recorded=recorded, min_gain=MIN_GAIN, max_regression=MAX_REGRESSION)
+        called = verdict.decision == "regression"
+        regression += called
+        replaced += verdict.replaced
+        # What was true that day: the incumbent fell against plain compile by more than --max-regression, or not;
+        # the challenger was faster than the incumbent, or not.
+        false_regression += called and day["incumbent"] / TUNED >= 1 - MAX_REGRESSION
+        false_replaced += verdict.replaced and day["challenger"] <= day["incumbent"]
+        replicates.append(today.rounds)
+    shutil.rmtree(folders, ignore_errors=True)
+    return {
+        "noise": case.noise,
+        "design": "retune",
+        "scenario": case.scenario,
+        "spread": case.spread,
+        "day_sd": case.day_sd,
+        "campaigns": campaigns,
+        "regression": regression / campaigns,
+        "false_regression": false_regression / campaigns,
+        "replaced": replaced / campaigns,
+        "false_replaced": false_replaced / campaigns,
+        "mean_replicates": statistics.fmean(replicates),
+    }
+
+
+def retune_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The retune rows as outputs/benchmarks/decision-error.md holds them."""
+    lines = [
+        "| noise | scenario | spread | day-to-day | regression called | of which false | challenger replaced it "
+        "| of which false | replicates |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['noise']} | {r['scenario']} | {r['spread']} | {r['day_sd']} | {r['regression']:.1%} | "
+            f"{r['false_regression']:.1%} | {r['replaced']:.1%} | {r['false_replaced']:.1%} | "
+            f"{r['mean_replicates']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def check_retune(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The bounds a retune must meet: a regression called where the incumbent did not fall by --max-regression
+    against plain compile that day, or a challenger no faster than the incumbent that day put in its place, in at
+    most 2.5% of nights; a real regression of 15% and a challenger 8% faster found in 80% of nights at a spread of
+    0.02 without a day-to-day component."""
+    broken = []
+    for r in rows:
+        name = f"retune {r['noise']} {r['scenario']} spread {r['spread']} day {r['day_sd']}"
+        if r["false_regression"] > FALSE_GAINS:
+            broken.append(f"{name}: a false regression called in {r['false_regression']:.1%} > {FALSE_GAINS:.1%}")
+        if r["false_replaced"] > FALSE_GAINS:
+            broken.append(
+                f"{name}: a challenger no faster replaced it in {r['false_replaced']:.1%} > {FALSE_GAINS:.1%}"
+            )
+        quiet = r["noise"] == "plain" and r["spread"] == 0.02 and r["day_sd"] == 0.0
+        for scenario, field in (("regressed", "regression"), ("better challenger", "replaced")):
+            if quiet and r["scenario"] == scenario and r[field] < 0.80:
+                broken.append(f"{name}: found in {r[field]:.1%} < 80%")
+    return broken
+
+
+def _retune_row(job: tuple[RetuneCase, int, int]) -> dict[str, Any]:
+    return run_retune_case(*job)
 
 
 def _set_margin(margin: float, default_max_rounds: int | None = None) -> None:
@@ -215,32 +415,52 @@ def _row(job: tuple[Case, int, int]) -> dict[str, Any]:
 def table(rows: Sequence[Mapping[str, Any]]) -> str:
     """The rows as the Markdown table outputs/benchmarks/decision-error.md holds."""
     lines = [
-        "| design | candidates | spread | true ratio | gain claimed | exported | interval covers | replicates | seconds |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| noise | design | candidates | spread | true ratio | gain claimed | exported | interval covers | replicates "
+        "| seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['design']} | {r['candidates']} | {r['spread']} | {r['true_ratio']:.2f} | {r['claimed_gain']:.1%} | "
-            f"{r['exported']:.1%} | {r['covered']:.1%} | {r['mean_replicates']:.1f} | {r['mean_seconds']:.0f} |"
+            f"| {r['noise']} | {r['design']} | {r['candidates']} | {r['spread']} | {r['true_ratio']:.2f} | "
+            f"{r['claimed_gain']:.1%} | {r['exported']:.1%} | {r['covered']:.1%} | {r['mean_replicates']:.1f} | "
+            f"{r['mean_seconds']:.0f} |"
         )
     return "\n".join(lines)
+
+
+FALSE_GAINS = 0.025
+"""The most campaigns, of those whose candidates are no faster than plain compile, that may claim or export a gain: the
+2.5% a side the README promises."""
+COVERAGE = 0.95
+"""The least share of final intervals that must hold their true ratio."""
+SLOWER_EXPORTS = 0.001
+"""The most campaigns that may export a candidate 1 or 2% slower than plain compile."""
+NULL_REPLICATES = 5.0
+"""The most replicates a `default` campaign with no gain to find may take on average, up to a spread of 0.02."""
+POWER = {(0.02, 1.05): 0.90, (0.05, 1.10): 0.80}
+"""The least share of `default` campaigns that export a real gain, by (spread, true ratio), under `plain` noise, where
+the spread is what it says; `machine` noise's runs fail (a candidate that fails once is never exported) and its
+candidate with the gain scatters 1.3 times as much, so its power is reported, not bounded."""
 
 
 def check(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """The bounds the engine must meet, and which rows break them."""
     broken = []
     for r in rows:
-        name = f"{r['design']} spread {r['spread']} true {r['true_ratio']}"
-        if r["true_ratio"] <= 1.0 and max(r["claimed_gain"], r["exported"]) > 0.05:
-            broken.append(f"{name}: false gain {max(r['claimed_gain'], r['exported']):.1%} > 5%")
-        if r["true_ratio"] < 1.0 and r["exported"] > 0:
-            broken.append(f"{name}: a slower candidate was exported in {r['exported']:.2%}")
-        if r["covered"] < 0.94:
-            broken.append(f"{name}: the interval covered the true ratio in {r['covered']:.1%} < 94%")
-        if r["design"] == "default" and r["spread"] == 0.02:
-            need = {1.05: 0.80, 1.10: 0.95}.get(r["true_ratio"])
-            if need is not None and r["exported"] < need:
-                broken.append(f"{name}: power {r['exported']:.1%} < {need:.0%}")
+        name = f"{r['noise']} {r['design']} spread {r['spread']} true {r['true_ratio']}"
+        if r["true_ratio"] <= 1.0 and max(r["claimed_gain"], r["exported"]) > FALSE_GAINS:
+            broken.append(f"{name}: false gain {max(r['claimed_gain'], r['exported']):.1%} > {FALSE_GAINS:.1%}")
+        if r["true_ratio"] < 1.0 and r["exported"] > SLOWER_EXPORTS:
+            broken.append(f"{name}: a slower candidate was exported in {r['exported']:.2%} > {SLOWER_EXPORTS:.1%}")
+        if r["covered"] < COVERAGE:
+            broken.append(f"{name}: the interval covered the true ratio in {r['covered']:.1%} < {COVERAGE:.0%}")
+        if r["design"] != "default":
+            continue
+        if r["true_ratio"] <= 1.0 and r["spread"] <= 0.02 and r["mean_replicates"] > NULL_REPLICATES:
+            broken.append(f"{name}: {r['mean_replicates']:.1f} replicates with no gain to find > {NULL_REPLICATES:g}")
+        need = POWER.get((r["spread"], r["true_ratio"]))
+        if need is not None and r["noise"] == "plain" and r["exported"] < need:
+            broken.append(f"{name}: power {r['exported']:.1%} < {need:.0%}")
     return broken
 
 
@@ -252,6 +472,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--designs", nargs="+", choices=DESIGNS, default=list(DESIGNS))
     parser.add_argument("--spreads", nargs="+", type=float, default=list(SPREADS))
     parser.add_argument("--ratios", nargs="+", type=float, default=list(RATIOS))
+    parser.add_argument("--noises", nargs="+", choices=NOISES, default=list(NOISES))
+    parser.add_argument(
+        "--retune",
+        action="store_true",
+        help="simulate `autotune retune`'s rule instead: a tuning day and a later one, with and without a day-to-day "
+        "component, at spreads of 0.02 and 0.05",
+    )
     parser.add_argument("--jobs", type=int, default=multiprocessing.cpu_count(), help="processes (default: cores)")
     parser.add_argument(
         "--margin",
@@ -277,25 +504,39 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 <= args.margin < 0.5:
         parser.error(f"--margin {args.margin}: must lie in [0, 0.5), e.g. 0.005 for half a percent")
     _set_margin(args.margin, args.default_max_rounds)
-    cases = [Case(d, s, r) for d in args.designs for s in args.spreads for r in args.ratios]
     started = time.monotonic()
-    jobs = [(case, args.campaigns, args.seed) for case in cases]
-    if args.jobs > 1:
-        with multiprocessing.Pool(
-            args.jobs, initializer=_set_margin, initargs=(args.margin, args.default_max_rounds)
-        ) as pool:
-            rows = pool.map(_row, jobs, chunksize=1)
+    if args.retune:
+        retunes = [
+            RetuneCase(scenario, spread, day, noise)
+            for noise in args.noises
+            for spread in RETUNE_SPREADS
+            for day in DAY_SDS
+            for scenario in RETUNE_SCENARIOS
+        ]
+        rows = _map(_retune_row, [(case, args.campaigns, args.seed) for case in retunes], args)
+        print(retune_table(rows))
     else:
-        rows = [_row(job) for job in jobs]
-    print(table(rows))
+        cases = [Case(d, s, r, n) for n in args.noises for d in args.designs for s in args.spreads for r in args.ratios]
+        rows = _map(_row, [(case, args.campaigns, args.seed) for case in cases], args)
+        print(table(rows))
     print(f"\n{len(rows)} rows of {args.campaigns} campaigns in {time.monotonic() - started:.0f} s")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(rows, indent=1) + "\n")
-    broken = check(rows)
+    broken = check_retune(rows) if args.retune else check(rows)
     for line in broken:
         print(f"bound broken: {line}", file=sys.stderr)
     return 1 if broken else 0
+
+
+def _map(function: Any, jobs: list[Any], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Each job's row, in `args.jobs` processes."""
+    if args.jobs <= 1:
+        return [function(job) for job in jobs]
+    with multiprocessing.Pool(
+        args.jobs, initializer=_set_margin, initargs=(args.margin, args.default_max_rounds)
+    ) as pool:
+        return pool.map(function, jobs, chunksize=1)
 
 
 if __name__ == "__main__":

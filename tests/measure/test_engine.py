@@ -345,13 +345,19 @@ def test_eager_leaves_later_replicates_only_once_its_simultaneous_interval_puts_
     # interval of the second look lies just below 1 (and left eager out before); the simultaneous one does not.
     fake = stand({"eager": eager, "compile": [100.0], "trial 7": [100.0, 101.0, 99.0]})
     result = engine.measure(
-        harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=5, max_rounds=5, race=True)
+        harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=2, max_rounds=5, race=True)
     )
     plain = replicate_interval([math.log(e / 100.0) for e in eager])
     assert plain.high < 1.0, "the look's plain interval would leave it out"
     assert ("eager" in fake.replicates[4]) is not retired, fake.replicates
     assert "(simultaneous)" in result.retired.get("eager", "(simultaneous)")
     assert bool(result.retired.get("eager")) is retired
+    # Where the campaign looks only after its fifth replicate, that claim waits for it: eager runs in all five.
+    fake = stand({"eager": eager, "compile": [100.0], "trial 7": [100.0, 101.0, 99.0]})
+    once = engine.measure(
+        harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=5, max_rounds=5, race=True)
+    )
+    assert all("eager" in names for names in fake.replicates) and "eager" not in once.retired
 
 
 def test_without_racing_every_subject_runs_every_replicate(harness, stand) -> None:
@@ -406,3 +412,50 @@ def test_the_engine_keeps_false_gains_far_under_five_percent_over_looks_and_cand
     row = decision_error.run_case(decision_error.Case("default", 0.02, 1.0), campaigns=600, seed=3)
     assert row["claimed_gain"] <= 0.025 and row["exported"] <= 0.025, row
     assert row["covered"] >= 0.95, row
+
+
+# -- looks planned, and the stop for want of a gain --------------------------------------------------------
+
+
+def test_a_confirmation_with_no_gain_to_find_stops_at_its_first_look(harness, stand) -> None:
+    # The candidate scatters around plain compile's speed: its one-sided upper bound after three replicates lies
+    # inside the band, so no later replicate could show it a gain. Without the stop, all eight run.
+    rates = {"eager": [50.0], "compile": [100.0], "trial 7": [99.0, 100.5, 99.5]}
+    stand(rates)
+    budget = engine.confirmation_budget(harness.protocol, min_rounds=3, max_rounds=8)
+    result = engine.measure(harness, subjects(), objective=THROUGHPUT, budget=budget)
+    assert result.looks == Looks(candidates=1, first=3, last=8, at=(3, 6, 8), last_share=engine.CONFIRMATION_LAST_SHARE)
+    assert result.rounds == 3, result.stopped
+    assert result.stopped.startswith("no gain left to find after 3 replicates: the fastest, trial 7, runs at most")
+    assert choose(result).subject == "compile"
+    stand(rates)
+    patient = engine.measure(harness, subjects(), objective=THROUGHPUT, budget=replace(budget, futility=False))
+    assert patient.rounds == 8, patient.stopped
+
+
+def test_a_candidate_that_may_still_be_a_gain_keeps_the_campaign_going_to_the_next_look(harness, stand) -> None:
+    # 2% faster on average, scattering by 3%: its upper bound is above the band, so the campaign goes on; and it
+    # judges only at its planned looks, after replicates 3, 6 and 8, never at 4 or 5.
+    stand({"eager": [50.0], "compile": [100.0], "trial 7": [99.0, 105.0, 102.0]})
+    budget = engine.confirmation_budget(harness.protocol, min_rounds=3, max_rounds=8)
+    result = engine.measure(harness, subjects(), objective=THROUGHPUT, budget=budget)
+    assert result.rounds in (6, 8), result.stopped
+    assert not result.stopped.startswith("decided"), "2% on this scatter decides nothing"
+
+
+def test_a_large_gain_is_decided_at_a_planned_look_and_eager_leaves_only_at_one(harness, stand) -> None:
+    fake = stand({"eager": [50.0, 51.0], "compile": [100.0, 101.0], "trial 7": [130.0, 131.0, 130.5]})
+    budget = engine.confirmation_budget(harness.protocol, min_rounds=3, max_rounds=8)
+    result = engine.measure(harness, subjects(), objective=THROUGHPUT, budget=budget)
+    assert result.rounds == 3 and result.stopped.startswith("decided after 3 replicates: trial 7 against compile: gain")
+    assert all("eager" in names for names in fake.replicates), "no look before the third: eager ran in all three"
+    assert choose(result).subject == "trial 7"
+
+
+def test_the_stop_for_want_of_a_gain_waits_while_eager_may_be_faster_than_plain_compile(harness, stand) -> None:
+    # The candidate has nothing to find, but eager scatters above plain compile: exporting eager is still in
+    # question, so the campaign goes on past the first look.
+    stand({"eager": [98.0, 110.0, 104.0], "compile": [100.0], "trial 7": [99.0, 100.5, 99.5]})
+    budget = engine.confirmation_budget(harness.protocol, min_rounds=3, max_rounds=8)
+    result = engine.measure(harness, subjects(), objective=THROUGHPUT, budget=budget)
+    assert result.rounds > 3, result.stopped

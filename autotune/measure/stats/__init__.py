@@ -6,6 +6,7 @@ from autotune.measure.stats._method import METHOD, method_change
 from autotune.measure.stats._objective import Objective, Objectives, faster
 from autotune.measure.stats._statistics import (
     BAND,
+    FUTILITY_ERROR,
     REPLICATE_SD_FLOOR,
     Components,
     Interval,
@@ -15,12 +16,15 @@ from autotune.measure.stats._statistics import (
     mean_interval,
     outcome,
     replicate_interval,
+    spaced_looks,
     t_quantile,
+    upper_bound,
     windows_per_replicate,
 )
 
 __all__ = [
     "BAND",
+    "FUTILITY_ERROR",
     "METHOD",
     "REPLICATE_SD_FLOOR",
     "Components",
@@ -35,6 +39,8 @@ __all__ = [
     "method_change",
     "outcome",
     "replicate_interval",
+    "spaced_looks",
     "t_quantile",
+    "upper_bound",
     "windows_per_replicate",
 ]

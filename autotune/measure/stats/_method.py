@@ -15,7 +15,9 @@ Versions:
 5. where compile time decides (`time-to:N`, a Pareto front), a cold compile of every configuration before each
    replicate: the compile time a figure counts is that replicate's, not one first run's;
 6. a compile's time leaves out the C++ header Inductor precompiles once for every later process of the
-   environment (`autotune.trial.shared_builds`): the first subject to compile no longer pays it for the rest.
+   environment (`autotune.trial.shared_builds`): the first subject to compile no longer pays it for the rest;
+7. a search's confirmation looks three times, not after every replicate, spends three quarters of its error at the last
+   look, and stops once no configuration can be shown faster than plain compile (`Budget.futility`).
 """
 
 from __future__ import annotations
@@ -26,14 +28,15 @@ from typing import Any
 __all__ = ["METHOD", "method_change"]
 
 METHOD: dict[str, Any] = {
-    "version": 6,
+    "version": 7,
     "worker_environment": (
         "one new process per subject and replicate, warm from its own cache folder; on a CPU forked from a server "
         "that imported Python, torch and the workload's module"
     ),
     "allocator": "glibc malloc with fixed thresholds (mmap 32 MiB, trim 256 MiB)",
     "stream": "fresh batches in paired, interleaved windows (ABBA), every subject on the same slices",
-    "statistic": "Student t over replicates of paired log-ratios, simultaneous over looks and candidates",
+    "statistic": "Student t over replicates of paired log-ratios, simultaneous over looks and candidates; a "
+    "confirmation's three planned looks, three quarters of the error at the last, stopped once no gain is left",
     "compile_time": "where it decides, a cold compile per configuration before each replicate; else one, deciding "
     "nothing; the environment's shared precompiled header left out",
 }

@@ -14,13 +14,14 @@ the replicates are the independent units:
   cost of a window and of a new process they give the windows per replicate that narrow the
   interval fastest for the time spent (`windows_per_replicate`, Kalibera and Jones).
 
-A campaign looks at its figures after every replicate from its first look to its last, and
-judges the best of several candidates each time; an interval at the plain 95% level, looked at
-that often, claims a gain for a candidate no faster than the reference in 11 to 18% of
+A campaign looks at its figures after the replicates it planned (every one from its first look
+to its last, or a few: `Looks.at`), and judges the best of several candidates each time; an
+interval at the plain 95% level, looked at after every replicate, claims a gain for a candidate no faster than the reference in 11 to 18% of
 campaigns. So a campaign spends its error (`Looks`): one-sided 2.5% on each side over the
-whole campaign, shared by its candidates (Bonferroni) and, for each, half at the last look and
-half in equal parts over the earlier ones (a Bonferroni alpha-spending schedule). Every interval
-it prints is then simultaneous: it holds at whichever look the campaign stopped, for whichever
+whole campaign, shared by its candidates (Bonferroni) and, for each, a share at the last look
+(three quarters in a search's confirmation, which looks three times; half where a campaign looks
+after every replicate) and the rest in equal parts over the earlier ones (a Bonferroni
+alpha-spending schedule). Every interval it prints is then simultaneous: it holds at whichever look the campaign stopped, for whichever
 candidate led, with at least 95% probability, and a gain is claimed for a candidate no faster
 than the reference in at most 2.5% of campaigns.
 
@@ -43,6 +44,7 @@ from typing import Any
 
 __all__ = [
     "BAND",
+    "FUTILITY_ERROR",
     "OUTCOMES",
     "REPLICATE_SD_FLOOR",
     "Components",
@@ -54,9 +56,11 @@ __all__ = [
     "outcome",
     "paired_interval",
     "replicate_interval",
+    "spaced_looks",
     "t975",
     "t_cdf",
     "t_quantile",
+    "upper_bound",
     "windows_per_replicate",
 ]
 
@@ -73,6 +77,11 @@ exported in about one campaign in a thousand at a replicate spread of 0.04, when
 high; with it and a default confirmation of up to 8 replicates, in none of 4,000 in any design, while a real 5% gain at
 a spread of 0.02 is still found in 87% of `--effort default` campaigns (the trade-off's table is in
 outputs/benchmarks/decision-error.md)."""
+FUTILITY_ERROR = 0.3
+"""How often `upper_bound` may fall below a candidate's true ratio: a campaign stops for want of a gain when every
+candidate's bound lies inside the band. At 0.3 a `default` campaign with no gain to find stops after about 4 replicates
+at a spread of 0.02 instead of 8, and a real 5% gain there is found as often as without the stop (92%;
+outputs/benchmarks/decision-error.md, which also has 0.2 and 0.4)."""
 REPLICATE_SD_FLOOR = 0.015
 """The least standard deviation between replicates' paired log-ratios that a campaign's intervals and its windows per
 replicate assume:
@@ -167,22 +176,31 @@ def gain_margin(within: float = BAND) -> float:
 class Looks:
     """How a campaign spends its error over the looks it takes and the candidates it compares.
 
-    A look is a judgement after a replicate, from replicate `first` to `last`; each of the
-    `candidates` is compared with the reference at each look. The whole campaign may miss on
-    one side with probability `error` at most: each candidate gets `error / candidates`
-    (Bonferroni), of which the last look spends half and the earlier looks share the other half
-    equally. By the union bound, every interval of every candidate at every look then holds at
-    once with probability 1 - 2 `error`, whatever the look the campaign stops at.
+    A look is a judgement after a replicate: the campaign may stop there, deciding or finding no
+    gain left to show. Each of the `candidates` is compared with the reference at each look. The
+    whole campaign may miss on one side with probability `error` at most: each candidate gets
+    `error / candidates` (Bonferroni), of which the last look spends `last_share` and the earlier
+    looks share the rest equally. By the union bound, every interval of every candidate at every
+    look then holds at once with probability 1 - 2 `error`, whatever the look the campaign stops at.
 
-    Half at the last look keeps most of the power where a campaign that has not stopped early
-    decides, and the early looks still stop a campaign whose answer is plain (a 10% gain at a
-    spread of 0.02 is decided after 3 replicates).
+    The looks are `at`, planned replicates from `first` to `last` (empty: every replicate from
+    `first` to `last`, the schedule of method version 6 and earlier). A campaign made to stop
+    between them (its seconds spent, every rival failed) spends what its looks so far left
+    unspent there: a stop that depends on the clock, not on the ratios, keeps the bound.
+
+    Few looks and most of the error at the last keep the power where a campaign that has not
+    stopped early decides: early looks on two or three degrees of freedom need quantiles of 7 to
+    25 and decide only large gains, so error spent on every one of them is power lost at the end.
     """
 
     candidates: int = 1
     first: int = 2
     last: int = 2
     error: float = ERROR
+    at: tuple[int, ...] = ()
+    """The planned looks, from `first` to `last` (empty: every replicate between them)."""
+    last_share: float = 0.5
+    """The share of a candidate's error the last look spends (the rest shared by the earlier looks)."""
 
     def __post_init__(self) -> None:
         if self.candidates < 1:
@@ -191,29 +209,61 @@ class Looks:
             raise ValueError(f"looks: 1 <= first <= last must hold, got ({self.first=}, {self.last=})")
         if not 0 < self.error < 0.5:
             raise ValueError(f"looks: error must lie in (0, 0.5), got {self.error}")
+        if self.at and (list(self.at) != sorted(set(self.at)) or self.at[0] != self.first or self.at[-1] != self.last):
+            raise ValueError(f"looks: at must rise from first to last, got {self.at} ({self.first=}, {self.last=})")
+        if not 0 < self.last_share <= 1:
+            raise ValueError(f"looks: last_share must lie in (0, 1], got {self.last_share}")
+
+    @property
+    def planned(self) -> tuple[int, ...]:
+        """The replicates after which the campaign looks."""
+        return self.at or tuple(range(self.first, self.last + 1))
 
     @property
     def count(self) -> int:
         """How many looks the campaign may take."""
-        return self.last - self.first + 1
+        return len(self.planned)
 
-    def share(self, replicates: int) -> float:
-        """The one-sided error one candidate's interval spends at the look after `replicates` replicates."""
+    def judges(self, replicates: int) -> bool:
+        """Whether the campaign looks after `replicates` replicates: decides, or stops for want of a gain."""
+        return replicates in self.planned
+
+    def _weight(self, replicates: int) -> float:
+        """What the planned look after `replicates` replicates spends, of one candidate's error."""
         per_candidate = self.error / self.candidates
         if self.count == 1:
             return per_candidate
         if replicates >= self.last:
-            return per_candidate / 2
-        return per_candidate / 2 / (self.count - 1)
+            return per_candidate * self.last_share
+        return per_candidate * (1 - self.last_share) / (self.count - 1)
+
+    def share(self, replicates: int) -> float:
+        """The one-sided error one candidate's interval spends after `replicates` replicates: a planned look's
+        weight, or, for a campaign made to stop between looks, what the looks before it left unspent."""
+        if replicates in self.planned:
+            return self._weight(replicates)
+        spent = sum(self._weight(n) for n in self.planned if n < replicates)
+        return max(self.error / self.candidates - spent, 0.0)
 
     def quantile(self, replicates: int) -> float:
         """The Student-t quantile of the interval after `replicates` replicates (df = replicates - 1)."""
-        if replicates < 2:
+        share = self.share(replicates)
+        if replicates < 2 or share <= 0:
             return math.inf
-        return t_quantile(1.0 - self.share(replicates), replicates - 1)
+        return t_quantile(1.0 - share, replicates - 1)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"candidates": self.candidates, "first": self.first, "last": self.last, "error": self.error}
+        data: dict[str, Any] = {
+            "candidates": self.candidates,
+            "first": self.first,
+            "last": self.last,
+            "error": self.error,
+        }
+        if self.at:
+            data["at"] = list(self.at)
+        if self.last_share != 0.5:
+            data["last_share"] = self.last_share
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Looks:
@@ -222,15 +272,31 @@ class Looks:
             first=int(data.get("first", 2)),
             last=int(data.get("last", 2)),
             error=float(data.get("error", ERROR)),
+            at=tuple(int(n) for n in data.get("at") or ()),
+            last_share=float(data.get("last_share", 0.5)),
         )
 
     def describe(self) -> str:
         """In words, for reports."""
-        looks = f"{self.count} look(s), after replicates {self.first} to {self.last}"
-        return (
-            f"simultaneous {1 - 2 * self.error:.0%} over {self.candidates} candidate(s) and {looks} "
-            "(Bonferroni over candidates; half the error at the last look, half shared by the earlier ones)"
+        shown = ", ".join(str(n) for n in self.planned)
+        looks = f"{self.count} look(s), after replicates {shown}"
+        spent = (
+            f"{self.last_share:.0%} of the error at the last look, the rest shared by the earlier ones"
+            if self.count > 1
+            else "all the error at its one look"
         )
+        return f"simultaneous {1 - 2 * self.error:.0%} over {self.candidates} candidate(s) and {looks} (Bonferroni over candidates; {spent})"
+
+
+def spaced_looks(first: int, last: int, count: int) -> tuple[int, ...]:
+    """`count` looks from replicate `first` to `last`, as evenly spaced as whole replicates allow (fewer when the
+    span holds fewer)."""
+    if count < 1:
+        raise ValueError(f"looks: count must be >= 1, got {count}")
+    if count == 1 or first == last:
+        return (last,)
+    steps = [first + math.floor((last - first) * i / (count - 1) + 0.5) for i in range(count)]
+    return tuple(sorted(set(steps)))
 
 
 _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
@@ -274,6 +340,20 @@ def replicate_interval(
         spread = max(spread, REPLICATE_SD_FLOOR, parts.least_replicate_sd if parts is not None else 0.0)
     half = quantile * spread / math.sqrt(len(log_ratios))
     return Interval(math.exp(centre), math.exp(centre - half), math.exp(centre + half), len(log_ratios), windows)
+
+
+def upper_bound(
+    log_ratios: Sequence[float], windows: int = 0, parts: Components | None = None, error: float | None = None
+) -> float:
+    """The one-sided upper bound of a ratio at a look, missing with probability `error` (None: `FUTILITY_ERROR`),
+    with the spread floored as a campaign's intervals floor it: how fast the subject may be, at most, for all its
+    replicates show. A campaign whose every candidate's bound lies inside the band has no gain left to find.
+
+    It claims nothing and spends none of the campaign's error: a campaign stopped on it exports no configuration,
+    so it can only miss a gain (its power, simulated in outputs/benchmarks/decision-error.md), never make one."""
+    at = max(len(log_ratios), 1)
+    looks = Looks(first=at, last=at, error=FUTILITY_ERROR if error is None else error)
+    return replicate_interval(log_ratios, windows, looks, parts).high
 
 
 def _variance(values: Sequence[float]) -> float:
