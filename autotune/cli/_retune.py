@@ -33,9 +33,9 @@ EPILOG = f"""\
 exit codes:
   {EXIT_OK}  unchanged (the incumbent stays) or improved (a faster challenger replaced it)
   {EXIT_REGRESSION}  regression: the incumbent fails here, again after one failed replicate, or its ratio to
-     plain torch.compile (or to eager), measured in the same replicates, fell by more than --max-regression
-     since it was tuned, with an interval that excludes no change; the files change only if a challenger
-     decided faster than plain torch.compile replaced it
+     plain torch.compile (to eager where it is plain compile), measured in the same replicates, fell by more
+     than --max-regression since it was tuned, with an interval that excludes no change; the files change
+     only if a challenger decided faster than plain torch.compile replaced it
   {EXIT_ERROR}  error: no study, a damaged study or storage, a workload that does not run, bad options
      (nothing was changed)
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C): the files are as they were, or as a completed replacement left them
@@ -74,7 +74,8 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         type=float,
         default=0.10,
         metavar="FRACTION",
-        help="how far the incumbent's ratio to plain compile or eager may fall since tuning (default: 0.10)",
+        help="how far the incumbent's ratio to plain compile (to eager, where it is plain compile) may fall since "
+        "tuning (default: 0.10)",
     )
     add_replicates(
         p,

@@ -4,12 +4,18 @@ A pure function of measurements, so that it can be tested on synthetic runs:
 
 * The incumbent **regressed** when it fails and the failure is reproduced (its first, cold
   run failed, or two of its replicates did: one failed replicate, a timeout on a loaded
-  machine, is a warning and nothing more), or when its ratio to a baseline (plain
-  torch.compile, eager), measured in the same replicates, fell below the ratio recorded at
-  tuning time by more than `max_regression`, with an interval over two replicates at least
-  that excludes "no change": today's interval lies wholly below the recorded one (below its
-  median when only a median was recorded). An absolute throughput recorded on another day is
-  context, never the evidence: machines drift.
+  machine, is a warning and nothing more), or when its ratio to plain torch.compile (to eager
+  where the incumbent is plain compile), measured in the same replicates, fell below the ratio
+  recorded at tuning time by more than `max_regression`, with an interval over two replicates
+  at least that excludes "no change": today's interval lies wholly below the recorded one
+  (below its median when only a median was recorded). One baseline judges, so the error is not
+  spent twice; a ratio to eager that fell while the ratio to plain compile held is a warning:
+  an eager that got faster after an upgrade, or compiled code that got slower whatever its
+  configuration, is no regression of the configuration (`examples/decision_error.py
+  --retune` called it one in 6 to 14% of nights). An absolute throughput recorded on another
+  day is context, never the evidence: machines drift. The recorded interval holds the tuning
+  day's variation only; what moves between days beyond it is not modelled by the rule, and the
+  simulation shows what a day-to-day component of 2% does to it.
 * A challenger **replaces** the incumbent when it ran every replicate without failing, is not
   decided slower than plain torch.compile, and its paired ratio to the incumbent has a median
   above 1 + `min_gain` and is a gain by the rule every choice uses (`outcome`: its interval's
@@ -72,17 +78,28 @@ def decide(
     else:
         if once:
             warnings.append(f"the incumbent's {once}: its figures rest on its other replicates")
+        # One baseline judges: plain compile, which runs on the same stack as the incumbent, so that what moves
+        # both (a faster eager after an upgrade, a slower Inductor) is no regression of the configuration; eager only
+        # where the incumbent is plain compile itself. Judging either would spend the error twice.
+        judge = next((b for b in ("compile", "eager") if recorded.get(b) is not None), None)
         for baseline, label in (("compile", "plain torch.compile"), ("eager", "eager")):
             before = recorded.get(baseline)
             now = campaign.ratio(INCUMBENT, baseline)
             if before is None or now is None or now.rounds < 2:
                 continue  # one replicate is a number, not a measurement: it calls nothing a regression
             if now.median < before.median * (1 - max_regression) and now.high < before.low:
-                regressions.append(
+                fell = (
                     f"the incumbent now runs {now.median:.2f}x {label} [{now.low:.2f}, {now.high:.2f}] over "
-                    f"{now.rounds} replicate(s), against {before.median:.2f}x [{before.low:.2f}, {before.high:.2f}] when "
-                    f"tuned: slower by more than --max-regression {max_regression:.0%}"
+                    f"{now.rounds} replicate(s), against {before.median:.2f}x [{before.low:.2f}, {before.high:.2f}] "
+                    f"when tuned"
                 )
+                if baseline == judge:
+                    regressions.append(f"{fell}: slower by more than --max-regression {max_regression:.0%}")
+                else:
+                    warnings.append(
+                        f"{fell}, while against plain torch.compile it held: eager got faster here, or compiled code "
+                        "slower, whatever the configuration; no regression of the configuration"
+                    )
     gain = None
     replaced = False
     if CHALLENGER in campaign.subjects and campaign.failure(CHALLENGER) is None and campaign.complete_runs(CHALLENGER):
