@@ -170,6 +170,14 @@ def export_study(study: optuna.Study, out_dir: Path, *, pick: str | None = None)
     """
     attrs = study.user_attrs
     campaign, confirmed = campaign_of(study)
+    if confirmed and campaign.looks is None:
+        # Before method version 3 a confirmation judged plain 95% intervals after every replicate and over every
+        # candidate: a candidate no faster than plain compile was claimed a gain in 11 to 18% of such campaigns.
+        raise SearchError(
+            f"study {study.study_name!r}: its confirmation was measured before autotune's intervals held over a "
+            "campaign's looks and candidates (method version 2 or earlier), and is not exported on them: search "
+            "again with --new, or measure its best configuration with `autotune validate`"
+        )
     objectives = Objectives.parse(attrs.get("objective", "throughput"))
     choice = exported_choice(study, campaign, pick)
     trials = study.get_trials(deepcopy=False)
