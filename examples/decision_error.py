@@ -361,17 +361,23 @@ def run_retune_case(case: RetuneCase, campaigns: int, seed: int) -> dict[str, An
 
 def retune_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """The retune rows as outputs/benchmarks/decision-error.md holds them."""
-    lines = [
-        "| noise | scenario | spread | day-to-day | regression called | of which false | challenger replaced it "
-        "| of which false | replicates |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['noise']} | {r['scenario']} | {r['spread']} | {r['day_sd']} | {r['regression']:.1%} | "
-            f"{r['false_regression']:.1%} | {r['replaced']:.1%} | {r['false_replaced']:.1%} | "
-            f"{r['mean_replicates']:.1f} |"
-        )
+    headers = ["noise", "scenario", "spread", "day-to-day", "regression called", "of which false"]
+    headers += ["challenger replaced it", "of which false", "replicates"]
+    return markdown(
+        headers,
+        [
+            [r["noise"], r["scenario"], f"{r['spread']}", f"{r['day_sd']}", f"{r['regression']:.1%}"]
+            + [f"{r['false_regression']:.1%}", f"{r['replaced']:.1%}", f"{r['false_replaced']:.1%}"]
+            + [f"{r['mean_replicates']:.1f}"]
+            for r in rows
+        ],
+    )
+
+
+def markdown(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A Markdown table of `rows` under `headers`."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
     return "\n".join(lines)
 
 
@@ -414,18 +420,17 @@ def _row(job: tuple[Case, int, int]) -> dict[str, Any]:
 
 def table(rows: Sequence[Mapping[str, Any]]) -> str:
     """The rows as the Markdown table outputs/benchmarks/decision-error.md holds."""
-    lines = [
-        "| noise | design | candidates | spread | true ratio | gain claimed | exported | interval covers | replicates "
-        "| seconds |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['noise']} | {r['design']} | {r['candidates']} | {r['spread']} | {r['true_ratio']:.2f} | "
-            f"{r['claimed_gain']:.1%} | {r['exported']:.1%} | {r['covered']:.1%} | {r['mean_replicates']:.1f} | "
-            f"{r['mean_seconds']:.0f} |"
-        )
-    return "\n".join(lines)
+    headers = ["noise", "design", "candidates", "spread", "true ratio", "gain claimed", "exported"]
+    headers += ["interval covers", "replicates", "seconds"]
+    return markdown(
+        headers,
+        [
+            [r["noise"], r["design"], f"{r['candidates']}", f"{r['spread']}", f"{r['true_ratio']:.2f}"]
+            + [f"{r['claimed_gain']:.1%}", f"{r['exported']:.1%}", f"{r['covered']:.1%}"]
+            + [f"{r['mean_replicates']:.1f}", f"{r['mean_seconds']:.0f}"]
+            for r in rows
+        ],
+    )
 
 
 FALSE_GAINS = 0.025
