@@ -285,6 +285,9 @@ def test_an_eager_that_got_faster_is_a_warning_not_the_incumbents_regression() -
     assert (result.decision, result.regressions) == ("unchanged", [])
     assert len(result.warnings) == 1 and "now runs 1.92x eager" in result.warnings[0]
     assert "while against plain torch.compile it held" in result.warnings[0]
+    # Where plain compile fell too, the regression says it; no warning says the ratio to it held.
+    both = verdict(upgraded, compile=Interval(1.5, 1.45, 1.55, 3), eager=Interval(2.4, 2.3, 2.5, 3))
+    assert both.decision == "regression" and both.warnings == (), both.warnings
     # An incumbent that is plain compile has no ratio to itself: eager judges it.
     plain = verdict(upgraded, compile=None, eager=Interval(2.4, 2.3, 2.5, 3))
     assert plain.decision == "regression" and "now runs 1.92x eager" in plain.regressions[0]

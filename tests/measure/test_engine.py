@@ -304,7 +304,18 @@ def test_a_subject_that_is_a_baseline_is_not_run_again_and_shares_its_runs(harne
     assert row["configuration"].endswith("(the compile runs: the same code)") and row["runs"] == 2
     again = Campaign.from_dict(result.to_dict())
     assert again.subjects["incumbent"].same_as == "compile" and again.to_dict() == result.to_dict()
-    # More replicates (a retune making sure of a regression) run the baselines only, and the incumbent has them too.
+    # Past its last planned look a campaign has no error left to spend: asked for more, it runs none.
+    capped = engine.measure(
+        harness,
+        [],
+        objective=THROUGHPUT,
+        budget=Budget(min_rounds=3, max_rounds=3),
+        campaign=Campaign.from_dict(again.to_dict()),
+    )
+    assert len(fake.replicates) == 2 and capped.rounds == 2
+    # More replicates within its looks (a retune making sure of a regression, planned up to --max-replicates) run the
+    # baselines only, and the incumbent has them too.
+    again.looks = replace(again.looks, last=3)
     more = engine.measure(harness, [], objective=THROUGHPUT, budget=Budget(min_rounds=3, max_rounds=3), campaign=again)
     assert len(fake.replicates) == 3 and len(more.complete_runs("incumbent")) == 3
 
@@ -459,3 +470,16 @@ def test_the_stop_for_want_of_a_gain_waits_while_eager_may_be_faster_than_plain_
     budget = engine.confirmation_budget(harness.protocol, min_rounds=3, max_rounds=8)
     result = engine.measure(harness, subjects(), objective=THROUGHPUT, budget=budget)
     assert result.rounds > 3, result.stopped
+
+
+def test_a_ratio_missing_a_pair_spends_the_error_of_the_look_it_is_judged_at() -> None:
+    # Plain compile's run failed in the first replicate (once: it runs again). After the third replicate, the
+    # campaign's first look, trial 7 has two pairs with it: the interval spends the first look's share on one
+    # degree of freedom, not the whole share that a count of two would read as a stop between looks.
+    measured = campaign(compile=[None, 100.0, 100.0], **{"trial 7": [120.0, 104.0, 108.0]})
+    measured.looks = Looks(candidates=3, first=3, last=8, at=(3, 6, 8), last_share=0.75)
+    logs = measured.log_ratios("trial 7", "compile")
+    assert len(logs) == 2 and measured.rounds == 3
+    judged = measured.ratio("trial 7", "compile")
+    assert judged == replicate_interval(logs, 0, measured.looks, measured.components("trial 7", "compile"), at=3)
+    assert judged.low < replicate_interval(logs, 0, measured.looks, at=2).low, "the look's share, not the rest"

@@ -5,7 +5,7 @@ A pure function of measurements, so that it can be tested on synthetic runs:
 * The incumbent **regressed** when it fails and the failure is reproduced (its first, cold
   run failed, or two of its replicates did: one failed replicate, a timeout on a loaded
   machine, is a warning and nothing more), or when its ratio to plain torch.compile (to eager
-  where the incumbent is plain compile), measured in the same replicates, fell below the ratio
+  where the incumbent is plain compile, or best.yaml records no ratio to it), measured in the same replicates, fell below the ratio
   recorded at tuning time by more than `max_regression`, with an interval over two replicates
   at least that excludes "no change": today's interval lies wholly below the recorded one
   (below its median when only a median was recorded). One baseline judges, so the error is not
@@ -82,6 +82,7 @@ def decide(
         # both (a faster eager after an upgrade, a slower Inductor) is no regression of the configuration; eager only
         # where the incumbent is plain compile itself. Judging either would spend the error twice.
         judge = next((b for b in ("compile", "eager") if recorded.get(b) is not None), None)
+        held: list[str] = []
         for baseline, label in (("compile", "plain torch.compile"), ("eager", "eager")):
             before = recorded.get(baseline)
             now = campaign.ratio(INCUMBENT, baseline)
@@ -95,11 +96,13 @@ def decide(
                 )
                 if baseline == judge:
                     regressions.append(f"{fell}: slower by more than --max-regression {max_regression:.0%}")
-                else:
+                elif held:
                     warnings.append(
                         f"{fell}, while against plain torch.compile it held: eager got faster here, or compiled code "
                         "slower, whatever the configuration; no regression of the configuration"
                     )
+            elif baseline == judge:
+                held.append(baseline)  # measured against the judge, over two replicates at least, and no fall
     gain = None
     replaced = False
     if CHALLENGER in campaign.subjects and campaign.failure(CHALLENGER) is None and campaign.complete_runs(CHALLENGER):

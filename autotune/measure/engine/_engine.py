@@ -315,6 +315,11 @@ def measure(
             campaign.looks = plan_looks(campaign, asked, expected)
             held = campaign.looks.last < asked.max_rounds  # the seconds, not --max-replicates, set the last look
             budget = replace(asked, max_rounds=campaign.looks.last)
+        elif campaign.looks is not None and budget.max_rounds > campaign.looks.last:
+            # A campaign continued (a retune making sure of a regression) stops at the last look it planned: past it,
+            # no error is left to spend.
+            last = campaign.looks.last
+            budget = replace(budget, min_rounds=min(budget.min_rounds, last), max_rounds=last)
         requests = _warm_requests(harness, campaign, folders)
         started = lab.clock()
         while campaign.rounds < budget.max_rounds and _measurable(campaign):

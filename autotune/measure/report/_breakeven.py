@@ -130,7 +130,7 @@ def _throughput_interval(
     if confidence is not None:
         logged = mean_interval(logs, confidence)
         return Interval(math.exp(logged.median), math.exp(logged.low), math.exp(logged.high), logged.rounds)
-    return replicate_interval(logs, looks=campaign.looks)
+    return replicate_interval(logs, looks=campaign.looks, at=campaign.last_pair(name, reference) or len(logs))
 
 
 def _rounded(steps: float | None) -> float | None:

@@ -15,9 +15,11 @@ Versions:
 5. where compile time decides (`time-to:N`, a Pareto front), a cold compile of every configuration before each
    replicate: the compile time a figure counts is that replicate's, not one first run's;
 6. a compile's time leaves out the C++ header Inductor precompiles once for every later process of the
-   environment (`autotune.trial.shared_builds`): the first subject to compile no longer pays it for the rest;
-7. a search's confirmation looks three times, not after every replicate, spends three quarters of its error at the last
-   look, and stops once no configuration can be shown faster than plain compile (`Budget.futility`).
+   environment (`autotune.trial.shared_builds`): the first subject to compile no longer pays it for the rest.
+
+A confirmation's planned looks and its stop for want of a gain (2026-11-29) changed no version: they move how many
+replicates a confirmation takes and how wide its intervals are, not what a replicate measures, so ratios recorded before
+them stay comparable and a retune keeps judging against them.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 __all__ = ["METHOD", "method_change"]
 
 METHOD: dict[str, Any] = {
-    "version": 7,
+    "version": 6,
     "worker_environment": (
         "one new process per subject and replicate, warm from its own cache folder; on a CPU forked from a server "
         "that imported Python, torch and the workload's module"

@@ -245,9 +245,11 @@ class Looks:
         spent = sum(self._weight(n) for n in self.planned if n < replicates)
         return max(self.error / self.candidates - spent, 0.0)
 
-    def quantile(self, replicates: int) -> float:
-        """The Student-t quantile of the interval after `replicates` replicates (df = replicates - 1)."""
-        share = self.share(replicates)
+    def quantile(self, replicates: int, at: int | None = None) -> float:
+        """The Student-t quantile of an interval over `replicates` paired replicates (df = replicates - 1), judged
+        after replicate `at` of the campaign (None: `replicates`). They differ where a subject's run failed in some
+        replicate: the error spent is the look's, whatever the pairs it has."""
+        share = self.share(replicates if at is None else at)
         if replicates < 2 or share <= 0:
             return math.inf
         return t_quantile(1.0 - share, replicates - 1)
@@ -278,7 +280,7 @@ class Looks:
 
     def describe(self) -> str:
         """In words, for reports."""
-        shown = ", ".join(str(n) for n in self.planned)
+        shown = ", ".join(str(n) for n in self.planned) if self.at else f"{self.first} to {self.last}"
         looks = f"{self.count} look(s), after replicates {shown}"
         spent = (
             f"{self.last_share:.0%} of the error at the last look, the rest shared by the earlier ones"
@@ -313,12 +315,17 @@ def t975(df: int) -> float:
 
 
 def replicate_interval(
-    log_ratios: Sequence[float], windows: int = 0, looks: Looks | None = None, parts: Components | None = None
+    log_ratios: Sequence[float],
+    windows: int = 0,
+    looks: Looks | None = None,
+    parts: Components | None = None,
+    at: int | None = None,
 ) -> Interval:
     """The geometric mean of per-replicate ratios (given as logarithms) with its t-interval (df = n - 1).
 
     Without `looks`, the plain 95% interval of one look at one candidate; with them, the
-    campaign's simultaneous interval at this look (`Looks.quantile`), whose spread is never
+    campaign's simultaneous interval at the look after replicate `at` (None: as many as the
+    log-ratios; `Looks.quantile`), whose spread is never
     taken below `REPLICATE_SD_FLOOR`: a few replicates that happen to agree more closely than
     new processes ever did on this machine are luck, and a campaign that stopped on them (a
     precision stop, an early gain) would print an interval that covers less than it says.
@@ -334,7 +341,7 @@ def replicate_interval(
     if len(log_ratios) == 1:
         value = math.exp(centre)
         return Interval(value, value, value, 1, windows)
-    quantile = looks.quantile(len(log_ratios)) if looks is not None else t975(len(log_ratios) - 1)
+    quantile = looks.quantile(len(log_ratios), at) if looks is not None else t975(len(log_ratios) - 1)
     spread = math.sqrt(_variance(log_ratios))
     if looks is not None:
         spread = max(spread, REPLICATE_SD_FLOOR, parts.least_replicate_sd if parts is not None else 0.0)

@@ -458,6 +458,9 @@ def _confirm(search: _Search) -> Campaign | None:
         budget=replace(
             confirmation_budget(options.protocol, min_rounds=options.rounds, max_rounds=options.max_rounds),
             cold_compiles=cold,
+            # A Pareto front reads compile times too, over as many replicates as speed gets: a stop for want of a
+            # speed gain would cut them short.
+            futility=not search.objectives.multi,
             seconds=confirmation_seconds(
                 options, search.started, time.monotonic(), reserve=search.plan.cache * (search.plan.typical_run or 0.0)
             ),
@@ -532,7 +535,9 @@ def _planned(search: _Search) -> ReplicateCallback:
             )
             if budget.cold_compiles:
                 pace += sum(r.compile_seconds or 0.0 for r in firsts.values() if r is not None)
-        left = max(budget.min_rounds - len(done), 1)
+        looks = campaign.looks.planned if campaign.looks is not None else ()
+        next_look = next((n for n in looks if n > len(done)), budget.min_rounds)
+        left = max(next_look - len(done), 1)  # the replicates until it may stop next
         running = len(done) < budget.max_rounds and not campaign.stopped
         search.plan.confirmation_seconds = left * pace if running else 0.0
         search.plan.run_started = time.monotonic()
