@@ -483,3 +483,11 @@ def test_a_ratio_missing_a_pair_spends_the_error_of_the_look_it_is_judged_at() -
     judged = measured.ratio("trial 7", "compile")
     assert judged == replicate_interval(logs, 0, measured.looks, measured.components("trial 7", "compile"), at=3)
     assert judged.low < replicate_interval(logs, 0, measured.looks, at=2).low, "the look's share, not the rest"
+    # Failed in the look's own replicate: still that look's share, over the two pairs left.
+    late = campaign(compile=[100.0, 100.0, None], **{"trial 7": [120.0, 104.0, 108.0]})
+    late.looks = measured.looks
+    assert late.last_pair("trial 7", "compile") == 3
+    logs = late.log_ratios("trial 7", "compile")
+    assert late.ratio("trial 7", "compile") == replicate_interval(
+        logs, 0, late.looks, late.components("trial 7", "compile"), at=3
+    )

@@ -101,6 +101,11 @@ def decide(
                         f"{fell}, while against plain torch.compile it held: eager got faster here, or compiled code "
                         "slower, whatever the configuration; no regression of the configuration"
                     )
+                elif not regressions:
+                    warnings.append(
+                        f"{fell}; against plain torch.compile, which judges, it could not be compared over two "
+                        "replicates today, so no regression is called"
+                    )
             elif baseline == judge:
                 held.append(baseline)  # measured against the judge, over two replicates at least, and no fall
     gain = None

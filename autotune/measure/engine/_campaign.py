@@ -316,9 +316,10 @@ class Campaign:
         pairs = self._compile_pairs(name, reference)
         if len(pairs) < 2 or any(a <= 0 or b <= 0 for a, b in pairs):
             return None
-        both = zip(self.compile_samples(name), self.compile_samples(reference), strict=False)
-        at = max((i for i, (a, b) in enumerate(both, start=1) if a is not None and b is not None), default=0)
-        return replicate_interval([math.log(b / a) for a, b in pairs], 0, self.looks, at=at or len(pairs))
+        # Judged where both last compiled cold, or tried to: a failed compile leaves a pair fewer at the same look.
+        tried = [len(self.compiles.get(self._ran_as(n), [])) for n in (name, reference)]
+        at = min(tried) if all(tried) else len(pairs)
+        return replicate_interval([math.log(b / a) for a, b in pairs], 0, self.looks, at=at)
 
     def extra_compile(self, name: str, reference: str | None = None, confidence: float = 0.95) -> Interval | None:
         """The seconds `name` compiles longer than `reference` (None: than nothing, its whole compile), replicate by
@@ -371,15 +372,17 @@ class Campaign:
         if self._same_code(name, reference):
             return replicate_interval(logs, windows)  # one set of runs read twice: exactly 1, no spread to assume
         # The look is the last replicate this pair ran in together: a subject that left the race is judged where
-        # it left, and one whose run failed in a replicate spends that replicate's look with a pair fewer.
+        # it left, and one whose run failed in a replicate is judged at that replicate's look with a pair fewer.
         at = self.last_pair(name, reference) or len(logs)
         return replicate_interval(logs, windows, self.looks, self.components(name, reference), at=at)
 
     def last_pair(self, name: str, reference: str) -> int:
-        """The 1-based replicate of the last one in which `name` and `reference` both completed (0: none)."""
+        """The 1-based replicate of the last one in which `name` and `reference` both ran, completed or not (0: none):
+        the look their ratio is judged at. A run that failed in that replicate leaves the ratio a pair fewer, not at
+        an earlier look with more of the error to spend."""
         last = 0
         for index, (a, b) in enumerate(self.paired_runs(name, reference), start=1):
-            if a is not None and b is not None and a.complete and b.complete:
+            if a is not None and b is not None:
                 last = index
         return last
 

@@ -458,9 +458,10 @@ def _confirm(search: _Search) -> Campaign | None:
         budget=replace(
             confirmation_budget(options.protocol, min_rounds=options.rounds, max_rounds=options.max_rounds),
             cold_compiles=cold,
-            # A Pareto front reads compile times too, over as many replicates as speed gets: a stop for want of a
-            # speed gain would cut them short.
+            # A Pareto front reads compile times too, and keeps every subject's figures: a stop for want of a speed
+            # gain would cut them short, and a subject left out of the race would be judged between looks.
             futility=not search.objectives.multi,
+            race=not search.objectives.multi,
             seconds=confirmation_seconds(
                 options, search.started, time.monotonic(), reserve=search.plan.cache * (search.plan.typical_run or 0.0)
             ),
