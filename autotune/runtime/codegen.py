@@ -19,6 +19,7 @@ from autotune.errors import ConfigError
 from autotune.runtime import allocator, batching, compile_cache, device
 from autotune.runtime.config import CompileConfig, validate_input_key, validate_module_path
 from autotune.runtime.features import torch_lacks
+from autotune.runtime.knobs import knob
 from autotune.runtime.summary import WorkloadSummary
 
 __all__ = ["generate", "load_module"]
@@ -47,6 +48,8 @@ def generate(config: CompileConfig, workload: WorkloadSummary, *, created: str, 
     _check_fits(config, workload)
     _check_torch(config)
     imports = "import functools\n\nimport torch" if config.compile_optimizer else "import torch"
+    # The modules of the registered knobs' process-wide settings, each a validated dotted name under torch.
+    imports += "".join(f"\nimport {module}" for module in sorted({s.module for s in config.process_settings()}))
     preamble = [_header(config, workload, created, version), imports, _settings(config, workload)]
     functions = [
         _apply_function(config),
@@ -107,6 +110,12 @@ def _check_fits(config: CompileConfig, workload: WorkloadSummary) -> None:
     for name in ("compile_optimizer", "compiled_autograd"):
         if getattr(config, name) and workload.task != "train":
             raise ConfigError(f"{name}: true needs a train workload, but the task is {workload.task!r}.")
+    for name, value in config.knobs.items():
+        needs = knob(name).needs
+        if needs in ("training", "autotune's backward") and workload.task != "train":
+            raise ConfigError(f"{name}: {value!r} needs a train workload, but the task is {workload.task!r}.")
+        if needs == "dynamic inputs" and not workload.dynamic_dims:
+            raise ConfigError(f"{name}: {value!r} needs declared dynamic_dims, but the workload has none.")
     for key, axis in config.mark_dynamic:
         if axis not in workload.dynamic_dims.get(key, ()):
             declared = {k: list(v) for k, v in workload.dynamic_dims.items()}
@@ -308,6 +317,12 @@ def _apply_function(config: CompileConfig) -> str:
             "# (torch.get_float32_matmul_precision), which raises once only those were set, and this",
             "# call sets them all consistently.",
             f"torch.set_float32_matmul_precision({_literal(config.float32_matmul_precision)})",
+            *body,
+        ]
+    for setting in reversed(config.process_settings()):
+        body = [
+            *(f"# {line}" for line in setting.comment.splitlines()),
+            f"{setting.target} = {_literal(setting.value)}",
             *body,
         ]
     if config.compile_optimizer:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from autotune.errors import AutotuneError, ConfigError
 from autotune.runtime.buckets import MAX_BUCKETS
+from autotune.runtime.knobs import ProcessSetting, knob, registered, same_value
 from autotune.runtime.limits import quote
 
 __all__ = [
@@ -262,6 +263,9 @@ class CompileConfig:
     """Training: capture and compile the backward pass as a graph too (compiled autograd)."""
     float32_matmul_precision: Literal["high", "medium"] | None = None
     """`torch.set_float32_matmul_precision`; None keeps torch's default. Changes numerics."""
+    knobs: Mapping[str, Any] = field(default_factory=dict)
+    """The registered knobs' values (`autotune.runtime.knobs`) that differ from their neutral one, by name;
+    best.yaml and `to_dict` write each under its own name beside the settings above."""
 
     def __post_init__(self) -> None:
         _check_mode(self.mode, "mode")
@@ -311,6 +315,7 @@ class CompileConfig:
                 f"mark_dynamic: {quote(list(self.mark_dynamic))} conflicts with dynamic=False, which keeps "
                 "every shape static; use dynamic=None to mark chosen axes dynamic."
             )
+        object.__setattr__(self, "knobs", _check_knobs(self.knobs, self))
 
     @property
     def changes_precision(self) -> bool:
@@ -353,7 +358,14 @@ class CompileConfig:
             kwargs["options"] = dict(options)
         elif mode not in (None, "default"):
             kwargs["mode"] = mode
+        for name, value in self.knobs.items():
+            kwargs = knob(name).compile_kwargs(value, kwargs, self)
         return kwargs
+
+    def process_settings(self) -> list[ProcessSetting]:
+        """The process-wide settings `apply_compilation` makes for the registered knobs, in the registry's order."""
+        settings = (knob(name).process_setting(value) for name, value in self.knobs.items())
+        return [setting for setting in settings if setting is not None]
 
     def dynamic_sources(self) -> str:
         """`torch.compiler.config.dynamic_sources` for `mark_as='sources'` (else ''): one entry per marked axis.
@@ -392,12 +404,15 @@ class CompileConfig:
             "stance_after_warmup": self.stance_after_warmup,
             "compiled_autograd": self.compiled_autograd,
             "float32_matmul_precision": self.float32_matmul_precision,
+            **self.knobs,
         }
 
     @classmethod
     def from_dict(cls, data: object) -> CompileConfig:
         """Build and validate a config from `to_dict` output (e.g. a YAML `config:` section)."""
-        values = checked_mapping(data, sorted(cls.__dataclass_fields__), "config", noun="setting")
+        fields = [name for name in cls.__dataclass_fields__ if name != "knobs"]
+        values = checked_mapping(data, sorted([*fields, *registered()]), "config", noun="setting")
+        values["knobs"] = {name: values.pop(name) for name in list(values) if name in registered()}
         marks = values.get("mark_dynamic") or {}
         if not isinstance(marks, Mapping):
             raise ConfigError(f"mark_dynamic: expected a mapping of input to axes, got {quote(marks)}.")
@@ -455,6 +470,7 @@ class CompileConfig:
             parts.append("compiled optimizer" + (f"({','.join(own)})" if own else ""))
         if self.float32_matmul_precision is not None:
             parts.append(f"float32 matmul {self.float32_matmul_precision}")
+        parts.extend(knob(name).describe(value) for name, value in self.knobs.items())
         return " ".join(parts)
 
 
@@ -468,6 +484,27 @@ def _module_settings_from(path: object, data: object) -> ModuleSettings:
     options = data.get("options") or {}
     # torch.compile takes a mode or options, not both: a module given only options has no mode.
     return ModuleSettings(mode=data.get("mode", None if options else "default"), options=options)
+
+
+def _check_knobs(values: object, config: CompileConfig) -> Mapping[str, Any]:
+    """The registered knobs' non-neutral values, in the registry's order; an error names a bad name or value."""
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"knobs: expected a mapping of knob name to value, got {quote(values)}.")
+    unknown = sorted(str(name) for name in values if name not in registered())
+    if unknown:
+        raise ConfigError(f"knobs: {unknown} are not knobs; the knobs are {list(registered())}.")
+    checked: dict[str, Any] = {}
+    for name, entry in registered().items():
+        if name not in values or same_value(values[name], entry.neutral):
+            continue
+        value = values[name]
+        if not entry.allows(value):
+            raise ConfigError(f"{name}: {quote(value)} is not allowed; use {entry.allowed_text()}.")
+        why = entry.why_not(config)
+        if why is not None:
+            raise ConfigError(f"{name}: {quote(value)} does not apply here: {why}.")
+        checked[name] = value
+    return MappingProxyType(checked)
 
 
 def _check_mark_dynamic(marks: object) -> tuple[tuple[InputKey, int], ...]:
@@ -576,15 +613,10 @@ def spelled_mode(options: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]
     best: tuple[str | None, dict[str, Any]] = (None, dict(options))
     for mode in available_modes():
         implied = mode_options(mode)
-        held = all(name in options and _same_value(options[name], value) for name, value in implied.items())
+        held = all(name in options and same_value(options[name], value) for name, value in implied.items())
         if implied and held and len(options) - len(implied) < len(best[1]):
             best = (mode, {k: v for k, v in options.items() if k not in implied})
     return best
-
-
-def _same_value(a: object, b: object) -> bool:
-    # True == 1 in Python, but an option set to 1 is not the same setting as one set to True.
-    return type(a) is type(b) and a == b
 
 
 def is_plain_compile(config: CompileConfig) -> bool:

@@ -15,6 +15,8 @@ import importlib
 import inspect
 from typing import TYPE_CHECKING, Any
 
+from autotune.runtime.knobs import registered
+
 if TYPE_CHECKING:
     from autotune.runtime.config import CompileConfig
 
@@ -37,9 +39,15 @@ stance `set_stance` documents (`set_stance:eager_on_recompile`)."""
 
 
 def has_feature(setting: str, value: Any = None) -> bool:
-    """Whether the installed torch has what `setting`'s `value` (or its non-neutral values) need (see FEATURES)."""
-    probe = FEATURES.get(f"{setting}={value}") or FEATURES.get(setting)
+    """Whether the installed torch has what `setting`'s `value` (or its non-neutral values) need (see FEATURES,
+    and a registered knob's `feature`)."""
+    probe = _needed(setting, value)
     return probe is None or _probe(*probe)
+
+
+def _needed(setting: str, value: Any) -> tuple[str, str] | None:
+    entry = registered().get(setting)
+    return FEATURES.get(f"{setting}={value}") or FEATURES.get(setting) or (entry.feature if entry else None)
 
 
 def torch_lacks(config: CompileConfig) -> list[str]:
@@ -55,10 +63,12 @@ def torch_lacks(config: CompileConfig) -> list[str]:
         asked.append(("compiled_autograd", True))
     if config.float32_matmul_precision is not None:
         asked.append(("float32_matmul_precision", config.float32_matmul_precision))
+    asked.extend(config.knobs.items())
     missing = []
     for setting, value in asked:
-        if not has_feature(setting, value):
-            module, name = FEATURES.get(f"{setting}={value}") or FEATURES[setting]
+        probe = _needed(setting, value)
+        if probe is not None and not _probe(*probe):
+            module, name = probe
             missing.append(f"{setting}={value!r} (needs {module}.{name.replace(':', ' with ')})")
     return missing
 
@@ -70,7 +80,11 @@ def _probe(module_name: str, name: str) -> bool:
     except ImportError:
         return False
     name, _, detail = name.partition(":")
-    function = getattr(module, name, None)
+    function: Any = module
+    for part in name.split("."):  # an attribute of an attribute, e.g. Inductor's `triton.cudagraph_capture_sizes`
+        function = getattr(function, part, None)
+    if function is None and not detail:
+        return hasattr(_parent(module, name), name.rpartition(".")[2])
     if function is None:
         return False
     if not detail:
@@ -83,3 +97,10 @@ def _probe(module_name: str, name: str) -> bool:
         return detail in inspect.signature(function).parameters
     except (TypeError, ValueError):
         return False
+
+
+def _parent(module: Any, name: str) -> Any:
+    """What holds the last part of a dotted `name` inside `module` (an attribute may exist and be None)."""
+    for part in name.split(".")[:-1]:
+        module = getattr(module, part, None)
+    return module

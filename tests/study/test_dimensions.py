@@ -30,6 +30,7 @@ NOT_ASKED = {
     "padding_buckets": "learned from the lengths, how many by the space's bucket_count",
     "options": "the space's options section, one question per Inductor option",
     "module_settings": "per-module modes, asked with module_modes under the modular scope",
+    "knobs": "the registered knobs, each asked under its own name (tests/runtime/knobs/test_registry.py)",
 }
 """`CompileConfig` fields that are no dimension of their own, and where their value comes from."""
 

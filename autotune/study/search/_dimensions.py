@@ -15,13 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from autotune.runtime.config import MARK_AS, MATMUL_PRECISIONS, PADDING_WORDS, SEARCHED_SCOPES, STANCES
+from autotune.runtime.knobs import Need
 
 __all__ = ["DIMENSIONS", "NEEDS", "Dimension", "dimension"]
-
-Need = Literal["training", "autotune's backward", "dynamic inputs", "precision changes"]
 
 NEEDS: dict[str, str] = {
     "training": "inference has no optimizer or backward pass",

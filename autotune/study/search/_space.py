@@ -28,6 +28,7 @@ from autotune.runtime.config import (
 )
 from autotune.runtime.device import Device, parse_device
 from autotune.runtime.features import FEATURES, has_feature
+from autotune.runtime.knobs import registered, same_value
 from autotune.runtime.limits import printable, quote, read_yaml_file
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search._dimensions import DIMENSIONS, NEEDS
@@ -138,6 +139,8 @@ class SearchSpace:
     float32_matmul_precision: tuple[str | None, ...] = (None,)
     """Changes numerics: searched only with --allow-precision-changes."""
     options: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    knobs: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    """The registered knobs' choices (`autotune.runtime.knobs`), by name; a knob not here offers its neutral value."""
     recipes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """The space's own first trials, in order: name -> answers to its questions (`mode`, `padding_alignment`,
     `options.NAME`, ...); when given, a new study starts with these instead of the generic recipes."""
@@ -210,7 +213,7 @@ class SearchSpace:
         base = _settings(mode, options)
         compile_optimizer = _ask(trial, "compile_optimizer", self.compile_optimizer)
         try:
-            return CompileConfig(
+            config = CompileConfig(
                 mode=base.mode,
                 options=base.options,
                 dynamic=dynamic,
@@ -229,6 +232,13 @@ class SearchSpace:
                 compiled_autograd=_ask(trial, "compiled_autograd", self.compiled_autograd),
                 float32_matmul_precision=_ask(trial, "float32_matmul_precision", self.float32_matmul_precision),
             )
+            # Each knob is asked last, and only where the rest of the configuration lets it apply.
+            knobs = {
+                name: _ask(trial, name, choices)
+                for name, choices in self.knobs.items()
+                if registered()[name].why_not(config) is None
+            }
+            return replace(config, knobs=knobs) if knobs else config
         except ConfigError as exc:
             raise SpaceError(f"{self.name}: the sampled configuration is invalid: {exc}") from exc
 
@@ -250,6 +260,7 @@ class SearchSpace:
             if name == "padding_alignment" and "buckets" in self.padding_alignment:
                 dims["bucket_count"] = self.bucket_count
         dims.update({f"options.{k}": v for k, v in self.options.items()})
+        dims.update(self.knobs)
         for index, group in enumerate(self.mark_groups):
             dims[f"mark_dynamic.{_group_name(group, index)}"] = self.mark_dynamic
         return {k: v for k, v in dims.items() if len(v) > 1}
@@ -284,6 +295,7 @@ def adapt(
             values = drop.keep(name, values, lambda v, n=neutral, o=ok: v in n or o, NEEDS[entry.needs])
         chosen[name] = drop.keep(name, values, lambda v, n=neutral, d=name: v in n or has_feature(d, v), drop.missing)
     chosen.update(_workload_rules(drop, chosen, workload, graph_breaks, sampled=bool(lengths)))
+    knobs = _adapted_knobs(space, drop, present)
     options = dict(space.options)
     for name in list(options):
         why = _option_dropped(name, workload.task, drop.device, allow_precision_changes)
@@ -299,12 +311,34 @@ def adapt(
     return replace(
         space,
         options=options,
+        knobs=knobs,
         **choices,
         mark_groups=_mark_groups(workload, shared_lengths if space.group_mark_dynamic else None),
         length_groups=_length_groups(workload, shared_lengths, lengths or {}),
         module_paths=tuple(workload.modules),
         dropped=tuple(drop.dropped),
     )
+
+
+def _adapted_knobs(space: SearchSpace, drop: _Dropped, present: Mapping[str, bool]) -> dict[str, tuple[Any, ...]]:
+    """The space's knobs with the choices that cannot apply dropped, like the dimensions' (see `adapt`); a knob
+    left with its neutral value alone is no question."""
+    knobs: dict[str, tuple[Any, ...]] = {}
+    for name, values in space.knobs.items():
+        knob = registered()[name]
+        neutral = knob.neutral
+        if knob.needs is not None:
+            ok = present[knob.needs]
+            values = drop.keep(name, values, lambda v, n=neutral, o=ok: same_value(v, n) or o, NEEDS[knob.needs])
+        values = drop.keep(
+            name, values, lambda v, n=neutral, d=name: same_value(v, n) or has_feature(d, v), drop.missing
+        )
+        why = drop.device.why_not(knob.device_setting) if knob.device_setting else None
+        if why is not None:
+            values = drop.keep(name, values, lambda v, n=neutral: same_value(v, n), why)
+        if len(values) > 1:
+            knobs[name] = values
+    return knobs
 
 
 @dataclass
@@ -477,7 +511,7 @@ def load_space(name_or_path: str) -> SearchSpace:
         data = read_yaml_file(path, "a search space", max_bytes=_MAX_SPACE_BYTES, max_nodes=_MAX_SPACE_VALUES)
     except ConfigError as exc:
         raise SpaceError(str(exc)) from None
-    data = checked_mapping(data, _KEYS, origin, SpaceError)
+    data = checked_mapping(data, (*_KEYS, *registered()), origin, SpaceError)
     if not isinstance(data.get("description"), str) or not data["description"].strip():
         raise SpaceError(f"{origin}: 'description' must say what the space is for.")
     values: dict[str, Any] = {"name": path.stem, "description": data["description"].strip()}
@@ -500,6 +534,7 @@ def load_space(name_or_path: str) -> SearchSpace:
                 raise SpaceError(f"{origin}: {flag}: {quote(data[flag])} must be true or false.")
             values[flag] = data[flag]
     values["options"] = _option_choices(origin, data.get("options") or {})
+    values["knobs"] = _knob_choices(origin, data, bundled=path.parent == BUNDLED_DIR)
     values["recipes"] = _recipes(origin, data.get("recipes") or {})
     return SearchSpace(**values)
 
@@ -514,7 +549,7 @@ def _recipes(origin: str, raw: object) -> dict[str, dict[str, Any]]:
         raise SpaceError(f"{origin}: recipes: {quote(raw)} must map recipe names to their answers.")
     if len(raw) > _MAX_RECIPES:
         raise SpaceError(f"{origin}: recipes: {len(raw)} recipes; a space may name at most {_MAX_RECIPES}.")
-    questions = (*_DIMENSIONS, "bucket_count")
+    questions = (*_DIMENSIONS, "bucket_count", *registered())
     recipes: dict[str, dict[str, Any]] = {}
     for name, answers in raw.items():
         if not isinstance(name, str) or not name.strip():
@@ -532,6 +567,18 @@ def _recipes(origin: str, raw: object) -> dict[str, dict[str, Any]]:
                 )
         recipes[name] = dict(answers)
     return recipes
+
+
+def _knob_choices(origin: str, data: Mapping[str, Any], bundled: bool) -> dict[str, tuple[Any, ...]]:
+    """The registered knobs the file lists, each checked; a bundled space also gets what each knob offers it."""
+    choices: dict[str, tuple[Any, ...]] = {}
+    stem = Path(origin).stem
+    for name, entry in registered().items():
+        if name in data:
+            choices[name] = _choices(origin, name, data[name], entry.allows, entry.allowed_text())
+        elif bundled and stem in entry.offered:
+            choices[name] = tuple(entry.offered[stem])
+    return choices
 
 
 def _choices(origin: str, name: str, raw: object, check: Any, allowed: str) -> tuple[Any, ...]:
@@ -585,6 +632,8 @@ def params_for(space: SearchSpace, config: CompileConfig) -> dict[str, Any] | No
     wanted = config.to_dict()
     pinned = {
         **{name: getattr(config, name) for name in _PINNED},
+        # A knob's parameter is its value: absent from the configuration, it was asked and left neutral.
+        **{name: config.knobs.get(name, registered()[name].neutral) for name in space.knobs},
         # A sampled option is kept as sampled (see `suggest`), and a group is marked whole or not at all.
         **{f"options.{name}": value for name, value in config.options.items() if name in space.options},
         **{
@@ -628,7 +677,7 @@ class _Probe:
         if name in self.fixed:
             value = self.fixed[name]
         else:
-            possible = [c for c in choices if name not in self.pinned or _same(c, self.pinned[name])]
+            possible = [c for c in choices if name not in self.pinned or same_value(c, self.pinned[name])]
             if not possible:
                 raise _Impossible(name)
             value = possible[0]
@@ -636,11 +685,6 @@ class _Probe:
                 self.open.append((name, possible))
         self.params[name] = value
         return value
-
-
-def _same(a: Any, b: Any) -> bool:
-    # 1 == True in Python, but a padding of 1 is not dynamic=True: compare types too.
-    return type(a) is type(b) and a == b
 
 
 def observed_lengths(summary: WorkloadSummary, batches: Sequence[Any]) -> dict[tuple[InputKey, int], list[int]]:

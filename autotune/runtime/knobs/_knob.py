@@ -1,0 +1,138 @@
+"""`Knob`: one search dimension declared in one module, and the registry that finds every such module.
+
+A knob says everything about itself: its name (the space file's key, the configuration's
+key in best.yaml and the Optuna parameter), the values a space may list (the first changes
+nothing), what it needs of the workload, the torch feature it probes, where on a device it
+exists, when it applies to the rest of a configuration, and what it changes in the generated
+code: keyword arguments of `torch.compile`, and a process-wide setting that `apply_compilation`
+assigns. `CompileConfig`, the search space, codegen, the feature probes and the docs' table
+read it from here; adding a knob is adding a module to this package (docs/developing.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+if TYPE_CHECKING:
+    from autotune.runtime.config import CompileConfig
+
+__all__ = ["Knob", "Need", "ProcessSetting", "knob", "registered", "same_value"]
+
+Need = Literal["training", "autotune's backward", "dynamic inputs", "precision changes"]
+"""What a dimension may need of the workload or the search; without it only its neutral choice stays."""
+
+_TARGET = re.compile(r"torch(\.[A-Za-z_][A-Za-z0-9_]*)+\Z")
+
+
+@dataclass(frozen=True)
+class ProcessSetting:
+    """A process-wide assignment `apply_compilation` makes before compiling: `target = value`."""
+
+    comment: str
+    """Why, for the reader of the generated file (one or more lines, without '#')."""
+    target: str
+    """A dotted attribute of torch, e.g. 'torch._functorch.config.activation_memory_budget'."""
+    value: Any
+    """A validated plain value, written as a literal."""
+
+    def __post_init__(self) -> None:
+        if not _TARGET.match(self.target):
+            raise ValueError(f"ProcessSetting.target: {self.target!r} is not a dotted attribute of torch.")
+
+    @property
+    def module(self) -> str:
+        """The module to import before assigning (the target without its attribute)."""
+        return self.target.rpartition(".")[0]
+
+
+class Knob:
+    """One search dimension. Subclass it in a module of `autotune.runtime.knobs` and set the class variables;
+    override the methods whose default does not fit."""
+
+    name: ClassVar[str]
+    """The space file's key, best.yaml's `config:` key and the Optuna parameter: a lower-case identifier."""
+    choices: ClassVar[tuple[Any, ...]]
+    """The values a space may list, the neutral one (which changes nothing) first."""
+    summary: ClassVar[str]
+    """What it does, in a sentence or two, for the docs' table."""
+    needs: ClassVar[Need | None] = None
+    feature: ClassVar[tuple[str, str] | None] = None
+    """(module, name) of what the installed torch must have for the non-neutral values, as
+    `autotune.runtime.features` probes it: a function or attribute, or 'function:keyword'."""
+    device_setting: ClassVar[str | None] = None
+    """An Inductor option or compile mode whose existence on the device the knob needs (see `Device.why_not`)."""
+    example: ClassVar[tuple[Mapping[str, Any], Any]]
+    """The other settings of a configuration it applies to (`CompileConfig`'s keyword arguments) and a value
+    other than the neutral one: what the registry's own tests generate, ask and read back for every knob."""
+    offered: ClassVar[Mapping[str, tuple[Any, ...]]] = {}
+    """The bundled spaces that search it, each with the values it lists there (a space file that names the knob
+    lists its own)."""
+
+    @property
+    def neutral(self) -> Any:
+        """The value that changes nothing."""
+        return self.choices[0]
+
+    def allows(self, value: Any) -> bool:
+        """Whether `value` is one a configuration may hold (types compared too: 1 is not True)."""
+        return any(same_value(value, choice) for choice in self.choices)
+
+    def allowed_text(self) -> str:
+        """What `allows` accepts, in words for an error."""
+        return f"one of {list(self.choices)}"
+
+    def why_not(self, config: CompileConfig) -> str | None:
+        """Why a non-neutral value cannot go with the rest of `config`, or None where it can; a search asks the
+        knob only where this is None."""
+        return None
+
+    def compile_kwargs(self, value: Any, kwargs: dict[str, Any], config: CompileConfig) -> dict[str, Any]:
+        """`torch.compile`'s keyword arguments for a region, with this knob's non-neutral `value` applied."""
+        return kwargs
+
+    def process_setting(self, value: Any) -> ProcessSetting | None:
+        """The process-wide setting `apply_compilation` makes for a non-neutral `value`, or None."""
+        return None
+
+    def describe(self, value: Any) -> str:
+        """A non-neutral `value` in a configuration's one-line description."""
+        return f"{self.name}={value}"
+
+
+def same_value(a: object, b: object) -> bool:
+    """Equal and of the same type: True == 1 in Python, but a setting of 1 is not a setting of True."""
+    return type(a) is type(b) and a == b
+
+
+@functools.cache
+def registered() -> Mapping[str, Knob]:
+    """Every knob, by name, in the order of its module's name: each module of this package that defines a
+    `Knob` subclass (its `KNOB` instance)."""
+    package = importlib.import_module("autotune.runtime.knobs")
+    found: dict[str, Knob] = {}
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        entry = getattr(module, "KNOB", None)
+        if not isinstance(entry, Knob):
+            raise TypeError(f"autotune.runtime.knobs.{info.name}: defines no KNOB, an instance of Knob.")
+        if entry.name in found or not re.fullmatch(r"[a-z][a-z0-9_]*", entry.name):
+            raise TypeError(f"autotune.runtime.knobs.{info.name}: {entry.name!r} is taken or not a lower-case name.")
+        if not entry.choices or len(entry.choices) < 2:
+            raise TypeError(
+                f"autotune.runtime.knobs.{info.name}: a knob lists its neutral value and at least one more."
+            )
+        found[entry.name] = entry
+    return found
+
+
+def knob(name: str) -> Knob:
+    """The knob called `name`; KeyError for a name that is not one."""
+    return registered()[name]
