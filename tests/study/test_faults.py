@@ -32,7 +32,7 @@ from autotune.runtime.tuned import read
 from autotune.study.retune import _publish as publish
 from autotune.study.search import TrialLoop, load_space
 from autotune.study.search import _loop as trials
-from autotune.study.storage import create_study
+from autotune.study.storage import create_study, failure_of
 from autotune.trial import live, runner
 from autotune.trial.request import RunProtocol, TrialRequest
 from tests.best_yaml import tuned_config, write_best
@@ -303,8 +303,8 @@ def test_a_trial_left_running_by_a_killed_search_is_failed_with_a_reason(tmp_pat
     assert _loop(study).ledger.reap_abandoned() == 1
     trial = study.trials[number]
     assert trial.state == optuna.trial.TrialState.FAIL
-    assert trial.user_attrs["reason"] == "abandoned"
-    assert f"pid {dead.pid}" in trial.user_attrs["message"] and "was killed" in trial.user_attrs["message"]
+    reason, message = failure_of(trial, study.user_attrs)
+    assert reason == "abandoned" and f"pid {dead.pid}" in message and "was killed" in message
 
 
 @pytest.mark.slow
@@ -343,8 +343,9 @@ def test_a_search_killed_during_a_trial_resumes_and_reports_the_abandoned_trial(
 
     resumed = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == cli.EXIT_OK, resumed.stderr[-3000:]
-    trials = optuna.load_study(study_name=f"{TARGETS}-tiny_infer", storage=url).trials
-    abandoned = [t for t in trials if t.user_attrs.get("reason") == "abandoned"]
+    study = optuna.load_study(study_name=f"{TARGETS}-tiny_infer", storage=url)
+    trials = study.trials
+    abandoned = [t for t in trials if failure_of(t, study.user_attrs)[0] == "abandoned"]
     assert [t.number for t in abandoned] == [running[0].number]
     assert f"FAIL abandoned: the search that ran it (pid {search.pid}) was killed" in resumed.stderr + resumed.stdout
     assert len(trials) == 2, "the abandoned trial counts towards --trials"

@@ -20,7 +20,15 @@ import pytest
 from autotune.errors import SearchError
 from autotune.measure import Objective
 from autotune.study.search import SearchOptions, TrialLoop
-from autotune.study.storage import Heartbeat, Liveness, create_study, load_search_study
+from autotune.study.storage import (
+    Heartbeat,
+    Liveness,
+    create_study,
+    failure_of,
+    load_search_study,
+    opened_in,
+    trial_id,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
 
@@ -28,10 +36,16 @@ FAST = Liveness(interval=1, grace=2)
 _names = itertools.count()
 
 
-def _study(url: str) -> optuna.Study:
-    return create_study(
-        f"shared-{os.getpid()}-{next(_names)}", url, heartbeat=FAST.storage_kwargs(), direction="maximize"
-    )
+def _study(url: str, name: str | None = None) -> optuna.Study:
+    name = name or f"shared-{os.getpid()}-{next(_names)}"
+    return create_study(name, url, heartbeat=FAST.storage_kwargs(), direction="maximize")
+
+
+def _beat(study: optuna.Study, trial: optuna.Trial) -> None:
+    """One beat for `trial`, as its search's heartbeat writes it (Optuna's public storage API)."""
+    storage = opened_in(study)
+    assert storage is not None
+    storage.record_heartbeat(trial_id(study, trial.number))
 
 
 def _loop(study: optuna.Study, trials: int = 3) -> TrialLoop:
@@ -49,7 +63,7 @@ def _silent_trial(study: optuna.Study, pid: int = 999_999, host: str = "host-b")
     trial.set_user_attr("host", host)
     trial.set_user_attr("pid", pid)
     trial.set_user_attr("recipe", "regional")
-    study._storage.record_heartbeat(trial._trial_id)
+    _beat(study, trial)
     return trial
 
 
@@ -63,11 +77,9 @@ def test_a_trial_whose_search_stopped_beating_is_failed_with_its_reason_and_queu
     assert loop.ledger.reap_abandoned() == 1
     failed = study.trials[silent.number]
     assert failed.state == optuna.trial.TrialState.FAIL
-    assert failed.user_attrs["state"] == "failed" and failed.user_attrs["reason"] == "abandoned"
-    assert (
-        "pid 999999 on host-b" in failed.user_attrs["message"]
-        and "no heartbeat for 2 s" in failed.user_attrs["message"]
-    )
+    # Optuna fails the trial before its callback runs: the reason is the study's, read back as the trial's.
+    reason, message = failure_of(failed, study.user_attrs)
+    assert reason == "abandoned" and "pid 999999 on host-b" in message and "no heartbeat for 2 s" in message
     (retry,) = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
     assert retry.params == failed.params
     assert retry.user_attrs == {"recipe": "regional", "retry_of": silent.number}, "what measuring found is not copied"
@@ -84,10 +96,10 @@ def test_a_retry_whose_search_died_too_is_not_queued_a_third_time(postgres_url: 
     time.sleep(FAST.grace + 1.5)
     loop.ledger.reap_abandoned()
     retry = study.ask()  # taken by a search that dies as well
-    study._storage.record_heartbeat(retry._trial_id)
+    _beat(study, retry)
     time.sleep(FAST.grace + 1.5)
     assert loop.ledger.reap_abandoned() == 1
-    assert "not queued again" in study.trials[retry.number].user_attrs["message"]
+    assert "not queued again" in failure_of(study.trials[retry.number], study.user_attrs)[1]
     assert not study.get_trials(states=(optuna.trial.TrialState.WAITING,))
     assert loop.ledger.started() == 1, "the last retry counts: it is the configuration's one place in the budget"
 
@@ -96,9 +108,9 @@ def test_a_live_trial_keeps_beating_and_fails_others_stale_trials_meanwhile(post
     study = _study(postgres_url)
     silent = _silent_trial(study)
     mine = study.ask()
-    with Heartbeat(study, mine._trial_id) as heartbeat:
+    with Heartbeat(study, mine.number) as heartbeat:
         time.sleep(FAST.grace + 3)
-        other = _loop(optuna.load_study(study_name=study.study_name, storage=study._storage))
+        other = _loop(_study(postgres_url, study.study_name))
         assert other.ledger.reap_abandoned() == 0, "a beating trial is never stale"
     assert study.trials[mine.number].state == optuna.trial.TrialState.RUNNING
     assert [t.number for t in heartbeat.failed] == [silent.number], "the heartbeat's thread failed the silent one"
@@ -127,7 +139,9 @@ def test_a_search_whose_trial_was_failed_by_another_host_drops_its_outcome_and_g
     loop.report = lambda number, phase, message="": notes.append(message)
 
     def outage(trial: optuna.Trial, *where: object) -> None:
-        study._storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)  # another host's doing
+        storage = opened_in(study)
+        assert storage is not None
+        storage.set_trial_state_values(trial_id(study, trial.number), optuna.trial.TrialState.FAIL)  # another host's
         trial.set_user_attr("samples_per_second", 1.0)
 
     monkeypatch.setattr(loop, "_run", outage)
@@ -175,13 +189,15 @@ def test_a_search_frozen_inside_a_write_does_not_hold_the_trial_from_other_searc
     frozen = _storage.open_storage(postgres_url + "?options=-c%20application_name%3Dfrozen").engine.connect()
     assert frozen.execute(sqlalchemy.text("show application_name")).scalar_one() == "frozen", "the URL's options stay"
     assert frozen.execute(sqlalchemy.text("show idle_in_transaction_session_timeout")).scalar_one() == "2s"
-    frozen.execute(sqlalchemy.text(f"select * from trials where trial_id = {trial._trial_id} for update"))
+    frozen.execute(sqlalchemy.text(f"select * from trials where trial_id = {trial_id(study, trial.number)} for update"))
     # The frozen host now holds the row, in a transaction it never ends; the other search writes the same row.
     other = _storage.open_storage(postgres_url)
     started = time.monotonic()
     with other.engine.connect() as connection:
         connection.execute(sqlalchemy.text("set lock_timeout = '20s'"))  # without the limit: an error after 20 s
-        connection.execute(sqlalchemy.text(f"update trials set state = 'FAIL' where trial_id = {trial._trial_id}"))
+        connection.execute(
+            sqlalchemy.text(f"update trials set state = 'FAIL' where trial_id = {trial_id(study, trial.number)}")
+        )
         connection.commit()
     assert time.monotonic() - started < 15, "the other search waited on the frozen host's lock"
     with pytest.raises(sqlalchemy.exc.DBAPIError, match="idle-in-transaction"):

@@ -14,6 +14,7 @@ import pytest
 from autotune import CompileConfig
 from autotune.measure import Objectives
 from autotune.study.search import StudyLedger
+from autotune.study.storage import failure_of
 
 pytestmark = pytest.mark.parallel
 
@@ -100,10 +101,9 @@ def test_a_trial_whose_search_process_is_gone_is_failed_as_abandoned_naming_the_
     assert ledger.reap_abandoned() == 1
     states = [t.state for t in ledger.study.get_trials()]
     assert states == [State.FAIL, State.RUNNING, State.RUNNING]
-    reaped = ledger.study.get_trials()[0].user_attrs
-    assert reaped["reason"] == "abandoned"
-    assert f"(pid {dead}) was killed" in reaped["message"]
-    assert notes == [f"trial 0: FAIL {reaped['message']}"]
+    reason, message = failure_of(ledger.study.get_trials()[0], ledger.study.user_attrs)
+    assert reason == "abandoned" and f"(pid {dead}) was killed" in message
+    assert notes == [f"trial 0: FAIL {message}"]
     assert ledger.reap_abandoned() == 0, "a trial is reaped once"
 
 

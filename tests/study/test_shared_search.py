@@ -24,7 +24,7 @@ import sqlalchemy
 import yaml
 
 from autotune import cli
-from autotune.study.storage import open_storage
+from autotune.study.storage import failure_of, open_storage
 from tests.short_runs import SHORT_FLAGS
 
 TARGET = "tests.trial_targets.workloads:tiny_infer"
@@ -59,6 +59,10 @@ def _storage(url: str) -> optuna.storages.RDBStorage:
     """One storage, so one connection pool, for all of this module's reads: the tests poll every 0.3 s,
     and a storage per read leaves its connections open until garbage collection, past the server's limit."""
     return open_storage(url)
+
+
+def _study_attrs(url: str, study: str) -> dict:
+    return optuna.load_study(study_name=study, storage=_storage(url)).user_attrs
 
 
 def _trials(url: str, study: str) -> list[optuna.trial.FrozenTrial]:
@@ -177,8 +181,8 @@ def test_a_search_killed_mid_trial_has_it_failed_within_the_grace_period_and_run
         assert survivor.poll() is None, "the other search ended and left the killed trial running"
         time.sleep(0.3)
     failed_after = time.monotonic() - killed
-    assert trial.state == optuna.trial.TrialState.FAIL and trial.user_attrs["reason"] == "abandoned"
-    assert f"pid {doomed.pid}" in trial.user_attrs["message"]
+    reason, message = failure_of(trial, _study_attrs(postgres_url, study))
+    assert trial.state == optuna.trial.TrialState.FAIL and reason == "abandoned" and f"pid {doomed.pid}" in message
     # The grace period runs from the last beat, at most one interval before the kill; the
     # survivor, in its trials by now, checks at each of its own beats and between trials.
     assert failed_after < GRACE + INTERVAL + 10, f"failed {failed_after:.0f} s after the kill"
@@ -188,7 +192,7 @@ def test_a_search_killed_mid_trial_has_it_failed_within_the_grace_period_and_run
     done = _trials(postgres_url, study)
     assert all(t.state.is_finished() for t in done), "no trial is left running or waiting"
     (retry,) = [t for t in done if t.user_attrs.get("retry_of") == number]
-    assert retry.params == trial.params and retry.user_attrs.get("reason") != "abandoned"
+    assert retry.params == trial.params and retry.state == optuna.trial.TrialState.COMPLETE
     counted = [t for t in done if t.number != number]
     assert trials <= len(counted) <= trials + 1, "the abandoned trial's retry took its place in the budget"
     assert (tmp_path / "survivor" / "best.yaml").exists(), "the survivor finished the last trial, so it exports"

@@ -39,7 +39,7 @@ from autotune.runtime.tuned import TunedConfig, write_atomic
 from autotune.study.report._cost import search_cost
 from autotune.study.report._files import written_together
 from autotune.study.report._verdict import best_trials
-from autotune.study.storage import load_search_study, scaled_baselines, trial_rank, trial_value
+from autotune.study.storage import failure_of, load_search_study, scaled_baselines, trial_rank, trial_value
 from autotune.trial.compile_split import SPLIT_PARTS
 from autotune.trial.request import RunRecord
 
@@ -181,7 +181,7 @@ def export_study(study: optuna.Study, out_dir: Path, *, pick: str | None = None)
     objectives = Objectives.parse(attrs.get("objective", "throughput"))
     choice = exported_choice(study, campaign, pick)
     trials = study.get_trials(deepcopy=False)
-    rows = trial_rows(trials)
+    rows = trial_rows(trials, study.user_attrs)
     summary = study_summary(study)
     extra: dict[str, Any] = {"confirmed": confirmed}
     if objectives.multi:
@@ -297,20 +297,24 @@ def _created(study: optuna.Study, choice: Choice) -> str:
     return str(study.user_attrs.get("confirmation", {}).get("created") or utc_now())
 
 
-def trial_rows(trials: list[optuna.trial.FrozenTrial]) -> list[dict[str, Any]]:
-    """One flat row per trial: its figures, its speedups over the baselines of its session, its parameters."""
+def trial_rows(
+    trials: list[optuna.trial.FrozenTrial], study_attrs: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """One flat row per trial: its figures, its speedups over the baselines of its session, its parameters; why a
+    trial failed as `failure_of` reads it with the study's attributes (`study_attrs`)."""
     rows = []
     for trial in trials:
         attrs = trial.user_attrs
+        reason, message = failure_of(trial, study_attrs or {})
         row: dict[str, Any] = {
             "number": trial.number,
             "state": trial.state.name,
-            "reason": attrs.get("reason", ""),
+            "reason": reason,
             "value": trial_value(trial),
             **{k: attrs.get(k) for k in _CSV_COLUMNS if k not in ("number", "state", "reason", "value")},
             # Where its compile time went, one column per part (empty for a run that never compiled).
             **{f"compile_{part}_s": (attrs.get("compile_split") or {}).get(part) for part in SPLIT_PARTS},
-            "message": attrs.get("message", ""),
+            "message": message,
         }
         if isinstance(attrs.get("config"), dict):
             row.update(config_columns(attrs["config"]))
@@ -402,7 +406,7 @@ def _study_summary(
     reasons: dict[str, int] = {}
     for trial in trials:
         if trial.state.name == "FAIL":
-            reason = trial.user_attrs.get("reason", "unknown")
+            reason = failure_of(trial, study.user_attrs)[0] or "unknown"
             reasons[reason] = reasons.get(reason, 0) + 1
     return {
         "name": study.study_name,
@@ -425,7 +429,9 @@ def _study_summary(
         "search_wall_seconds": study.user_attrs.get("search_wall_seconds"),
         "protocol": settings.get("protocol", {}),
         **({"doctor": study.user_attrs["doctor"]} if study.user_attrs.get("doctor") else {}),
-        "best_trials": best_trials(trial_rows(trials), study.directions[0] == optuna.study.StudyDirection.MAXIMIZE),
+        "best_trials": best_trials(
+            trial_rows(trials, study.user_attrs), study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
+        ),
     }
 
 

@@ -295,7 +295,7 @@ class _Retune:
         )
         try:
             append_history(self.out_dir, result.to_history())
-            rows = trial_rows(self.study.get_trials(deepcopy=False))
+            rows = trial_rows(self.study.get_trials(deepcopy=False), self.study.user_attrs)
             with written_together(self.out_dir, "trials.csv and report.md") as staging:
                 write_trials_csv(staging, rows)
                 write_report(staging, self.study, rows, campaign, shipped, history_from=self.out_dir)

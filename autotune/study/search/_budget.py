@@ -12,7 +12,7 @@ import optuna
 from autotune.study.report import Plan
 from autotune.study.search._loop import TrialLoop
 from autotune.study.search._options import SearchOptions
-from autotune.study.storage import shown
+from autotune.study.storage import failure_of, shown
 
 __all__ = ["TrialBudget", "confirmation_seconds"]
 
@@ -69,10 +69,11 @@ class TrialBudget:
             return False
         # A trial failed as abandoned was ended by whoever noticed, and one interrupted ended with its search (Ctrl-C):
         # neither search is there to confirm.
+        attrs = self.study.user_attrs
         done = [
             t
             for t in self.loop.ledger.finished()
-            if t.datetime_complete and t.user_attrs.get("reason") not in ("abandoned", "interrupted")
+            if t.datetime_complete and failure_of(t, attrs)[0] not in ("abandoned", "interrupted")
         ]
         last = max(done, key=lambda t: (t.datetime_complete, t.number), default=None)
         mine = (socket.gethostname(), os.getpid())
@@ -101,7 +102,7 @@ class TrialBudget:
             return False
         failed = [t for t in finished if t.state == optuna.trial.TrialState.FAIL]
         if len(finished) >= 5 and len(failed) / len(finished) > self.options.max_failure_rate:
-            reasons = sorted({t.user_attrs.get("reason", "?") for t in failed})
+            reasons = sorted({failure_of(t, self.study.user_attrs)[0] or "?" for t in failed})
             note = (
                 f"stopped searching: {len(failed)} of {len(finished)} trials failed, more than --max-failure-rate "
                 f"{self.options.max_failure_rate:.0%} (reasons: {', '.join(reasons)}); what completed is still confirmed"

@@ -20,7 +20,7 @@ from autotune.errors import ConfigError
 from autotune.measure import Objective, Objectives
 from autotune.measure.choice import subjects_to_confirm
 from autotune.runtime.config import CompileConfig, is_plain_compile
-from autotune.study.storage import beats, fail_stale, grace_period, retried_numbers, trial_value
+from autotune.study.storage import ABANDONED, beats, fail_stale, grace_period, retried_numbers, trial_value
 from autotune.trial.runner import process_alive
 
 __all__ = ["FINISHED", "StudyLedger"]
@@ -102,10 +102,8 @@ class StudyLedger:
             if frozen.user_attrs.get("host") != host or not isinstance(pid, int) or process_alive(pid):
                 continue
             message = f"abandoned: the search that ran it (pid {pid}) was killed before the trial finished"
-            # Another process's trial: its attributes are set through the storage, as `Trial` would.
-            storage = self.study._storage
-            for key, value in (("state", "failed"), ("reason", "abandoned"), ("message", message)):
-                storage.set_trial_user_attr(frozen._trial_id, key, value)
+            # Another process's trial: why it failed is the study's to say (`failure_of`), as for a stale one.
+            self.study.set_user_attr(f"{ABANDONED}{frozen.number}", message)
             with contextlib.suppress(RuntimeError, ValueError):  # finished meanwhile by someone else
                 self.study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
                 reaped += 1

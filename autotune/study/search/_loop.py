@@ -134,7 +134,7 @@ class TrialLoop:
         """
         assert self.space is not None
         trial = trial or self.ask()
-        heartbeat = Heartbeat(self.study, trial._trial_id)
+        heartbeat = Heartbeat(self.study, trial.number)
         try:
             with heartbeat:  # at once: a trial that never beat is never failed as stale
                 trial.set_user_attr("host", socket.gethostname())

@@ -4,13 +4,16 @@ search-time figures, and the retune history file."""
 from __future__ import annotations
 
 from autotune.study.storage._heartbeat import (
+    ABANDONED,
     MAX_RETRIES,
     Heartbeat,
     Liveness,
     beats,
     fail_stale,
+    failure_of,
     grace_period,
     retried_numbers,
+    trial_id,
 )
 from autotune.study.storage._history import HISTORY_FILE, append_history, read_history
 from autotune.study.storage._scale import (
@@ -27,12 +30,14 @@ from autotune.study.storage._storage import (
     discard_study,
     load_search_study,
     open_storage,
+    opened_in,
     shown,
     storage_failures_named,
 )
 from autotune.study.storage._values import trial_rank, trial_value
 
 __all__ = [
+    "ABANDONED",
     "HISTORY_FILE",
     "Heartbeat",
     "Liveness",
@@ -47,15 +52,18 @@ __all__ = [
     "create_study",
     "discard_study",
     "fail_stale",
+    "failure_of",
     "grace_period",
     "load_search_study",
     "open_storage",
+    "opened_in",
     "read_history",
     "retried_numbers",
     "scaled_baselines",
     "shown",
     "storage_failures_named",
     "study_scale",
+    "trial_id",
     "trial_rank",
     "trial_value",
 ]

@@ -6,29 +6,53 @@ the stale ones (no beat within the grace period, by the database server's clock,
 hosts' clocks need not agree). Optuna beats only inside `study.optimize`; a search drives
 the study with ask/tell, so `Heartbeat` beats for its trial from a thread.
 
-Any live search fails the stale trials (`fail_stale`) with the reason a killed search's
-trial gets on SQLite (`abandoned`), and queues each configuration again, once, with
-Optuna's retry callback: a host that died is no fault of the configuration, but one that
-took its host down twice is not tried a third time. A SQLite study lives on one host,
-where the search's process id says more, sooner: `TrialLoop.reap_abandoned` uses that.
+Any live search fails the stale trials (`fail_stale`, through Optuna's `fail_stale_trials`),
+and the storage's stale-trial callback (`Liveness.storage_kwargs`) records why, as a killed
+search's trial on SQLite is recorded (`abandoned`), and queues each configuration again,
+once, with Optuna's retry callback: a host that died is no fault of the configuration, but
+one that took its host down twice is not tried a third time. Optuna fails the trial before
+calling back, so its attributes can no longer be written: the reason is kept in the study's
+attributes under the trial's number (`failure_of` reads either). A SQLite study lives on
+one host, where the search's process id says more, sooner: `TrialLoop.reap_abandoned` uses
+that, and records why in the study the same way.
+
+Everything goes through Optuna's public API: the storage the study was opened in
+(`opened_in`), its heartbeat methods, and trial ids looked up by study name and number.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 import threading
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 import optuna
 
-__all__ = ["MAX_RETRIES", "Heartbeat", "Liveness", "beats", "fail_stale", "grace_period", "retried_numbers"]
+from autotune.study.storage._storage import opened_in
+
+__all__ = [
+    "ABANDONED",
+    "MAX_RETRIES",
+    "Heartbeat",
+    "Liveness",
+    "beats",
+    "fail_stale",
+    "failure_of",
+    "grace_period",
+    "retried_numbers",
+    "trial_id",
+]
 
 MAX_RETRIES = 1
 """How many times an abandoned trial's configuration is queued again."""
+ABANDONED = "abandoned:"
+"""The study attribute, followed by a trial's number, that says why a stale trial was failed."""
 _KEPT = ("recipe",)
 """User attributes a retry keeps: what chose the configuration, not what measuring it found."""
 
@@ -43,41 +67,55 @@ class Liveness:
     """Seconds without a beat after which a trial is failed; longer than `interval`, with room for a busy server."""
 
     def storage_kwargs(self) -> dict[str, Any]:
-        """RDBStorage's arguments that turn its heartbeat on."""
-        return {"heartbeat_interval": self.interval, "grace_period": self.grace}
+        """RDBStorage's arguments that turn its heartbeat on, with the callback that says why a stale trial failed."""
+        # Optuna 4.x names the callback `failed_trial_callback`; 5 renamed it and warns on the old name.
+        named = "heartbeat_stale_trial_callback"
+        callback = (
+            named if named in inspect.signature(optuna.storages.RDBStorage).parameters else "failed_trial_callback"
+        )
+        return {"heartbeat_interval": self.interval, "grace_period": self.grace, callback: _stale}
+
+
+_failed_here = threading.local()
+"""The trials `fail_stale` failed in this thread: Optuna's callback collects them (each thread its own list)."""
 
 
 def fail_stale(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
-    """Fail the study's trials whose search stopped beating, and queue each again; returns those failed here.
-
-    `optuna.storages.fail_stale_trials` does the same but runs its callback once the trial
-    is finished, when its user attributes can no longer be written; here the reason is
-    written first, so the report and `autotune show` explain the failure like any other.
-    """
-    storage = study._storage
-    grace = grace_period(study)
-    if grace is None:
+    """Fail the study's trials whose search stopped beating, each recorded and queued again by the storage's
+    callback; returns those failed here, with the reason in their attributes as `failure_of` gives it."""
+    if grace_period(study) is None:
         return []
-    failed = []
-    for trial_id in storage._get_stale_trial_ids(study._study_id):  # type: ignore[attr-defined]
-        frozen = storage.get_trial(trial_id)
-        retry = len(frozen.system_attrs.get("retry_history", [])) < MAX_RETRIES
-        message = (
-            f"abandoned: the search that ran it (pid {frozen.user_attrs.get('pid')} on "
-            f"{frozen.user_attrs.get('host')}) sent no heartbeat for {grace} s"
-            + ("; its configuration is queued again" if retry else "; not queued again: it was a retry already")
-        )
-        # Finished meanwhile, by its own search after all or by another search failing it first.
-        with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
-            for key, value in (("state", "failed"), ("reason", "abandoned"), ("message", message)):
-                storage.set_trial_user_attr(trial_id, key, value)
-            if not storage.set_trial_state_values(trial_id, state=optuna.trial.TrialState.FAIL):
-                continue
-            frozen = storage.get_trial(trial_id)
-            failed.append(frozen)
-            if retry:
-                _queue_again(study, frozen)
+    _failed_here.trials = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
+    failed: list[optuna.trial.FrozenTrial] = _failed_here.trials
     return failed
+
+
+def _stale(study: optuna.Study, frozen: optuna.trial.FrozenTrial) -> None:
+    """Optuna's callback for a trial it has just failed as stale (once, in the search that failed it)."""
+    retry = len(frozen.system_attrs.get("retry_history", [])) < MAX_RETRIES
+    message = (
+        f"abandoned: the search that ran it (pid {frozen.user_attrs.get('pid')} on "
+        f"{frozen.user_attrs.get('host')}) sent no heartbeat for {grace_period(study)} s"
+        + ("; its configuration is queued again" if retry else "; not queued again: it was a retry already")
+    )
+    study.set_user_attr(f"{ABANDONED}{frozen.number}", message)
+    if retry:
+        _queue_again(study, frozen)
+    shown = copy.deepcopy(frozen)
+    shown.user_attrs.update({"state": "failed", "reason": "abandoned", "message": message})
+    getattr(_failed_here, "trials", []).append(shown)
+
+
+def failure_of(trial: optuna.trial.FrozenTrial, study_attrs: Mapping[str, Any]) -> tuple[str, str]:
+    """Why a trial failed, and the message: its own attributes', or for a trial failed as stale by another search's
+    heartbeat, what that search recorded in the study; ('', '') for a trial that did not fail."""
+    message = study_attrs.get(f"{ABANDONED}{trial.number}")
+    if trial.state == optuna.trial.TrialState.FAIL and "reason" not in trial.user_attrs and isinstance(message, str):
+        return "abandoned", message
+    return str(trial.user_attrs.get("reason", "")), str(trial.user_attrs.get("message", ""))
 
 
 def retried_numbers(trials: list[optuna.trial.FrozenTrial]) -> set[int]:
@@ -90,30 +128,31 @@ def _queue_again(study: optuna.Study, frozen: optuna.trial.FrozenTrial) -> None:
     kept = {key: frozen.user_attrs[key] for key in _KEPT if key in frozen.user_attrs}
     frozen.user_attrs = {**kept, "retry_of": frozen.number}
     # Optuna's own retry callback: the same parameters as a waiting trial, which the next `ask` of any host takes.
-    retry = (
-        getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) or optuna.storages.RetryFailedTrialCallback
-    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        retry(max_retry=MAX_RETRIES)(study, frozen)
+        retry = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)  # Optuna 5's name
+        (retry or optuna.storages.RetryFailedTrialCallback)(max_retry=MAX_RETRIES)(study, frozen)
 
 
 def grace_period(study: optuna.Study) -> int | None:
     """Seconds without a beat after which the study's trials are stale; None when its storage keeps no heartbeats."""
-    interval = _interval(study._storage)
-    if interval is None:
+    storage = opened_in(study)
+    interval = storage.get_heartbeat_interval() if storage is not None else None
+    if storage is None or interval is None:
         return None
-    return getattr(getattr(study._storage, "_backend", study._storage), "grace_period", None) or 2 * interval
+    return storage.grace_period or 2 * interval
 
 
 def beats(study: optuna.Study) -> bool:
     """Whether the study's storage keeps heartbeats (opened with `Liveness.storage_kwargs`)."""
-    return _interval(study._storage) is not None
+    return grace_period(study) is not None
 
 
-def _interval(storage: Any) -> int | None:
-    getter = getattr(storage, "get_heartbeat_interval", None)
-    return getter() if getter is not None else None
+def trial_id(study: optuna.Study, number: int) -> int:
+    """The storage's id of the study's trial `number`, which its storage methods take (study opened here)."""
+    storage = opened_in(study)
+    assert storage is not None, "a study opened by autotune.study.storage"
+    return storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(study.study_name), number)
 
 
 class Heartbeat:
@@ -123,20 +162,21 @@ class Heartbeat:
     A beat that fails (the server is briefly unreachable) is tried again at the next one.
     """
 
-    def __init__(self, study: optuna.Study, trial_id: int) -> None:
+    def __init__(self, study: optuna.Study, number: int) -> None:
         self.study = study
-        self.trial_id = trial_id
-        self.interval = _interval(study._storage)
+        self.number = number
+        self.storage = opened_in(study) if beats(study) else None
         self.failed: list[optuna.trial.FrozenTrial] = []
         """Other searches' trials this heartbeat's thread failed as stale."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> Heartbeat:
-        if self.interval is None:
+        if self.storage is None:
             return self
-        self.study._storage.record_heartbeat(self.trial_id)  # type: ignore[attr-defined]
-        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{self.trial_id}", daemon=True)
+        self._id = trial_id(self.study, self.number)
+        self.storage.record_heartbeat(self._id)
+        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{self.number}", daemon=True)
         self._thread.start()
         return self
 
@@ -148,8 +188,9 @@ class Heartbeat:
             self._thread.join()
 
     def _beat(self) -> None:
-        assert self.interval is not None
-        while not self._stop.wait(self.interval):
+        assert self.storage is not None
+        interval = self.storage.get_heartbeat_interval() or 1
+        while not self._stop.wait(interval):
             with contextlib.suppress(Exception):  # the next beat tries again; the grace period allows for it
-                self.study._storage.record_heartbeat(self.trial_id)  # type: ignore[attr-defined]
+                self.storage.record_heartbeat(self._id)
                 self.failed += fail_stale(self.study)

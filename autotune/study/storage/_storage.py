@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,11 +30,14 @@ __all__ = [
     "discard_study",
     "load_search_study",
     "open_storage",
+    "opened_in",
     "shown",
     "storage_failures_named",
 ]
 
 _ATTEMPTS = 6
+_OPENED: weakref.WeakKeyDictionary[optuna.Study, optuna.storages.RDBStorage] = weakref.WeakKeyDictionary()
+"""Each study opened here, with the RDB storage it was opened in: Optuna keeps a study's storage to itself."""
 IDLE_IN_TRANSACTION_SECONDS = 30
 """A PostgreSQL session left inside a transaction this long is ended by the server, and its locks with it."""
 _POSTGRES = ("postgresql", "postgres")
@@ -88,6 +92,11 @@ def open_storage(url: str, **heartbeat: Any) -> optuna.storages.RDBStorage:
         ) from None
 
 
+def opened_in(study: optuna.Study) -> optuna.storages.RDBStorage | None:
+    """The storage `study` was opened in by `create_study` or `load_search_study`; None for one opened elsewhere."""
+    return _OPENED.get(study)
+
+
 def shown(url: str) -> str:
     """The URL with its password hidden, for messages and logs."""
     try:
@@ -125,9 +134,10 @@ def create_study(name: str, storage: str, *, heartbeat: dict[str, Any] | None = 
     last: Exception | None = None
     for attempt in range(_ATTEMPTS):
         try:
-            return optuna.create_study(
-                study_name=name, storage=open_storage(storage, **heartbeat), load_if_exists=True, **kwargs
-            )
+            rdb = open_storage(storage, **heartbeat)
+            study = optuna.create_study(study_name=name, storage=rdb, load_if_exists=True, **kwargs)
+            _OPENED[study] = rdb
+            return study
         except sqlalchemy.exc.SQLAlchemyError as exc:
             _refuse_damaged(storage, exc)
             last = exc
@@ -148,6 +158,7 @@ def load_search_study(storage: str, study_name: str) -> optuna.Study:
     try:
         rdb = open_storage(storage)
         study = optuna.load_study(study_name=study_name, storage=rdb)
+        _OPENED[study] = rdb
     except KeyError:
         names = [s.study_name for s in optuna.get_all_study_summaries(rdb)]
         raise SearchError(f"study {study_name!r} is not in {shown(storage)}; studies there: {names}.") from None
