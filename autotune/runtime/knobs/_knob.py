@@ -12,12 +12,12 @@ read it from here; adding a knob is adding a module to this package (docs/develo
 from __future__ import annotations
 
 import functools
-import importlib
-import pkgutil
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from autotune.runtime.registry import declared_in
 
 if TYPE_CHECKING:
     from autotune.runtime.config import CompileConfig
@@ -112,23 +112,13 @@ def same_value(a: object, b: object) -> bool:
 
 @functools.cache
 def registered() -> Mapping[str, Knob]:
-    """Every knob, by name, in the order of its module's name: each module of this package that defines a
-    `Knob` subclass (its `KNOB` instance)."""
-    package = importlib.import_module("autotune.runtime.knobs")
+    """Every knob, by name, in the order of its module's name: the `KNOB` of each module of this package."""
     found: dict[str, Knob] = {}
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
-        entry = getattr(module, "KNOB", None)
-        if not isinstance(entry, Knob):
-            raise TypeError(f"autotune.runtime.knobs.{info.name}: defines no KNOB, an instance of Knob.")
+    for module, entry in declared_in("autotune.runtime.knobs", "KNOB", Knob):
         if entry.name in found or not re.fullmatch(r"[a-z][a-z0-9_]*", entry.name):
-            raise TypeError(f"autotune.runtime.knobs.{info.name}: {entry.name!r} is taken or not a lower-case name.")
-        if not entry.choices or len(entry.choices) < 2:
-            raise TypeError(
-                f"autotune.runtime.knobs.{info.name}: a knob lists its neutral value and at least one more."
-            )
+            raise TypeError(f"autotune.runtime.knobs.{module}: {entry.name!r} is taken or not a lower-case name.")
+        if len(entry.choices) < 2:
+            raise TypeError(f"autotune.runtime.knobs.{module}: a knob lists its neutral value and at least one more.")
         found[entry.name] = entry
     return found
 
