@@ -44,8 +44,8 @@ from autotune.measure import (
     BASELINES,
     Budget,
     Harness,
-    Objective,
     Subject,
+    Throughput,
     choose,
     confirmation_budget,
     measure,
@@ -227,7 +227,7 @@ def run_case(case: Case, campaigns: int, seed: int) -> dict[str, Any]:
             truth=truth, spread=case.spread, first_blocks=budget.blocks, rng=rng, noise=case.noise, names=named
         )
         campaign = measure(
-            harness, subjects, objective=Objective(), budget=budget, lab=lab, seed=number, cache_root=folders
+            harness, subjects, objective=Throughput(), budget=budget, lab=lab, seed=number, cache_root=folders
         )
         choice = choose(campaign)
         judged = "config" if case.design == "validate" else campaign.leader("compile")
@@ -322,7 +322,7 @@ def run_retune_case(case: RetuneCase, campaigns: int, seed: int) -> dict[str, An
             spread=case.spread, first_blocks=confirm.blocks, rng=rng, noise=case.noise, names=named,
         )  # fmt: skip
         tuning = measure(
-            harness, [*subjects, incumbent], objective=Objective(), budget=confirm, lab=first, seed=number,
+            harness, [*subjects, incumbent], objective=Throughput(), budget=confirm, lab=first, seed=number,
             cache_root=folders,
         )  # fmt: skip
         recorded = {name: tuning.ratio("incumbent", name) for name in ("compile", "eager")}
@@ -331,7 +331,7 @@ def run_retune_case(case: RetuneCase, campaigns: int, seed: int) -> dict[str, An
             noise=case.noise, names=named,
         )  # fmt: skip
         today = measure(
-            harness, [*subjects, incumbent, challenger], objective=Objective(), budget=retune, lab=second,
+            harness, [*subjects, incumbent, challenger], objective=Throughput(), budget=retune, lab=second,
             seed=number, cache_root=folders,
         )  # fmt: skip
         verdict = decide(today, recorded=recorded, min_gain=MIN_GAIN, max_regression=MAX_REGRESSION)

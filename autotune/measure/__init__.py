@@ -13,7 +13,7 @@ from __future__ import annotations
 from autotune.measure.choice import DEFAULT_PICK, Choice, baseline_figures, choose, metrics, parse_pick
 from autotune.measure.engine import BASELINES, Budget, Campaign, Harness, Subject, confirmation_budget, measure
 from autotune.measure.report import confirmation_table
-from autotune.measure.stats import Objective, Objectives, outcome
+from autotune.measure.stats import Objective, Objectives, Throughput, TimeTo, outcome
 from autotune.measure.tasks import Paired, record_compile_cache, validate
 
 __all__ = [
@@ -25,6 +25,8 @@ __all__ = [
     "Harness",
     "Objective",
     "Objectives",
+    "Throughput",
+    "TimeTo",
     "Paired",
     "Subject",
     "baseline_figures",

@@ -9,12 +9,12 @@ install it (`harness`, `stand`) are in this folder's conftest.py.
 from __future__ import annotations
 
 from autotune import CompileConfig
-from autotune.measure import Campaign, Objective, Subject
+from autotune.measure import Campaign, Subject, Throughput
 from autotune.measure.engine import Replicate
 from autotune.trial.request import RunRecord, TrialRun
 from tests import fake_records
 
-THROUGHPUT = Objective()
+THROUGHPUT = Throughput()
 REGIONAL = CompileConfig(scope="regional")
 
 

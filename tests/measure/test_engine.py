@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from autotune import CompileConfig
-from autotune.measure import Budget, Campaign, Objective, Subject, choose
+from autotune.measure import Budget, Campaign, Objective, Subject, TimeTo, choose
 from autotune.measure.engine import _engine as engine
 from autotune.measure.report import confirmation_rows
 from autotune.measure.stats import Interval, Looks, replicate_interval
@@ -173,7 +173,7 @@ def test_with_cold_compiles_every_configuration_compiles_again_before_each_repli
 def test_time_to_reads_each_replicates_own_cold_compile(harness, stand, monkeypatch, tmp_path) -> None:
     fake = stand({"eager": [50.0], "compile": [100.0], "trial 7": [130.0, 131.0, 129.0]})
     _cold_seconds(fake, monkeypatch, {"compile": [20.0, 19.0, 21.0, 20.5], "trial 7": [30.0, 33.0, 27.0, 31]})
-    objective = Objective("time-to", 100)
+    objective = TimeTo(100)
     budget = Budget(min_rounds=3, max_rounds=3, cold_compiles=True)
     result = engine.measure(harness, subjects(), objective=objective, budget=budget, cache_root=tmp_path)
     for index, record in enumerate(result.runs["trial 7"]):

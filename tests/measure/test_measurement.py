@@ -18,7 +18,7 @@ import optuna
 import pytest
 
 from autotune import CompileConfig, cli, load, resolve
-from autotune.measure import Budget, Harness, Objective, Subject, choose, outcome, validate
+from autotune.measure import Budget, Harness, Subject, Throughput, choose, outcome, validate
 from autotune.measure.engine import _engine as engine
 from autotune.measure.engine import with_protocol
 from autotune.trial.live import LiveWorker
@@ -164,7 +164,7 @@ def test_a_15_percent_faster_subject_is_a_gain_a_slower_one_a_loss_and_a_twin_ne
         spin_harness(f"{TARGETS}:spins_apart"),
         Budget(min_rounds=5, max_rounds=5, blocks=8, most_blocks=8),
     )
-    campaign = engine.measure(harness, subjects, objective=Objective(), budget=budget, cache_root=tmp_path)
+    campaign = engine.measure(harness, subjects, objective=Throughput(), budget=budget, cache_root=tmp_path)
     ratios = {name: campaign.ratio(name, "compile") for name in ("faster", "slower", "twin")}
     context = (ratios, campaign.design())
     assert campaign.rounds == 5, context
@@ -214,7 +214,7 @@ def test_a_cpu_hog_started_in_the_middle_does_not_change_the_paired_decision(tmp
         campaign = engine.measure(
             with_protocol(spin_harness(f"{TARGETS}:spins_less"), threads=1),
             subjects,
-            objective=Objective(),
+            objective=Throughput(),
             budget=Budget(min_rounds=3, max_rounds=6, blocks=8, most_blocks=8),
             on_replicate=hog_from_the_second_replicate,
         )

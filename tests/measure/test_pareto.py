@@ -12,7 +12,7 @@ import pytest
 
 from autotune import CompileConfig
 from autotune.errors import SearchError
-from autotune.measure import Campaign, Objective, Objectives, Subject, parse_pick
+from autotune.measure import Campaign, Objectives, Subject, Throughput, parse_pick
 from autotune.measure.choice import choose_point, front, subjects_to_confirm
 from autotune.measure.stats import Looks, outcome
 from autotune.trial.request import RunRecord
@@ -28,7 +28,7 @@ def campaign(cold: bool = True, **subjects: tuple[list[float], float, float]) ->
     With `cold`, every configuration compiled cold again before each replicate, within 1% of its compile
     seconds (`Campaign.compiles`); without, its compile time is one cold compile.
     """
-    result = Campaign(objective=Objective())
+    result = Campaign(objective=Throughput())
     for name, (rates, compile_seconds, memory) in subjects.items():
         config = (
             None

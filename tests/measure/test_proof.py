@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from autotune.measure import Campaign, Objective, Subject, choose, outcome
+from autotune.measure import Campaign, Subject, Throughput, choose, outcome
 from autotune.measure.choice import front
 from autotune.measure.engine import Replicate, _replicate
 from autotune.measure.engine._campaign import start
@@ -37,7 +37,7 @@ REGIONAL = CompileConfig(scope="regional")
 
 def campaign_of(rates: dict[str, list[float]], looks: Looks | None = None) -> Campaign:
     """A campaign whose subjects ran at these samples/s, one figure per replicate."""
-    made = Campaign(objective=Objective(), looks=looks)
+    made = Campaign(objective=Throughput(), looks=looks)
     for name, values in rates.items():
         config = None if name == "eager" else (CompileConfig() if name == "compile" else REGIONAL)
         made.subjects[name] = Subject(name=name, config=config, trial=7 if name.startswith("trial") else None)
@@ -161,7 +161,7 @@ def test_one_replicate_of_eager_ahead_does_not_switch_compilation_off() -> None:
 
 def test_a_search_without_confirmation_exports_no_trial_on_its_single_unpaired_run() -> None:
     # --confirm 0: the campaign is each subject's one search-time run, not paired in time.
-    unconfirmed = Campaign(objective=Objective(), orders=[["eager", "compile", "trial 3"]])
+    unconfirmed = Campaign(objective=Throughput(), orders=[["eager", "compile", "trial 3"]])
     for name, rate in (("eager", 50.0), ("compile", 100.0), ("trial 3", 140.0)):
         config = None if name == "eager" else (CompileConfig() if name == "compile" else REGIONAL)
         unconfirmed.subjects[name] = Subject(name=name, config=config, trial=3 if name == "trial 3" else None)
@@ -322,7 +322,7 @@ def test_best_yaml_records_the_method_and_another_method_is_named() -> None:
     from autotune.measure import metrics
     from autotune.measure.stats import METHOD, method_change
 
-    started = start(SimpleNamespace(source=lambda config, created: "code"), Subject.baselines(), Objective())
+    started = start(SimpleNamespace(source=lambda config, created: "code"), Subject.baselines(), Throughput())
     assert started.method == METHOD, "a campaign measured now records this autotune's method"
     made = campaign_of({"eager": [50.0, 50.0], "compile": [100.0, 100.0], "trial 7": [150.0, 151.0]})
     made.method = dict(METHOD)

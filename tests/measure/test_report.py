@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from autotune import CompileConfig
-from autotune.measure import Campaign, Objective, Subject, choose
+from autotune.measure import Campaign, Subject, TimeTo, choose
 from autotune.measure.engine import Replicate
 from autotune.measure.report import confirmation_cells, confirmation_rows
 from autotune.trial.request import RunRecord
@@ -66,7 +66,7 @@ def test_a_subject_that_compiles_faster_owes_plain_compile_nothing_and_a_slower_
     assert rows["compile"]["break_even_vs_eager"]["steps"] is None
     assert confirmation_cells(confirmation_rows(timed))[2][5] == "never (not faster)"
     # A time-to objective names its horizon when the exported subject does not pay back within it.
-    short = replace(timed, objective=Objective("time-to", 100))
+    short = replace(timed, objective=TimeTo(100))
     rows_short = {row["subject"]: row for row in confirmation_rows(short)}
     assert rows_short["trial"]["break_even_vs_eager"]["steps"] > 100
     from autotune.measure.choice import pay_back_sentence

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.measure import Campaign, Objective, Subject
+from autotune.measure import Campaign, Subject, Throughput
 from autotune.measure.engine import Replicate
 from autotune.runtime.config import CompileConfig
 from autotune.trial.request import RunRecord
@@ -100,7 +100,7 @@ def test_a_search_time_ratio_agrees_inside_the_interval_or_within_5_percent_and_
 
 
 def _campaign_of(rates: dict[str, list[float]]) -> Campaign:
-    made = Campaign(objective=Objective())
+    made = Campaign(objective=Throughput())
     for name, values in rates.items():
         made.subjects[name] = Subject(name=name, config=CompileConfig(), trial=2 if name != "compile" else None)
         made.runs[name] = [

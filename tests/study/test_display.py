@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from autotune.measure import Budget, Campaign, Objective, Subject
+from autotune.measure import Budget, Campaign, Subject, Throughput
 from autotune.measure.engine import Replicate, expected_replicate_seconds
 from autotune.study.report import Plan, Progress, SearchDisplay, duration
 from autotune.study.report import _display as display_module
@@ -41,7 +41,7 @@ def test_the_confirmation_eta_counts_down_from_a_guess_made_before_its_first_rep
     together = expected_replicate_seconds(firsts, blocks=10, window_seconds=0.5, starts_together=True)
     assert together == 2 + 6 + (4 + 6) + (1 + 10 + 6)
     campaign = Campaign(
-        subjects={n: Subject(name=n, config=None) for n in firsts}, objective=Objective(), cold=dict(firsts)
+        subjects={n: Subject(name=n, config=None) for n in firsts}, objective=Throughput(), cold=dict(firsts)
     )
     notes: list[str] = []
     search = SimpleNamespace(
@@ -63,7 +63,7 @@ def test_the_confirmation_eta_counts_down_from_a_guess_made_before_its_first_rep
 def test_a_subject_left_out_of_later_replicates_is_said_once_with_why() -> None:
     firsts = {n: RunRecord(state="complete", samples_per_second=100.0) for n in ("eager", "compile", "trial 3")}
     campaign = Campaign(
-        subjects={n: Subject(name=n, config=None) for n in firsts}, objective=Objective(), cold=dict(firsts)
+        subjects={n: Subject(name=n, config=None) for n in firsts}, objective=Throughput(), cold=dict(firsts)
     )
     said: list[str] = []
     search = SimpleNamespace(

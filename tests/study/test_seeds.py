@@ -5,7 +5,7 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from autotune.measure import Objective
+from autotune.measure import Throughput, TimeTo
 from autotune.runtime.config import inductor_option_defaults, is_plain_compile
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search import Seed, expert_recipes, load_space, seed_params, seed_study, stacked_recipes
@@ -168,12 +168,12 @@ def recipe_study(values: dict[str, float], direction: str = "maximize") -> optun
 def test_the_recipes_that_beat_plain_compile_are_stacked_in_pairs_then_all_together(toy_summary) -> None:
     seeds = expert_recipes(toy_summary)
     values = {"plain": 100.0, "mark_dynamic": 110.0, "compiled-optimizer": 120.0, "regional": 90.0, "pad8": 100.0}
-    stacked = stacked_recipes(recipe_study(values), seeds, Objective())
+    stacked = stacked_recipes(recipe_study(values), seeds, Throughput())
     assert [seed.name for seed in stacked] == ["compiled-optimizer+mark_dynamic"], "regional was slower, pad8 a tie"
     (both,) = stacked
     assert both.answers == {"compile_optimizer": True, "mark_dynamic": True}
     values.update({"max-autotune": 104.0})
-    names = [seed.name for seed in stacked_recipes(recipe_study(values), seeds, Objective())]
+    names = [seed.name for seed in stacked_recipes(recipe_study(values), seeds, Throughput())]
     assert names == [
         "compiled-optimizer+mark_dynamic",
         "compiled-optimizer+max-autotune",
@@ -185,7 +185,7 @@ def test_the_recipes_that_beat_plain_compile_are_stacked_in_pairs_then_all_toget
 def test_stacking_reads_a_time_to_objective_as_smaller_is_better(toy_summary) -> None:
     seeds = expert_recipes(toy_summary)
     values = {"plain": 100.0, "mark_dynamic": 90.0, "compiled-optimizer": 95.0, "regional": 120.0}
-    stacked = stacked_recipes(recipe_study(values, "minimize"), seeds, Objective(kind="time-to", steps=100))
+    stacked = stacked_recipes(recipe_study(values, "minimize"), seeds, TimeTo(100))
     assert [seed.name for seed in stacked] == ["mark_dynamic+compiled-optimizer"]
 
 
@@ -197,7 +197,7 @@ def test_recipes_that_answer_one_question_differently_do_not_stack() -> None:
         Seed("opt", "optimizer", {"compile_optimizer": True}),
     ]
     values = {"plain": 100.0, "tuned": 110.0, "graphs": 120.0, "opt": 105.0}
-    names = [seed.name for seed in stacked_recipes(recipe_study(values), seeds, Objective())]
+    names = [seed.name for seed in stacked_recipes(recipe_study(values), seeds, Throughput())]
     assert names == ["graphs+opt", "tuned+opt"], "graphs+tuned and all three ask for two modes"
 
 
@@ -206,7 +206,7 @@ def test_a_stacked_recipe_is_queued_as_one_configuration_with_both_settings(toy_
     seeds = expert_recipes(toy_summary)
     study = recipe_study({"plain": 100.0, "mark_dynamic": 110.0, "compiled-optimizer": 120.0})
     assert not recipes_pending(study)
-    stacked = stacked_recipes(study, seeds, Objective())
+    stacked = stacked_recipes(study, seeds, Throughput())
     notes = seed_study(study, space, stacked, limit=1)
     assert notes == ["recipe compiled-optimizer+mark_dynamic seeded: " + stacked[0].why]
     assert recipes_pending(study), "queued and not yet run"
@@ -220,7 +220,7 @@ def test_a_stacked_recipe_is_queued_as_one_configuration_with_both_settings(toy_
 
 def test_without_plain_compile_among_the_recipes_nothing_is_stacked(toy_summary) -> None:
     study = recipe_study({"mark_dynamic": 110.0, "compiled-optimizer": 120.0})
-    assert stacked_recipes(study, expert_recipes(toy_summary), Objective()) == []
+    assert stacked_recipes(study, expert_recipes(toy_summary), Throughput()) == []
 
 
 def test_a_recipe_is_stacked_by_its_ratio_to_plain_compile_once_the_reference_level_is_taken_out(toy_summary) -> None:
@@ -235,5 +235,5 @@ def test_a_recipe_is_stacked_by_its_ratio_to_plain_compile_once_the_reference_le
                 user_attrs={"recipe": name, "speedup_vs_compile": ratio},
             )
         )  # fmt: skip
-    names = [seed.name for seed in stacked_recipes(study, expert_recipes(toy_summary), Objective())]
+    names = [seed.name for seed in stacked_recipes(study, expert_recipes(toy_summary), Throughput())]
     assert names == ["compiled-optimizer+mark_dynamic"], "regional's raw value beat plain compile's; its ratio did not"

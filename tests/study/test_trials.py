@@ -12,7 +12,7 @@ import pytest
 
 from autotune import CompileConfig
 from autotune.errors import SearchError
-from autotune.measure import Harness, Objective, Paired
+from autotune.measure import Harness, Objective, Paired, Throughput
 from autotune.measure.tasks import LiveReference
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search import Monitor, SearchOptions, TrialLoop, compile_limit
@@ -32,7 +32,7 @@ def loop_with(state: optuna.trial.TrialState, reason: str = "") -> TrialLoop:
     study.add_trial(optuna.trial.create_trial(state=state, value=value, user_attrs=attrs))
     harness = Harness(spec="m:w", summary=WorkloadSummary(spec="m:w", task="infer"))
     options = SearchOptions(model="m:w", device="cpu")
-    return TrialLoop(study, harness, options, Objective(), lambda *args: None)
+    return TrialLoop(study, harness, options, Throughput(), lambda *args: None)
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import optuna
 import pytest
 
 from autotune import CompileConfig
-from autotune.measure import Objective
+from autotune.measure import Throughput
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.retune._warmstart import WarmStart
 from autotune.study.search import load_space, params_for
@@ -51,7 +51,7 @@ def _warm_start(study: optuna.Study, space: Any, incumbent: CompileConfig, top: 
         space=space,
         space_name="default",
         settings={},
-        objective=Objective(),
+        objective=Throughput(),
         trials=0,
         top=top,
         trial_timeout=60.0,

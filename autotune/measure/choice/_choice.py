@@ -83,7 +83,7 @@ def pay_back_sentence(campaign: Campaign, name: str) -> str:
     if figures is None:
         return ""
     cost = f"Its {figures['compile_seconds']:.0f} s of compiling"
-    steps, horizon = figures["steps"], campaign.objective.steps if campaign.objective.kind == "time-to" else None
+    steps, horizon = figures["steps"], campaign.objective.horizon
     if steps is None:
         return f"{cost} never pays back against eager: it does not run faster than eager."
     text = f"{cost} pays back against eager after {break_even_text(figures)}"

@@ -165,11 +165,11 @@ def _compare(campaign: Campaign, objective: Objective, a: Point, b: Point, index
         # search reads it (`outcome`, the same band).
         said = outcome(campaign.ratio(a.subject, b.subject), BAND)
         return {"gain": 1, "loss": -1, "equivalent": 0}.get(said)
-    if objective.kind == "compile-time" and "eager" not in (a.subject, b.subject):
+    if objective.compile_decided and "eager" not in (a.subject, b.subject):
         return _compile_order(campaign, a.subject, b.subject)
     x, y = a.values[index], b.values[index]
-    if x == y or (objective.kind == "peak-memory" and abs(x - y) <= BAND * max(x, y)):
-        return 0  # memory within the band is as good: a few MiB between runs is no trade-off
+    if x == y or abs(x - y) <= objective.tie_band * max(x, y):
+        return 0  # within the objective's band is as good: a few MiB of memory between runs is no trade-off
     return 1 if objective.better(x, y) else -1
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from autotune.measure.stats._method import METHOD, method_change
-from autotune.measure.stats._objective import Objective, Objectives, faster
+from autotune.measure.stats._objective import Objective, Objectives, faster, objective_help, objective_kinds
 from autotune.measure.stats._statistics import (
     BAND,
     FUTILITY_ERROR,
@@ -21,6 +21,10 @@ from autotune.measure.stats._statistics import (
     upper_bound,
     windows_per_replicate,
 )
+from autotune.measure.stats.objectives.compile_time import CompileTime
+from autotune.measure.stats.objectives.peak_memory import PeakMemory
+from autotune.measure.stats.objectives.throughput import Throughput
+from autotune.measure.stats.objectives.time_to import TimeTo
 
 __all__ = [
     "BAND",
@@ -30,13 +34,19 @@ __all__ = [
     "Components",
     "Interval",
     "Looks",
+    "CompileTime",
     "Objective",
     "Objectives",
+    "PeakMemory",
+    "Throughput",
+    "TimeTo",
     "components",
     "faster",
     "gain_margin",
     "mean_interval",
     "method_change",
+    "objective_help",
+    "objective_kinds",
     "outcome",
     "replicate_interval",
     "spaced_looks",

@@ -1,42 +1,56 @@
-"""What a study optimises: throughput or the time to compile and run N steps, alone or with compile time and memory.
+"""What a study optimises: one speed objective, alone or followed by trade-offs it is weighed against.
 
-A single objective (`throughput`, `time-to:N`) drives a single-objective study. A list
-(`throughput,compile-time`, `throughput,peak-memory`, `time-to:N,peak-memory`, ...) drives a
-multi-objective study whose result is a Pareto front; its first entry is always the speed
-objective (throughput or time-to), which the confirmation campaign and the pruning use.
+Each objective is one module of `autotune.measure.stats.objectives` declaring an `Objective`:
+its name as `--objective` spells it, its direction, unit and tie band, and the figure it
+takes from a run's record. A single speed objective (`throughput`, `time-to:N`) drives a
+single-objective study. A list (`throughput,compile-time`, `time-to:N,peak-memory`, ...)
+drives a multi-objective study whose result is a Pareto front; its first entry is always
+the speed objective, which the confirmation campaign and the pruning use.
 """
 
 from __future__ import annotations
 
-import re
+import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import ClassVar
 
 from autotune.errors import SearchError
+from autotune.runtime.registry import declared_in
 from autotune.trial.request import RunRecord
 
-__all__ = ["OBJECTIVE_HELP", "Objective", "Objectives", "faster"]
-
-OBJECTIVE_HELP = (
-    "'throughput', 'time-to:N' (N >= 1 steps), or a comma-separated list of one of those with "
-    "'compile-time' and/or 'peak-memory' (e.g. 'throughput,compile-time')"
-)
-SPEED_KINDS = ("throughput", "time-to")
-TRADE_OFF_KINDS = ("compile-time", "peak-memory")
+__all__ = ["Objective", "Objectives", "faster", "objective_help", "objective_kinds"]
 
 
 @dataclass(frozen=True)
 class Objective:
-    """One thing a study optimises: steady-state throughput, compile time plus N steps, compile time or peak memory."""
+    """One thing a study optimises. Subclass it in a module of `autotune.measure.stats.objectives` (a frozen
+    dataclass, `OBJECTIVE` an instance) and set the class variables; override `of`, and `speed_value` for a speed
+    objective."""
 
-    kind: str = "throughput"
-    steps: int = 0
+    name: ClassVar[str]
+    """How `--objective` names it (a parametrised one is NAME:N, see `parse`)."""
+    spelled: ClassVar[str]
+    """How it is written in `--objective`, for the help and errors, e.g. 'time-to:N (N >= 1 steps)'."""
+    direction: ClassVar[str]
+    """'maximize' or 'minimize'."""
+    speed: ClassVar[bool]
+    """A speed objective: the one a study prunes, confirms and exports by. The others are trade-offs, listed after
+    one and weighed against it on a Pareto front (alone, eager would win them by definition)."""
+    counts_compile: ClassVar[bool] = False
+    """Its figure holds compile time: such a study's confirmation compiles every subject cold each replicate."""
+    compile_decided: ClassVar[bool] = False
+    """Two compiling subjects are ordered by the campaign's interval on their compile times, not by two figures."""
+    tie_band: ClassVar[float] = 0.0
+    """Figures within this relative difference are as good (a few MiB between runs is no trade-off)."""
+    per_sample: ClassVar[bool] = False
+    """Its figure is samples per second: the search's anchored ratios and the baselines' search-time lines apply."""
 
     @classmethod
     def parse(cls, text: str) -> Objective:
-        """'throughput' or 'time-to:N' (N steps): a single objective measures speed."""
-        objective = cls._one(text)
-        if objective.kind in TRADE_OFF_KINDS:
+        """One objective from its spelling; alone it must be a speed objective."""
+        objective = cls.one(text)
+        if not objective.speed:
             raise SearchError(
                 f"--objective {text!r} alone would make eager (no compile, least memory) the winner by definition; "
                 f"list it after a speed objective, e.g. 'throughput,{text}'."
@@ -44,51 +58,55 @@ class Objective:
         return objective
 
     @classmethod
-    def _one(cls, text: str) -> Objective:
-        if text in ("throughput", *TRADE_OFF_KINDS):
-            return cls(text)
-        match = re.fullmatch(r"time-to:(\d+)", text)
-        if not match or int(match.group(1)) < 1:
-            raise SearchError(f"--objective {text!r} is not allowed; use {OBJECTIVE_HELP}.")
-        return cls("time-to", int(match.group(1)))
+    def one(cls, text: str) -> Objective:
+        """Any registered objective from its spelling; SearchError listing what is allowed otherwise."""
+        for kind in objective_kinds():
+            found = kind.read(text)
+            if found is not None:
+                return found
+        raise SearchError(f"--objective {text!r} is not allowed; use {objective_help()}.")
 
-    @property
-    def direction(self) -> str:
-        return "maximize" if self.kind == "throughput" else "minimize"
-
-    @property
-    def counts_compile(self) -> bool:
-        """Whether the objective's figure holds compile time (`time-to:N`, `compile-time`)."""
-        return self.kind in ("time-to", "compile-time")
+    @classmethod
+    def read(cls, text: str) -> Objective | None:
+        """This kind's objective if `text` spells it, else None."""
+        return cls() if text == cls.name else None
 
     @property
     def unit(self) -> str:
-        return {
-            "throughput": "samples/s",
-            "compile-time": "s compile",
-            "peak-memory": "MiB peak memory",
-        }.get(self.kind, f"s (compile + {self.steps} steps)")
+        """The unit of its figure, for axes and tables."""
+        raise NotImplementedError
 
-    def __str__(self) -> str:
-        return f"time-to:{self.steps}" if self.kind == "time-to" else self.kind
+    @property
+    def horizon(self) -> int | None:
+        """The steps its figure runs after compiling (time-to:N), or None."""
+        return None
 
-    def value(self, samples_per_second: float, batches_per_second: float, compile_seconds: float) -> float:
-        """The speed objective for one measurement."""
-        if self.kind == "throughput":
-            return samples_per_second
-        return compile_seconds + self.steps / max(batches_per_second, 1e-9)
+    def speed_value(self, samples_per_second: float, batches_per_second: float, compile_seconds: float) -> float:
+        """A speed objective's figure for one measurement."""
+        raise SearchError(f"{self}: is not a speed objective.")
 
     def of(self, record: RunRecord) -> float:
         """The objective of one complete run."""
-        if self.kind == "compile-time":
-            return float(record.compile_seconds or 0.0)
-        if self.kind == "peak-memory":
-            return float(record.peak_memory_mb or 0.0)
-        assert record.samples_per_second is not None and record.batches_per_second is not None
-        return self.value(record.samples_per_second, record.batches_per_second, record.compile_seconds or 0.0)
+        raise NotImplementedError
 
     def better(self, a: float, b: float) -> bool:
         return a > b if self.direction == "maximize" else a < b
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@functools.cache
+def objective_kinds() -> tuple[type[Objective], ...]:
+    """Every registered kind of objective, in the order of its module's name."""
+    return tuple(type(entry) for _, entry in declared_in("autotune.measure.stats.objectives", "OBJECTIVE", Objective))
+
+
+def objective_help() -> str:
+    """What `--objective` accepts, in words, from the registered objectives."""
+    speeds = " or ".join(f"'{kind.spelled}'" for kind in objective_kinds() if kind.speed)
+    trade = " and/or ".join(f"'{kind.spelled}'" for kind in objective_kinds() if not kind.speed)
+    return f"{speeds}, or a comma-separated list of one of those with {trade} (e.g. 'throughput,compile-time')"
 
 
 @dataclass(frozen=True)
@@ -103,15 +121,16 @@ class Objectives:
         parts = [part.strip() for part in str(text).split(",")]
         if len(parts) == 1:
             return cls((Objective.parse(parts[0]),))
-        items = [Objective._one(part) for part in parts]
-        speed = [o for o in items if o.kind in SPEED_KINDS]
+        items = [Objective.one(part) for part in parts]
+        speed = [o for o in items if o.speed]
         if len(speed) != 1 or items[0] not in speed:
+            trade = ", ".join(kind.spelled for kind in objective_kinds() if not kind.speed)
             raise SearchError(
                 f"--objective {text!r}: a list starts with one speed objective ('throughput' or 'time-to:N') "
-                f"followed by trade-offs ({', '.join(TRADE_OFF_KINDS)})."
+                f"followed by trade-offs ({trade})."
             )
-        kinds = [o.kind for o in items]
-        if len(set(kinds)) != len(kinds):
+        names = [o.name for o in items]
+        if len(set(names)) != len(names):
             raise SearchError(f"--objective {text!r} names an objective twice.")
         return cls(tuple(items))
 
@@ -142,7 +161,7 @@ class Objectives:
     def __str__(self) -> str:
         return ",".join(str(o) for o in self.items)
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[Objective]:
         return iter(self.items)
 
 

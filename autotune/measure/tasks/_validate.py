@@ -26,7 +26,7 @@ from autotune.measure.engine import (
 )
 from autotune.measure.format import interval
 from autotune.measure.report import confirmation_table
-from autotune.measure.stats import BAND, Interval, Objective, outcome
+from autotune.measure.stats import BAND, Interval, Throughput, outcome
 from autotune.measure.tasks._recipes import read_recipe
 from autotune.runtime import tuned
 from autotune.runtime.config import CompileConfig
@@ -173,7 +173,7 @@ def validate(
     campaign = measure(
         harness,
         [*Subject.baselines(), Subject(name="config", config=config)],
-        objective=Objective(),
+        objective=Throughput(),
         budget=budget,
         on_run=on_run,
         on_replicate=on_replicate,

@@ -146,7 +146,7 @@ def history(
         xs = [r["number"] for r in rows if r["state"] == state]
         if xs:
             ax.scatter(xs, [low] * len(xs), marker=marker, color=color, label=f"{state.lower()} (no value)", zorder=3)
-    if objective.kind == "throughput":
+    if objective.per_sample:
         for name, label, style in (("eager", "eager", ":"), ("compile", "plain torch.compile", "--")):
             value = baselines.get(name, {}).get("samples_per_second")
             if value:
@@ -220,7 +220,7 @@ def pareto(out_dir: Path, front: list[dict[str, Any]]) -> Plot:
         _ring(ax, figures["compile_seconds"], figures[speed_name], f"best.yaml: {picked['subject']}")
     ax.margins(x=0.12, y=0.12)  # room for the labels of the points at the edges
     ax.set_xlabel("compile and warm-up seconds (first, cold run)")
-    ax.set_ylabel(speed_name + (" (samples/s)" if speed_name == "throughput" else " (s)"))
+    ax.set_ylabel(f"{speed_name} ({Objective.one(speed_name).unit})")
     ax.set_title(title)
     return title, _save(plt, ax, out_dir, "pareto.png")
 

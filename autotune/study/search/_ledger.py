@@ -149,7 +149,7 @@ class StudyLedger:
 
     def best_total_seconds(self) -> float | None:
         """For a time-to:N study, the best complete trial's compile time plus N steps (seconds), else None."""
-        if self.objective.kind != "time-to":
+        if self.objective.horizon is None:
             return None
         values = [
             value

@@ -353,7 +353,7 @@ class TrialLoop:
         trial.set_user_attr("reused_run", what)
         if record.complete and not self.objectives.multi:
             # Plain compile against itself: a ratio of 1 at every block, as the pruner would have seen it.
-            value = self.objective.value(
+            value = self.objective.speed_value(
                 record.samples_per_second or 0.0, record.batches_per_second or 0.0, record.compile_seconds or 0.0
             )
             for step in range(self.harness.protocol.windows):

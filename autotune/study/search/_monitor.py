@@ -132,7 +132,7 @@ class Monitor:
         if paired.samples_per_second is None:
             return None
         objective = self.loop.objective
-        value = objective.value(paired.samples_per_second, paired.batches_per_second or 0.0, self.compile_seconds)
+        value = objective.speed_value(paired.samples_per_second, paired.batches_per_second or 0.0, self.compile_seconds)
         step = paired.blocks - 1
         # Optuna's pruners judge one objective; a multi-objective study is pruned for slowness only.
         # Only the blocks every trial measures are reported: past them run only contenders, and a

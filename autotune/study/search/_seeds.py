@@ -240,7 +240,7 @@ def stacked_recipes(study: optuna.Study, seeds: Sequence[Seed], objective: Objec
 def _faster(trial: optuna.trial.FrozenTrial, bar: float, objective: Objective) -> bool:
     """Whether a recipe's trial ran faster than plain compile: its anchored ratio, or its value against `bar`."""
     ratio = trial.user_attrs.get("speedup_vs_compile")
-    if objective.kind == "throughput" and ratio is not None:
+    if objective.per_sample and ratio is not None:
         return float(ratio) > 1.0
     return trial_rank(trial, objective) > bar
 
