@@ -210,3 +210,23 @@ def test_a_library_caller_passes_optuna_sampler_and_pruner_objects_as_they_are(t
         SearchOptions(model="m:w", device="cpu", sampler=42)  # type: ignore[arg-type]
     with pytest.raises(SearchError, match="--pruner 'sometimes' is not allowed"):
         SearchOptions(model="m:w", device="cpu", pruner="sometimes")
+
+
+def test_a_library_caller_passes_an_optuna_storage_object_and_the_study_is_opened_in_it(tmp_path) -> None:
+    from autotune.measure import Objectives
+    from autotune.runtime.summary import WorkloadSummary
+    from autotune.study.search import open_search_study
+    from autotune.study.storage import opened_in
+
+    url = f"sqlite:///{tmp_path / 'own.db'}"
+    storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}})
+    options = SearchOptions(model="m:w", device="cpu", out=str(tmp_path / "out"), storage=storage)
+    assert options.storage_url == url and options.storage_object is storage and not options.shared
+    study, _ = open_search_study(
+        options, Objectives.parse("throughput"), WorkloadSummary(spec="m:w", task="infer"), {}, "default"
+    )
+    assert opened_in(study) is storage, "used as it is, with its own engine settings, not opened again from its URL"
+    assert optuna.load_study(study_name=study.study_name, storage=url).user_attrs["model"] == "m:w"
+    assert not (tmp_path / "out" / "study.db").exists(), "nothing is written beside it"
+    with pytest.raises(SearchError, match="storage: InMemoryStorage is not allowed; give a database URL or an "):
+        SearchOptions(model="m:w", device="cpu", storage=optuna.storages.InMemoryStorage())  # type: ignore[arg-type]

@@ -44,7 +44,7 @@ def open_search_study(
     heartbeat = options.liveness.storage_kwargs() if options.shared else None
     study = create_study(
         options.name,
-        options.storage_url,
+        options.storage_object or options.storage_url,
         heartbeat=heartbeat,
         sampler=_sampler(options),
         pruner=pruner,
@@ -97,7 +97,7 @@ def forget_new_study(options: SearchOptions, study: optuna.Study) -> None:
     """Remove a study a session created when it failed before its first trial: no empty study is left."""
     if study.get_trials(deepcopy=False):
         return
-    storage = open_storage(options.storage_url)
+    storage = options.storage_object or open_storage(options.storage_url)
     optuna.delete_study(study_name=study.study_name, storage=storage)
     if options.storage is None and not optuna.get_all_study_summaries(storage):
         (options.out_dir / "study.db").unlink(missing_ok=True)

@@ -57,8 +57,10 @@ class SearchOptions:
     """The output folder (default: outputs/<study-name>)."""
     study_name: str | None = None
     """The study's name (default: derived from `model`)."""
-    storage: str | None = None
-    """An Optuna storage URL (default: SQLite in the output folder); a database server lets several hosts share it."""
+    storage: str | optuna.storages.RDBStorage | None = None
+    """An Optuna storage URL (default: SQLite in the output folder); a database server lets several hosts share it.
+    From Python, an `optuna.storages.RDBStorage` object too, used as it is: its own engine settings, and its own
+    heartbeat (`heartbeat_interval` and `grace_period` below then do not apply)."""
     heartbeat_interval: int = 10
     """A shared storage's trials beat every this many seconds."""
     grace_period: int = 60
@@ -162,8 +164,13 @@ class SearchOptions:
         refuse_shared_exclusive(self.devices, self.workers, os.environ.get("CUDA_VISIBLE_DEVICES"))
         Objectives.parse(self.objective)
         parse_pick(self.pick)
+        if self.storage is not None and not isinstance(self.storage, (str, optuna.storages.RDBStorage)):
+            raise SearchError(
+                f"storage: {type(self.storage).__name__} is not allowed; give a database URL or an "
+                "optuna.storages.RDBStorage (a study another process may read back needs a database)."
+            )
         if self.storage is not None:
-            check_storage_url(self.storage)  # refused before any folder or study is made
+            check_storage_url(self.storage_url)  # refused before any folder or study is made
         load_space(self.space)  # a space that is not there, or not valid, before the workload is built
 
     @property
@@ -191,7 +198,14 @@ class SearchOptions:
 
     @property
     def storage_url(self) -> str:
+        if isinstance(self.storage, optuna.storages.RDBStorage):
+            return str(self.storage.url)
         return self.storage or f"sqlite:///{(self.out_dir / 'study.db').resolve()}"
+
+    @property
+    def storage_object(self) -> optuna.storages.RDBStorage | None:
+        """The caller's own storage object, or None where the search opens its storage from the URL."""
+        return self.storage if isinstance(self.storage, optuna.storages.RDBStorage) else None
 
     @property
     def shared(self) -> bool:

@@ -121,9 +121,16 @@ def _with_driver(url: str) -> str:
     return f"postgresql+psycopg://{rest}" if sep and scheme in _POSTGRES else url
 
 
-def create_study(name: str, storage: str, *, heartbeat: dict[str, Any] | None = None, **kwargs: Any) -> optuna.Study:
+def create_study(
+    name: str,
+    storage: str | optuna.storages.RDBStorage,
+    *,
+    heartbeat: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> optuna.Study:
     """`optuna.create_study(load_if_exists=True)`, retried when two processes create the same new study at once.
 
+    `storage`: a database URL, or a caller's RDBStorage object, used as it is (`heartbeat` then does not apply).
     `heartbeat`: RDBStorage's heartbeat arguments (see `autotune.study.storage._heartbeat`), or None.
 
     Two processes opening a new SQLite file race on creating its tables (one sees "table
@@ -132,18 +139,19 @@ def create_study(name: str, storage: str, *, heartbeat: dict[str, Any] | None = 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     heartbeat = heartbeat or {}
     last: Exception | None = None
+    url = storage if isinstance(storage, str) else str(storage.url)
     for attempt in range(_ATTEMPTS):
         try:
-            rdb = open_storage(storage, **heartbeat)
+            rdb = open_storage(storage, **heartbeat) if isinstance(storage, str) else storage
             study = optuna.create_study(study_name=name, storage=rdb, load_if_exists=True, **kwargs)
             _OPENED[study] = rdb
             return study
         except sqlalchemy.exc.SQLAlchemyError as exc:
-            _refuse_damaged(storage, exc)
+            _refuse_damaged(url, exc)
             last = exc
             time.sleep(0.1 * (attempt + 1))
     raise SearchError(
-        f"cannot open study {name!r} in {shown(storage)}: {_first_line(last)}; is another process holding it?"
+        f"cannot open study {name!r} in {shown(url)}: {_first_line(last)}; is another process holding it?"
     )
 
 
