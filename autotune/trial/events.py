@@ -15,9 +15,9 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
-from autotune.trial.records import WireRecord, WorkerOrder, event_line, parse_event
+from autotune.trial.records import GoCommand, WireRecord, WorkerOrder, event_line, parse_command, parse_event
 
 __all__ = [
     "COMMAND_FD_VARIABLE",
@@ -92,7 +92,7 @@ def open_request(argv: list[str] | None) -> tuple[WorkerOrder, Events]:
 
 
 def wait_for_go() -> bool:
-    """Block until the parent's first command; True when it is `{"do": "go"}`, False for any other or a closed channel.
+    """Block until the parent's first command; True when it is `GoCommand`, False for any other or a closed channel.
 
     Read a byte at a time, straight from the descriptor, so that nothing after the line is taken
     from `command_channel`, which reads the same descriptor later.
@@ -104,11 +104,10 @@ def wait_for_go() -> bool:
         if not byte:
             return False
         line += byte
-    command = _command(line)
-    return command is not None and command.get("do") == "go"
+    return isinstance(parse_command(line), GoCommand)
 
 
-def command_channel() -> Iterator[dict[str, Any]] | None:
+def command_channel() -> Iterator[WireRecord] | None:
     """The parent's commands to a ready worker, one JSON object per line, until the parent closes the channel.
 
     None for a worker started without a command channel (AUTOTUNE_COMMAND_FD unset): a one-shot run.
@@ -117,18 +116,9 @@ def command_channel() -> Iterator[dict[str, Any]] | None:
     return _commands(int(fd)) if fd else None
 
 
-def _commands(fd: int) -> Iterator[dict[str, Any]]:
+def _commands(fd: int) -> Iterator[WireRecord]:
     with os.fdopen(fd, "r", buffering=1) as channel:
         for line in channel:
-            command = _command(line)
+            command = parse_command(line)
             if command is not None:
                 yield command
-
-
-def _command(line: str | bytes) -> dict[str, Any] | None:
-    """One line of the command channel as a command; None for a line that is not a JSON object."""
-    try:
-        command = json.loads(line)
-    except ValueError:
-        return None
-    return command if isinstance(command, dict) else None

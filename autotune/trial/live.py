@@ -49,19 +49,24 @@ from autotune.trial.records import (
     CacheSaved,
     Compiled,
     DoctorFindings,
+    EndCommand,
     EnvironmentReport,
     Event,
     Failure,
     FreshPass,
+    GoCommand,
     Held,
     Pausable,
     Paused,
     PhaseChange,
     ReadyReport,
     ResultReport,
+    StreamCommand,
     Window,
+    WindowCommand,
     WireRecord,
     WorkerOrder,
+    command_line,
     parse_event,
 )
 from autotune.trial.request import CompileStops, RunProtocol, TrialRequest, TrialRun
@@ -182,18 +187,18 @@ class LiveWorker:
 
     def release(self) -> bool:
         """Let a held worker go on to build, compile and settle; False when it is gone."""
-        return self._send({"do": "go"})
+        return self._send(GoCommand())
 
     def window(self, index: int, start: int, count: int, passes: int = 1) -> Window | None:
         """Measure one window: `passes` passes over stream batches start .. start+count-1; its record, or None."""
-        if not self._send({"do": "window", "index": index, "start": start, "count": count, "passes": passes}):
+        if not self._send(WindowCommand(index=index, start=start, count=count, passes=passes)):
             return None
         found = self.follow({Window}, self.request.timeout)
         return found if isinstance(found, Window) else None
 
     def stream(self) -> FreshPass | None:
         """One timed pass over the whole fresh stream (it fills the subject's cache); its record, or None."""
-        if not self._send({"do": "stream"}):
+        if not self._send(StreamCommand()):
             return None
         found = self.follow({FreshPass}, self.request.timeout)
         return found if isinstance(found, FreshPass) else None
@@ -298,7 +303,7 @@ class LiveWorker:
     def end(self, *, stream: bool = False) -> TrialRun:
         """Tell the worker to end (after one pass over the stream, with `stream`), collect its result, clean up."""
         self.resume()
-        if self.alive and not self.stop_reason and self._send({"do": "end", "stream": stream}):
+        if self.alive and not self.stop_reason and self._send(EndCommand(stream=stream)):
             self.follow({ResultReport, DoctorFindings}, self.request.timeout)
         return self._finish()
 
@@ -307,9 +312,9 @@ class LiveWorker:
         self.stop_reason = self.stop_reason or "killed"
         return self._finish()
 
-    def _send(self, command: dict[str, Any]) -> bool:
+    def _send(self, command: WireRecord) -> bool:
         try:
-            self.commands.write(json.dumps(command) + "\n")
+            self.commands.write(command_line(command) + "\n")
             self.commands.flush()
         except (BrokenPipeError, OSError, ValueError):
             return False

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, TypeVar, Union, get_args, get_origin
 from autotune.errors import RecordError
 
 __all__ = [
+    "COMMANDS",
     "WorkerOrder",
     "EVENT_VERSION",
     "CacheLoaded",
@@ -28,10 +29,12 @@ __all__ = [
     "Compiled",
     "DoctorFindings",
     "DynamoCounts",
+    "EndCommand",
     "EnvironmentReport",
     "Event",
     "Failure",
     "FreshPass",
+    "GoCommand",
     "Held",
     "Pausable",
     "Paused",
@@ -39,9 +42,13 @@ __all__ = [
     "ReadyReport",
     "ResultReport",
     "SettleWindow",
+    "StreamCommand",
     "Window",
+    "WindowCommand",
     "WireRecord",
+    "command_line",
     "event_line",
+    "parse_command",
     "parse_event",
 ]
 
@@ -507,3 +514,70 @@ def parse_event(line: bytes | str) -> Event | None:
     if not isinstance(record, dict):
         raise RecordError(f"the worker's {kind.KIND!r} event carries no record object (got {record!r:.200}).")
     return Event(record=kind.from_json(record), time=float(time))
+
+
+# -- the parent's commands to a worker, one JSON line each on the command channel: {"do": KIND, **fields} -----------
+
+
+@dataclass(frozen=True, kw_only=True)
+class GoCommand(WireRecord):
+    """A held worker (see `hold`) goes on: it builds, compiles and settles."""
+
+    KIND: ClassVar[str] = "go"
+
+
+@dataclass(frozen=True, kw_only=True)
+class WindowCommand(WireRecord):
+    """Measure one window: `passes` passes over stream batches `start` .. `start + count - 1`."""
+
+    KIND: ClassVar[str] = "window"
+    index: int
+    """The window's number in its block, which the worker's `Window` record carries back."""
+    start: int
+    """The first batch of the fresh stream it times (modulo the stream's length)."""
+    count: int
+    """How many batches it times."""
+    passes: int = 1
+    """Passes over those batches."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StreamCommand(WireRecord):
+    """One timed pass over the whole fresh stream."""
+
+    KIND: ClassVar[str] = "stream"
+
+
+@dataclass(frozen=True, kw_only=True)
+class EndCommand(WireRecord):
+    """Say the run's last word and end; `stream`: a first run's pass over the fresh stream before it."""
+
+    KIND: ClassVar[str] = "end"
+    stream: bool
+    """Run the timed pass over the fresh stream first."""
+
+
+COMMANDS: dict[str, type[WireRecord]] = {
+    kind.KIND: kind for kind in (GoCommand, WindowCommand, StreamCommand, EndCommand)
+}
+"""The commands a worker understands, by the name they travel under."""
+
+
+def command_line(command: WireRecord) -> str:
+    """One command line, without its newline."""
+    return json.dumps({"do": command.KIND, **command.to_json()})
+
+
+def parse_command(line: bytes | str) -> WireRecord | None:
+    """The command of a line the parent wrote; None for a line that is not a JSON object. A command of an unknown
+    kind, or that lacks a field or has one it should not, is a `RecordError` that names it."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(message, dict):
+        return None
+    kind = COMMANDS.get(str(message.pop("do", None)))
+    if kind is None:
+        raise RecordError(f"the parent sent an unknown command {line!r:.200}; known: {', '.join(sorted(COMMANDS))}.")
+    return kind.from_json(message)

@@ -10,16 +10,17 @@ It builds the workload, applies the configuration by executing the generated
 
 Started beside other subjects (AUTOTUNE_HOLD set), it first imports, says "held" and waits for
 its parent's go (`hold`). Then it says "ready" and does what its parent asks, one command per
-line on the descriptor named by AUTOTUNE_COMMAND_FD (without one, it ends at once):
+line on the descriptor named by AUTOTUNE_COMMAND_FD (without one, it ends at once), each a typed
+record of `autotune.trial.records`:
 
-* `{"do": "window", "index": k, "start": s, "count": n}`: time batches s .. s+n-1 of the fresh
+* `WindowCommand(index=k, start=s, count=n)`: time batches s .. s+n-1 of the fresh
   stream (modulo its length), each once, with the calibration probe just before; the steps
   that compiled a new shape are timed apart and counted. The parent gives every subject of a
   block the same slice, and stops the others (SIGSTOP) while one measures;
-* `{"do": "stream"}`: one timed pass over the whole stream, the compiles of new shapes
+* `StreamCommand()`: one timed pass over the whole stream, the compiles of new shapes
   included and counted (a first run's figure); it also fills the subject's cache with every
   shape the stream holds, for its later, warm runs;
-* `{"do": "end", "stream": true}`: optionally that pass, then the result: peak memory,
+* `EndCommand(stream=True)`: optionally that pass, then the result: peak memory,
   dynamo's counters, the load and CPU steal.
 
 It streams JSON-lines events to the parent on the file descriptor named by
@@ -74,6 +75,7 @@ from autotune.trial.records import (
     CacheSaved,
     Compiled,
     DynamoCounts,
+    EndCommand,
     EnvironmentReport,
     Failure,
     FreshPass,
@@ -83,7 +85,9 @@ from autotune.trial.records import (
     ReadyReport,
     ResultReport,
     SettleWindow,
+    StreamCommand,
     Window,
+    WindowCommand,
     WorkerOrder,
 )
 from autotune.trial.request import RunProtocol, noisy_reason
@@ -175,14 +179,13 @@ class WorkerRun:
             self._end(stream=True)
             return
         for command in commands:
-            if command.get("do") == "window":
+            if isinstance(command, WindowCommand):
                 self._set_phase("measure")
-                slice_ = (int(command["start"]), int(command["count"]))
-                measure_window(self, int(command["index"]), slice_, int(command.get("passes", 1)))
-            elif command.get("do") == "stream":
+                measure_window(self, command.index, (command.start, command.count), command.passes)
+            elif isinstance(command, StreamCommand):
                 fresh_stream(self)
-            elif command.get("do") == "end":
-                self._end(stream=bool(command.get("stream")))
+            elif isinstance(command, EndCommand):
+                self._end(stream=command.stream)
                 return
         # The channel closed without an end: the parent is done with this worker.
 

@@ -206,3 +206,28 @@ def test_a_record_only_the_parent_makes_is_refused_from_a_worker() -> None:
     line = event_line(Paused(seconds=2.0), 1.0)
     with pytest.raises(RecordError, match="unknown event 'paused'"):
         parse_event(line)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        records.GoCommand(),
+        records.WindowCommand(index=2, start=10, count=4, passes=3),
+        records.StreamCommand(),
+        records.EndCommand(stream=True),
+    ],
+)
+def test_every_command_of_the_parent_survives_its_line_and_the_worker_reads_it_as_its_type(
+    command: WireRecord,
+) -> None:
+    line = records.command_line(command)
+    assert json.loads(line)["do"] == command.KIND
+    assert records.parse_command(line) == command and records.parse_command(line.encode()) == command
+
+
+def test_a_command_of_an_unknown_kind_or_with_a_wrong_field_is_refused_and_anything_else_is_no_command() -> None:
+    with pytest.raises(RecordError, match="unknown command .*known: end, go, stream, window"):
+        records.parse_command('{"do": "pause"}')
+    with pytest.raises(RecordError, match="missing field.s. count"):
+        records.parse_command('{"do": "window", "index": 1, "start": 0}')
+    assert records.parse_command("not json") is None and records.parse_command("[1, 2]") is None

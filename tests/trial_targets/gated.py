@@ -20,7 +20,7 @@ import sys
 import time
 
 from autotune.trial.events import command_channel, open_request
-from autotune.trial.records import FreshPass, Pausable, PhaseChange
+from autotune.trial.records import EndCommand, FreshPass, Pausable, PhaseChange
 from tests import fake_records
 
 
@@ -45,8 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     events.emit(fake_records.compiled(compile_seconds=settled - started, compile_span=[started, settled]))
     events.emit(fake_records.ready(settle_windows=[1.0]))
     events.emit(PhaseChange(phase="ready"))
-    for command in command_channel() or [{"do": "end", "stream": True}]:
-        if command.get("do") == "end":
+    for command in command_channel() or [EndCommand(stream=True)]:
+        if isinstance(command, EndCommand):
             break
     events.emit(PhaseChange(phase="measure"))
     measure_started = time.time()
