@@ -32,7 +32,7 @@ def read_for_training(path: str | os.PathLike[str], *, trainer: str, stacklevel:
         tuned = load(path)
     for warning in caught:
         warnings.warn(warning.message, warning.category, stacklevel=stacklevel + 1)
-    if tuned.workload.task != "train":
+    if not tuned.workload.trains:
         raise ConfigError(
             f"{path} was tuned for the {tuned.workload.task!r} task, and {trainer} trains: its settings were "
             "measured on forward passes without gradients. Search the training itself, e.g. "

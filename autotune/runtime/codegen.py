@@ -108,11 +108,11 @@ def _check_fits(config: CompileConfig, workload: WorkloadSummary) -> None:
     if unknown:
         raise ConfigError(f"module_settings: {unknown} are not among the workload's modules {list(workload.modules)}.")
     for name in ("compile_optimizer", "compiled_autograd"):
-        if getattr(config, name) and workload.task != "train":
+        if getattr(config, name) and not workload.trains:
             raise ConfigError(f"{name}: true needs a train workload, but the task is {workload.task!r}.")
     for name, value in config.knobs.items():
         needs = knob(name).needs
-        if needs in ("training", "autotune's backward") and workload.task != "train":
+        if needs in ("training", "autotune's backward") and not workload.trains:
             raise ConfigError(f"{name}: {value!r} needs a train workload, but the task is {workload.task!r}.")
         if needs == "dynamic inputs" and not workload.dynamic_dims:
             raise ConfigError(f"{name}: {value!r} needs declared dynamic_dims, but the workload has none.")

@@ -40,6 +40,11 @@ class WorkloadSummary:
     own_step: bool = False
     """Whether the workload runs the user's own training step (`Workload.step`), which calls loss.backward() itself."""
 
+    @property
+    def trains(self) -> bool:
+        """Whether the workload trains (`task='train'`): an optimizer steps and gradients flow."""
+        return self.task == "train"
+
     def __post_init__(self) -> None:
         if self.task not in TASKS:
             raise ConfigError(f"workload.task: {quote(self.task)} is not allowed; use one of {TASKS}.")

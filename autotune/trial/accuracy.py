@@ -7,26 +7,12 @@ candidate and asks `compare` about each pair of tensors.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
-from typing import Any
 
 import torch
 
+from autotune.workload.steps import tensor_leaves
+
 __all__ = ["PRECISION_TOLERANCE", "compare", "tensor_leaves", "tolerance_for", "working_dtype"]
-
-
-def tensor_leaves(value: Any) -> Iterator[torch.Tensor]:
-    """Every floating-point tensor inside an output (tensors, tuples, lists, dicts, ModelOutputs)."""
-    if isinstance(value, torch.Tensor):
-        if value.is_floating_point():
-            yield value
-    elif isinstance(value, Mapping) or hasattr(value, "to_tuple"):
-        items = value.values() if isinstance(value, Mapping) else value.to_tuple()
-        for item in items:
-            yield from tensor_leaves(item)
-    elif isinstance(value, (tuple, list)):
-        for item in value:
-            yield from tensor_leaves(item)
 
 
 def working_dtype(autocast: torch.dtype | None, model: torch.nn.Module) -> torch.dtype | None:

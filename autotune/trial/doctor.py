@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         drawn = workload.fresh_batches(seed=seed, count=protocol.fresh_batches)
         fresh = [to_device(b, device.torch_device) for b in drawn]
         model = workload.model.to(device.torch_device)
-        model.train(workload.task == "train")
+        model.train(workload.trains)
         step = StepRunner(workload, device.torch_device, cuda_graphs=False)
         optimizer, step.extras = workload.build_optimizer(model)
         compiled = compiled_as_generated(model, backend="eager")

@@ -422,7 +422,7 @@ class DoctorFindings(WireRecord):
     recompile_limit: int
     """dynamo's recompile limit."""
     task: str
-    """'train' or 'infer'."""
+    """The workload's task, as `Workload.task` names it."""
     dynamic_dims: dict[str, list[int]]
     """The workload's declared dynamic axes, by input."""
     lengths: dict[str, list[int]]

@@ -93,6 +93,7 @@ from autotune.trial.records import (
 from autotune.trial.request import RunProtocol, noisy_reason
 from autotune.trial.shared_builds import SharedBuilds, watch_shared_builds
 from autotune.workload import Workload, preimport, resolve, samples_in
+from autotune.workload.steps import StepState, step_of
 
 __all__ = [
     "EagerReference",
@@ -304,7 +305,7 @@ class WorkerRun:
         excluded = reference.check(self.model, self.optimizer, self.prepare) if reference is not None else 0.0
         check_span = [check_started, check_started + excluded]
         del reference
-        self.model.train(self.workload.task == "train")
+        self.model.train(self.step.kind.trains)
         if self.generated is None:
             eager_is_finite(self)
         # Peak memory from here on: the compiled steps, not the accuracy check's tensors.
@@ -374,7 +375,7 @@ def eager_is_finite(trial: WorkerRun) -> None:
         for tensor in tensor_leaves(returned):
             if not bool(torch.isfinite(tensor).all()):
                 bad = tensor[~torch.isfinite(tensor)].flatten()[0].item()
-                what = "loss" if trial.workload.task == "train" else "output"
+                what = trial.step.kind.checks
                 raise TrialFailure(
                     "workload_error",
                     f"eager's own {what} is {bad} on fixed batch {index}: the workload does not compute finite "
@@ -501,49 +502,43 @@ def fresh_stream(trial: WorkerRun) -> FreshPass:
 
 
 class StepRunner:
-    """One training or inference step, the way a user's loop runs it under this configuration."""
+    """One step the way a user's loop runs it under this configuration: the workload's kind of step
+    (`autotune.workload.steps`), with what it carries from call to call."""
 
     def __init__(self, workload: Workload, device: torch.device, cuda_graphs: bool) -> None:
         self.workload = workload
-        self.cuda_graphs = cuda_graphs
-        self.autocast = (
-            torch.autocast(device.type, dtype=workload.autocast) if workload.autocast else contextlib.nullcontext()
-        )
-        self.backward: Callable[[torch.Tensor], None] = torch.Tensor.backward
-        self.extras: Any = None
-        """What the workload's `setup` built besides the optimizer, for its own step."""
-        self.micro_batches = 0
-        """Training micro-batches run so far; the optimizer steps after every `accumulation_steps` of them."""
+        self.kind = step_of(workload)
+        autocast = torch.autocast(device.type, dtype=workload.autocast) if workload.autocast else None
+        self.state = StepState(autocast=autocast or contextlib.nullcontext(), cuda_graphs=cuda_graphs)
+
+    @property
+    def cuda_graphs(self) -> bool:
+        return self.state.cuda_graphs
+
+    @property
+    def backward(self) -> Callable[[torch.Tensor], None]:
+        return self.state.backward
+
+    @backward.setter
+    def backward(self, backward: Callable[[torch.Tensor], None]) -> None:
+        self.state.backward = backward
+
+    @property
+    def extras(self) -> Any:
+        return self.state.extras
+
+    @extras.setter
+    def extras(self, extras: Any) -> None:
+        self.state.extras = extras
 
     def forward(self, model: nn.Module, batch: Any) -> Any:
-        with self.autocast:
-            return self.workload.run_forward(model, batch)
+        return self.kind.forward(self.state, model, batch)
 
     def __call__(self, model: nn.Module, optimizer: torch.optim.Optimizer | None, batch: Any) -> Any:
-        if self.cuda_graphs:
+        if self.state.cuda_graphs:
             # Replayed graphs reuse their output buffers: mark each step and read what it returns before the next.
             torch.compiler.cudagraph_mark_step_begin()
-        if self.workload.task == "infer":
-            with torch.no_grad():
-                output = self.forward(model, batch)
-            # Every subject reads what its step returned, at the same cost: a replayed CUDA graph
-            # must (its next replay overwrites the buffers), so the others do too.
-            return [t.clone() for t in tensor_leaves(output)]
-        if self.workload.step is not None:
-            assert optimizer is not None
-            with self.autocast:
-                return self.workload.run_step(model, optimizer, batch, self.extras).clone()
-        loss = self.workload.compute_loss(self.forward(model, batch), batch)
-        accumulation = self.workload.accumulation_steps
-        # Gradient accumulation as the trainers run it: each micro-batch adds loss / k to the gradients,
-        # and the optimizer steps (and the gradients are cleared) once every k micro-batches.
-        self.backward(loss / accumulation if accumulation > 1 else loss)
-        self.micro_batches += 1
-        if self.micro_batches % accumulation == 0:
-            assert optimizer is not None
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-        return loss.detach().clone()
+        return self.kind.run(self.state, model, optimizer, batch)
 
 
 def same_shapes(a: Any, b: Any) -> bool:

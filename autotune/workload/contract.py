@@ -147,11 +147,16 @@ class Workload:
                 "own step accumulates as it likes (one call = one batch). Use accumulation_steps=1."
             )
 
+    @property
+    def trains(self) -> bool:
+        """Whether the workload trains (`task='train'`): an optimizer steps and gradients flow."""
+        return self.task == "train"
+
     def build_optimizer(self, model: nn.Module) -> tuple[torch.optim.Optimizer | None, Any]:
         """(optimizer, extras) for one run on `model`: `setup(model)`'s, else `optimizer(model.parameters())`'s
         (the optimizer is None for inference); extras is a marker that `run_step` passes on to no one when
         `setup` returned the optimizer alone."""
-        if self.task != "train":
+        if not self.trains:
             return None, _NO_EXTRAS
         if self.setup is None:
             assert self.optimizer is not None

@@ -93,7 +93,7 @@ def test_the_replayed_accuracy_check_catches_a_stale_static_input() -> None:
     from autotune.trial.worker import EagerReference, StepRunner, TrialFailure
 
     device = torch.device("cuda")
-    workload = SimpleNamespace(task="infer", autocast=None, run_forward=lambda model, batch: model(batch))
+    workload = SimpleNamespace(trains=False, step=None, autocast=None, run_forward=lambda model, batch: model(batch))
     linear = torch.nn.Linear(16, 16).to(device)
     batch, other = torch.randn(8, 16, device=device), torch.randn(8, 16, device=device)
     for cuda_graphs in (True, False):

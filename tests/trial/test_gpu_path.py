@@ -64,7 +64,7 @@ class Returns(torch.nn.Module):
 def test_every_inference_step_clones_what_it_returns_not_only_cuda_graph_ones() -> None:
     # A replayed CUDA graph returns its static buffers, which the next replay overwrites, so its step
     # copies them; every other subject's step copies too, or reduce-overhead alone would pay for reading.
-    workload = SimpleNamespace(task="infer", autocast=None, run_forward=lambda model, batch: model(batch))
+    workload = SimpleNamespace(trains=False, step=None, autocast=None, run_forward=lambda model, batch: model(batch))
     model = Returns()
     step = StepRunner(workload, torch.device("cpu"), cuda_graphs=False)  # type: ignore[arg-type]
     (out,) = step(model, None, torch.ones(3))
@@ -121,7 +121,7 @@ class Seen(torch.nn.Module):
 
 
 def test_under_cuda_graphs_the_checked_call_is_a_replay_after_warm_up_and_recording_on_another_batch() -> None:
-    workload = SimpleNamespace(task="infer", autocast=None, run_forward=lambda model, batch: model(batch))
+    workload = SimpleNamespace(trains=False, step=None, autocast=None, run_forward=lambda model, batch: model(batch))
     model, batch, other = Seen(), torch.full((4,), 1.0), torch.full((4,), 7.0)
     for cuda_graphs, calls in ((False, [1.0, 1.0]), (True, [1.0, 7.0, 7.0, 1.0])):
         model.seen.clear()

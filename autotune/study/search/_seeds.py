@@ -70,7 +70,7 @@ def expert_recipes(workload: WorkloadSummary) -> list[Seed]:
     seeds = [Seed("plain", "plain torch.compile(model)")]
     if dynamic:
         seeds.append(Seed("mark_dynamic", "the declared dynamic inputs marked dynamic", {"mark_dynamic": True}))
-    if workload.task == "train":
+    if workload.trains:
         # Before regional and max-autotune: the optimizer step is where the benchmark's training
         # gains came from (captioning_static 1.25x, the toy's winner), so a short budget keeps it.
         seeds.append(Seed("compiled-optimizer", "optimizer.step compiled too", {"compile_optimizer": True}))

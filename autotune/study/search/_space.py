@@ -73,8 +73,8 @@ class KnownOption:
 
     needs: str | None = None
     """An option that must be on for this one to change anything (e.g. max_autotune), or None."""
-    task: str | None = None
-    """'infer' for options that only make sense without autograd."""
+    inference_only: bool = False
+    """Options that only make sense without autograd."""
 
 
 KNOWN_OPTIONS: Mapping[str, KnownOption] = {
@@ -87,8 +87,8 @@ KNOWN_OPTIONS: Mapping[str, KnownOption] = {
     "max_autotune_gemm_backends": KnownOption(needs="max_autotune"),
     "triton.cudagraph_trees": KnownOption(needs="triton.cudagraphs"),
     "triton.cudagraph_skip_dynamic_graphs": KnownOption(needs="triton.cudagraphs"),
-    "freezing": KnownOption(task="infer"),
-    "cpp.weight_prepack": KnownOption(needs="freezing", task="infer"),
+    "freezing": KnownOption(inference_only=True),
+    "cpp.weight_prepack": KnownOption(needs="freezing", inference_only=True),
     "cpp.dynamic_threads": KnownOption(),
     "cpp.min_chunk_size": KnownOption(),
     "cpp.enable_unsafe_math_opt_flag": KnownOption(),
@@ -279,8 +279,8 @@ def adapt(
     """`space` without the choices that cannot apply to `workload` on `device` (see `SearchSpace.adapt`)."""
     drop = _Dropped(device=parse_device(device), missing=f"not in the installed torch {_torch_version()}")
     present = {
-        "training": workload.task == "train",
-        "autotune's backward": workload.task == "train" and not workload.own_step,
+        "training": workload.trains,
+        "autotune's backward": workload.trains and not workload.own_step,
         "dynamic inputs": bool(workload.dynamic_dims),
         "precision changes": allow_precision_changes,
     }
@@ -298,7 +298,7 @@ def adapt(
     knobs = _adapted_knobs(space, drop, present)
     options = dict(space.options)
     for name in list(options):
-        why = _option_dropped(name, workload.task, drop.device, allow_precision_changes)
+        why = _option_dropped(name, workload.trains, drop.device, allow_precision_changes)
         if why:
             drop.dropped.append(f"option {name}: {why.replace('missing', drop.missing)}")
             del options[name]
@@ -418,7 +418,7 @@ def _workload_rules(
     return {"fullgraph": fullgraph, "scope": scopes, "padding_alignment": padding, "mark_as": mark_as}
 
 
-def _option_dropped(name: str, task: str, device: Device, allow_precision_changes: bool) -> str | None:
+def _option_dropped(name: str, trains: bool, device: Device, allow_precision_changes: bool) -> str | None:
     """Why a space's Inductor option cannot apply here ('missing' for one the installed torch lacks), or None."""
     known = KNOWN_OPTIONS.get(name, KnownOption())
     if name not in inductor_option_defaults():
@@ -426,7 +426,7 @@ def _option_dropped(name: str, task: str, device: Device, allow_precision_change
     why = device.why_not(name)
     if why:
         return why
-    if (name in INFERENCE_ONLY_OPTIONS or known.task == "infer") and task != "infer":
+    if (name in INFERENCE_ONLY_OPTIONS or known.inference_only) and trains:
         return "inference only"
     if name in PRECISION_OPTIONS and not allow_precision_changes:
         return "changes numerics; search it with --allow-precision-changes"

@@ -1,0 +1,67 @@
+"""`Step`: one step of a workload, whatever its kind, and what it carries between calls."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+from torch import nn
+
+if TYPE_CHECKING:
+    from autotune.workload.contract import Workload
+
+__all__ = ["Step", "StepState", "tensor_leaves"]
+
+
+@dataclass
+class StepState:
+    """What a step carries from one call to the next in one process."""
+
+    autocast: contextlib.AbstractContextManager[Any]
+    """The workload's autocast around the forward (or the user's step), or nothing."""
+    backward: Callable[[torch.Tensor], None] = torch.Tensor.backward
+    """How a loss is backpropagated: `loss.backward()`, or the generated file's `backward` (compiled autograd)."""
+    extras: Any = None
+    """What the workload's `setup` built besides the optimizer, for the user's own step."""
+    micro_batches: int = 0
+    """Training micro-batches run so far; the optimizer steps after every `accumulation_steps` of them."""
+    cuda_graphs: bool = False
+    """Replayed CUDA graphs: each step is marked, and what it returns is read before the next."""
+
+
+class Step:
+    """One kind of step. Subclass it in a module of this package, and pick it in `step_of`."""
+
+    trains: ClassVar[bool]
+    """Whether the step trains: the model is in training mode, an optimizer steps, gradients are checked."""
+    checks: ClassVar[str]
+    """What the accuracy check compares with eager's, in words: 'loss' or 'output'."""
+
+    def __init__(self, workload: Workload) -> None:
+        self.workload = workload
+
+    def forward(self, state: StepState, model: nn.Module, batch: Any) -> Any:
+        """The model's forward on one batch, under the workload's autocast."""
+        with state.autocast:
+            return self.workload.run_forward(model, batch)
+
+    def run(self, state: StepState, model: nn.Module, optimizer: torch.optim.Optimizer | None, batch: Any) -> Any:
+        """One step on one batch; what it returns is read (cloned), as a user's loop would read it."""
+        raise NotImplementedError
+
+
+def tensor_leaves(value: Any) -> Iterator[torch.Tensor]:
+    """Every floating-point tensor inside an output (tensors, tuples, lists, dicts, ModelOutputs)."""
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point():
+            yield value
+    elif isinstance(value, Mapping) or hasattr(value, "to_tuple"):
+        items = value.values() if isinstance(value, Mapping) else value.to_tuple()
+        for item in items:
+            yield from tensor_leaves(item)
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from tensor_leaves(item)
