@@ -11,6 +11,7 @@ import ast
 import inspect
 import linecache
 import math
+import threading
 import types
 from collections.abc import Mapping
 from typing import Any
@@ -41,6 +42,10 @@ def compile_in_place(module, kwargs):
         module.compile(**kwargs)
 '''
 _LINE = 96
+_PARSING = threading.Lock()
+"""Python 3.11's AST constructor keeps its recursion depth per interpreter, not per thread: two threads parsing at
+once (a search's workers generating their trials' code) can fail with "AST constructor recursion depth mismatch"
+(CPython gh-106905). One parse at a time."""
 
 
 def generate(config: CompileConfig, workload: WorkloadSummary, *, created: str, version: str) -> str:
@@ -70,7 +75,8 @@ def generate(config: CompileConfig, workload: WorkloadSummary, *, created: str, 
     source = "\n\n".join(part.strip("\n") for part in preamble)
     source += "".join("\n\n\n" + part.strip("\n") for part in functions) + "\n"
     try:
-        ast.parse(source)
+        with _PARSING:
+            ast.parse(source)
     except SyntaxError as exc:  # pragma: no cover - a bug in this module, never user input
         raise ConfigError(f"generated code does not parse: {exc}") from exc
     return source
@@ -78,12 +84,14 @@ def generate(config: CompileConfig, workload: WorkloadSummary, *, created: str, 
 
 def load_module(source: str, filename: str = "apply_compilation.py") -> types.ModuleType:
     """Execute generated source as a fresh module named `apply_compilation` and return it."""
-    ast.parse(source, filename)
+    with _PARSING:
+        ast.parse(source, filename)
+        code = compile(source, filename, "exec")
     module = types.ModuleType("apply_compilation")
     module.__file__ = filename
     # Registering the lines lets tracebacks (and dynamo's messages) quote the generated code.
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), module.__dict__)
+    exec(code, module.__dict__)
     return module
 
 
