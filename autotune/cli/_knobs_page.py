@@ -6,11 +6,9 @@ python -m autotune.cli._knobs_page --check    # exit 1 when docs/knobs.md differ
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
-from autotune.cli._reference import _cell
+from autotune.cli._reference import _cell, write_page
 from autotune.runtime.knobs import registered
 
 __all__ = ["PAGE", "REGENERATE", "main", "render"]
@@ -71,19 +69,7 @@ def _yaml(value: object) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Rewrite the page, or with --check say whether it is current; returns the exit code."""
-    cli = argparse.ArgumentParser(prog=REGENERATE, description=f"Write {PAGE} from the knob registry.")
-    cli.add_argument("path", nargs="?", default=PAGE, type=Path, help=f"the page (default: {PAGE})")
-    cli.add_argument("--check", action="store_true", help="do not write; exit 1 when the page differs")
-    args = cli.parse_args(argv)
-    text = render()
-    if args.check:
-        current = args.path.read_text(encoding="utf-8") if args.path.exists() else ""
-        if current != text:
-            print(f"{args.path} is out of date with the registry: run `{REGENERATE}`", file=sys.stderr)
-            return 1
-        return 0
-    args.path.write_text(text, encoding="utf-8")
-    return 0
+    return write_page(argv, PAGE, render(), REGENERATE, "the knob registry")
 
 
 if __name__ == "__main__":

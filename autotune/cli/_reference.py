@@ -13,7 +13,7 @@ from pathlib import Path
 
 from autotune.cli import build_parser
 
-__all__ = ["REGENERATE", "main", "render"]
+__all__ = ["REGENERATE", "main", "render", "write_page"]
 
 REGENERATE = "python -m autotune.cli._reference"
 """The command that rewrites docs/cli.md; the test that compares it names it."""
@@ -97,15 +97,19 @@ def _cell(text: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Rewrite the page, or with --check say whether it is current; returns the exit code."""
-    cli = argparse.ArgumentParser(prog=REGENERATE, description="Write docs/cli.md from autotune's parsers.")
-    cli.add_argument("path", nargs="?", default="docs/cli.md", type=Path, help="the page (default: docs/cli.md)")
+    return write_page(argv, "docs/cli.md", render(), REGENERATE, "the parsers")
+
+
+def write_page(argv: list[str] | None, default: str, text: str, regenerate: str, source: str) -> int:
+    """A generated page's command: write `text` to the page, or with --check exit 1 when the page differs."""
+    cli = argparse.ArgumentParser(prog=regenerate, description=f"Write {default} from {source}.")
+    cli.add_argument("path", nargs="?", default=default, type=Path, help=f"the page (default: {default})")
     cli.add_argument("--check", action="store_true", help="do not write; exit 1 when the page differs")
     args = cli.parse_args(argv)
-    text = render()
     if args.check:
         current = args.path.read_text(encoding="utf-8") if args.path.exists() else ""
         if current != text:
-            print(f"{args.path} is out of date with the parsers: run `{REGENERATE}`", file=sys.stderr)
+            print(f"{args.path} is out of date with {source}: run `{regenerate}`", file=sys.stderr)
             return 1
         return 0
     args.path.write_text(text, encoding="utf-8")

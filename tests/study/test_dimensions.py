@@ -53,7 +53,7 @@ EXAMPLES: dict[str, tuple[dict[str, Any], Any]] = {
 """Each dimension: the settings it needs to change anything, and a value other than its neutral one."""
 
 
-def _code(source: str) -> str:
+def code_without_docstrings(source: str) -> str:
     """The generated module without its docstrings (which describe the configuration in words)."""
     tree = ast.parse(source)
     for node in ast.walk(tree):
@@ -90,7 +90,9 @@ def test_each_dimension_generates_code_of_its_own(name: str) -> None:
     needs, value = EXAMPLES[name]
     base = CompileConfig(**needs)
     changed = CompileConfig(**{**needs, name: value})
-    assert _code(_generate(changed)) != _code(_generate(base)), f"{name}={value!r} generates the code of {needs}"
+    assert code_without_docstrings(_generate(changed)) != code_without_docstrings(_generate(base)), (
+        f"{name}={value!r} generates the code of {needs}"
+    )
 
 
 @pytest.mark.parametrize("name", [d.name for d in DIMENSIONS])

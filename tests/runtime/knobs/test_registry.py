@@ -4,7 +4,6 @@ installed torch has, and has its row in docs/knobs.md. A new knob gets these tes
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from autotune.runtime.knobs import Knob, registered
 from autotune.study.search import load_space
 from autotune.study.search._space import bundled_spaces
 from tests.study.summaries import TOY_LIKE
+from tests.study.test_dimensions import code_without_docstrings
 
 pytestmark = pytest.mark.parallel
 
@@ -31,14 +31,7 @@ def _config(entry: Knob, value: object) -> CompileConfig:
 
 def _code(config: CompileConfig) -> str:
     """The generated module without its docstrings (which describe the configuration in words)."""
-    source = codegen.generate(config, TOY_LIKE, created="2026-01-02T03:04:05Z", version="0.0.0")
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        first = body[0] if isinstance(body, list) and body else None
-        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-            node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined,index]
-    return ast.dump(tree)
+    return code_without_docstrings(codegen.generate(config, TOY_LIKE, created="2026-01-02T03:04:05Z", version="0.0.0"))
 
 
 def test_the_registry_finds_the_knob_modules() -> None:
