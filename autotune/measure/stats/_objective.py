@@ -11,6 +11,7 @@ the speed objective, which the confirmation campaign and the pruning use.
 from __future__ import annotations
 
 import functools
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
@@ -23,7 +24,7 @@ __all__ = ["Objective", "Objectives", "faster", "objective_help", "objective_kin
 
 
 @dataclass(frozen=True)
-class Objective:
+class Objective(ABC):
     """One thing a study optimises. Subclass it in a module of `autotune.measure.stats.objectives` (a frozen
     dataclass, `OBJECTIVE` an instance) and set the class variables; override `of`, and `speed_value` for a speed
     objective."""
@@ -72,9 +73,9 @@ class Objective:
         return cls() if text == cls.name else None
 
     @property
+    @abstractmethod
     def unit(self) -> str:
         """The unit of its figure, for axes and tables."""
-        raise NotImplementedError
 
     @property
     def horizon(self) -> int | None:
@@ -85,9 +86,9 @@ class Objective:
         """A speed objective's figure for one measurement."""
         raise SearchError(f"{self}: is not a speed objective.")
 
+    @abstractmethod
     def of(self, record: RunRecord) -> float:
         """The objective of one complete run."""
-        raise NotImplementedError
 
     def better(self, a: float, b: float) -> bool:
         return a > b if self.direction == "maximize" else a < b
@@ -99,7 +100,9 @@ class Objective:
 @functools.cache
 def objective_kinds() -> tuple[type[Objective], ...]:
     """Every registered kind of objective, in the order of its module's name."""
-    return tuple(type(entry) for _, entry in declared_in("autotune.measure.stats.objectives", "OBJECTIVE", Objective))
+    # `declared_in` only checks instances against the class, which an abstract class does as well as any.
+    found = declared_in("autotune.measure.stats.objectives", "OBJECTIVE", Objective)  # type: ignore[type-abstract]
+    return tuple(type(entry) for _, entry in found)
 
 
 def objective_help() -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -32,7 +33,7 @@ class StepState:
     """Replayed CUDA graphs: each step is marked, and what it returns is read before the next."""
 
 
-class Step:
+class Step(ABC):
     """One kind of step. Subclass it in a module of this package, and pick it in `step_of`."""
 
     trains: ClassVar[bool]
@@ -48,9 +49,9 @@ class Step:
         with state.autocast:
             return self.workload.run_forward(model, batch)
 
+    @abstractmethod
     def run(self, state: StepState, model: nn.Module, optimizer: torch.optim.Optimizer | None, batch: Any) -> Any:
         """One step on one batch; what it returns is read (cloned), as a user's loop would read it."""
-        raise NotImplementedError
 
 
 def tensor_leaves(value: Any) -> Iterator[torch.Tensor]:
