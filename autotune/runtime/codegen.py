@@ -120,10 +120,12 @@ def _check_fits(config: CompileConfig, workload: WorkloadSummary) -> None:
             raise ConfigError(f"{name}: true needs a train workload, but the task is {workload.task!r}.")
     for name, value in config.knobs.items():
         needs = knob(name).needs
-        if needs in ("training", "autotune's backward") and not workload.trains:
-            raise ConfigError(f"{name}: {value!r} needs a train workload, but the task is {workload.task!r}.")
-        if needs == "dynamic inputs" and not workload.dynamic_dims:
-            raise ConfigError(f"{name}: {value!r} needs declared dynamic_dims, but the workload has none.")
+        # Precision changes are the search's to allow: a configuration that holds one was allowed them.
+        if needs is not None and not workload.meets(needs, allow_precision_changes=True):
+            raise ConfigError(
+                f"{name}: {value!r} needs {needs}, which this {workload.task} workload lacks "
+                f"(dynamic_dims {dict(workload.dynamic_dims)}, own step {workload.own_step})."
+            )
     for key, axis in config.mark_dynamic:
         if axis not in workload.dynamic_dims.get(key, ()):
             declared = {k: list(v) for k, v in workload.dynamic_dims.items()}

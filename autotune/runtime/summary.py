@@ -12,6 +12,7 @@ from typing import Any
 
 from autotune.errors import ConfigError, WorkloadError
 from autotune.runtime.config import InputKey, checked_mapping, parse_input_key, validate_module_path
+from autotune.runtime.knobs import Need
 from autotune.runtime.limits import quote
 
 __all__ = ["AUTOCAST_NAMES", "TASKS", "WorkloadSummary", "checked_dims", "checked_pad_values"]
@@ -44,6 +45,16 @@ class WorkloadSummary:
     def trains(self) -> bool:
         """Whether the workload trains (`task='train'`): an optimizer steps and gradients flow."""
         return self.task == "train"
+
+    def meets(self, need: Need, *, allow_precision_changes: bool = False) -> bool:
+        """Whether this workload has what a dimension `needs` (see `autotune.runtime.knobs.Need`); precision changes
+        are the search's to allow, not the workload's."""
+        return {
+            "training": self.trains,
+            "autotune's backward": self.trains and not self.own_step,
+            "dynamic inputs": bool(self.dynamic_dims),
+            "precision changes": allow_precision_changes,
+        }[need]
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:

@@ -22,7 +22,7 @@ from autotune.runtime.knobs import Need
 
 __all__ = ["DIMENSIONS", "NEEDS", "Dimension", "dimension"]
 
-NEEDS: dict[str, str] = {
+NEEDS: dict[Need, str] = {
     "training": "inference has no optimizer or backward pass",
     "autotune's backward": (
         "compiled autograd runs where autotune calls backward(loss): inference has no backward pass, and a "

@@ -28,7 +28,7 @@ from autotune.runtime.config import (
 )
 from autotune.runtime.device import Device, parse_device
 from autotune.runtime.features import FEATURES, has_feature
-from autotune.runtime.knobs import registered, same_value
+from autotune.runtime.knobs import Need, registered, same_value
 from autotune.runtime.limits import printable, quote, read_yaml_file
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search._dimensions import DIMENSIONS, NEEDS
@@ -278,12 +278,7 @@ def adapt(
 ) -> SearchSpace:
     """`space` without the choices that cannot apply to `workload` on `device` (see `SearchSpace.adapt`)."""
     drop = _Dropped(device=parse_device(device), missing=f"not in the installed torch {_torch_version()}")
-    present = {
-        "training": workload.trains,
-        "autotune's backward": workload.trains and not workload.own_step,
-        "dynamic inputs": bool(workload.dynamic_dims),
-        "precision changes": allow_precision_changes,
-    }
+    present = {need: workload.meets(need, allow_precision_changes=allow_precision_changes) for need in NEEDS}
     chosen: dict[str, Any] = {}
     for entry in DIMENSIONS:
         name, neutral = entry.name, _neutral(entry.name)
@@ -320,7 +315,7 @@ def adapt(
     )
 
 
-def _adapted_knobs(space: SearchSpace, drop: _Dropped, present: Mapping[str, bool]) -> dict[str, tuple[Any, ...]]:
+def _adapted_knobs(space: SearchSpace, drop: _Dropped, present: Mapping[Need, bool]) -> dict[str, tuple[Any, ...]]:
     """The space's knobs with the choices that cannot apply dropped, like the dimensions' (see `adapt`); a knob
     left with its neutral value alone is no question."""
     knobs: dict[str, tuple[Any, ...]] = {}

@@ -89,3 +89,12 @@ def test_the_thorough_space_asks_it_of_a_training_workload_and_finds_the_answer_
     inference = load_space("thorough").adapt(TOY_LIKE.__class__(spec="m:m", task="infer"), "cpu")
     assert "activation_memory_budget" not in inference.knobs
     assert any(d.startswith("activation_memory_budget [0.5]: inference") for d in inference.dropped)
+
+
+def test_code_for_an_inference_workload_is_refused_naming_what_it_lacks() -> None:
+    from autotune.errors import ConfigError
+    from autotune.runtime.summary import WorkloadSummary
+
+    config = CompileConfig(knobs={"activation_memory_budget": 0.5})
+    with pytest.raises(ConfigError, match="activation_memory_budget: 0.5 needs training, which this infer workload"):
+        codegen.generate(config, WorkloadSummary(spec="m:m", task="infer"), created="now", version="0")
