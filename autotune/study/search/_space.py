@@ -9,7 +9,7 @@ configuration that could only fail by construction.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -281,14 +281,11 @@ def adapt(
     present = {need: workload.meets(need, allow_precision_changes=allow_precision_changes) for need in NEEDS}
     chosen: dict[str, Any] = {}
     for entry in DIMENSIONS:
-        name, neutral = entry.name, _neutral(entry.name)
+        name, neutral = entry.name, _neutral(entry.name).__contains__
         values = getattr(space, name)
         if name in ("mode", "optimizer_mode"):
             values = drop.modes(name, values)
-        if entry.needs is not None:
-            ok = present[entry.needs]
-            values = drop.keep(name, values, lambda v, n=neutral, o=ok: v in n or o, NEEDS[entry.needs])
-        chosen[name] = drop.keep(name, values, lambda v, n=neutral, d=name: v in n or has_feature(d, v), drop.missing)
+        chosen[name] = drop.needed(name, values, neutral, entry.needs, present)
     chosen.update(_workload_rules(drop, chosen, workload, graph_breaks, sampled=bool(lengths)))
     knobs = _adapted_knobs(space, drop, present)
     options = dict(space.options)
@@ -321,16 +318,11 @@ def _adapted_knobs(space: SearchSpace, drop: _Dropped, present: Mapping[Need, bo
     knobs: dict[str, tuple[Any, ...]] = {}
     for name, values in space.knobs.items():
         knob = registered()[name]
-        neutral = knob.neutral
-        if knob.needs is not None:
-            ok = present[knob.needs]
-            values = drop.keep(name, values, lambda v, n=neutral, o=ok: same_value(v, n) or o, NEEDS[knob.needs])
-        values = drop.keep(
-            name, values, lambda v, n=neutral, d=name: same_value(v, n) or has_feature(d, v), drop.missing
-        )
+        neutral = functools.partial(same_value, knob.neutral)
+        values = drop.needed(name, values, neutral, knob.needs, present)
         why = drop.device.why_not(knob.device_setting) if knob.device_setting else None
         if why is not None:
-            values = drop.keep(name, values, lambda v, n=neutral: same_value(v, n), why)
+            values = drop.keep(name, values, neutral, why)
         if len(values) > 1:
             knobs[name] = values
     return knobs
@@ -352,6 +344,20 @@ class _Dropped:
         if len(kept) < len(values):
             self.dropped.append(f"{name} {[v for v in values if v not in kept]}: {why}")
         return kept
+
+    def needed(
+        self,
+        name: str,
+        values: tuple[Any, ...],
+        neutral: Callable[[Any], bool],
+        need: Need | None,
+        present: Mapping[Need, bool],
+    ) -> tuple[Any, ...]:
+        """The values a dimension keeps: its neutral one, and the others where the workload has what the dimension
+        `need`s and the installed torch what each value needs (`has_feature`)."""
+        if need is not None:
+            values = self.keep(name, values, lambda v: neutral(v) or present[need], NEEDS[need])
+        return self.keep(name, values, lambda v: neutral(v) or has_feature(name, v), self.missing)
 
     def modes(self, name: str, values: tuple[Any, ...]) -> tuple[Any, ...]:
         """Compile modes the installed torch has and the device offers (no CUDA-graph modes off a GPU), each
