@@ -44,6 +44,7 @@ from autotune.runtime.config import CompileConfig
 from autotune.runtime.device import parse_device
 from autotune.study.report import pruning_savings, savings_text
 from autotune.study.search import SearchOptions, search
+from autotune.study.storage import record_of
 from autotune.trial.request import check_device
 from autotune.workload import resolve
 
@@ -173,22 +174,22 @@ def bench_workload(
     seeded = [
         t
         for t in trials
-        if t.user_attrs.get("recipe") not in (None, "plain") and t.state.name == "COMPLETE" and t.value is not None
+        if record_of(t).recipe not in (None, "plain") and t.state.name == "COMPLETE" and t.value is not None
     ]
     best_seed = max(seeded, key=lambda t: t.value, default=None)
     names: dict[int, str] = {}
     if best_seed is not None:
-        names[best_seed.number] = f"recipe {best_seed.user_attrs['recipe']} (seeded, trial {best_seed.number})"
+        names[best_seed.number] = f"recipe {record_of(best_seed).recipe} (seeded, trial {best_seed.number})"
     winners: dict[int, str] = {}
     for n in checkpoints:
         best = _best_within(trials, n)
         if best is not None:
-            plain = best.user_attrs.get("recipe") == "plain"
+            plain = record_of(best).recipe == "plain"
             winners[n] = "compile" if plain else names.setdefault(best.number, f"trial {best.number}")
     for number, name in sorted(names.items()):
         trial = trials[number]
-        config = CompileConfig.from_dict(trial.user_attrs["config"])
-        subjects.append(Subject(name=name, config=config, created=trial.user_attrs.get("created"), trial=trial.number))
+        config = CompileConfig.from_dict(record_of(trial).config)
+        subjects.append(Subject(name=name, config=config, created=record_of(trial).created, trial=trial.number))
         described[name] = config.describe()
     print(f"   measuring {len(subjects)} subjects, {args.rounds} replicate(s) or more", file=sys.stderr, flush=True)
     campaign = measure(
@@ -206,7 +207,7 @@ def bench_workload(
     print(f"   {campaign.stopped}", file=sys.stderr, flush=True)
     rows, exported = _analyse(campaign, described, {str(n): name for n, name in winners.items()})
     finished = [
-        t for t in trials if t.state.name in ("COMPLETE", "PRUNED", "FAIL") and "duplicate_of" not in t.user_attrs
+        t for t in trials if t.state.name in ("COMPLETE", "PRUNED", "FAIL") and record_of(t).duplicate_of is None
     ]
     return {
         "spec": spec,
@@ -220,21 +221,19 @@ def bench_workload(
         "search_seconds": round(search_seconds, 1),
         # What the search itself measured of each confirmed trial: its warm restart paired with the live plain
         # compile, the reference's own level taken out (autotune.measure.tasks.LiveReference.level); raw beside it.
-        "search_time": {name: _search_ratio(trials[number].user_attrs) for number, name in names.items()},
-        "search_time_raw": {name: trials[number].user_attrs.get("paired_ratio") for number, name in names.items()},
+        "search_time": {name: _search_ratio(record_of(trials[number]).flat()) for number, name in names.items()},
+        "search_time_raw": {name: record_of(trials[number]).paired_ratio for number, name in names.items()},
         "reference_levels": {
             key.split(":", 1)[1]: value
             for key, value in study.user_attrs.items()
             if key.startswith("reference_levels:")
         },
         "trial_states": {s: sum(1 for t in trials if t.state.name == s) for s in ("COMPLETE", "PRUNED", "FAIL")},
-        "failure_reasons": _count(t.user_attrs.get("reason", "?") for t in trials if t.state.name == "FAIL"),
+        "failure_reasons": _count((record_of(t).reason or "?") for t in trials if t.state.name == "FAIL"),
         "pruning": pruning_savings(trials, harness.protocol.to_dict()),
-        "trial_seconds": round(sum(t.user_attrs.get("wall_seconds", 0.0) for t in finished), 1),
+        "trial_seconds": round(sum(record_of(t).own.wall_seconds for t in finished), 1),
         "overhead_seconds": {
-            phase: round(
-                statistics.median([t.user_attrs.get("phase_seconds", {}).get(phase, 0.0) for t in finished]), 2
-            )
+            phase: round(statistics.median([record_of(t).own.phase_seconds.get(phase, 0.0) for t in finished]), 2)
             for phase in PHASES
         }
         if finished
@@ -244,15 +243,15 @@ def bench_workload(
                 "number": t.number,
                 "state": t.state.name,
                 "value": t.value,
-                "description": t.user_attrs.get("description"),
+                "description": record_of(t).description,
             }
             for t in trials
         ],
         "search_best_trial": result.best_number,
         "seeded": [
-            {"number": t.number, "recipe": t.user_attrs["recipe"], "state": t.state.name, "value": t.value}
+            {"number": t.number, "recipe": record_of(t).recipe, "state": t.state.name, "value": t.value}
             for t in trials
-            if "recipe" in t.user_attrs
+            if record_of(t).recipe is not None
         ],
         "best_seeded_recipe": names.get(best_seed.number) if best_seed is not None else None,
     }
@@ -287,7 +286,7 @@ def reference(
         storage=f"sqlite:///{(runs_dir / f'{folder}-reference' / 'study.db').resolve()}",
     )
     complete = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
-    distinct = [t for t in complete if "duplicate_of" not in t.user_attrs]
+    distinct = [t for t in complete if record_of(t).duplicate_of is None]
     best = max((t.value for t in complete), default=None)
     reached = None
     if best and bench:
@@ -310,8 +309,8 @@ def reference(
 def _best_within(trials: list[optuna.trial.FrozenTrial], n: int) -> optuna.trial.FrozenTrial | None:
     complete = [t for t in trials if t.number < n and t.state.name == "COMPLETE" and t.value is not None]
     best = max(complete, key=lambda t: t.value, default=None)
-    if best is not None and "duplicate_of" in best.user_attrs:
-        return trials[best.user_attrs["duplicate_of"]]
+    if best is not None and record_of(best).duplicate_of is not None:
+        return trials[record_of(best).duplicate_of]
     return best
 
 

@@ -38,6 +38,7 @@ from autotune.measure.format import interval
 from autotune.runtime.config import CompileConfig
 from autotune.study.search import SearchOptions, explore
 from autotune.study.search import _loop as trial_loop
+from autotune.study.storage import record_of
 from autotune.trial.request import check_device
 from autotune.workload import resolve
 from examples.benchmark import WORKLOADS, _figures, _machine, _progress, machine_text
@@ -149,12 +150,12 @@ def study_figures(study: optuna.Study) -> dict[str, Any]:
     starts = [t.datetime_start for t in trials if t.datetime_start]
     ends = [t.datetime_complete for t in trials if t.datetime_complete]
     hours = (max(ends) - min(starts)).total_seconds() / 3600 if starts and ends else 0.0
-    measured = [t for t in trials if "duplicate_of" not in t.user_attrs]
+    measured = [t for t in trials if record_of(t).duplicate_of is None]
     complete = [t for t in trials if t.state.name == "COMPLETE" and t.value is not None]
     maximize = study.direction == optuna.study.StudyDirection.MAXIMIZE
     best = (max if maximize else min)(complete, key=lambda t: t.value or 0.0, default=None)
-    if best is not None and "duplicate_of" in best.user_attrs:
-        best = study.trials[best.user_attrs["duplicate_of"]]
+    if best is not None and record_of(best).duplicate_of is not None:
+        best = study.trials[record_of(best).duplicate_of]
     return {
         "trials": len(trials),
         "states": {s: sum(1 for t in trials if t.state.name == s) for s in FINISHED},
@@ -162,26 +163,26 @@ def study_figures(study: optuna.Study) -> dict[str, Any]:
         "trials_per_hour": round(len(trials) / hours, 2) if hours else None,
         "compile_seconds": round(sum(_compile_seconds(t) for t in measured), 1),
         "compile_concurrent_seconds": round(
-            sum(t.user_attrs.get("compile_concurrent_seconds", 0.0) for t in measured), 1
+            sum((record_of(t).own.compile_concurrent_seconds or 0.0) for t in measured), 1
         ),
-        "paused_seconds": round(sum(t.user_attrs.get("paused_seconds", 0.0) for t in measured), 1),
+        "paused_seconds": round(sum((record_of(t).own.paused_seconds or 0.0) for t in measured), 1),
         "best": None
         if best is None
         else {
             "number": best.number,
             "value": best.value,
-            "description": best.user_attrs.get("description"),
-            "config": best.user_attrs.get("config"),
-            "speedup_vs_compile": best.user_attrs.get("speedup_vs_compile"),
+            "description": record_of(best).description,
+            "config": record_of(best).config,
+            "speedup_vs_compile": record_of(best).speedup_vs_compile,
         },
     }
 
 
 def _compile_seconds(trial: optuna.trial.FrozenTrial) -> float:
     """What the trial compiled: its figure when it got that far, else the time its compile phase ran."""
-    if trial.user_attrs.get("compile_seconds") is not None:
-        return float(trial.user_attrs["compile_seconds"])
-    return float((trial.user_attrs.get("phase_seconds") or {}).get("compile", 0.0))
+    if record_of(trial).own.compile_seconds is not None:
+        return float(record_of(trial).own.compile_seconds)
+    return float((record_of(trial).own.phase_seconds or {}).get("compile", 0.0))
 
 
 def compare_winners(args: argparse.Namespace, spec: str, device: str, entry: dict[str, Any]) -> dict[str, Any]:
@@ -213,11 +214,11 @@ def _trial_detail(trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
     return {
         "number": trial.number,
         "state": trial.state.name,
-        "config": trial.user_attrs.get("config"),
+        "config": record_of(trial).config,
         "compile_seconds": round(_compile_seconds(trial), 1),
         # A trial that reached its windows compiled to the end; one stopped before them did not.
-        "compiled_fully": bool(trial.user_attrs.get("windows")) or trial.state.name == "COMPLETE",
-        "message": trial.user_attrs.get("message", "")[:200],
+        "compiled_fully": bool(record_of(trial).own.windows) or trial.state.name == "COMPLETE",
+        "message": record_of(trial).message[:200],
     }
 
 

@@ -89,13 +89,15 @@ def trial_figures(storage: Path, study_name: str) -> list[dict[str, Any]] | str:
     try:
         import optuna
 
+        from autotune.study.storage import record_of
+
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         study = optuna.load_study(study_name=study_name, storage=f"sqlite:///{storage}")
     except Exception as exc:  # the headline still has best.yaml's figures
         return f"the study could not be read: {type(exc).__name__}: {exc}"
     trials = []
     for trial in study.get_trials(deepcopy=False):
-        attrs = trial.user_attrs
+        attrs = record_of(trial).flat()
         row: dict[str, Any] = {
             "number": trial.number,
             "state": trial.state.name.lower(),

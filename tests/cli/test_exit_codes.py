@@ -18,6 +18,7 @@ import pytest
 
 from autotune import cli
 from autotune.study.search import bundled_spaces, load_space
+from autotune.study.storage import record_of
 from tests.processes import workers_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,7 +73,7 @@ def test_ctrl_c_during_a_search_exits_130_and_records_the_trial_as_interrupted(t
     assert rest.rstrip().endswith("autotune: interrupted") and "Traceback" not in rest, rest
     assert not workers_of(search.pid), "a worker outlived Ctrl-C"
     study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
-    states = {t.number: (t.state.name, t.user_attrs.get("reason")) for t in study.trials}
+    states = {t.number: (t.state.name, record_of(t).reason) for t in study.trials}
     assert states[0] == ("FAIL", "interrupted"), states
     assert not any(state == "RUNNING" for state, _ in states.values()), states
 
@@ -141,7 +142,7 @@ def test_sigterm_mid_trial_ends_the_search_within_20_s_and_the_same_command_resu
     assert "autotune: terminated (SIGTERM)" in rest and "Traceback" not in rest, rest
     assert not workers_of(search.pid), "a worker outlived SIGTERM"
     study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
-    states = {t.number: (t.state.name, t.user_attrs.get("reason")) for t in study.trials}
+    states = {t.number: (t.state.name, record_of(t).reason) for t in study.trials}
     assert states[0] == ("FAIL", "interrupted") and "RUNNING" not in {s for s, _ in states.values()}, states
     # The same command again resumes the study: the interrupted trial stays as it was, and the search goes on.
     again = subprocess.run(
@@ -149,7 +150,7 @@ def test_sigterm_mid_trial_ends_the_search_within_20_s_and_the_same_command_resu
     )
     assert again.returncode == cli.EXIT_OK, again.stderr[-3000:]
     study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
-    assert study.trials[0].user_attrs.get("reason") == "interrupted"
+    assert record_of(study.trials[0]).reason == "interrupted"
     assert [t.state.name for t in study.trials[1:]] and all(t.state.name != "RUNNING" for t in study.trials)
     assert (out / "best.yaml").is_file()
 

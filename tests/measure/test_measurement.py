@@ -21,6 +21,7 @@ from autotune import CompileConfig, cli, load, resolve
 from autotune.measure import Budget, Harness, Subject, Throughput, choose, outcome, validate
 from autotune.measure.engine import _engine as engine
 from autotune.measure.engine import with_protocol
+from autotune.study.storage import record_of
 from autotune.trial.live import LiveWorker
 from autotune.trial.request import RunProtocol, RunRecord, TrialRequest
 from autotune.trial.runner import run_trial
@@ -255,7 +256,7 @@ def precision_search(out: Path, target: str, *flags: str) -> tuple[optuna.Study,
     )  # fmt: skip
     assert code == cli.EXIT_OK
     study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
-    (high,) = [t for t in study.trials if t.user_attrs["config"].get("float32_matmul_precision") == "high"]
+    (high,) = [t for t in study.trials if record_of(t).config.get("float32_matmul_precision") == "high"]
     return study, high
 
 
@@ -268,13 +269,13 @@ def test_a_search_does_not_prune_a_trial_as_fast_as_plain_compile_when_the_machi
     # faster read 0.56x eager alone on a 2-core Xeon, and 0.70x paired once on a CI machine: the gain
     # and the load are both wide enough now for neither reading to reach the bar.
     study, busy = precision_search(tmp_path / "busy", "spins_and_hogs_when_faster", "--slow-ratio", "0.7")
-    assert busy.state == optuna.trial.TrialState.COMPLETE, busy.user_attrs.get("message")
+    assert busy.state == optuna.trial.TrialState.COMPLETE, record_of(busy).message
     eager = study.user_attrs["baseline.eager"]["samples_per_second"]
-    own = busy.user_attrs["own_samples_per_second"]
+    own = record_of(busy).own.samples_per_second
     assert own < 0.7 * eager, f"alone, the busy machine made it look slow: {own:.0f} against eager's {eager:.0f}"
     # Beside plain compile, on the same busy machine, it is about 1.4 times as fast; four paired windows under
     # four busy processes vary by tens of percent, far less than the load's slowdown above.
-    assert busy.user_attrs["speedup_vs_compile"] > 1.0, "paired, the load cancels"
+    assert record_of(busy).speedup_vs_compile > 1.0, "paired, the load cancels"
 
 
 @pytest.mark.slow
@@ -283,12 +284,12 @@ def test_a_search_judges_a_trial_by_its_warm_restart_not_by_the_process_that_com
     # that compiled it, where it spins 1.5 times as long: 0.70x plain compile there, 1.05x warm, as
     # the confirmation measures it. The spin is CPU time, so the premise holds on any machine.
     _, high = precision_search(tmp_path / "first", "slower_in_its_first_run")
-    assert high.state == optuna.trial.TrialState.COMPLETE, high.user_attrs.get("message")
-    plain = high.user_attrs["reference_samples_per_second"]
-    assert high.user_attrs["first_run_samples_per_second"] < 0.85 * plain, "its first run is the slow one"
-    assert high.user_attrs["speedup_vs_compile"] > 0.9, "warm, beside plain compile, it is about 5% faster"
-    assert high.value == pytest.approx(high.user_attrs["paired_ratio"] * plain, rel=0.01), "the sampler's figure"
-    assert set(high.user_attrs["phase_seconds"]) >= {"compile", "restart", "measure"}
+    assert high.state == optuna.trial.TrialState.COMPLETE, record_of(high).message
+    plain = record_of(high).reference_samples_per_second
+    assert record_of(high).first_run_samples_per_second < 0.85 * plain, "its first run is the slow one"
+    assert record_of(high).speedup_vs_compile > 0.9, "warm, beside plain compile, it is about 5% faster"
+    assert high.value == pytest.approx(record_of(high).paired_ratio * plain, rel=0.01), "the sampler's figure"
+    assert set(record_of(high).own.phase_seconds) >= {"compile", "restart", "measure"}
 
 
 @pytest.mark.slow
@@ -299,14 +300,14 @@ def test_a_search_takes_the_live_reference_own_level_out_of_a_trial_ratio_to_pla
     # 1.25x, and the trial's ratio to plain compile is divided by it: 1.05x, as the confirmation has it.
     # The spin is CPU time, so the premise holds on any machine.
     study, high = precision_search(tmp_path / "anchored", "slower_in_the_reference")
-    assert high.state == optuna.trial.TrialState.COMPLETE, high.user_attrs.get("message")
+    assert high.state == optuna.trial.TrialState.COMPLETE, record_of(high).message
     (level,) = study.user_attrs["reference_levels:cpu"]
     assert 1.12 < level < 1.4, "the anchor saw the reference run slower than a fresh plain compile"
-    assert high.user_attrs["reference_level"] == pytest.approx(level, abs=1e-3)
-    assert high.user_attrs["paired_ratio"] > 1.15, "raw, the trial reads the reference's level as its own"
-    assert 0.95 < high.user_attrs["speedup_vs_compile"] < 1.15, "anchored, it is about 5% faster than plain compile"
-    plain = high.user_attrs["reference_samples_per_second"]
-    assert high.value == pytest.approx(high.user_attrs["paired_ratio"] * plain, rel=0.01), "the sampler's raw figure"
+    assert record_of(high).reference_level == pytest.approx(level, abs=1e-3)
+    assert record_of(high).paired_ratio > 1.15, "raw, the trial reads the reference's level as its own"
+    assert 0.95 < record_of(high).speedup_vs_compile < 1.15, "anchored, it is about 5% faster than plain compile"
+    plain = record_of(high).reference_samples_per_second
+    assert high.value == pytest.approx(record_of(high).paired_ratio * plain, rel=0.01), "the sampler's raw figure"
 
 
 @pytest.mark.slow
@@ -345,8 +346,8 @@ def test_too_many_failures_stop_the_search_but_still_export(tmp_path: Path) -> N
     assert len(rows) == 5 and {r["reason"] for r in rows} == {"accuracy"}, "stopped after 5 of 8 trials"
     # The seeded plain trial fails as the compile baseline did, for a reason a second compile would repeat.
     study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
-    assert study.trials[0].user_attrs["recipe"] == "plain" and study.trials[0].user_attrs["reused_run"]
-    assert study.user_attrs["baseline.compile"]["reason"] == study.trials[0].user_attrs["reason"] == "accuracy"
+    assert record_of(study.trials[0]).recipe == "plain" and record_of(study.trials[0]).reused_run
+    assert study.user_attrs["baseline.compile"]["reason"] == record_of(study.trials[0]).reason == "accuracy"
     best = load(out / "best.yaml")
     assert "more than --max-failure-rate 50%" in best.metrics["stopped"]
     # Every compiled configuration is wrong here, plain torch.compile included: nothing is compiled.

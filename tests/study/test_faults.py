@@ -32,7 +32,7 @@ from autotune.runtime.tuned import read
 from autotune.study.retune import _publish as publish
 from autotune.study.search import TrialLoop, load_space
 from autotune.study.search import _loop as trials
-from autotune.study.storage import create_study, failure_of
+from autotune.study.storage import create_study, failure_of, record_of
 from autotune.trial import live, runner
 from autotune.trial.request import RunProtocol, TrialRequest
 from tests.best_yaml import tuned_config, write_best
@@ -281,7 +281,7 @@ def test_ctrl_c_during_a_trial_records_it_as_interrupted(tmp_path: Path, monkeyp
     with pytest.raises(KeyboardInterrupt):
         loop.one_trial()
     (trial,) = study.trials
-    assert trial.state == optuna.trial.TrialState.FAIL and trial.user_attrs["reason"] == "interrupted"
+    assert trial.state == optuna.trial.TrialState.FAIL and record_of(trial).reason == "interrupted"
 
 
 @pytest.mark.parallel  # times nothing and waits on no tight deadline
@@ -327,9 +327,9 @@ def test_a_search_killed_during_a_trial_resumes_and_reports_the_abandoned_trial(
         # reuses the baseline's run (RUNNING for an instant, no worker of its own) while the live reference's worker
         # runs the whole time.
         stamps = {
-            str(t.user_attrs["created"])
+            str(record_of(t).created)
             for t in _running(out, url)
-            if "created" in t.user_attrs and "reused_run" not in t.user_attrs
+            if record_of(t).created is not None and not record_of(t).reused_run
         }
         if stamps and _runs_code_stamped(search.pid, stamps):
             workers = workers_of(search.pid)

@@ -23,11 +23,14 @@ from autotune.study.search import SearchOptions, TrialLoop
 from autotune.study.storage import (
     Heartbeat,
     Liveness,
+    TrialRecord,
     create_study,
     failure_of,
     load_search_study,
     opened_in,
+    record_of,
     trial_id,
+    update_record,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
@@ -60,9 +63,7 @@ def _silent_trial(study: optuna.Study, pid: int = 999_999, host: str = "host-b")
     """A trial of another host's search that beat once, then died."""
     trial = study.ask()
     trial.suggest_categorical("mode", ["default", "max-autotune"])
-    trial.set_user_attr("host", host)
-    trial.set_user_attr("pid", pid)
-    trial.set_user_attr("recipe", "regional")
+    update_record(trial, host=host, pid=pid, recipe="regional")
     _beat(study, trial)
     return trial
 
@@ -82,7 +83,9 @@ def test_a_trial_whose_search_stopped_beating_is_failed_with_its_reason_and_queu
     assert reason == "abandoned" and "pid 999999 on host-b" in message and "no heartbeat for 2 s" in message
     (retry,) = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
     assert retry.params == failed.params
-    assert retry.user_attrs == {"recipe": "regional", "retry_of": silent.number}, "what measuring found is not copied"
+    assert record_of(retry) == TrialRecord(recipe="regional", retry_of=silent.number), (
+        "what measuring found is not copied"
+    )
     assert loop.ledger.started() == 0, "the abandoned trial's retry counts instead, once it runs"
 
     again = study.ask()
@@ -114,7 +117,7 @@ def test_a_live_trial_keeps_beating_and_fails_others_stale_trials_meanwhile(post
         assert other.ledger.reap_abandoned() == 0, "a beating trial is never stale"
     assert study.trials[mine.number].state == optuna.trial.TrialState.RUNNING
     assert [t.number for t in heartbeat.failed] == [silent.number], "the heartbeat's thread failed the silent one"
-    assert heartbeat.failed[0].user_attrs["reason"] == "abandoned", "what the search notes about it"
+    assert record_of(heartbeat.failed[0]).reason == "abandoned", "what the search notes about it"
 
 
 def test_a_trial_whose_search_died_before_its_first_beat_is_not_waited_for_past_the_trial_timeout(

@@ -17,6 +17,7 @@ from autotune import cli
 from autotune.errors import SearchError
 from autotune.runtime.device import CUDADevice
 from autotune.study.search import SearchOptions, explore, worker_devices
+from autotune.study.storage import record_of
 from autotune.trial.devices import default_workers
 from autotune.trial.request import RunProtocol
 from tests.processes import listed, workers_of
@@ -47,13 +48,13 @@ def test_two_workers_run_trials_side_by_side_and_measure_one_at_a_time(tmp_path:
     study = explore(options)
     trials = study.get_trials(deepcopy=False)
     assert len(trials) == 2
-    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials), [t.user_attrs for t in trials]
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials), [record_of(t).flat() for t in trials]
     first, second = sorted(trials, key=lambda t: t.datetime_start)
     assert second.datetime_start < first.datetime_complete, "the two trials ran at the same time"
-    windows = sorted(t.user_attrs["measured_between"] for t in trials)
+    windows = sorted(record_of(t).measured_between for t in trials)
     assert windows[0][1] <= windows[1][0], f"two measurements overlapped: {windows}"
-    assert any(t.user_attrs.get("compile_concurrent_seconds", 0) > 0 for t in trials)
-    assert {t.user_attrs["config"]["dynamic"] for t in trials} == {False, True}
+    assert any((record_of(t).own.compile_concurrent_seconds or 0) > 0 for t in trials)
+    assert {record_of(t).config["dynamic"] for t in trials} == {False, True}
 
 
 @pytest.mark.parallel  # a unit test
@@ -102,7 +103,7 @@ def test_ctrl_c_stops_every_worker_and_records_their_trials_as_interrupted(tmp_p
     study = optuna.load_study(
         study_name="tests.trial_targets.workloads-tiny_infer", storage=f"sqlite:///{out}/study.db"
     )
-    reasons = [t.user_attrs.get("reason") for t in study.trials]
+    reasons = [record_of(t).reason for t in study.trials]
     assert reasons.count("interrupted") == 2, reasons
 
 
@@ -166,11 +167,11 @@ def test_the_workers_chosen_for_a_16_core_gpu_host_run_four_trials_at_once_and_m
     )
     study = explore(options)
     trials = study.get_trials(deepcopy=False)
-    assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE] * 4, [t.user_attrs for t in trials]
-    ran = [t for t in trials if not t.user_attrs.get("reused_run")]
+    assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE] * 4, [record_of(t).flat() for t in trials]
+    ran = [t for t in trials if not record_of(t).reused_run]
     assert len(ran) == 4, "none of the four is plain compile, whose trial would reuse the baseline's run"
     first_done = min(t.datetime_complete for t in ran)
     assert all(t.datetime_start < first_done for t in ran), "every worker started before any finished"
-    windows = sorted(t.user_attrs["measured_between"] for t in ran)
+    windows = sorted(record_of(t).measured_between for t in ran)
     for earlier, later in itertools.pairwise(windows):
         assert earlier[1] <= later[0], f"two measurements overlapped: {windows}"

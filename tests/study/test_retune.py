@@ -40,7 +40,7 @@ from autotune.runtime.summary import WorkloadSummary
 from autotune.study.retune import RetuneOptions
 from autotune.study.retune import _publish as publish
 from autotune.study.search import load_space, params_for
-from autotune.study.storage import HISTORY_FILE, append_history, read_history
+from autotune.study.storage import HISTORY_FILE, append_history, read_history, record_of
 from tests.blocked_imports import blocker_source
 from tests.short_runs import SHORT_FLAGS
 
@@ -106,8 +106,8 @@ def with_regional_incumbent(best: Path, storage: str | None = None) -> Path:
     metrics.update(speedup_vs_compile=None, speedup_vs_eager=None)
     incumbent = dataclasses.replace(
         recorded,
-        config=CompileConfig.from_dict(trial.user_attrs["config"]),
-        created=trial.user_attrs["created"],
+        config=CompileConfig.from_dict(record_of(trial).config),
+        created=record_of(trial).created,
         metrics=metrics,
         compile_cache={},
     )
@@ -257,9 +257,9 @@ def test_retune_in_an_unchanged_environment_keeps_the_incumbent(unchanged: tuple
     assert best.compile_cache["saved"] is True, "the winner's cache is saved after a retune too"
     assert compile_cache.read_header(folder / "compile_cache.bin")["sha256"] == best.compile_cache["sha256"]
     study = optuna.load_study(study_name=best.study["name"], storage=f"sqlite:///{folder / 'study.db'}")
-    again = [t for t in study.trials if t.user_attrs.get("retune_role") == "incumbent"]
+    again = [t for t in study.trials if record_of(t).retune_role == "incumbent"]
     assert len(again) == 1 and again[0].state.name == "COMPLETE", "the incumbent was measured again, not reused"
-    assert "duplicate_of" not in again[0].user_attrs
+    assert record_of(again[0]).duplicate_of is None
     assert best.metrics["trial"] == 0 and best.metrics["rounds"] == 2
     assert "## Retune history" in (folder / "report.md").read_text() and (folder / "retune_history.png").is_file()
 
@@ -401,7 +401,7 @@ def test_a_study_in_postgresql_is_retuned_where_it_lives(postgres_url: str, tmp_
     # its one new draw may be the incumbent again, so which decision it reaches is not asked here.
     assert "decision: improved" in said or "decision: unchanged" in said, said
     study = optuna.load_study(study_name=name, storage=postgres_url)
-    roles = [t.user_attrs.get("retune_role") for t in study.trials]
+    roles = [record_of(t).retune_role for t in study.trials]
     assert "incumbent" in roles, "the retune's warm start ran in the study the search left in the server"
     (entry,) = read_history(out)
     assert entry["decision"] in ("improved", "unchanged") and entry["incumbent"]["median"] > 0

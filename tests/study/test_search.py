@@ -34,7 +34,7 @@ from autotune import CompileConfig, cli, load
 from autotune.errors import SearchError
 from autotune.study.report import duration, export_from_storage, render_summary
 from autotune.study.search import SearchOptions, search
-from autotune.study.storage import study_scale
+from autotune.study.storage import record_of, study_scale
 from autotune.trial.request import RunProtocol
 from tests.blocked_imports import blocker_source
 from tests.short_runs import SHORT_FLAGS
@@ -82,7 +82,7 @@ def test_search_exports_the_decided_gain_with_every_file_and_its_baselines(searc
     assert "torch.compiler.disable" in found["summary"] and "_spin" in found["explanation"]
     assert "## Graph breaks and recompiles\n\n```\n1 graph break, fixable" in (out / "report.md").read_text()
     study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
-    drawn = study.trials[1].user_attrs["config"]
+    drawn = record_of(study.trials[1]).config
     assert (drawn["float32_matmul_precision"], drawn["dynamic"]) == ("high", True), (
         f"the premise: the sampler's seed draws 'high' precision for trial 1, not {drawn}; choose another --seed"
     )
@@ -110,7 +110,7 @@ def test_search_exports_the_decided_gain_with_every_file_and_its_baselines(searc
     assert "## Where compile time goes" in (out / "report.md").read_text()
     # The CSV says what each trial compiled: its effective configuration, column by column.
     for row, trial in zip(rows, study.trials, strict=True):
-        config = CompileConfig.from_dict(trial.user_attrs["config"])
+        config = CompileConfig.from_dict(record_of(trial).config)
         assert row["configuration"] == config.describe()
         assert row["mode"] == str(config.mode) and row["scope"] == config.scope
         for name, value in config.options.items():
@@ -122,14 +122,12 @@ def test_search_exports_the_decided_gain_with_every_file_and_its_baselines(searc
     assert "Verdict" in (out / "report.md").read_text()
     # The first trial, seeded plain torch.compile, is the compile baseline's run: not compiled a second time.
     plain, baseline = study.trials[0], study.user_attrs["baseline.compile"]
-    assert plain.user_attrs["recipe"] == "plain" and plain.user_attrs["reused_run"]
+    assert record_of(plain).recipe == "plain" and record_of(plain).reused_run
     # It stands where a trial level with the live reference would: the study's scale, this first session's rate.
     scale = study_scale(study)
     assert scale is not None and plain.value == scale.samples_per_second
-    assert (
-        plain.value == pytest.approx(baseline["samples_per_second"]) and plain.user_attrs["speedup_vs_compile"] == 1.0
-    )
-    assert plain.user_attrs["wall_seconds"] == baseline["wall_seconds"]
+    assert plain.value == pytest.approx(baseline["samples_per_second"]) and record_of(plain).speedup_vs_compile == 1.0
+    assert record_of(plain).own.wall_seconds == baseline["wall_seconds"]
     # Plain compile against itself at every block: what the pruner judges later trials against.
     blocks = study.user_attrs["settings"]["protocol"]["windows"]
     assert plain.intermediate_values == {step: pytest.approx(baseline["samples_per_second"]) for step in range(blocks)}
@@ -143,7 +141,7 @@ def test_the_search_says_what_it_cost_against_its_cold_compiles(searched) -> Non
     cost = load(out / "best.yaml").metrics["cost"]
     study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
     # Plain compile compiled once (its trial reuses the baseline's run), trial 1 once: two cold compiles.
-    compiled = study.user_attrs["baseline.compile"]["compile_seconds"] + study.trials[1].user_attrs["compile_seconds"]
+    compiled = study.user_attrs["baseline.compile"]["compile_seconds"] + record_of(study.trials[1]).own.compile_seconds
     assert cost["cold_compiles"] == 2 and cost["cold_compile_seconds"] == pytest.approx(compiled, abs=0.1)
     stages = study.user_attrs["search_stages"]
     assert set(stages) == {"doctor", "baselines", "trials", "confirmation"}, "--no-compile-cache: no cache stage"
@@ -266,12 +264,12 @@ def test_rerunning_resumes_the_study_and_export_rebuilds_the_files(searched, tmp
     assert any("as every trial of the study" in m for m in messages), messages
     assert f"resuming study {STUDY!r}: 2 trial(s) so far (--new starts it afresh)" in messages, messages
     resumed = study.trials[2]
-    assert resumed.state == optuna.trial.TrialState.COMPLETE and "duplicate_of" not in resumed.user_attrs
-    assert resumed.user_attrs["reference_samples_per_second"] == round(scale.samples_per_second, 4)
-    assert resumed.value == pytest.approx(resumed.user_attrs["paired_ratio"] * scale.samples_per_second, rel=1e-3)
+    assert resumed.state == optuna.trial.TrialState.COMPLETE and record_of(resumed).duplicate_of is None
+    assert record_of(resumed).reference_samples_per_second == round(scale.samples_per_second, 4)
+    assert resumed.value == pytest.approx(record_of(resumed).paired_ratio * scale.samples_per_second, rel=1e-3)
     assert not [phase for phase in phases if phase.startswith("doctor")], "the study kept the doctor's findings"
     # The study began with plain torch.compile as a recipe (half of 2 trials); resuming seeds nothing again.
-    assert [t.user_attrs.get("recipe") for t in study.trials] == ["plain", None, None]
+    assert [record_of(t).recipe for t in study.trials] == ["plain", None, None]
     assert "doctor" in study.user_attrs
     assert result.summary["trials"]["total"] == 3
     again = export_from_storage(f"sqlite:///{out / 'study.db'}", STUDY, tmp_path / "again")
@@ -327,8 +325,8 @@ def test_the_plain_recipe_with_inductor_options_at_their_defaults_is_the_compile
     assert code == cli.EXIT_OK
     study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
     plain = study.trials[0]
-    assert plain.user_attrs["recipe"] == "plain" and plain.user_attrs["config"]["options"] == {"epilogue_fusion": True}
-    assert plain.user_attrs["reused_run"] == "the plain torch.compile baseline"
+    assert record_of(plain).recipe == "plain" and record_of(plain).config["options"] == {"epilogue_fusion": True}
+    assert record_of(plain).reused_run == "the plain torch.compile baseline"
     assert set(study.user_attrs["confirmation"]["subjects"]) == {"eager", "compile"}
     progress = capsys.readouterr().err
     assert "trial 0: starting" not in progress

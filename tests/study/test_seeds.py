@@ -10,6 +10,7 @@ from autotune.runtime.config import inductor_option_defaults, is_plain_compile
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search import Seed, expert_recipes, load_space, seed_params, seed_study, stacked_recipes
 from autotune.study.search._seeds import recipes_pending
+from autotune.study.storage import record_of
 
 pytestmark = pytest.mark.parallel
 
@@ -64,11 +65,11 @@ def test_seeds_are_the_first_trials_of_the_study_within_the_limit(toy_summary) -
     assert len(seeded) == 3 and seeded[0].startswith("recipe plain seeded")
     assert any("--trials leaves room for 3 recipe(s)" in n for n in notes)
     asked = [study.ask() for _ in range(4)]
-    assert [t.user_attrs.get("recipe") for t in asked[:3]] == [n.split()[1] for n in seeded]
+    assert [record_of(t).recipe for t in asked[:3]] == [n.split()[1] for n in seeded]
     for trial in asked[:3]:
         config = space.suggest(trial)  # the enqueued answers give the recipe's configuration
         assert config.describe()
-    assert asked[3].user_attrs.get("recipe") is None, "after the seeds, the sampler proposes"
+    assert record_of(asked[3]).recipe is None, "after the seeds, the sampler proposes"
 
 
 CUDA_GRAPHS_SPACE = "examples/spaces/cuda_graphs.yaml"

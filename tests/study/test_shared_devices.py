@@ -23,6 +23,7 @@ from autotune.study.report import trial_rows, write_trials_csv
 from autotune.study.search import SearchOptions, explore
 from autotune.study.search._loop import crowded_out
 from autotune.study.search._pool import TrialPool
+from autotune.study.storage import record_of
 from autotune.trial import gate as gate_module
 from autotune.trial.gate import GateClosed, MeasurementGate
 from autotune.trial.live import LiveWorker
@@ -180,10 +181,10 @@ def test_a_trial_out_of_memory_beside_other_workers_runs_again_alone(tmp_path: P
     assert [row["ran_alone"] for row in rows] == ["out of memory beside other workers of its device"] * 2
     assert [float(row["compile_concurrent_seconds"]) for row in rows] == [0.0, 0.0]
     assert len(trials) == 2
-    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials), [t.user_attrs for t in trials]
-    assert all(t.user_attrs.get("ran_alone") for t in trials), [t.user_attrs for t in trials]
-    assert all(t.user_attrs.get("compile_concurrent_seconds", 0) == 0 for t in trials), [
-        t.user_attrs.get("compile_concurrent_seconds") for t in trials
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials), [record_of(t).flat() for t in trials]
+    assert all(record_of(t).ran_alone for t in trials), [record_of(t).flat() for t in trials]
+    assert all((record_of(t).own.compile_concurrent_seconds or 0) == 0 for t in trials), [
+        record_of(t).own.compile_concurrent_seconds for t in trials
     ]
 
 

@@ -24,7 +24,7 @@ import sqlalchemy
 import yaml
 
 from autotune import cli
-from autotune.study.storage import failure_of, open_storage
+from autotune.study.storage import failure_of, open_storage, record_of
 from tests.short_runs import SHORT_FLAGS
 
 TARGET = "tests.trial_targets.workloads:tiny_infer"
@@ -113,10 +113,10 @@ def test_two_searches_share_one_study_and_one_of_them_confirms(postgres_url: str
     assert trials <= len(done) <= trials + 1, "the study's total, overshot at most by the other search's running trial"
     runs = [_started(stderr) for _, stderr in printed]
     assert not runs[0] & runs[1], "no trial is run by both searches"
-    measured = {t.number for t in done if "duplicate_of" not in t.user_attrs}
+    measured = {t.number for t in done if record_of(t).duplicate_of is None}
     assert measured <= runs[0] | runs[1]
     pids = {search.pid for search in searches}
-    assert {t.user_attrs["pid"] for t in done} <= pids
+    assert {record_of(t).pid for t in done} <= pids
 
     exported = [(out / "best.yaml").exists() for out in outs]
     assert sorted(exported) == [False, True], "exactly one search confirms and exports"
@@ -140,7 +140,7 @@ def test_a_search_killed_mid_trial_has_it_failed_within_the_grace_period_and_run
     while True:
         running = _wait_for(
             lambda now: [
-                t for t in now if t.state == optuna.trial.TrialState.RUNNING and t.user_attrs.get("pid") == doomed.pid
+                t for t in now if t.state == optuna.trial.TrialState.RUNNING and record_of(t).pid == doomed.pid
             ],
             postgres_url,
             study,
@@ -167,7 +167,7 @@ def test_a_search_killed_mid_trial_has_it_failed_within_the_grace_period_and_run
         text=True,
     )
     _wait_for(
-        lambda now: [t for t in now if t.user_attrs.get("pid") == survivor.pid],
+        lambda now: [t for t in now if record_of(t).pid == survivor.pid],
         postgres_url,
         study,
         lambda: survivor.poll() is None or pytest.fail("the survivor ended before it searched"),
@@ -191,7 +191,7 @@ def test_a_search_killed_mid_trial_has_it_failed_within_the_grace_period_and_run
     _succeeded(survivor, stderr)
     done = _trials(postgres_url, study)
     assert all(t.state.is_finished() for t in done), "no trial is left running or waiting"
-    (retry,) = [t for t in done if t.user_attrs.get("retry_of") == number]
+    (retry,) = [t for t in done if record_of(t).retry_of == number]
     assert retry.params == trial.params and retry.state == optuna.trial.TrialState.COMPLETE
     counted = [t for t in done if t.number != number]
     assert trials <= len(counted) <= trials + 1, "the abandoned trial's retry took its place in the budget"

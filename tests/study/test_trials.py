@@ -16,6 +16,7 @@ from autotune.measure import Harness, Objective, Paired, Throughput
 from autotune.measure.tasks import LiveReference
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search import Monitor, SearchOptions, TrialLoop, compile_limit
+from autotune.study.storage import TRIAL_KEY, TrialRecord, record_of
 from autotune.trial.records import Event, Paused, PhaseChange
 from tests import fake_records
 
@@ -69,8 +70,8 @@ def test_a_reused_outcome_keeps_who_ran_it_and_what_it_retried_apart() -> None:
     trial.set_user_attr("retry_of", 3)
     loop._copy_outcome(trial, twin)
     copied = loop.study.trials[trial.number]
-    assert copied.user_attrs["duplicate_of"] == twin.number and copied.user_attrs["retry_of"] == 3
-    assert "host" not in copied.user_attrs
+    assert record_of(copied).duplicate_of == twin.number and record_of(copied).retry_of == 3
+    assert record_of(copied).host is None
 
 
 def test_a_trial_compiling_past_its_budget_is_stopped_and_an_explicit_limit_replaces_the_budget() -> None:
@@ -245,12 +246,16 @@ def test_speedups_name_the_host_whose_baselines_they_compare_with(monkeypatch) -
     loop.study.enqueue_trial({"scope": "whole"})
     loop.one_trial()
     trial = loop.study.trials[-1]
-    assert trial.params["scope"] == "whole" and "duplicate_of" not in trial.user_attrs
-    assert trial.user_attrs["speedup_vs_eager"] == 3.0 and trial.user_attrs["speedup_vs_compile"] == 1.5
-    assert trial.user_attrs["baselines_of"] == loop.host
+    assert trial.params["scope"] == "whole" and record_of(trial).duplicate_of is None
+    assert record_of(trial).speedup_vs_eager == 3.0 and record_of(trial).speedup_vs_compile == 1.5
+    assert record_of(trial).baselines_of == loop.host
     # What the sampler is told, and every table shows: the paired figure; the trial's own run stays beside it.
-    assert trial.value == pytest.approx(300.0) and trial.user_attrs["samples_per_second"] == pytest.approx(300.0)
-    assert trial.user_attrs["own_samples_per_second"] == 30.0
+    assert trial.value == pytest.approx(300.0) and record_of(trial).samples_per_second == pytest.approx(300.0)
+    assert record_of(trial).own.samples_per_second == 30.0
+    # Everything the loop recorded of the trial is its one record, read back as that type.
+    assert set(trial.user_attrs) == {TRIAL_KEY}
+    assert TrialRecord.from_dict(trial.user_attrs[TRIAL_KEY]) == record_of(trial)
+    assert record_of(trial).host is not None and (record_of(trial).config or {})["scope"] == "whole"
 
 
 def test_a_trial_is_told_its_ratio_on_the_study_scale_and_the_reused_plain_run_stands_at_it(monkeypatch) -> None:
@@ -270,16 +275,16 @@ def test_a_trial_is_told_its_ratio_on_the_study_scale_and_the_reused_plain_run_s
     loop.study.enqueue_trial(params_for(loop.space, CompileConfig(mode="max-autotune-no-cudagraphs")))
     loop.one_trial()
     trial = loop.study.trials[-1]
-    assert "duplicate_of" not in trial.user_attrs and "reused_run" not in trial.user_attrs
-    assert trial.value == pytest.approx(750.0) and trial.user_attrs["reference_samples_per_second"] == 500.0
+    assert record_of(trial).duplicate_of is None and not record_of(trial).reused_run
+    assert trial.value == pytest.approx(750.0) and record_of(trial).reference_samples_per_second == 500.0
     # Plain compile's run, reused as the seeded plain trial, stands where a trial level with the reference would.
     plain = TrialRun(state="complete", result=fake_records.result(samples_per_second=350.0, batches_per_second=35.0))
     loop.plain_run = (plain, "2026-11-28T00:00:00+00:00")
     loop.study.enqueue_trial(params_for(loop.space, CompileConfig()))
     loop.one_trial()
     reused = loop.study.trials[-1]
-    assert reused.user_attrs["reused_run"] and reused.user_attrs["speedup_vs_compile"] == 1.0
-    assert reused.value == 500.0 and reused.user_attrs["own_samples_per_second"] == 350.0
+    assert record_of(reused).reused_run and record_of(reused).speedup_vs_compile == 1.0
+    assert reused.value == 500.0 and record_of(reused).own.samples_per_second == 350.0
 
 
 def test_the_reference_level_is_the_geometric_mean_of_its_anchors_due_before_the_first_trial_then_every_few() -> None:
@@ -370,8 +375,8 @@ def test_a_trial_is_told_its_raw_pairing_and_shown_its_ratio_against_the_anchore
         loop.one_trial()
     first, second = loop.study.trials[-2:]
     assert anchors == [0], "one anchor before the first trial; the next is due after a few more"
-    assert first.user_attrs["paired_ratio"] == 1.5 and first.user_attrs["reference_level"] == 1.25
-    assert first.user_attrs["speedup_vs_compile"] == pytest.approx(1.2), "against plain compile as a fresh process"
+    assert record_of(first).paired_ratio == 1.5 and record_of(first).reference_level == 1.25
+    assert record_of(first).speedup_vs_compile == pytest.approx(1.2), "against plain compile as a fresh process"
     # The sampler is told the raw pairing, which every trial shares: the order holds whatever the anchors say.
     assert first.value == pytest.approx(300.0) and second.value == pytest.approx(300.0)
     assert loop.study.user_attrs[f"reference_levels:{loop.harness.device}"] == [1.25]

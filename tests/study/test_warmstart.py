@@ -13,6 +13,7 @@ from autotune.measure import Throughput
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.retune._warmstart import WarmStart
 from autotune.study.search import load_space, params_for
+from autotune.study.storage import record_of
 
 pytestmark = pytest.mark.parallel  # nothing runs: a study in memory
 
@@ -79,10 +80,10 @@ def test_the_incumbent_then_the_best_earlier_trials_are_queued_once_each(toy_sum
     asked = [study.ask() for _ in range(queued)]
     assert [space.suggest(trial) for trial in asked] == [incumbent, best, second]
     waiting = [study.get_trials(deepcopy=False)[trial.number] for trial in asked]
-    assert [t.user_attrs["retune_role"] for t in waiting] == ["incumbent", "previous", "previous"]
-    numbers = [t.user_attrs.get("previous_trial") for t in waiting]
+    assert [record_of(t).retune_role for t in waiting] == ["incumbent", "previous", "previous"]
+    numbers = [record_of(t).previous_trial for t in waiting]
     assert numbers == [None, 1, 3], "each earlier configuration once, by its best trial"
-    assert all(t.user_attrs["retune"] == "2026-11-28" for t in waiting)
+    assert all(record_of(t).retune == "2026-11-28" for t in waiting)
 
 
 def test_a_configuration_todays_space_cannot_ask_for_is_named_not_queued(toy_summary: WorkloadSummary) -> None:

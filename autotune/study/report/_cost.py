@@ -16,6 +16,7 @@ from typing import Any
 import optuna
 
 from autotune.study.report._display import duration
+from autotune.study.storage import record_of
 
 __all__ = ["SESSION_STAGES", "cost_text", "search_cost"]
 
@@ -35,13 +36,12 @@ def search_cost(study: optuna.Study) -> dict[str, Any] | None:
     session: Mapping[str, Any] = attrs.get("search_session") or {}
     if not stages or not session:
         return None
+    records = [record_of(t) for t in study.get_trials(deepcopy=False)]
     ran = [
-        t.user_attrs
-        for t in study.get_trials(deepcopy=False)
-        if t.user_attrs.get("pid") == session.get("pid")
-        and t.user_attrs.get("host") == session.get("host")
-        and not t.user_attrs.get("reused_run")
-        and "duplicate_of" not in t.user_attrs  # an earlier trial's outcome, copied: nothing compiled again
+        r.own.to_dict()
+        for r in records
+        # The session's own runs: not plain compile's run reused, nor an earlier trial's outcome copied.
+        if r.pid == session.get("pid") and r.host == session.get("host") and r.measured
     ]
     plain = float((attrs.get("baseline.compile") or {}).get("compile_seconds") or 0.0)
     compiles = [float(t.get("compile_seconds") or 0.0) for t in ran if (t.get("compile_seconds") or 0.0) > 0]

@@ -12,7 +12,7 @@ import contextlib
 import csv
 import io
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,14 @@ from autotune.runtime.tuned import TunedConfig, write_atomic
 from autotune.study.report._cost import search_cost
 from autotune.study.report._files import written_together
 from autotune.study.report._verdict import best_trials
-from autotune.study.storage import failure_of, load_search_study, scaled_baselines, trial_rank, trial_value
+from autotune.study.storage import (
+    failure_of,
+    load_search_study,
+    record_of,
+    scaled_baselines,
+    trial_rank,
+    trial_value,
+)
 from autotune.trial.compile_split import SPLIT_PARTS
 from autotune.trial.request import RunRecord
 
@@ -140,16 +147,15 @@ def campaign_of(study: optuna.Study) -> tuple[Campaign, bool]:
     complete = [
         t
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-        if trial_value(t) is not None and "config" in t.user_attrs
+        if trial_value(t) is not None and record_of(t).config is not None
     ]
     if complete:
         best = max(complete, key=lambda t: trial_rank(t, objective))
+        trial = record_of(best)
         name = f"trial {best.number}"
-        config = CompileConfig.from_dict(best.user_attrs["config"])
-        campaign.subjects[name] = Subject(
-            name=name, config=config, created=best.user_attrs.get("created"), trial=best.number
-        )
-        campaign.runs[name] = [RunRecord.from_dict({**best.user_attrs, "state": "complete"})]
+        config = CompileConfig.from_dict(trial.config or {})
+        campaign.subjects[name] = Subject(name=name, config=config, created=trial.created, trial=best.number)
+        campaign.runs[name] = [replace(trial.told(), state="complete")]
         campaign.orders[0].append(name)
     return campaign, False
 
@@ -293,7 +299,7 @@ def _drop_stale_points(folder: Path, front: list[dict[str, Any]]) -> None:
 
 def _created(study: optuna.Study, choice: Choice) -> str:
     if choice.trial is not None:
-        return str(study.trials[choice.trial].user_attrs.get("created") or utc_now())
+        return str(record_of(study.trials[choice.trial]).created or utc_now())
     return str(study.user_attrs.get("confirmation", {}).get("created") or utc_now())
 
 
@@ -304,7 +310,7 @@ def trial_rows(
     trial failed as `failure_of` reads it with the study's attributes (`study_attrs`)."""
     rows = []
     for trial in trials:
-        attrs = trial.user_attrs
+        attrs = record_of(trial).flat()
         reason, message = failure_of(trial, study_attrs or {})
         row: dict[str, Any] = {
             "number": trial.number,
@@ -366,21 +372,21 @@ def pruning_savings(trials: list[optuna.trial.FrozenTrial], protocol: Mapping[st
       took. Its compile time spent is recorded; how long the compile would have gone on is
       measured only by running the same study without the budget (the benchmark does).
     """
-    measured = [t for t in trials if "duplicate_of" not in t.user_attrs]
+    measured = [(t, record_of(t).own) for t in trials if record_of(t).duplicate_of is None]
     measure_phases = [
-        t.user_attrs["phase_seconds"]["measure"]
-        for t in measured
-        if t.state.name == "COMPLETE" and "measure" in (t.user_attrs.get("phase_seconds") or {})
+        run.phase_seconds["measure"]
+        for t, run in measured
+        if t.state.name == "COMPLETE" and "measure" in run.phase_seconds
     ]
     shortest_measurement = min(measure_phases, default=0.0)
     windows = int(protocol.get("windows") or 0)
     while_measuring = while_compiling = 0
     measuring_saved = skipped_saved = compile_spent = 0.0
-    for trial in measured:
+    for trial, run in measured:
         if trial.state.name != "PRUNED":
             continue
-        phases = trial.user_attrs.get("phase_seconds") or {}
-        ran = len(trial.user_attrs.get("windows") or [])
+        phases = run.phase_seconds
+        ran = len(run.windows)
         if ran and "measure" in phases:
             while_measuring += 1
             measuring_saved += max(windows - ran, 0) * phases["measure"] / ran
@@ -425,7 +431,7 @@ def _study_summary(
         "failure_reasons": reasons,
         "pruning_saved_seconds": saved["saved_seconds"],
         "pruning": saved,
-        "trial_seconds": round(sum(t.user_attrs.get("wall_seconds", 0.0) for t in trials), 1),
+        "trial_seconds": round(sum(record_of(t).own.wall_seconds for t in trials), 1),
         "search_wall_seconds": study.user_attrs.get("search_wall_seconds"),
         "protocol": settings.get("protocol", {}),
         **({"doctor": study.user_attrs["doctor"]} if study.user_attrs.get("doctor") else {}),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +23,7 @@ from autotune.runtime.config import CompileConfig
 from autotune.runtime.tuned import TunedConfig
 from autotune.study.report import ProgressCallback
 from autotune.study.search import CACHES_FOLDER, PRUNERS, SAMPLERS, SearchOptions, SearchSpace, explore, params_for
-from autotune.study.storage import load_search_study, trial_rank, trial_value
-from autotune.trial.request import RunRecord
+from autotune.study.storage import TrialRecord, load_search_study, queued_attrs, record_of, trial_rank, trial_value
 
 __all__ = ["WarmStart"]
 
@@ -67,28 +66,27 @@ class WarmStart:
                 self.note(f"the warm-started search stopped early: {exc}")
                 self.study = load_search_study(self.storage_url, self.study.study_name)
         mine = self.tuned.config.to_dict()
-        candidates = [
-            t for t in self._complete() if t.number >= first and t.user_attrs.get("config") not in (None, mine)
-        ]
+        candidates = [t for t in self._complete() if t.number >= first and record_of(t).config not in (None, mine)]
         if not candidates:
             return self.study, None
         best = max(candidates, key=lambda t: trial_rank(t, self.objective))
-        config = CompileConfig.from_dict(best.user_attrs["config"])
+        record = record_of(best)
+        config = CompileConfig.from_dict(record.config or {})
         # Its run in this search was its first: the campaign starts it warm from the cache that run filled.
         return self.study, Subject(
             name="challenger",
             config=config,
-            created=best.user_attrs.get("created"),
+            created=record.created,
             trial=best.number,
             cache_dir=str(Path(self.out_dir) / CACHES_FOLDER / f"trial-{best.number}"),
-            cold=RunRecord.from_dict({**best.user_attrs, "state": "complete"}),
+            cold=replace(record.told(), state="complete"),
         )
 
     def _complete(self) -> list[optuna.trial.FrozenTrial]:
         return [
             t
             for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-            if "duplicate_of" not in t.user_attrs and "config" in t.user_attrs and trial_value(t) is not None
+            if record_of(t).duplicate_of is None and record_of(t).config is not None and trial_value(t) is not None
         ]
 
     def _options(self, trials: int, first: int) -> SearchOptions:
@@ -150,27 +148,29 @@ class WarmStart:
 
     def _enqueue(self) -> int:
         """Enqueue the incumbent and the previous top trials as this space would ask for them."""
-        wanted: list[tuple[CompileConfig, dict[str, Any]]] = []
+        wanted: list[tuple[CompileConfig, TrialRecord]] = []
         if self.tuned.config.scope != "none" and self.tuned.config != CompileConfig():
             # A baseline incumbent is measured by the campaign anyway; a configuration is searched again.
-            wanted.append((self.tuned.config, {"retune_role": "incumbent"}))
+            wanted.append((self.tuned.config, TrialRecord(retune=self.date, retune_role="incumbent")))
         complete = sorted(self._complete(), key=lambda t: trial_rank(t, self.objective), reverse=True)
         seen = [self.tuned.config.to_dict()]
         for trial in complete:
             if len(seen) > self.top:
                 break
-            if trial.user_attrs["config"] not in seen:
-                seen.append(trial.user_attrs["config"])
-                config = CompileConfig.from_dict(trial.user_attrs["config"])
-                wanted.append((config, {"retune_role": "previous", "previous_trial": trial.number}))
+            recorded = record_of(trial).config or {}
+            if recorded not in seen:
+                seen.append(recorded)
+                config = CompileConfig.from_dict(recorded)
+                why = TrialRecord(retune=self.date, retune_role="previous", previous_trial=trial.number)
+                wanted.append((config, why))
         queued = 0
-        for config, attrs in wanted:
+        for config, why in wanted:
             params = params_for(self.space, config)
             if params is None:
                 self.note(
                     f"{config.describe()} is not in the space '{self.space.name}' any more, so it is not searched again"
                 )
                 continue
-            self.study.enqueue_trial(params, user_attrs={**attrs, "retune": self.date})
+            self.study.enqueue_trial(params, user_attrs=queued_attrs(why))
             queued += 1
         return queued

@@ -12,7 +12,7 @@ import optuna
 from autotune.study.report import Plan
 from autotune.study.search._loop import TrialLoop
 from autotune.study.search._options import SearchOptions
-from autotune.study.storage import failure_of, shown
+from autotune.study.storage import failure_of, record_of, shown
 
 __all__ = ["TrialBudget", "confirmation_seconds"]
 
@@ -77,11 +77,12 @@ class TrialBudget:
         ]
         last = max(done, key=lambda t: (t.datetime_complete, t.number), default=None)
         mine = (socket.gethostname(), os.getpid())
-        if last is None or (last.user_attrs.get("host"), last.user_attrs.get("pid")) == mine:
+        ran = record_of(last) if last is not None else None
+        if last is None or ran is None or (ran.host, ran.pid) == mine:
             return True
         self.note(
             f"the study's trials are done; the search that finished the last one (trial {last.number}: pid "
-            f"{last.user_attrs.get('pid')} on {last.user_attrs.get('host')}) confirms and exports; then {export} "
+            f"{ran.pid} on {ran.host}) confirms and exports; then {export} "
             "writes the files here"
         )
         return False

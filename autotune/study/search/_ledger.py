@@ -20,7 +20,15 @@ from autotune.errors import ConfigError
 from autotune.measure import Objective, Objectives
 from autotune.measure.choice import subjects_to_confirm
 from autotune.runtime.config import CompileConfig, is_plain_compile
-from autotune.study.storage import ABANDONED, beats, fail_stale, grace_period, retried_numbers, trial_value
+from autotune.study.storage import (
+    ABANDONED,
+    beats,
+    fail_stale,
+    grace_period,
+    record_of,
+    retried_numbers,
+    trial_value,
+)
 from autotune.trial.runner import process_alive
 
 __all__ = ["FINISHED", "StudyLedger"]
@@ -81,7 +89,9 @@ class StudyLedger:
         return sum(
             1
             for t in running
-            if "host" in t.user_attrs or t.datetime_start is None or (now - t.datetime_start).total_seconds() < limit
+            if record_of(t).host is not None
+            or t.datetime_start is None
+            or (now - t.datetime_start).total_seconds() < limit
         )
 
     def reap_abandoned(self) -> int:
@@ -93,13 +103,14 @@ class StudyLedger:
         if self.shared:
             failed = fail_stale(self.study)
             for frozen in failed:
-                self.note(f"trial {frozen.number}: FAIL {frozen.user_attrs.get('message')}")
+                self.note(f"trial {frozen.number}: FAIL {record_of(frozen).message}")
             return len(failed)
         host = socket.gethostname()
         reaped = 0
         for frozen in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-            pid = frozen.user_attrs.get("pid")
-            if frozen.user_attrs.get("host") != host or not isinstance(pid, int) or process_alive(pid):
+            record = record_of(frozen)
+            pid = record.pid
+            if record.host != host or not isinstance(pid, int) or process_alive(pid):
                 continue
             message = f"abandoned: the search that ran it (pid {pid}) was killed before the trial finished"
             # Another process's trial: why it failed is the study's to say (`failure_of`), as for a stale one.
@@ -112,11 +123,8 @@ class StudyLedger:
 
     def typical_seconds(self) -> float | None:
         """The median wall time of the trials measured so far (reused outcomes excluded), or None."""
-        durations = [
-            t.user_attrs["wall_seconds"]
-            for t in self.finished()
-            if "duplicate_of" not in t.user_attrs and t.user_attrs.get("wall_seconds")
-        ]
+        records = [record_of(t) for t in self.finished()]
+        durations = [r.own.wall_seconds for r in records if r.duplicate_of is None and r.own.wall_seconds]
         return statistics.median(durations) if durations else None
 
     def best_distinct(self, count: int) -> list[optuna.trial.FrozenTrial]:
@@ -124,14 +132,14 @@ class StudyLedger:
         complete = [
             t
             for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-            if "duplicate_of" not in t.user_attrs and trial_value(t) is not None and not _plain(t)
+            if record_of(t).duplicate_of is None and trial_value(t) is not None and not _plain(t)
         ]
         complete.sort(key=lambda t: trial_value(t) or 0.0, reverse=self.objective.direction == "maximize")
         chosen: list[optuna.trial.FrozenTrial] = []
         for trial in complete:
             if len(chosen) >= count:
                 break
-            if all(other.user_attrs.get("config") != trial.user_attrs.get("config") for other in chosen):
+            if all(record_of(other).config != record_of(trial).config for other in chosen):
                 chosen.append(trial)
         return chosen
 
@@ -139,9 +147,9 @@ class StudyLedger:
         """Up to `count` trials of a multi-objective study's Pareto front, one per configuration, spread along it."""
         chosen: list[optuna.trial.FrozenTrial] = []
         for trial in self.study.best_trials:
-            if "duplicate_of" in trial.user_attrs or trial_value(trial) is None or _plain(trial):
+            if record_of(trial).duplicate_of is not None or trial_value(trial) is None or _plain(trial):
                 continue
-            if all(other.user_attrs.get("config") != trial.user_attrs.get("config") for other in chosen):
+            if all(record_of(other).config != record_of(trial).config for other in chosen):
                 chosen.append(trial)
         chosen.sort(key=lambda t: trial_value(t) or 0.0, reverse=self.objective.direction == "maximize")
         keep = subjects_to_confirm([(t.number, trial_value(t) or 0.0) for t in chosen], count)
@@ -161,7 +169,7 @@ class StudyLedger:
 
 def _plain(trial: optuna.trial.FrozenTrial) -> bool:
     """Whether a trial compiled plain torch.compile (the plain recipe): the baseline measures that in every round."""
-    recorded = trial.user_attrs.get("config")
+    recorded = record_of(trial).config
     if not isinstance(recorded, dict):
         return False
     try:
@@ -172,8 +180,9 @@ def _plain(trial: optuna.trial.FrozenTrial) -> bool:
 
 def _still_running(trial: optuna.trial.FrozenTrial, timeout: float) -> bool:
     """A RUNNING trial of another search that may still finish: its process lives, or (another host) it is recent."""
-    if trial.user_attrs.get("host") == socket.gethostname():
-        pid = trial.user_attrs.get("pid")
+    record = record_of(trial)
+    if record.host == socket.gethostname():
+        pid = record.pid
         return isinstance(pid, int) and pid != os.getpid() and process_alive(pid)
     start = trial.datetime_start
     return start is not None and (datetime.datetime.now() - start).total_seconds() < timeout + 60

@@ -40,7 +40,7 @@ from autotune.runtime.config import CompileConfig, is_plain_compile
 from autotune.study.search._ledger import StudyLedger
 from autotune.study.search._monitor import LoopOptions, Monitor
 from autotune.study.search._space import SearchSpace
-from autotune.study.storage import Heartbeat, study_scale
+from autotune.study.storage import Heartbeat, record_of, study_scale, update_record, write_record
 from autotune.trial.gate import GateClosed, MeasurementGate
 from autotune.trial.request import RunRecord, TrialRequest, TrialRun
 
@@ -137,8 +137,7 @@ class TrialLoop:
         heartbeat = Heartbeat(self.study, trial.number)
         try:
             with heartbeat:  # at once: a trial that never beat is never failed as stale
-                trial.set_user_attr("host", socket.gethostname())
-                trial.set_user_attr("pid", os.getpid())
+                update_record(trial, host=socket.gethostname(), pid=os.getpid())
                 self._run(trial, harness or self.harness, gate)
         except optuna.exceptions.UpdateFinishedTrialError:
             # Its beats did not reach the study for the grace period (a server or network outage),
@@ -158,7 +157,7 @@ class TrialLoop:
         finally:
             self.ledger.in_flight.discard(trial.number)
             for frozen in heartbeat.failed:
-                self._note(f"trial {frozen.number}: FAIL {frozen.user_attrs.get('message')}")
+                self._note(f"trial {frozen.number}: FAIL {record_of(frozen).message}")
 
     def follow_scale(self) -> None:
         """Put the live references' rates on the study's recorded scale again (`adopt_scale`): a host that began a
@@ -180,8 +179,7 @@ class TrialLoop:
             self._tell_failed(trial, "invalid_config", str(exc))
             return
         self.follow_scale()
-        trial.set_user_attr("config", config.to_dict())
-        trial.set_user_attr("description", config.describe())
+        update_record(trial, config=config.to_dict(), description=config.describe())
         twin = self._reusable_twin(config.to_dict(), trial.number)
         if twin is not None:
             self._copy_outcome(trial, twin)
@@ -195,9 +193,7 @@ class TrialLoop:
         except ConfigError as exc:
             self._tell_failed(trial, "invalid_config", str(exc))
             return
-        trial.set_user_attr("created", created)
-        trial.set_user_attr("source_sha256", hashlib.sha256(source.encode()).hexdigest())
-        recipe = trial.user_attrs.get("recipe")
+        recipe = update_record(trial, created=created, source_sha256=hashlib.sha256(source.encode()).hexdigest()).recipe
         self.report(trial.number, f"trial {trial.number}: starting" + (f" (recipe {recipe})" if recipe else ""))
         monitor = Monitor(self, trial, f"trial {trial.number}")
         cache = str(self.caches / f"trial-{trial.number}")
@@ -224,14 +220,14 @@ class TrialLoop:
             shutil.rmtree(cache, ignore_errors=True)  # its second run is a first run too: cold
             with gate.alone(harness.device):
                 run, paired = measure(replace(request, memory_share=None))
-            trial.set_user_attr("ran_alone", "out of memory beside other workers of its device")
+            update_record(trial, ran_alone="out of memory beside other workers of its device")
         if paired is not None:
             with self.lock:
                 paired.reference.paired_trials += 1
         if self.stopping.is_set():
             raise KeyboardInterrupt  # the pool stopped: its worker was killed, whatever the run says
         if harness.device != self.harness.device:
-            trial.set_user_attr("device", harness.device)
+            update_record(trial, device=harness.device)
         self._tell_run(trial, config, run, created, paired=paired)
 
     def close(self) -> None:
@@ -307,22 +303,30 @@ class TrialLoop:
         reused: str = "",
         paired: Paired | None = None,
     ) -> None:
-        """Record `run`'s figures on the trial and tell its outcome; `reused` names the run it was when not its own."""
+        """Record `run` as the trial's and tell its outcome; `reused` names the run it was when not its own."""
         record = run.record()
         also = f" (the run of {reused}, reused)" if reused else ""
+        changes: dict[str, Any] = {"run": record}
+        told = record
         if reused:
-            record = self._on_scale(trial, record)
-            self._reused(trial, config, record, created, reused)
+            told = self._on_scale(record)
+            self._reused(trial, config, told, created, reused)
+            changes["reused_run"] = reused
         if run.fresh is not None and not reused:
             # The cold run's pass over the stream: what the trial's own process ran right after compiling.
-            trial.set_user_attr("first_run_samples_per_second", round(run.fresh.samples_per_second, 4))
+            changes["first_run_samples_per_second"] = round(run.fresh.samples_per_second, 4)
         if run.measured_between:
-            trial.set_user_attr("measured_between", [round(t, 3) for t in run.measured_between])
-        for key, value in record.to_dict().items():
-            trial.set_user_attr(key, value)
+            changes["measured_between"] = [round(t, 3) for t in run.measured_between]
+        if told is not record:
+            changes.update(
+                scaled_samples_per_second=told.samples_per_second, scaled_batches_per_second=told.batches_per_second
+            )
         if record.complete:
-            record = self._paired_figures(trial, record, paired, reused=bool(reused))
-            values = self.objectives.values(record)
+            figures, told = self._paired_figures(told, paired, reused=bool(reused))
+            changes.update(figures)
+        update_record(trial, **changes)
+        if record.complete:
+            values = self.objectives.values(told)
             self._tell(trial, values)
             shown = ", ".join(f"{v:.4g} {o.unit}" for v, o in zip(values, self.objectives, strict=True))
             self._note(f"trial {trial.number}: {shown}  {config.describe()}{also}")
@@ -333,24 +337,22 @@ class TrialLoop:
             self._tell(trial, state=optuna.trial.TrialState.FAIL)
             self._note(f"trial {trial.number}: FAIL {record.reason}: {record.message}  {config.describe()}{also}")
 
-    def _on_scale(self, trial: optuna.Trial, record: RunRecord) -> RunRecord:
+    def _on_scale(self, record: RunRecord) -> RunRecord:
         """Plain compile's reused run on the study's scale: the live reference's rates, which are that scale
-        (`adopt_scale`), as a trial that ran level with the reference would read; its own rate stays beside."""
+        (`adopt_scale`), as a trial that ran level with the reference would read; its own rates stay in its run."""
         reference = self.references.get(self.harness.device)
         if not record.complete or reference is None or self.reference_name != "compile":
             return record
         if not reference.samples_per_second or not reference.batches_per_second:
             return record
-        trial.set_user_attr("own_samples_per_second", record.samples_per_second)
         return replace(
             record, samples_per_second=reference.samples_per_second, batches_per_second=reference.batches_per_second
         )
 
     def _reused(self, trial: optuna.Trial, config: CompileConfig, record: RunRecord, created: str, what: str) -> None:
         """A trial that takes the plain compile baseline's run: the same code, protocol and device, minutes ago."""
-        trial.set_user_attr("created", created)
-        trial.set_user_attr("source_sha256", hashlib.sha256(self.harness.source(config, created).encode()).hexdigest())
-        trial.set_user_attr("reused_run", what)
+        digest = hashlib.sha256(self.harness.source(config, created).encode()).hexdigest()
+        update_record(trial, created=created, source_sha256=digest)
         if record.complete and not self.objectives.multi:
             # Plain compile against itself: a ratio of 1 at every block, as the pruner would have seen it.
             value = self.objective.speed_value(
@@ -360,38 +362,38 @@ class TrialLoop:
                 trial.report(value, step)
 
     def _paired_figures(
-        self, trial: optuna.Trial, record: RunRecord, paired: Paired | None, *, reused: bool
-    ) -> RunRecord:
-        """The trial's figures against the baselines of this session; the record whose objective is told.
+        self, record: RunRecord, paired: Paired | None, *, reused: bool
+    ) -> tuple[dict[str, Any], RunRecord]:
+        """The trial's figures against the baselines of this session, and the record whose objective is told.
 
         A paired trial's rate is its ratio to the reference, measured at the same moments on the
         same batches, times the study's scale (the reference's rate when the study began): load on
         the machine moves both sides of the ratio alike, and another night's or host's rate none.
         """
-        trial.set_user_attr("baselines_of", self.host)
+        figures: dict[str, Any] = {"baselines_of": self.host}
         if reused:
-            trial.set_user_attr("speedup_vs_compile", 1.0)
+            figures["speedup_vs_compile"] = 1.0
             over_eager = self.baselines.get("compile", {}).get("speedup_vs_eager")
             if over_eager:
-                trial.set_user_attr("speedup_vs_eager", over_eager)
-            return record
+                figures["speedup_vs_eager"] = over_eager
+            return figures, record
         if paired is None or paired.samples_per_second is None:
-            return record
-        for key, value in paired.figures().items():
-            trial.set_user_attr(key, value)
+            return figures, record
+        figures.update(paired.figures())
         if self.reference_name == "compile" and paired.anchored_ratio is not None:
             # Against plain compile as a fresh process runs it: the reference's own level taken out.
-            trial.set_user_attr("speedup_vs_compile", round(paired.anchored_ratio, 4))
+            figures["speedup_vs_compile"] = round(paired.anchored_ratio, 4)
         if paired.over_eager is not None:
-            trial.set_user_attr("speedup_vs_eager", round(paired.over_eager, 4))
-        # The figure every table and plot of the search shows is the paired one; the trial's own stays beside it.
-        trial.set_user_attr("own_samples_per_second", record.samples_per_second)
-        trial.set_user_attr("samples_per_second", round(paired.samples_per_second, 4))
-        return replace(
+            figures["speedup_vs_eager"] = round(paired.over_eager, 4)
+        # The figure every table and plot of the search shows is the paired one; the trial's own stays in its run.
+        told = replace(
             record,
             samples_per_second=paired.samples_per_second,
             batches_per_second=paired.batches_per_second or record.batches_per_second,
         )
+        figures["scaled_samples_per_second"] = round(paired.samples_per_second, 4)
+        figures["scaled_batches_per_second"] = told.batches_per_second
+        return figures, told
 
     def _note(self, message: str) -> None:
         self.report(None, "", message)
@@ -408,28 +410,24 @@ class TrialLoop:
             self.exhausted = True
 
     def _tell_failed(self, trial: optuna.Trial, reason: str, message: str) -> None:
-        trial.set_user_attr("state", "failed")
-        trial.set_user_attr("reason", reason)
-        trial.set_user_attr("message", message)
+        update_record(trial, run=RunRecord(state="failed", reason=reason, message=message))
         self._tell(trial, state=optuna.trial.TrialState.FAIL)
         self._note(f"trial {trial.number}: FAIL {reason}: {message}")
 
     def _reusable_twin(self, wanted: dict[str, Any], number: int) -> optuna.trial.FrozenTrial | None:
         for other in self.ledger.finished():
-            if other.number < self.options.reuse_since or other.number == number or "duplicate_of" in other.user_attrs:
+            if other.number < self.options.reuse_since or other.number == number:
                 continue
-            if other.user_attrs.get("config") != wanted:
+            record = record_of(other)
+            if record.duplicate_of is not None or record.config != wanted:
                 continue
             complete = other.state == optuna.trial.TrialState.COMPLETE
-            if complete or other.user_attrs.get("reason") in DETERMINISTIC_FAILURES:
+            if complete or record.reason in DETERMINISTIC_FAILURES:
                 return other
         return None
 
     def _copy_outcome(self, trial: optuna.Trial, twin: optuna.trial.FrozenTrial) -> None:
-        for key, value in twin.user_attrs.items():
-            if key not in ("host", "pid", "retry_of"):  # who ran it, and which trial it ran again, are its own
-                trial.set_user_attr(key, value)
-        trial.set_user_attr("duplicate_of", twin.number)
+        write_record(trial, record_of(trial).copied_from(record_of(twin), twin.number))
         if twin.state == optuna.trial.TrialState.COMPLETE:
             self._tell(trial, twin.values)
         else:

@@ -34,7 +34,7 @@ from autotune.measure import Objective
 from autotune.runtime.config import CompileConfig, inductor_option_defaults
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search._space import SearchSpace
-from autotune.study.storage import trial_rank
+from autotune.study.storage import TrialRecord, queued_attrs, record_of, trial_rank
 
 __all__ = [
     "PAD_MULTIPLE",
@@ -172,7 +172,7 @@ def seed_study(study: optuna.Study, space: SearchSpace, seeds: Sequence[Seed], l
     """Enqueue up to `limit` seeds as the study's first trials; returns what was done, in words."""
     queued, notes = planned_seeds(space, seeds, limit)
     for seed, params in queued:
-        study.enqueue_trial(params, user_attrs={"recipe": seed.name}, skip_if_exists=True)
+        study.enqueue_trial(params, user_attrs=queued_attrs(TrialRecord(recipe=seed.name)), skip_if_exists=True)
     return notes
 
 
@@ -204,7 +204,7 @@ def planned_seeds(
 def recipes_pending(study: optuna.Study) -> bool:
     """Whether a recipe of the study is still waiting or running: stacking waits until every one has run."""
     waiting = (optuna.trial.TrialState.WAITING, optuna.trial.TrialState.RUNNING)
-    return any("recipe" in t.user_attrs for t in study.get_trials(deepcopy=False, states=waiting))
+    return any(record_of(t).recipe is not None for t in study.get_trials(deepcopy=False, states=waiting))
 
 
 def stacked_recipes(study: optuna.Study, seeds: Sequence[Seed], objective: Objective) -> list[Seed]:
@@ -216,13 +216,13 @@ def stacked_recipes(study: optuna.Study, seeds: Sequence[Seed], objective: Objec
     out. A stacked recipe is named after its parts (`mark_dynamic+compiled-optimizer`).
     """
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    plain = [t for t in complete if t.user_attrs.get("recipe") == "plain"]
+    plain = [t for t in complete if record_of(t).recipe == "plain"]
     if not plain:
         return []
     bar = trial_rank(plain[0], objective)
     by_name = {seed.name: seed for seed in seeds}
-    ran = [t for t in complete if t.user_attrs.get("recipe") in by_name and t.user_attrs.get("recipe") != "plain"]
-    helped = [by_name[t.user_attrs["recipe"]] for t in sorted(ran, key=lambda t: -trial_rank(t, objective))]
+    ran = [t for t in complete if record_of(t).recipe in by_name and record_of(t).recipe != "plain"]
+    helped = [by_name[str(record_of(t).recipe)] for t in sorted(ran, key=lambda t: -trial_rank(t, objective))]
     helped = [seed for seed in helped if seed.answers and _faster(_trial_of(ran, seed.name), bar, objective)]
     groups = [list(pair) for pair in itertools.combinations(helped, 2)]
     if len(helped) > 2:
@@ -239,11 +239,11 @@ def stacked_recipes(study: optuna.Study, seeds: Sequence[Seed], objective: Objec
 
 def _faster(trial: optuna.trial.FrozenTrial, bar: float, objective: Objective) -> bool:
     """Whether a recipe's trial ran faster than plain compile: its anchored ratio, or its value against `bar`."""
-    ratio = trial.user_attrs.get("speedup_vs_compile")
+    ratio = record_of(trial).speedup_vs_compile
     if objective.per_sample and ratio is not None:
         return float(ratio) > 1.0
     return trial_rank(trial, objective) > bar
 
 
 def _trial_of(trials: Sequence[optuna.trial.FrozenTrial], recipe: str) -> optuna.trial.FrozenTrial:
-    return next(t for t in trials if t.user_attrs.get("recipe") == recipe)
+    return next(t for t in trials if record_of(t).recipe == recipe)

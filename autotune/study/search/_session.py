@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -62,7 +63,14 @@ from autotune.study.search._pool import TrialPool, worker_devices
 from autotune.study.search._prepare import prepare
 from autotune.study.search._seeds import recipes_pending, seed_study, stacked_recipes, study_seeds
 from autotune.study.search._space import load_space
-from autotune.study.storage import REFERENCES, ValueScale, adopt_scale, storage_failures_named, study_scale
+from autotune.study.storage import (
+    REFERENCES,
+    ValueScale,
+    adopt_scale,
+    record_of,
+    storage_failures_named,
+    study_scale,
+)
 from autotune.trial.request import RunRecord
 from autotune.trial.runner import remove_abandoned_workdirs
 
@@ -496,17 +504,20 @@ def _subjects(search: _Search, top: list[optuna.trial.FrozenTrial]) -> list[Subj
         )
         for name, config in (("eager", None), ("compile", CompileConfig()))
     ]
-    return baselines + [
-        Subject(
-            name=f"trial {t.number}",
-            config=CompileConfig.from_dict(t.user_attrs["config"]),
-            created=t.user_attrs.get("created"),
-            trial=t.number,
-            cache_dir=str(caches / f"trial-{t.number}"),
-            cold=RunRecord.from_dict({**t.user_attrs, "state": "complete"}),
-        )
-        for t in top
-    ]
+    return baselines + [_trial_subject(t, caches) for t in top]
+
+
+def _trial_subject(trial: optuna.trial.FrozenTrial, caches: Path) -> Subject:
+    """A trial to confirm, with its search-time run as its cold one."""
+    record = record_of(trial)
+    return Subject(
+        name=f"trial {trial.number}",
+        config=CompileConfig.from_dict(record.config or {}),
+        created=record.created,
+        trial=trial.number,
+        cache_dir=str(caches / f"trial-{trial.number}"),
+        cold=replace(record.told(), state="complete"),
+    )
 
 
 def _shown(search: _Search) -> RunCallback:

@@ -34,6 +34,14 @@ from autotune.study.storage._storage import (
     shown,
     storage_failures_named,
 )
+from autotune.study.storage._trial_record import (
+    TRIAL_KEY,
+    TrialRecord,
+    queued_attrs,
+    record_of,
+    update_record,
+    write_record,
+)
 from autotune.study.storage._values import trial_rank, trial_value
 
 __all__ = [
@@ -41,8 +49,10 @@ __all__ = [
     "HISTORY_FILE",
     "Heartbeat",
     "Liveness",
+    "TrialRecord",
     "MAX_RETRIES",
     "REFERENCES",
+    "TRIAL_KEY",
     "VALUE_SCALE",
     "ValueScale",
     "adopt_scale",
@@ -56,6 +66,8 @@ __all__ = [
     "grace_period",
     "load_search_study",
     "open_storage",
+    "queued_attrs",
+    "record_of",
     "opened_in",
     "read_history",
     "retried_numbers",
@@ -66,4 +78,6 @@ __all__ = [
     "trial_id",
     "trial_rank",
     "trial_value",
+    "update_record",
+    "write_record",
 ]

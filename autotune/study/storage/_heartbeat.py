@@ -28,13 +28,15 @@ import inspect
 import threading
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
 import optuna
 
 from autotune.study.storage._storage import opened_in
+from autotune.study.storage._trial_record import TRIAL_KEY, queued_attrs, record_of
+from autotune.trial.request import RunRecord
 
 __all__ = [
     "ABANDONED",
@@ -53,8 +55,6 @@ MAX_RETRIES = 1
 """How many times an abandoned trial's configuration is queued again."""
 ABANDONED = "abandoned:"
 """The study attribute, followed by a trial's number, that says why a stale trial was failed."""
-_KEPT = ("recipe",)
-"""User attributes a retry keeps: what chose the configuration, not what measuring it found."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,16 +96,18 @@ def fail_stale(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 def _stale(study: optuna.Study, frozen: optuna.trial.FrozenTrial) -> None:
     """Optuna's callback for a trial it has just failed as stale (once, in the search that failed it)."""
     retry = len(frozen.system_attrs.get("retry_history", [])) < MAX_RETRIES
+    record = record_of(frozen)
     message = (
-        f"abandoned: the search that ran it (pid {frozen.user_attrs.get('pid')} on "
-        f"{frozen.user_attrs.get('host')}) sent no heartbeat for {grace_period(study)} s"
+        f"abandoned: the search that ran it (pid {record.pid} on "
+        f"{record.host}) sent no heartbeat for {grace_period(study)} s"
         + ("; its configuration is queued again" if retry else "; not queued again: it was a retry already")
     )
     study.set_user_attr(f"{ABANDONED}{frozen.number}", message)
     if retry:
         _queue_again(study, frozen)
     shown = copy.deepcopy(frozen)
-    shown.user_attrs.update({"state": "failed", "reason": "abandoned", "message": message})
+    abandoned = RunRecord(state="failed", reason="abandoned", message=message)
+    shown.user_attrs[TRIAL_KEY] = replace(record, run=abandoned).to_dict()
     getattr(_failed_here, "trials", []).append(shown)
 
 
@@ -113,9 +115,10 @@ def failure_of(trial: optuna.trial.FrozenTrial, study_attrs: Mapping[str, Any]) 
     """Why a trial failed, and the message: its own attributes', or for a trial failed as stale by another search's
     heartbeat, what that search recorded in the study; ('', '') for a trial that did not fail."""
     message = study_attrs.get(f"{ABANDONED}{trial.number}")
-    if trial.state == optuna.trial.TrialState.FAIL and "reason" not in trial.user_attrs and isinstance(message, str):
+    record = record_of(trial)
+    if trial.state == optuna.trial.TrialState.FAIL and record.run is None and isinstance(message, str):
         return "abandoned", message
-    return str(trial.user_attrs.get("reason", "")), str(trial.user_attrs.get("message", ""))
+    return record.reason, record.message
 
 
 def retried_numbers(trials: list[optuna.trial.FrozenTrial]) -> set[int]:
@@ -125,8 +128,8 @@ def retried_numbers(trials: list[optuna.trial.FrozenTrial]) -> set[int]:
 
 def _queue_again(study: optuna.Study, frozen: optuna.trial.FrozenTrial) -> None:
     frozen = copy.deepcopy(frozen)  # the caller's copy keeps what this trial found
-    kept = {key: frozen.user_attrs[key] for key in _KEPT if key in frozen.user_attrs}
-    frozen.user_attrs = {**kept, "retry_of": frozen.number}
+    # What chose the configuration is kept, not what measuring it found.
+    frozen.user_attrs = queued_attrs(record_of(frozen).requeued(frozen.number))
     # Optuna's own retry callback: the same parameters as a waiting trial, which the next `ask` of any host takes.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)

@@ -17,6 +17,8 @@ from typing import Any
 
 import optuna
 
+from autotune.study.storage._trial_record import record_of
+
 __all__ = ["REFERENCES", "VALUE_SCALE", "ValueScale", "adopt_scale", "scaled_baselines", "study_scale"]
 
 VALUE_SCALE = "value_scale"
@@ -97,10 +99,11 @@ def adopt_scale(study: optuna.Study, measured: ValueScale) -> tuple[ValueScale, 
 def _earliest_paired(study: optuna.Study) -> ValueScale | None:
     """The reference's rates of the study's first trial paired with plain compile, in a study that recorded no scale."""
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-        attrs = trial.user_attrs
-        if "duplicate_of" in attrs or "reused_run" in attrs or "speedup_vs_compile" not in attrs:
+        record = record_of(trial)
+        if not record.measured or record.speedup_vs_compile is None:
             continue
-        figures = [attrs.get(k) for k in ("reference_samples_per_second", "samples_per_second", "batches_per_second")]
+        # Its own run's proportion of batches to samples: the stream's, whichever rate it is taken from.
+        figures = [record.reference_samples_per_second, record.own.samples_per_second, record.own.batches_per_second]
         values = [float(x) for x in figures if isinstance(x, int | float) and x > 0]
         if len(values) != len(figures):
             continue
@@ -110,7 +113,7 @@ def _earliest_paired(study: optuna.Study) -> ValueScale | None:
             reference="compile",
             samples_per_second=rate,
             batches_per_second=rate * batches / samples,
-            host=str(attrs.get("host", "")),
+            host=record.host or "",
             measured=f"trial {trial.number}, before scales were recorded",
         )
     return None
