@@ -43,8 +43,9 @@ import time
 import traceback
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from autotune.trial.events import (
     COMMAND_FD_VARIABLE,
@@ -53,12 +54,14 @@ from autotune.trial.events import (
     PARENT_PID_VARIABLE,
     PAUSE_FD_VARIABLE,
 )
+from autotune.trial.records import WireRecord
 
 __all__ = [
     "DISABLE_VARIABLE",
     "FORKED_PROGRAMS",
     "PER_RUN_VARIABLES",
     "ForkServer",
+    "ForkRequest",
     "ForkServerUnavailable",
     "ForkedProcess",
     "WorkerProcess",
@@ -97,6 +100,24 @@ _PRELOAD_VARIABLE = "AUTOTUNE_FORKSERVER_PRELOAD"
 _MAX_MESSAGE = 1 << 20
 _TITLE_ROOM = 1024
 _log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ForkRequest(WireRecord):
+    """What the search asks the server to fork a child for, one JSON message with the descriptors beside it."""
+
+    KIND: ClassVar[str] = "fork"
+    SENDER: ClassVar[str] = "the search"
+    program: str
+    """The module whose `main(args)` the child runs, as `python -m` would."""
+    args: list[str]
+    env: dict[str, str]
+    """The child's whole environment."""
+    cwd: str
+    fds: list[str]
+    """The environment variables set to the descriptors sent with the request, in their order (after stdout)."""
+    cpus: list[int]
+    """The cores the child may run on; empty: those of the server."""
 
 
 class ForkServerUnavailable(Exception):
@@ -165,15 +186,8 @@ class ForkServer:
         gets each descriptor and the variable is set to its number there. `cpus`: the cores it may run on.
         """
         names = list(fds)
-        request = {
-            "program": program,
-            "args": list(args),
-            "env": dict(env),
-            "cwd": cwd,
-            "fds": names,
-            "cpus": list(cpus),
-        }
-        payload = json.dumps(request)
+        request = ForkRequest(program=program, args=list(args), env=dict(env), cwd=cwd, fds=names, cpus=list(cpus))
+        payload = json.dumps(request.to_json())
         with self.lock:
             if self.gone:
                 raise ForkServerUnavailable("the fork server is gone")
@@ -408,7 +422,7 @@ def main() -> int:
             data, fds, _, _ = socket.recv_fds(channel, _MAX_MESSAGE, 16)
             if not data:
                 return 0  # the parent is gone; children see their parent go too and end (die_with_parent)
-            _fork(channel, json.loads(data), fds, (channel.fileno(), wake_read, wake_write))
+            _fork(channel, ForkRequest.from_json(json.loads(data)), fds, (channel.fileno(), wake_read, wake_write))
 
 
 def _preload(spec: str) -> str:
@@ -431,7 +445,7 @@ def _preload(spec: str) -> str:
     return ""
 
 
-def _fork(channel: socket.socket, request: dict[str, Any], fds: list[int], closing: Sequence[int]) -> None:
+def _fork(channel: socket.socket, request: ForkRequest, fds: list[int], closing: Sequence[int]) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     try:
@@ -457,7 +471,7 @@ def _fork(channel: socket.socket, request: dict[str, Any], fds: list[int], closi
     _send(channel, {"started": pid})
 
 
-def _child(request: dict[str, Any], fds: list[int], closing: Sequence[int]) -> int:
+def _child(request: ForkRequest, fds: list[int], closing: Sequence[int]) -> int:
     """Become the run's process, as `python -m` would have started it, and run the program's `main`."""
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -471,8 +485,8 @@ def _child(request: dict[str, Any], fds: list[int], closing: Sequence[int]) -> i
     os.dup2(stdout, 1)
     os.dup2(stdout, 2)
     os.close(stdout)
-    env = dict(request["env"])
-    for name, fd in zip(request["fds"], passed, strict=True):
+    env = dict(request.env)
+    for name, fd in zip(request.fds, passed, strict=True):
         env[name] = str(fd)
     # The worker ends when the process that started it is gone: here, its server, which ends with the search.
     env[PARENT_PID_VARIABLE] = str(os.getppid())
@@ -481,10 +495,10 @@ def _child(request: dict[str, Any], fds: list[int], closing: Sequence[int]) -> i
         if entry.isdigit() and int(entry) not in keep:
             with contextlib.suppress(OSError):
                 os.close(int(entry))
-    os.chdir(request["cwd"])
-    if request.get("cpus"):
+    os.chdir(request.cwd)
+    if request.cpus:
         with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, request["cpus"])
+            os.sched_setaffinity(0, request.cpus)
     os.environ.clear()
     os.environ.update(env)
     # Seeded anew, as a new interpreter seeds them, not the server's sequences (torch's default seed is fixed anyway).
@@ -494,11 +508,11 @@ def _child(request: dict[str, Any], fds: list[int], closing: Sequence[int]) -> i
     from torch._inductor.utils import clear_caches
 
     clear_caches()  # nothing the server computed from its own cache folder is kept
-    _retitle([sys.executable, "-m", request["program"], *request["args"]])
-    program = importlib.import_module(request["program"])
-    sys.argv = [str(program.__file__), *request["args"]]
+    _retitle([sys.executable, "-m", request.program, *request.args])
+    program = importlib.import_module(request.program)
+    sys.argv = [str(program.__file__), *request.args]
     try:
-        code = program.main(list(request["args"]))
+        code = program.main(list(request.args))
     except SystemExit as exit_:
         code = exit_.code
     with contextlib.suppress(Exception):

@@ -64,6 +64,8 @@ class WireRecord:
 
     KIND: ClassVar[str]
     """The event name the record travels under."""
+    SENDER: ClassVar[str] = "the worker"
+    """Who writes it, as an error reading it says."""
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON-able data: every field, nested records as dicts."""
@@ -88,8 +90,7 @@ class WireRecord:
                 )
                 if part
             )
-            sender = "the parent" if cls.KIND == "order" else "the worker"
-            raise RecordError(f"a {cls.KIND!r} record from {sender} has {said}; its fields are {', '.join(names)}.")
+            raise RecordError(f"a {cls.KIND!r} record from {cls.SENDER} has {said}; its fields are {', '.join(names)}.")
         hints = typing.get_type_hints(cls)
         return cls(**{name: _revive(hints[name], data[name], f"{cls.KIND}.{name}") for name in names})
 
@@ -127,6 +128,7 @@ class WorkerOrder(WireRecord):
     """
 
     KIND: ClassVar[str] = "order"
+    SENDER: ClassVar[str] = "the parent"
     spec: str
     """The workload target, "pkg.mod:attr"."""
     device: str
@@ -524,6 +526,7 @@ class GoCommand(WireRecord):
     """A held worker (see `hold`) goes on: it builds, compiles and settles."""
 
     KIND: ClassVar[str] = "go"
+    SENDER: ClassVar[str] = "the parent"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -531,6 +534,7 @@ class WindowCommand(WireRecord):
     """Measure one window: `passes` passes over stream batches `start` .. `start + count - 1`."""
 
     KIND: ClassVar[str] = "window"
+    SENDER: ClassVar[str] = "the parent"
     index: int
     """The window's number in its block, which the worker's `Window` record carries back."""
     start: int
@@ -546,6 +550,7 @@ class StreamCommand(WireRecord):
     """One timed pass over the whole fresh stream."""
 
     KIND: ClassVar[str] = "stream"
+    SENDER: ClassVar[str] = "the parent"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -553,6 +558,7 @@ class EndCommand(WireRecord):
     """Say the run's last word and end; `stream`: a first run's pass over the fresh stream before it."""
 
     KIND: ClassVar[str] = "end"
+    SENDER: ClassVar[str] = "the parent"
     stream: bool
     """Run the timed pass over the fresh stream first."""
 

@@ -231,3 +231,16 @@ def test_a_command_of_an_unknown_kind_or_with_a_wrong_field_is_refused_and_anyth
     with pytest.raises(RecordError, match="missing field.s. count"):
         records.parse_command('{"do": "window", "index": 1, "start": 0}')
     assert records.parse_command("not json") is None and records.parse_command("[1, 2]") is None
+
+
+def test_what_the_search_asks_the_fork_server_is_a_record_read_back_strictly_naming_its_sender() -> None:
+    from autotune.trial.forkserver import ForkRequest
+
+    request = ForkRequest(
+        program="autotune.trial.worker", args=["r.json"], env={"A": "1"}, cwd="/", fds=["X"], cpus=[0]
+    )
+    assert ForkRequest.from_json(json.loads(json.dumps(request.to_json()))) == request
+    with pytest.raises(RecordError, match="'fork' record from the search has unknown field.s. cores"):
+        ForkRequest.from_json({**request.to_json(), "cores": [0]})
+    with pytest.raises(RecordError, match="'go' record from the parent has unknown field.s. now"):
+        records.GoCommand.from_json({"now": True})
