@@ -146,27 +146,15 @@ class TrialRecord:
     def copied_from(self, twin: TrialRecord, number: int) -> TrialRecord:
         """This trial taking the outcome of `twin`, trial `number` of the same configuration: why this one was
         asked and who ran it stay its own, everything measured is the twin's."""
-        return replace(
-            twin,
-            recipe=self.recipe,
-            retune=self.retune,
-            retune_role=self.retune_role,
-            previous_trial=self.previous_trial,
-            retry_of=self.retry_of,
-            host=self.host,
-            pid=self.pid,
-            duplicate_of=number,
-        )
+        return replace(twin, **self._asked(), retry_of=self.retry_of, host=self.host, pid=self.pid, duplicate_of=number)
 
     def requeued(self, number: int) -> TrialRecord:
         """The record of this trial's configuration queued again after its search stopped: why it was asked."""
-        return TrialRecord(
-            recipe=self.recipe,
-            retune=self.retune,
-            retune_role=self.retune_role,
-            previous_trial=self.previous_trial,
-            retry_of=number,
-        )
+        return TrialRecord(**self._asked(), retry_of=number)
+
+    def _asked(self) -> dict[str, Any]:
+        """Why it was asked: what a copy of another trial's outcome or a retry keeps of its own."""
+        return {name: getattr(self, name) for name in ("recipe", "retune", "retune_role", "previous_trial")}
 
     def flat(self) -> dict[str, Any]:
         """One flat mapping of every figure, for tables: the run's fields, then the trial's; `samples_per_second`
