@@ -20,7 +20,7 @@ from autotune.errors import ConfigError
 from autotune.runtime import allocator, batching, compile_cache, device
 from autotune.runtime.config import CompileConfig, validate_input_key, validate_module_path
 from autotune.runtime.features import torch_lacks
-from autotune.runtime.knobs import knob
+from autotune.runtime.knobs import APPLIES_ONLY_WITH, knob
 from autotune.runtime.summary import WorkloadSummary
 
 __all__ = ["generate", "load_module"]
@@ -120,8 +120,7 @@ def _check_fits(config: CompileConfig, workload: WorkloadSummary) -> None:
             raise ConfigError(f"{name}: true needs a train workload, but the task is {workload.task!r}.")
     for name, value in config.knobs.items():
         needs = knob(name).needs
-        # Precision changes are the search's to allow: a configuration that holds one was allowed them.
-        if needs is not None and not workload.meets(needs, allow_precision_changes=True):
+        if needs in APPLIES_ONLY_WITH and not workload.meets(needs):
             raise ConfigError(
                 f"{name}: {value!r} needs {needs}, which this {workload.task} workload lacks "
                 f"(dynamic_dims {dict(workload.dynamic_dims)}, own step {workload.own_step})."

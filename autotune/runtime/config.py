@@ -255,8 +255,6 @@ class CompileConfig:
     mark_as: Literal["dynamic", "unbacked", "sources"] = "dynamic"
     """How `mark_dynamic` pairs are marked: `mark_dynamic`, `mark_unbacked` (no 0/1 specialization), or
     `sources`: by input name in every compiled frame (`torch.compiler.config.dynamic_sources`)."""
-    recompile_limit: int | None = None
-    """`torch.compile(recompile_limit=N)`: after N compiles of a region, new shapes run it eagerly."""
     stance_after_warmup: Literal["default", "eager_on_recompile"] = "default"
     """'eager_on_recompile': once warmed up, shapes without compiled code run eagerly instead of compiling."""
     compiled_autograd: bool = False
@@ -300,9 +298,6 @@ class CompileConfig:
         _check_choice(self.stance_after_warmup, STANCES, "stance_after_warmup")
         if self.float32_matmul_precision is not None:
             _check_choice(self.float32_matmul_precision, MATMUL_PRECISIONS, "float32_matmul_precision", "or None")
-        limit = self.recompile_limit
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-            raise ConfigError(f"recompile_limit: {quote(limit)} must be an integer >= 1, or None (torch's default).")
         if not self.compile_optimizer and (self.optimizer_mode != "default" or self.optimizer_fullgraph):
             raise ConfigError(
                 f"optimizer_mode={quote(self.optimizer_mode)}, optimizer_fullgraph={self.optimizer_fullgraph}: "
@@ -328,7 +323,8 @@ class CompileConfig:
     @property
     def falls_back_to_eager(self) -> bool:
         """Whether some shapes are meant to run eagerly after warm-up (a recompile limit or the eager stance)."""
-        return self.recompile_limit is not None or self.stance_after_warmup != "default"
+        knobs_fall_back = any(knob(name).falls_back_to_eager for name in self.knobs)
+        return knobs_fall_back or self.stance_after_warmup != "default"
 
     def optimizer_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for `torch.compile(optimizer.step, ...)`."""
@@ -352,8 +348,6 @@ class CompileConfig:
         settings = self.module_settings.get(module_path) if module_path else None
         mode, options = (settings.mode, settings.options) if settings else (self.mode, self.options)
         kwargs: dict[str, Any] = {"backend": self.backend, "fullgraph": self.fullgraph, "dynamic": self.dynamic}
-        if self.recompile_limit is not None:
-            kwargs["recompile_limit"] = self.recompile_limit
         if options:
             kwargs["options"] = dict(options)
         elif mode not in (None, "default"):
@@ -400,7 +394,6 @@ class CompileConfig:
             "optimizer_mode": self.optimizer_mode,
             "optimizer_fullgraph": self.optimizer_fullgraph,
             "mark_as": self.mark_as,
-            "recompile_limit": self.recompile_limit,
             "stance_after_warmup": self.stance_after_warmup,
             "compiled_autograd": self.compiled_autograd,
             "float32_matmul_precision": self.float32_matmul_precision,
@@ -458,8 +451,6 @@ class CompileConfig:
             parts.append(f"{path}:" + ",".join(own))
         if self.mark_as != "dynamic":
             parts.append(f"mark_as={self.mark_as}")
-        if self.recompile_limit is not None:
-            parts.append(f"recompile_limit={self.recompile_limit}")
         if self.stance_after_warmup != "default":
             parts.append(f"then {self.stance_after_warmup}")
         if self.compiled_autograd:

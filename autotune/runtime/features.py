@@ -27,8 +27,6 @@ FEATURES: dict[str, tuple[str, str]] = {
     # dynamic_sources entries with a per-axis ':N' suffix: without the parser of that suffix, an
     # older torch (2.11) would read 'L['x']:1' as a regex that never matches and mark nothing.
     "mark_as=sources": ("torch._dynamo.variables.builder", "_parse_source_entry"),
-    # torch.compile(recompile_limit=N): a keyword torch 2.11 does not take (2.13 does).
-    "recompile_limit": ("torch", "compile:recompile_limit"),
     "stance_after_warmup": ("torch.compiler", "set_stance:eager_on_recompile"),
     "compiled_autograd": ("torch._dynamo.compiled_autograd", "_enable"),
     "float32_matmul_precision": ("torch", "set_float32_matmul_precision"),
@@ -55,8 +53,6 @@ def torch_lacks(config: CompileConfig) -> list[str]:
     asked: list[tuple[str, Any]] = []
     if config.mark_dynamic and config.mark_as != "dynamic":
         asked.append(("mark_as", config.mark_as))
-    if config.recompile_limit is not None:
-        asked.append(("recompile_limit", config.recompile_limit))
     if config.stance_after_warmup != "default":
         asked.append(("stance_after_warmup", config.stance_after_warmup))
     if config.compiled_autograd:

@@ -60,7 +60,9 @@ def test_a_static_padded_configuration_pays_for_the_shapes_of_the_fresh_stream()
 @pytest.mark.slow  # a worker that compiles with Inductor
 def test_a_window_that_meets_a_new_shape_counts_the_recompile_and_its_cost() -> None:
     spec = f"{TARGETS}:long_tailed"
-    live = request(spec, CompileConfig(dynamic=False, padding_alignment=8, recompile_limit=64), fresh_batches=24)
+    live = request(
+        spec, CompileConfig(dynamic=False, padding_alignment=8, knobs={"recompile_limit": 64}), fresh_batches=24
+    )
     worker = LiveWorker(live).start()
     try:
         assert worker.until_ready(), worker.end().message

@@ -362,7 +362,7 @@ NEWER = [
         CompileConfig(mark_dynamic=MARKS, mark_as="unbacked"),
         ["# 'dynamic': torch._dynamo.mark_dynamic; 'unbacked': mark_unbacked", "MARK_AS = 'unbacked'"],
     ),
-    (CompileConfig(recompile_limit=2), ["'recompile_limit': 2"]),
+    (CompileConfig(knobs={"recompile_limit": 2}), ["'recompile_limit': 2"]),
     (
         CompileConfig(stance_after_warmup="eager_on_recompile"),
         ["def finish_warmup():", "# Shapes compiled so far keep", "torch.compiler.set_stance('eager_on_recompile')"],

@@ -100,8 +100,11 @@ def test_every_installed_mode_is_accepted() -> None:
         ({"mark_as": "unbacked"}, "mark_as: 'unbacked' says how marked axes are marked, but none are marked"),
         ({"mark_as": "static", "mark_dynamic": MARKS}, "mark_as: 'static' is not allowed"),
         ({"mark_as": "sources", "mark_dynamic": ((0, 1),)}, "tuple position(s) [0] have none"),
-        ({"recompile_limit": 0}, "recompile_limit: 0 must be an integer >= 1"),
-        ({"recompile_limit": True}, "recompile_limit: True"),
+        (
+            {"knobs": {"recompile_limit": 0}},
+            "recompile_limit: 0 is not allowed; use null (torch's default) or an integer >= 1",
+        ),
+        ({"knobs": {"recompile_limit": True}}, "recompile_limit: True is not allowed"),
         ({"stance_after_warmup": "force_eager"}, "stance_after_warmup: 'force_eager' is not allowed"),
         ({"compiled_autograd": "yes"}, "compiled_autograd: 'yes' must be true or false"),
         ({"float32_matmul_precision": "highest"}, "float32_matmul_precision: 'highest' is not allowed"),
@@ -219,7 +222,7 @@ def test_uses_cuda_graphs() -> None:
 NEWER = {
     "mark_dynamic": MARKS,
     "mark_as": "unbacked",
-    "recompile_limit": 2,
+    "knobs": {"recompile_limit": 2},
     "stance_after_warmup": "eager_on_recompile",
     "compiled_autograd": True,
     "compile_optimizer": True,

@@ -53,14 +53,16 @@ def test_each_probe_agrees_with_the_installed_torch_whatever_its_release() -> No
         "compiled_autograd": hasattr(torch._dynamo.compiled_autograd, "_enable"),
         "float32_matmul_precision": hasattr(torch, "set_float32_matmul_precision"),
     }
-    assert set(present) == set(features.FEATURES), "a probe this test does not know"
+    # recompile_limit is a knob's probe (`autotune.runtime.knobs`), every other one of FEATURES.
+    assert set(features.FEATURES) | {"recompile_limit"} == set(present), "a probe this test does not know"
     for name, there in present.items():
         setting, _, value = name.partition("=")
         assert has_feature(setting, value or None) is there, name
     missing = {name for name, there in present.items() if not there}
     assert missing == (set() if _release() >= (2, 13) else missing & OLDER_TORCH_LACKS), (torch.__version__, missing)
     if not missing:
-        assert torch_lacks(CompileConfig(recompile_limit=4, stance_after_warmup="eager_on_recompile")) == []
+        config = CompileConfig(knobs={"recompile_limit": 4}, stance_after_warmup="eager_on_recompile")
+        assert torch_lacks(config) == []
 
 
 def test_a_torch_compile_without_the_recompile_limit_keyword_refuses_it_by_name(monkeypatch, toy_summary) -> None:
@@ -71,7 +73,7 @@ def test_a_torch_compile_without_the_recompile_limit_keyword_refuses_it_by_name(
 
     monkeypatch.setattr(torch, "compile", compile_of_torch_2_11)
     assert not has_feature("recompile_limit") and has_feature("recompile_limit", None) is False
-    config = CompileConfig(recompile_limit=4)
+    config = CompileConfig(knobs={"recompile_limit": 4})
     assert torch_lacks(config) == ["recompile_limit=4 (needs torch.compile with recompile_limit)"]
     with pytest.raises(ConfigError, match=r"lacks: recompile_limit=4 \(needs torch.compile with recompile_limit\)"):
         generated(config, toy_summary)

@@ -45,7 +45,6 @@ EXAMPLES: dict[str, tuple[dict[str, Any], Any]] = {
     "optimizer_mode": ({"compile_optimizer": True}, "max-autotune-no-cudagraphs"),
     "optimizer_fullgraph": ({"compile_optimizer": True}, True),
     "mark_as": ({"mark_dynamic": MARKS}, "unbacked"),
-    "recompile_limit": ({}, 4),
     "stance_after_warmup": ({}, "eager_on_recompile"),
     "compiled_autograd": ({}, True),
     "float32_matmul_precision": ({}, "high"),

@@ -196,7 +196,7 @@ def test_a_configured_recompile_limit_runs_rare_shapes_eagerly_instead_of_failin
     harness = Harness(
         spec=spec, summary=workload.summary(spec, workload.draw_batches()), protocol=RunProtocol(windows=2)
     )
-    request = harness.request(CompileConfig(dynamic=False, recompile_limit=2))
+    request = harness.request(CompileConfig(dynamic=False, knobs={"recompile_limit": 2}))
     assert request.falls_back_to_eager and not request.changes_precision
     run = run_trial(replace(request, timeout=300))
     assert run.state == "complete", run.reason + run.message + run.stderr_tail

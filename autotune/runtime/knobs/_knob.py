@@ -22,10 +22,15 @@ from autotune.runtime.registry import declared_in
 if TYPE_CHECKING:
     from autotune.runtime.config import CompileConfig
 
-__all__ = ["Knob", "Need", "ProcessSetting", "knob", "registered", "same_value"]
+__all__ = ["APPLIES_ONLY_WITH", "Knob", "Need", "ProcessSetting", "knob", "registered", "same_value"]
 
 Need = Literal["training", "autotune's backward", "dynamic inputs", "precision changes"]
 """What a dimension may need of the workload or the search; without it only its neutral choice stays."""
+
+APPLIES_ONLY_WITH: frozenset[Need] = frozenset({"training", "autotune's backward"})
+"""The needs without which a setting cannot apply at all, so that generating code for it is refused. The others
+only make a setting worth searching: shapes can vary without declared dynamic inputs (a recompile limit still
+applies), and precision changes are the search's to allow."""
 
 _TARGET = re.compile(r"torch(\.[A-Za-z_][A-Za-z0-9_]*)+\Z")
 
@@ -65,6 +70,8 @@ class Knob:
     feature: ClassVar[tuple[str, str] | None] = None
     """(module, name) of what the installed torch must have for the non-neutral values, as
     `autotune.runtime.features` probes it: a function or attribute, or 'function:keyword'."""
+    falls_back_to_eager: ClassVar[bool] = False
+    """Whether a non-neutral value lets some shapes run eagerly after warm-up (the worker then allows it)."""
     device_setting: ClassVar[str | None] = None
     """An Inductor option or compile mode whose existence on the device the knob needs (see `Device.why_not`)."""
     example: ClassVar[tuple[Mapping[str, Any], Any]]

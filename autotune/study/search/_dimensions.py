@@ -78,12 +78,6 @@ DIMENSIONS: tuple[Dimension, ...] = (
     Dimension("optimizer_mode", _mode, "one of {modes}", needs="training"),
     Dimension("optimizer_fullgraph", _boolean, _BOOLEAN, needs="training"),
     Dimension("mark_as", lambda v, modes=(): v in MARK_AS, f"one of {MARK_AS}", needs="dynamic inputs"),
-    Dimension(
-        "recompile_limit",
-        lambda v, modes=(): v is None or (type(v) is int and v >= 1),
-        "null (torch's default) or an integer >= 1",
-        needs="dynamic inputs",
-    ),
     Dimension("stance_after_warmup", lambda v, modes=(): v in STANCES, f"one of {STANCES}", needs="dynamic inputs"),
     Dimension("compiled_autograd", _boolean, _BOOLEAN, needs="autotune's backward"),
     Dimension(

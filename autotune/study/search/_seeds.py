@@ -142,7 +142,6 @@ class _Answers:
                 "padding_alignment": None,
                 "optimizer_mode": "default",
                 "mark_as": "dynamic",
-                "recompile_limit": None,
                 "stance_after_warmup": "default",
                 "float32_matmul_precision": None,
             }.get(name, False)

@@ -133,7 +133,6 @@ class SearchSpace:
     optimizer_fullgraph: tuple[bool, ...] = (False,)
     mark_as: tuple[str, ...] = ("dynamic",)
     """How marked axes are marked (asked only when some are)."""
-    recompile_limit: tuple[int | None, ...] = (None,)
     stance_after_warmup: tuple[str, ...] = ("default",)
     compiled_autograd: tuple[bool, ...] = (False,)
     float32_matmul_precision: tuple[str | None, ...] = (None,)
@@ -227,7 +226,6 @@ class SearchSpace:
                 optimizer_mode=_ask(trial, "optimizer_mode", self.optimizer_mode) if compile_optimizer else "default",
                 optimizer_fullgraph=compile_optimizer and _ask(trial, "optimizer_fullgraph", self.optimizer_fullgraph),
                 mark_as=_ask(trial, "mark_as", self.mark_as) if marks else "dynamic",
-                recompile_limit=_ask(trial, "recompile_limit", self.recompile_limit),
                 stance_after_warmup=_ask(trial, "stance_after_warmup", self.stance_after_warmup),
                 compiled_autograd=_ask(trial, "compiled_autograd", self.compiled_autograd),
                 float32_matmul_precision=_ask(trial, "float32_matmul_precision", self.float32_matmul_precision),

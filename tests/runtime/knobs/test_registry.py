@@ -4,6 +4,7 @@ installed torch has, and has its row in docs/knobs.md. A new knob gets these tes
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -74,9 +75,10 @@ def test_a_space_file_lists_it_by_name_and_a_bad_choice_says_what_is_allowed(nam
     entry = registered()[name]
     _, value = entry.example
     good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
-    good.write_text(f"description: one knob\n{name}: [{entry.neutral!r}, {value!r}]\n".replace("True", "true"))
+    # A JSON list is a YAML flow sequence: null, true and numbers spelled as a space file spells them.
+    good.write_text(f"description: one knob\n{name}: {json.dumps([entry.neutral, value])}\n")
     assert load_space(str(good)).knobs == {name: (entry.neutral, value)}
-    bad.write_text(f"description: one knob\n{name}: [{entry.neutral!r}, not a value]\n".replace("True", "true"))
+    bad.write_text(f"description: one knob\n{name}: [{json.dumps(entry.neutral)}, not a value]\n")
     with pytest.raises(SpaceError, match=f"{name}: 'not a value' is not allowed; use ") as exc:
         load_space(str(bad))
     assert entry.allowed_text() in str(exc.value)
