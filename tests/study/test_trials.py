@@ -61,6 +61,20 @@ def test_outcomes_that_noise_may_have_caused_are_measured_again(state, reason) -
     assert loop_with(state, reason)._reusable_twin(CONFIG, number=1) is None
 
 
+def test_a_trial_of_an_older_study_that_spells_a_neutral_setting_is_still_the_twin_of_todays_configuration() -> None:
+    # Before recompile_limit was a knob, every stored configuration held `recompile_limit: None`.
+    loop = loop_with(optuna.trial.TrialState.COMPLETE)  # trial 0: the regional scope
+    today = CompileConfig(scope="whole").to_dict()
+    assert "recompile_limit" not in today
+    older = {**today, "recompile_limit": None}
+    loop.study.add_trial(
+        optuna.trial.create_trial(state=optuna.trial.TrialState.COMPLETE, value=2.0, user_attrs={"config": older})
+    )
+    twin = loop._reusable_twin(today, number=5)
+    assert twin is not None and twin.number == 1, "the older trial of the same configuration"
+    assert loop._reusable_twin({**today, "fullgraph": True}, number=5) is None, "another configuration is no twin"
+
+
 def test_a_reused_outcome_keeps_who_ran_it_and_what_it_retried_apart() -> None:
     loop = loop_with(optuna.trial.TrialState.COMPLETE)
     attrs = {"config": CONFIG, "retry_of": 7, "host": "elsewhere"}

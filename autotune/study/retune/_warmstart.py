@@ -66,7 +66,9 @@ class WarmStart:
                 self.note(f"the warm-started search stopped early: {exc}")
                 self.study = load_search_study(self.storage_url, self.study.study_name)
         mine = self.tuned.config.to_dict()
-        candidates = [t for t in self._complete() if t.number >= first and record_of(t).config not in (None, mine)]
+        candidates = [
+            t for t in self._complete() if t.number >= first and record_of(t).configuration not in (None, mine)
+        ]
         if not candidates:
             return self.study, None
         best = max(candidates, key=lambda t: trial_rank(t, self.objective))
@@ -157,7 +159,7 @@ class WarmStart:
         for trial in complete:
             if len(seen) > self.top:
                 break
-            recorded = record_of(trial).config or {}
+            recorded = record_of(trial).configuration or {}
             if recorded not in seen:
                 seen.append(recorded)
                 config = CompileConfig.from_dict(recorded)

@@ -139,7 +139,7 @@ class StudyLedger:
         for trial in complete:
             if len(chosen) >= count:
                 break
-            if all(record_of(other).config != record_of(trial).config for other in chosen):
+            if all(record_of(other).configuration != record_of(trial).configuration for other in chosen):
                 chosen.append(trial)
         return chosen
 
@@ -149,7 +149,7 @@ class StudyLedger:
         for trial in self.study.best_trials:
             if record_of(trial).duplicate_of is not None or trial_value(trial) is None or _plain(trial):
                 continue
-            if all(record_of(other).config != record_of(trial).config for other in chosen):
+            if all(record_of(other).configuration != record_of(trial).configuration for other in chosen):
                 chosen.append(trial)
         chosen.sort(key=lambda t: trial_value(t) or 0.0, reverse=self.objective.direction == "maximize")
         keep = subjects_to_confirm([(t.number, trial_value(t) or 0.0) for t in chosen], count)

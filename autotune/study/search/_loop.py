@@ -419,7 +419,7 @@ class TrialLoop:
             if other.number < self.options.reuse_since or other.number == number:
                 continue
             record = record_of(other)
-            if record.duplicate_of is not None or record.config != wanted:
+            if record.duplicate_of is not None or record.configuration != wanted:
                 continue
             complete = other.state == optuna.trial.TrialState.COMPLETE
             if complete or record.reason in DETERMINISTIC_FAILURES:

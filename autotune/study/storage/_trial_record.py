@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Protocol
 
-from autotune.errors import RecordError
+from autotune.errors import ConfigError, RecordError
+from autotune.runtime.config import CompileConfig
 from autotune.trial.request import RunRecord
 
 __all__ = ["TRIAL_KEY", "TrialRecord", "queued_attrs", "record_of", "update_record", "write_record"]
@@ -128,6 +129,18 @@ class TrialRecord:
             if self.scaled_samples_per_second is not None
             else self.own.samples_per_second
         )
+
+    @property
+    def configuration(self) -> dict[str, Any] | None:
+        """Its configuration as this autotune writes it, for comparing trials: an older study's record may spell a
+        setting at its neutral value where today's leaves it out (`recompile_limit: null`, before it was a knob).
+        As stored where this autotune cannot read it."""
+        if self.config is None:
+            return None
+        try:
+            return CompileConfig.from_dict(self.config).to_dict()
+        except ConfigError:
+            return self.config
 
     @property
     def measured(self) -> bool:
