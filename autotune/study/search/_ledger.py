@@ -135,22 +135,16 @@ class StudyLedger:
             if record_of(t).duplicate_of is None and trial_value(t) is not None and not _plain(t)
         ]
         complete.sort(key=lambda t: trial_value(t) or 0.0, reverse=self.objective.direction == "maximize")
-        chosen: list[optuna.trial.FrozenTrial] = []
-        for trial in complete:
-            if len(chosen) >= count:
-                break
-            if all(record_of(other).configuration != record_of(trial).configuration for other in chosen):
-                chosen.append(trial)
-        return chosen
+        return _one_per_configuration(complete, count)
 
     def front_distinct(self, count: int) -> list[optuna.trial.FrozenTrial]:
         """Up to `count` trials of a multi-objective study's Pareto front, one per configuration, spread along it."""
-        chosen: list[optuna.trial.FrozenTrial] = []
-        for trial in self.study.best_trials:
-            if record_of(trial).duplicate_of is not None or trial_value(trial) is None or _plain(trial):
-                continue
-            if all(record_of(other).configuration != record_of(trial).configuration for other in chosen):
-                chosen.append(trial)
+        front = [
+            t
+            for t in self.study.best_trials
+            if record_of(t).duplicate_of is None and trial_value(t) is not None and not _plain(t)
+        ]
+        chosen = _one_per_configuration(front, len(front))
         chosen.sort(key=lambda t: trial_value(t) or 0.0, reverse=self.objective.direction == "maximize")
         keep = subjects_to_confirm([(t.number, trial_value(t) or 0.0) for t in chosen], count)
         return [t for t in chosen if t.number in keep]
@@ -165,6 +159,20 @@ class StudyLedger:
             if (value := trial_value(t)) is not None
         ]
         return min(values, default=None)
+
+
+def _one_per_configuration(trials: list[optuna.trial.FrozenTrial], count: int) -> list[optuna.trial.FrozenTrial]:
+    """The first `count` of `trials`, in their order, whose configuration no earlier one of them ran."""
+    chosen: list[optuna.trial.FrozenTrial] = []
+    seen: list[dict | None] = []
+    for trial in trials:
+        if len(chosen) >= count:
+            break
+        configuration = record_of(trial).configuration  # read once per trial, not once per comparison
+        if configuration not in seen:
+            seen.append(configuration)
+            chosen.append(trial)
+    return chosen
 
 
 def _plain(trial: optuna.trial.FrozenTrial) -> bool:
