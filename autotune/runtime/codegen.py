@@ -54,7 +54,8 @@ def generate(config: CompileConfig, workload: WorkloadSummary, *, created: str, 
     _check_torch(config)
     imports = "import functools\n\nimport torch" if config.compile_optimizer else "import torch"
     # The modules of the registered knobs' process-wide settings, each a validated dotted name under torch.
-    imports += "".join(f"\nimport {module}" for module in sorted({s.module for s in config.process_settings()}))
+    modules = {s.module for s in config.process_settings()} - {"torch"}
+    imports += "".join(f"\nimport {module}" for module in sorted(modules))
     preamble = [_header(config, workload, created, version), imports, _settings(config, workload)]
     functions = [
         _apply_function(config),
@@ -318,20 +319,11 @@ def _apply_function(config: CompileConfig) -> str:
             '    torch.compiler.config.dynamic_sources = ",".join(s for s in (known, DYNAMIC_SOURCES) if s)',
             *body,
         ]
-    if config.float32_matmul_precision is not None:
-        body = [
-            "# Changes numerics (searched only with --allow-precision-changes): float32 matmuls may",
-            "# use faster, less exact passes (TF32 or bfloat16 where the hardware has them). This is",
-            "# the process-wide setting, not the per-backend `fp32_precision` ones: Inductor reads it",
-            "# (torch.get_float32_matmul_precision), which raises once only those were set, and this",
-            "# call sets them all consistently.",
-            f"torch.set_float32_matmul_precision({_literal(config.float32_matmul_precision)})",
-            *body,
-        ]
     for setting in reversed(config.process_settings()):
+        value = _literal(setting.value)
         body = [
             *(f"# {line}" for line in setting.comment.splitlines()),
-            f"{setting.target} = {_literal(setting.value)}",
+            f"{setting.target}({value})" if setting.call else f"{setting.target} = {value}",
             *body,
         ]
     if config.compile_optimizer:

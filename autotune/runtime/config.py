@@ -20,7 +20,6 @@ from autotune.runtime.knobs import ProcessSetting, knob, registered, same_value
 from autotune.runtime.limits import quote
 
 __all__ = [
-    "MATMUL_PRECISIONS",
     "PRECISION_OPTIONS",
     "SCOPES",
     "SEARCHED_SCOPES",
@@ -65,8 +64,6 @@ STRING_OPTIONS = frozenset(
 
 PRECISION_OPTIONS = frozenset({"cpp.enable_unsafe_math_opt_flag"})
 """Inductor options that change numerics (results may differ from eager beyond rounding)."""
-MATMUL_PRECISIONS = ("high", "medium")
-"""`torch.set_float32_matmul_precision` values below the default 'highest': faster, less exact float32 matmuls."""
 STANCES = ("default", "eager_on_recompile")
 """The compiler stance after warm-up: keep compiling new shapes, or run shapes not compiled yet eagerly."""
 MARK_AS = ("dynamic", "unbacked", "sources")
@@ -259,8 +256,6 @@ class CompileConfig:
     """'eager_on_recompile': once warmed up, shapes without compiled code run eagerly instead of compiling."""
     compiled_autograd: bool = False
     """Training: capture and compile the backward pass as a graph too (compiled autograd)."""
-    float32_matmul_precision: Literal["high", "medium"] | None = None
-    """`torch.set_float32_matmul_precision`; None keeps torch's default. Changes numerics."""
     knobs: Mapping[str, Any] = field(default_factory=dict)
     """The registered knobs' values (`autotune.runtime.knobs`) that differ from their neutral one, by name;
     best.yaml and `to_dict` write each under its own name beside the settings above."""
@@ -296,8 +291,6 @@ class CompileConfig:
                 "use 'dynamic' or 'unbacked' for positional inputs."
             )
         _check_choice(self.stance_after_warmup, STANCES, "stance_after_warmup")
-        if self.float32_matmul_precision is not None:
-            _check_choice(self.float32_matmul_precision, MATMUL_PRECISIONS, "float32_matmul_precision", "or None")
         if not self.compile_optimizer and (self.optimizer_mode != "default" or self.optimizer_fullgraph):
             raise ConfigError(
                 f"optimizer_mode={quote(self.optimizer_mode)}, optimizer_fullgraph={self.optimizer_fullgraph}: "
@@ -316,9 +309,8 @@ class CompileConfig:
     def changes_precision(self) -> bool:
         """Whether results may differ from eager beyond rounding (needs --allow-precision-changes to be searched)."""
         options = [self.options, *(s.options for s in self.module_settings.values())]
-        return self.float32_matmul_precision is not None or any(
-            bool(o.get(name)) for o in options for name in PRECISION_OPTIONS
-        )
+        knobs_change = any(knob(name).changes_numerics for name in self.knobs)
+        return knobs_change or any(bool(o.get(name)) for o in options for name in PRECISION_OPTIONS)
 
     @property
     def falls_back_to_eager(self) -> bool:
@@ -396,7 +388,6 @@ class CompileConfig:
             "mark_as": self.mark_as,
             "stance_after_warmup": self.stance_after_warmup,
             "compiled_autograd": self.compiled_autograd,
-            "float32_matmul_precision": self.float32_matmul_precision,
             **self.knobs,
         }
 
@@ -459,8 +450,6 @@ class CompileConfig:
             own = [f"mode={self.optimizer_mode}"] if self.optimizer_mode != "default" else []
             own += ["fullgraph"] if self.optimizer_fullgraph else []
             parts.append("compiled optimizer" + (f"({','.join(own)})" if own else ""))
-        if self.float32_matmul_precision is not None:
-            parts.append(f"float32 matmul {self.float32_matmul_precision}")
         parts.extend(knob(name).describe(value) for name, value in self.knobs.items())
         return " ".join(parts)
 
@@ -513,9 +502,9 @@ def _check_mark_dynamic(marks: object) -> tuple[tuple[InputKey, int], ...]:
     return tuple(sorted(pairs, key=lambda p: (str(type(p[0])), str(p[0]), p[1])))
 
 
-def _check_choice(value: object, allowed: tuple[str, ...], what: str, extra: str = "") -> None:
+def _check_choice(value: object, allowed: tuple[str, ...], what: str) -> None:
     if not isinstance(value, str) or value not in allowed:
-        raise ConfigError(f"{what}: {quote(value)} is not allowed; use one of {allowed}{' ' + extra if extra else ''}.")
+        raise ConfigError(f"{what}: {quote(value)} is not allowed; use one of {allowed}.")
 
 
 def _check_padding(padding: object) -> None:

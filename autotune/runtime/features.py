@@ -29,7 +29,6 @@ FEATURES: dict[str, tuple[str, str]] = {
     "mark_as=sources": ("torch._dynamo.variables.builder", "_parse_source_entry"),
     "stance_after_warmup": ("torch.compiler", "set_stance:eager_on_recompile"),
     "compiled_autograd": ("torch._dynamo.compiled_autograd", "_enable"),
-    "float32_matmul_precision": ("torch", "set_float32_matmul_precision"),
 }
 """What the installed torch must have for a setting's non-neutral values ('setting'), or for one value
 ('setting=value'): (module, name) of a function, a function's keyword (`compile:recompile_limit`) or a
@@ -57,8 +56,6 @@ def torch_lacks(config: CompileConfig) -> list[str]:
         asked.append(("stance_after_warmup", config.stance_after_warmup))
     if config.compiled_autograd:
         asked.append(("compiled_autograd", True))
-    if config.float32_matmul_precision is not None:
-        asked.append(("float32_matmul_precision", config.float32_matmul_precision))
     asked.extend(config.knobs.items())
     missing = []
     for setting, value in asked:

@@ -157,8 +157,8 @@ def test_a_15_percent_faster_subject_is_a_gain_a_slower_one_a_loss_and_a_twin_ne
     # difference is decided in only about half of such campaigns, 15% in all but a vanishing few.
     subjects = [
         Subject(name="compile", config=CompileConfig()),
-        Subject(name="faster", config=CompileConfig(float32_matmul_precision="high")),
-        Subject(name="slower", config=CompileConfig(float32_matmul_precision="medium")),
+        Subject(name="faster", config=CompileConfig(knobs={"float32_matmul_precision": "high"})),
+        Subject(name="slower", config=CompileConfig(knobs={"float32_matmul_precision": "medium"})),
         Subject(name="twin", config=CompileConfig()),
     ]
     # A fixed number of replicates: looking again and again until every subject is decided would give a 95%
@@ -211,7 +211,7 @@ def test_a_cpu_hog_started_in_the_middle_does_not_change_the_paired_decision(tmp
 
     subjects = [
         Subject(name="compile", config=CompileConfig()),
-        Subject(name="faster", config=CompileConfig(float32_matmul_precision="high")),
+        Subject(name="faster", config=CompileConfig(knobs={"float32_matmul_precision": "high"})),
     ]
     try:
         campaign = engine.measure(

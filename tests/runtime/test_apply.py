@@ -271,7 +271,7 @@ def test_inference_with_unbacked_marks_freezing_and_high_matmul_precision(
         options={"freezing": True, "cpp.weight_prepack": True},
         mark_dynamic=MARKS,
         mark_as="unbacked",
-        float32_matmul_precision="high",
+        knobs={"float32_matmul_precision": "high"},
     )
     module = generated(config, replace(toy_summary, task="infer"))
 

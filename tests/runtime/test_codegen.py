@@ -381,7 +381,7 @@ NEWER = [
         ["OPTIMIZER_COMPILE_KWARGS = {'fullgraph': False, 'mode': 'max-autotune-no-cudagraphs'}"],
     ),
     (
-        CompileConfig(float32_matmul_precision="high"),
+        CompileConfig(knobs={"float32_matmul_precision": "high"}),
         [
             "# Changes numerics (searched only with --allow-precision-changes)",
             "torch.set_float32_matmul_precision('high')",
@@ -456,7 +456,7 @@ def test_the_generated_precision_setting_leaves_inductor_able_to_read_it(
     if not hasattr(torch.backends.cuda.matmul, "fp32_precision"):
         pytest.fail(f"torch {torch.__version__} lacks the per-backend API this test is about")
     path = tmp_path / "apply_compilation.py"
-    path.write_text(generate(CompileConfig(float32_matmul_precision="medium"), toy_summary))
+    path.write_text(generate(CompileConfig(knobs={"float32_matmul_precision": "medium"}), toy_summary))
     child = subprocess.run(
         [sys.executable, "-c", PRECISION_CHILD, str(path)], capture_output=True, text=True, timeout=120
     )
@@ -467,7 +467,7 @@ def test_the_generated_precision_setting_leaves_inductor_able_to_read_it(
 
 
 def test_a_precision_change_is_said_in_the_header(toy_summary: WorkloadSummary) -> None:
-    source = generate(CompileConfig(float32_matmul_precision="medium"), toy_summary)
+    source = generate(CompileConfig(knobs={"float32_matmul_precision": "medium"}), toy_summary)
     header = ast.get_docstring(ast.parse(source)) or ""
     assert "changes numerics" in header and "looser accuracy tolerance" in header
     assert "changes numerics" not in (ast.get_docstring(ast.parse(generate(CompileConfig(), toy_summary))) or "")

@@ -107,7 +107,10 @@ def test_every_installed_mode_is_accepted() -> None:
         ({"knobs": {"recompile_limit": True}}, "recompile_limit: True is not allowed"),
         ({"stance_after_warmup": "force_eager"}, "stance_after_warmup: 'force_eager' is not allowed"),
         ({"compiled_autograd": "yes"}, "compiled_autograd: 'yes' must be true or false"),
-        ({"float32_matmul_precision": "highest"}, "float32_matmul_precision: 'highest' is not allowed"),
+        (
+            {"knobs": {"float32_matmul_precision": "highest"}},
+            "float32_matmul_precision: 'highest' is not allowed; use null (torch's default), 'high' or 'medium'",
+        ),
         ({"optimizer_mode": "max-autotune-no-cudagraphs"}, "but compile_optimizer is false"),
         ({"optimizer_fullgraph": True}, "but compile_optimizer is false"),
         ({"compile_optimizer": True, "optimizer_mode": "fastest"}, "optimizer_mode: 'fastest'"),
@@ -222,12 +225,11 @@ def test_uses_cuda_graphs() -> None:
 NEWER = {
     "mark_dynamic": MARKS,
     "mark_as": "unbacked",
-    "knobs": {"recompile_limit": 2},
+    "knobs": {"recompile_limit": 2, "float32_matmul_precision": "high"},
     "stance_after_warmup": "eager_on_recompile",
     "compiled_autograd": True,
     "compile_optimizer": True,
     "optimizer_mode": "max-autotune-no-cudagraphs",
-    "float32_matmul_precision": "high",
 }
 """Every setting added after the first release, each away from its default."""
 

@@ -53,8 +53,9 @@ def test_each_probe_agrees_with_the_installed_torch_whatever_its_release() -> No
         "compiled_autograd": hasattr(torch._dynamo.compiled_autograd, "_enable"),
         "float32_matmul_precision": hasattr(torch, "set_float32_matmul_precision"),
     }
-    # recompile_limit is a knob's probe (`autotune.runtime.knobs`), every other one of FEATURES.
-    assert set(features.FEATURES) | {"recompile_limit"} == set(present), "a probe this test does not know"
+    # recompile_limit and float32_matmul_precision are knobs' probes (`autotune.runtime.knobs`), the rest FEATURES.
+    knobs = {"recompile_limit", "float32_matmul_precision"}
+    assert set(features.FEATURES) | knobs == set(present), "a probe this test does not know"
     for name, there in present.items():
         setting, _, value = name.partition("=")
         assert has_feature(setting, value or None) is there, name

@@ -47,7 +47,6 @@ EXAMPLES: dict[str, tuple[dict[str, Any], Any]] = {
     "mark_as": ({"mark_dynamic": MARKS}, "unbacked"),
     "stance_after_warmup": ({}, "eager_on_recompile"),
     "compiled_autograd": ({}, True),
-    "float32_matmul_precision": ({}, "high"),
 }
 """Each dimension: the settings it needs to change anything, and a value other than its neutral one."""
 

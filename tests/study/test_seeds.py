@@ -50,6 +50,23 @@ def test_a_recipe_sets_only_what_it_names_and_leaves_inductor_options_at_their_d
     assert optimizer.compile_optimizer is True
 
 
+def test_a_recipe_leaves_a_knob_at_its_neutral_value_wherever_the_space_file_lists_it(tmp_path, toy_summary) -> None:
+    # A space may list a knob's values in any order; a recipe that does not name the knob still changes nothing.
+    path = tmp_path / "reordered.yaml"
+    path.write_text(
+        "description: knobs listed after another value\nmark_dynamic: [false, true]\nrecompile_limit: [4, null]\nfloat32_matmul_precision: [high, null]\n"
+    )
+    space = load_space(str(path)).adapt(toy_summary, "cpu", allow_precision_changes=True)
+    assert space.knobs == {"recompile_limit": (4, None), "float32_matmul_precision": ("high", None)}
+
+    params, marked = seed_params(space, Seed("mark", "mark", {"mark_dynamic": True}))
+
+    assert marked.mark_dynamic and marked.knobs == {}, marked.describe()
+    assert params["recompile_limit"] is None and params["float32_matmul_precision"] is None
+    _, asked = seed_params(space, Seed("recompile", "recompile", {"mark_dynamic": True, "recompile_limit": 4}))
+    assert asked.knobs == {"recompile_limit": 4}
+
+
 def test_a_recipe_the_space_cannot_ask_is_skipped_with_the_reason(toy_summary) -> None:
     quick = adapted(toy_summary, "quick")
     assert "compile_optimizer" not in quick.dimensions()

@@ -209,7 +209,7 @@ def test_a_precision_change_is_checked_at_the_looser_tolerance_it_says() -> None
     harness = Harness(
         spec=spec, summary=workload.summary(spec, workload.draw_batches()), protocol=RunProtocol(windows=2)
     )
-    request = harness.request(CompileConfig(float32_matmul_precision="high"))
+    request = harness.request(CompileConfig(knobs={"float32_matmul_precision": "high"}))
     assert request.changes_precision
     run = run_trial(replace(request, timeout=300))
     assert run.state == "failed" and run.reason == "accuracy", run.message + run.stderr_tail

@@ -37,14 +37,18 @@ _TARGET = re.compile(r"torch(\.[A-Za-z_][A-Za-z0-9_]*)+\Z")
 
 @dataclass(frozen=True)
 class ProcessSetting:
-    """A process-wide assignment `apply_compilation` makes before compiling: `target = value`."""
+    """A process-wide setting `apply_compilation` makes before compiling: `target = value`, or `target(value)`
+    where torch sets it through a function."""
 
     comment: str
     """Why, for the reader of the generated file (one or more lines, without '#')."""
     target: str
-    """A dotted attribute of torch, e.g. 'torch._functorch.config.activation_memory_budget'."""
+    """A dotted attribute of torch, e.g. 'torch._functorch.config.activation_memory_budget', or with `call` a
+    function of torch, e.g. 'torch.set_float32_matmul_precision'."""
     value: Any
     """A validated plain value, written as a literal."""
+    call: bool = False
+    """Whether `target` is a function called with `value` rather than an attribute assigned it."""
 
     def __post_init__(self) -> None:
         if not _TARGET.match(self.target):
@@ -72,6 +76,9 @@ class Knob:
     `autotune.runtime.features` probes it: a function or attribute, or 'function:keyword'."""
     falls_back_to_eager: ClassVar[bool] = False
     """Whether a non-neutral value lets some shapes run eagerly after warm-up (the worker then allows it)."""
+    changes_numerics: ClassVar[bool] = False
+    """Whether a non-neutral value lets results differ from eager beyond rounding: the worker then checks its
+    outputs within a looser tolerance, and the generated file says so."""
     device_setting: ClassVar[str | None] = None
     """An Inductor option or compile mode whose existence on the device the knob needs (see `Device.why_not`)."""
     example: ClassVar[tuple[Mapping[str, Any], Any]]

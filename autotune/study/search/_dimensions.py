@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.runtime.config import MARK_AS, MATMUL_PRECISIONS, PADDING_WORDS, SEARCHED_SCOPES, STANCES
+from autotune.runtime.config import MARK_AS, PADDING_WORDS, SEARCHED_SCOPES, STANCES
 from autotune.runtime.knobs import Need
 
 __all__ = ["DIMENSIONS", "NEEDS", "Dimension", "dimension"]
@@ -80,12 +80,6 @@ DIMENSIONS: tuple[Dimension, ...] = (
     Dimension("mark_as", lambda v, modes=(): v in MARK_AS, f"one of {MARK_AS}", needs="dynamic inputs"),
     Dimension("stance_after_warmup", lambda v, modes=(): v in STANCES, f"one of {STANCES}", needs="dynamic inputs"),
     Dimension("compiled_autograd", _boolean, _BOOLEAN, needs="autotune's backward"),
-    Dimension(
-        "float32_matmul_precision",
-        lambda v, modes=(): v is None or v in MATMUL_PRECISIONS,
-        f"null (torch's default) or one of {MATMUL_PRECISIONS}",
-        needs="precision changes",
-    ),
 )
 
 

@@ -32,6 +32,7 @@ import optuna
 from autotune.errors import AutotuneError
 from autotune.measure import Objective
 from autotune.runtime.config import CompileConfig, inductor_option_defaults
+from autotune.runtime.knobs import registered
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search._space import SearchSpace
 from autotune.study.storage import TrialRecord, queued_attrs, record_of, trial_rank
@@ -135,6 +136,8 @@ class _Answers:
             wanted = self.defaults.get(name.removeprefix("options."))
         elif name == "mode" or name.startswith("module_mode."):
             wanted = self.answers.get("mode", "default")
+        elif name in registered():
+            wanted = registered()[name].neutral
         else:
             wanted = {
                 "dynamic": None,
@@ -143,7 +146,6 @@ class _Answers:
                 "optimizer_mode": "default",
                 "mark_as": "dynamic",
                 "stance_after_warmup": "default",
-                "float32_matmul_precision": None,
             }.get(name, False)
         return next((c for c in choices if _same(c, wanted)), choices[0])
 

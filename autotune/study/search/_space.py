@@ -135,8 +135,6 @@ class SearchSpace:
     """How marked axes are marked (asked only when some are)."""
     stance_after_warmup: tuple[str, ...] = ("default",)
     compiled_autograd: tuple[bool, ...] = (False,)
-    float32_matmul_precision: tuple[str | None, ...] = (None,)
-    """Changes numerics: searched only with --allow-precision-changes."""
     options: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     knobs: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     """The registered knobs' choices (`autotune.runtime.knobs`), by name; a knob not here offers its neutral value."""
@@ -228,7 +226,6 @@ class SearchSpace:
                 mark_as=_ask(trial, "mark_as", self.mark_as) if marks else "dynamic",
                 stance_after_warmup=_ask(trial, "stance_after_warmup", self.stance_after_warmup),
                 compiled_autograd=_ask(trial, "compiled_autograd", self.compiled_autograd),
-                float32_matmul_precision=_ask(trial, "float32_matmul_precision", self.float32_matmul_precision),
             )
             # Each knob is asked last, and only where the rest of the configuration lets it apply.
             knobs = {
