@@ -34,8 +34,8 @@ from autotune.runtime.tuned import TunedConfig
 __all__ = ["WARMUP_STEPS", "AutotuneCallback"]
 
 WARMUP_STEPS = 8
-"""Optimizer steps after which `finish_warmup()` is called, for a configuration with an eager stance:
-the usual shapes have compiled by then (autotune warms up on 8 batches before it measures)."""
+"""Optimizer steps after which `finish_warmup()` is called, for a configuration with settings for after the warm-up
+(the eager stance): the usual shapes have compiled by then (autotune warms up on 8 batches before it measures)."""
 
 # What the callback leaves on a LightningModule: the best.yaml it was compiled with (so that a
 # second fit does not compile it again, nor mistake it for a module that compiles itself).
@@ -116,7 +116,7 @@ class AutotuneCallback(Callback):
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         """End the warm-up after `warmup_steps` optimizer steps of this fit (not batches: see accumulate_grad_batches)."""
-        if self._warm or self.tuned.config.stance_after_warmup == "default":
+        if self._warm or not self.tuned.config.after_warmup_settings():
             return
         if trainer.global_step - self._first_step >= self.warmup_steps:
             self.tuned.module.finish_warmup()

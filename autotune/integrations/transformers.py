@@ -9,8 +9,8 @@
 `apply_to_trainer` compiles the model in place (state_dict keys and checkpoints stay the same),
 runs the configuration's `prepare_batch` on every batch the Trainer computes a loss on, and,
 through a `TrainerCallback`, compiles the optimizer step once the Trainer has created its
-optimizer, and calls `finish_warmup()` after the warm-up steps when the configuration has an
-eager stance. Compiled autograd, when chosen, wraps the Trainer's backward. The compile cache
+optimizer, and calls `finish_warmup()` after the warm-up steps when the configuration has
+settings for then (the eager stance). Compiled autograd, when chosen, wraps the Trainer's backward. The compile cache
 exported beside best.yaml is loaded when it is there.
 
 With accelerate's own loop, apply after `prepare`:
@@ -45,8 +45,8 @@ from autotune.workload.trainer import infer_padding, refuse_compile_flags, train
 __all__ = ["WARMUP_STEPS", "apply_to_accelerate", "apply_to_trainer", "infer_padding", "trainer_workload"]
 
 WARMUP_STEPS = 8
-"""Training steps after which `finish_warmup()` is called, for a configuration with an eager stance:
-the usual shapes have compiled by then (autotune warms up on 8 batches before it measures)."""
+"""Training steps after which `finish_warmup()` is called, for a configuration with settings for after the warm-up
+(the eager stance): the usual shapes have compiled by then (autotune warms up on 8 batches before it measures)."""
 
 
 def apply_to_trainer(
@@ -140,5 +140,5 @@ class _Tuned(TrainerCallback):
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.steps += 1
-        if self.steps == self.warmup_steps and self.tuned.config.stance_after_warmup != "default":
+        if self.steps == self.warmup_steps and self.tuned.config.after_warmup_settings():
             self.tuned.module.finish_warmup()

@@ -20,7 +20,7 @@ from autotune.errors import ConfigError
 from autotune.runtime import allocator, batching, compile_cache, device
 from autotune.runtime.config import CompileConfig, validate_input_key, validate_module_path
 from autotune.runtime.features import torch_lacks
-from autotune.runtime.knobs import APPLIES_ONLY_WITH, knob
+from autotune.runtime.knobs import APPLIES_ONLY_WITH, ProcessSetting, knob
 from autotune.runtime.summary import WorkloadSummary
 
 __all__ = ["generate", "load_module"]
@@ -54,7 +54,7 @@ def generate(config: CompileConfig, workload: WorkloadSummary, *, created: str, 
     _check_torch(config)
     imports = "import functools\n\nimport torch" if config.compile_optimizer else "import torch"
     # The modules of the registered knobs' process-wide settings, each a validated dotted name under torch.
-    modules = {s.module for s in config.process_settings()} - {"torch"}
+    modules = {s.module for s in [*config.process_settings(), *config.after_warmup_settings()]} - {"torch"}
     imports += "".join(f"\nimport {module}" for module in sorted(modules))
     preamble = [_header(config, workload, created, version), imports, _settings(config, workload)]
     functions = [
@@ -173,11 +173,11 @@ def _header(config: CompileConfig, workload: WorkloadSummary, created: str, vers
             "at the start of every step, and read (or clone) what a step returns before the next",
             "step runs, since the next replay overwrites it.",
         ]
-    if config.stance_after_warmup != "default":
+    for setting in config.after_warmup_settings():
         lines += [
             "",
-            "Call finish_warmup() once the usual input shapes have run: from then on, a shape with no",
-            "compiled code runs eagerly instead of compiling.",
+            "Call finish_warmup() once the usual input shapes have run. From then on:",
+            *setting.comment.splitlines(),
         ]
     if config.compiled_autograd:
         lines += [
@@ -319,13 +319,7 @@ def _apply_function(config: CompileConfig) -> str:
             '    torch.compiler.config.dynamic_sources = ",".join(s for s in (known, DYNAMIC_SOURCES) if s)',
             *body,
         ]
-    for setting in reversed(config.process_settings()):
-        value = _literal(setting.value)
-        body = [
-            *(f"# {line}" for line in setting.comment.splitlines()),
-            f"{setting.target}({value})" if setting.call else f"{setting.target} = {value}",
-            *body,
-        ]
+    body = [*_setting_lines(config.process_settings()), *body]
     if config.compile_optimizer:
         body += ["if optimizer is not None:", "    compile_optimizer(optimizer)"]
     body = [
@@ -342,6 +336,16 @@ def _apply_function(config: CompileConfig) -> str:
         "    return model, optimizer",
     ]
     return "\n".join(lines)
+
+
+def _setting_lines(settings: list[ProcessSetting]) -> list[str]:
+    """Each setting as its comment and one statement, from its validated target and literal value."""
+    lines: list[str] = []
+    for setting in settings:
+        value = _literal(setting.value)
+        lines += [f"# {line}" for line in setting.comment.splitlines()]
+        lines.append(f"{setting.target}({value})" if setting.call else f"{setting.target} = {value}")
+    return lines
 
 
 def _optimizer_function(config: CompileConfig) -> str:
@@ -396,14 +400,9 @@ def _prepare_function() -> str:
 
 
 def _finish_warmup_function(config: CompileConfig) -> str:
-    if config.stance_after_warmup == "default":
-        body = ["# Nothing to do: this configuration compiles every new input shape it meets."]
-    else:
-        body = [
-            "# Shapes compiled so far keep their compiled code; a shape that would need a new",
-            "# compile runs eagerly instead (rare lengths cost no compile time).",
-            f"torch.compiler.set_stance({_literal(config.stance_after_warmup)})",
-        ]
+    body = _setting_lines(config.after_warmup_settings()) or [
+        "# Nothing to do: this configuration makes no setting for after the warm-up."
+    ]
     lines = [
         "def finish_warmup():",
         '    """Call once the usual input shapes have each run a step (autotune measured it that way)."""',

@@ -23,7 +23,6 @@ __all__ = [
     "PRECISION_OPTIONS",
     "SCOPES",
     "SEARCHED_SCOPES",
-    "STANCES",
     "CompileConfig",
     "MARK_AS",
     "InputKey",
@@ -64,8 +63,6 @@ STRING_OPTIONS = frozenset(
 
 PRECISION_OPTIONS = frozenset({"cpp.enable_unsafe_math_opt_flag"})
 """Inductor options that change numerics (results may differ from eager beyond rounding)."""
-STANCES = ("default", "eager_on_recompile")
-"""The compiler stance after warm-up: keep compiling new shapes, or run shapes not compiled yet eagerly."""
 MARK_AS = ("dynamic", "unbacked", "sources")
 """How chosen axes are marked: `torch._dynamo.mark_dynamic` or `mark_unbacked` (no 0/1 specialization) on
 each batch's tensors, or by input name through `torch.compiler.config.dynamic_sources` (`sources`)."""
@@ -252,8 +249,6 @@ class CompileConfig:
     mark_as: Literal["dynamic", "unbacked", "sources"] = "dynamic"
     """How `mark_dynamic` pairs are marked: `mark_dynamic`, `mark_unbacked` (no 0/1 specialization), or
     `sources`: by input name in every compiled frame (`torch.compiler.config.dynamic_sources`)."""
-    stance_after_warmup: Literal["default", "eager_on_recompile"] = "default"
-    """'eager_on_recompile': once warmed up, shapes without compiled code run eagerly instead of compiling."""
     compiled_autograd: bool = False
     """Training: capture and compile the backward pass as a graph too (compiled autograd)."""
     knobs: Mapping[str, Any] = field(default_factory=dict)
@@ -290,7 +285,6 @@ class CompileConfig:
                 f"mark_as: 'sources' marks inputs by their name, but tuple position(s) {positions} have none; "
                 "use 'dynamic' or 'unbacked' for positional inputs."
             )
-        _check_choice(self.stance_after_warmup, STANCES, "stance_after_warmup")
         if not self.compile_optimizer and (self.optimizer_mode != "default" or self.optimizer_fullgraph):
             raise ConfigError(
                 f"optimizer_mode={quote(self.optimizer_mode)}, optimizer_fullgraph={self.optimizer_fullgraph}: "
@@ -315,8 +309,7 @@ class CompileConfig:
     @property
     def falls_back_to_eager(self) -> bool:
         """Whether some shapes are meant to run eagerly after warm-up (a recompile limit or the eager stance)."""
-        knobs_fall_back = any(knob(name).falls_back_to_eager for name in self.knobs)
-        return knobs_fall_back or self.stance_after_warmup != "default"
+        return any(knob(name).falls_back_to_eager for name in self.knobs)
 
     def optimizer_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for `torch.compile(optimizer.step, ...)`."""
@@ -353,6 +346,12 @@ class CompileConfig:
         settings = (knob(name).process_setting(value) for name, value in self.knobs.items())
         return [setting for setting in settings if setting is not None]
 
+    def after_warmup_settings(self) -> list[ProcessSetting]:
+        """The settings `finish_warmup()` makes once the usual input shapes have run, in the registry's order; a
+        training loop that finds none need not call it."""
+        settings = (knob(name).after_warmup(value) for name, value in self.knobs.items())
+        return [setting for setting in settings if setting is not None]
+
     def dynamic_sources(self) -> str:
         """`torch.compiler.config.dynamic_sources` for `mark_as='sources'` (else ''): one entry per marked axis.
 
@@ -386,7 +385,6 @@ class CompileConfig:
             "optimizer_mode": self.optimizer_mode,
             "optimizer_fullgraph": self.optimizer_fullgraph,
             "mark_as": self.mark_as,
-            "stance_after_warmup": self.stance_after_warmup,
             "compiled_autograd": self.compiled_autograd,
             **self.knobs,
         }
@@ -442,8 +440,6 @@ class CompileConfig:
             parts.append(f"{path}:" + ",".join(own))
         if self.mark_as != "dynamic":
             parts.append(f"mark_as={self.mark_as}")
-        if self.stance_after_warmup != "default":
-            parts.append(f"then {self.stance_after_warmup}")
         if self.compiled_autograd:
             parts.append("compiled autograd")
         if self.compile_optimizer:

@@ -49,7 +49,7 @@ def test_an_accumulating_trainer_is_searched_and_applied_with_a_compiled_step_an
     assert read(out / "best.yaml").workload.accumulation_steps == example.ACCUMULATION
     # Applied to a Trainer that steps its optimizer every 4 batches: the compiled step runs only on those, and
     # the eager stance begins after 8 optimizer steps (32 batches); the losses are eager's.
-    staged = dataclasses.replace(TUNED, stance_after_warmup="eager_on_recompile")
+    staged = dataclasses.replace(TUNED, knobs={**TUNED.knobs, "stance_after_warmup": "eager_on_recompile"})
     best = _write(tmp_path / "best.yaml", staged, accumulation_steps=example.ACCUMULATION)
     accumulate = {"gradient_accumulation_steps": example.ACCUMULATION}
     _, eager = _train(tmp_path / "eager", None, 12, **accumulate)

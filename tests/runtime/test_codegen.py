@@ -364,7 +364,7 @@ NEWER = [
     ),
     (CompileConfig(knobs={"recompile_limit": 2}), ["'recompile_limit': 2"]),
     (
-        CompileConfig(stance_after_warmup="eager_on_recompile"),
+        CompileConfig(knobs={"stance_after_warmup": "eager_on_recompile"}),
         ["def finish_warmup():", "# Shapes compiled so far keep", "torch.compiler.set_stance('eager_on_recompile')"],
     ),
     (

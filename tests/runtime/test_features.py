@@ -53,8 +53,8 @@ def test_each_probe_agrees_with_the_installed_torch_whatever_its_release() -> No
         "compiled_autograd": hasattr(torch._dynamo.compiled_autograd, "_enable"),
         "float32_matmul_precision": hasattr(torch, "set_float32_matmul_precision"),
     }
-    # recompile_limit and float32_matmul_precision are knobs' probes (`autotune.runtime.knobs`), the rest FEATURES.
-    knobs = {"recompile_limit", "float32_matmul_precision"}
+    # Three are knobs' probes (`autotune.runtime.knobs`), the rest FEATURES.
+    knobs = {"recompile_limit", "float32_matmul_precision", "stance_after_warmup"}
     assert set(features.FEATURES) | knobs == set(present), "a probe this test does not know"
     for name, there in present.items():
         setting, _, value = name.partition("=")
@@ -62,7 +62,7 @@ def test_each_probe_agrees_with_the_installed_torch_whatever_its_release() -> No
     missing = {name for name, there in present.items() if not there}
     assert missing == (set() if _release() >= (2, 13) else missing & OLDER_TORCH_LACKS), (torch.__version__, missing)
     if not missing:
-        config = CompileConfig(knobs={"recompile_limit": 4}, stance_after_warmup="eager_on_recompile")
+        config = CompileConfig(knobs={"recompile_limit": 4, "stance_after_warmup": "eager_on_recompile"})
         assert torch_lacks(config) == []
 
 
@@ -98,7 +98,7 @@ def test_a_stance_set_stance_does_not_document_is_missing(monkeypatch) -> None:
         """Set the stance: "default" or "force_eager"."""
 
     monkeypatch.setattr(torch.compiler, "set_stance", set_stance)
-    assert torch_lacks(CompileConfig(stance_after_warmup="eager_on_recompile")) == [
+    assert torch_lacks(CompileConfig(knobs={"stance_after_warmup": "eager_on_recompile"})) == [
         "stance_after_warmup='eager_on_recompile' (needs torch.compiler.set_stance with eager_on_recompile)"
     ]
 

@@ -45,7 +45,6 @@ EXAMPLES: dict[str, tuple[dict[str, Any], Any]] = {
     "optimizer_mode": ({"compile_optimizer": True}, "max-autotune-no-cudagraphs"),
     "optimizer_fullgraph": ({"compile_optimizer": True}, True),
     "mark_as": ({"mark_dynamic": MARKS}, "unbacked"),
-    "stance_after_warmup": ({}, "eager_on_recompile"),
     "compiled_autograd": ({}, True),
 }
 """Each dimension: the settings it needs to change anything, and a value other than its neutral one."""
@@ -111,9 +110,9 @@ def test_each_dimension_is_asked_by_a_space_and_its_answer_found_again(name: str
 
 def test_a_space_file_key_is_checked_by_its_dimension_and_the_error_says_what_is_allowed(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
-    path.write_text("description: a bad one\nstance_after_warmup: [default, sometimes]\n")
+    path.write_text("description: a bad one\nmark_as: [dynamic, sometimes]\n")
     with pytest.raises(SpaceError) as exc:
         load_space(str(path))
-    assert "'sometimes' is not allowed" in str(exc.value) and dimension("stance_after_warmup").allowed in str(exc.value)
+    assert "'sometimes' is not allowed" in str(exc.value) and dimension("mark_as").allowed in str(exc.value)
     with pytest.raises(KeyError):
         dimension("stance")

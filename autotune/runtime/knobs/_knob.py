@@ -37,8 +37,8 @@ _TARGET = re.compile(r"torch(\.[A-Za-z_][A-Za-z0-9_]*)+\Z")
 
 @dataclass(frozen=True)
 class ProcessSetting:
-    """A process-wide setting `apply_compilation` makes before compiling: `target = value`, or `target(value)`
-    where torch sets it through a function."""
+    """A process-wide setting the generated file makes, before compiling (`apply_compilation`) or after the warm-up
+    (`finish_warmup`): `target = value`, or `target(value)` where torch sets it through a function."""
 
     comment: str
     """Why, for the reader of the generated file (one or more lines, without '#')."""
@@ -112,6 +112,12 @@ class Knob:
 
     def process_setting(self, value: Any) -> ProcessSetting | None:
         """The process-wide setting `apply_compilation` makes for a non-neutral `value`, or None."""
+        return None
+
+    def after_warmup(self, value: Any) -> ProcessSetting | None:
+        """The process-wide setting the generated `finish_warmup()` makes for a non-neutral `value` once the usual
+        input shapes have each run a step (the worker calls it after its warm-up, the integrations after theirs),
+        or None."""
         return None
 
     def describe(self, value: Any) -> str:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.runtime.config import MARK_AS, PADDING_WORDS, SEARCHED_SCOPES, STANCES
+from autotune.runtime.config import MARK_AS, PADDING_WORDS, SEARCHED_SCOPES
 from autotune.runtime.knobs import Need
 
 __all__ = ["DIMENSIONS", "NEEDS", "Dimension", "dimension"]
@@ -78,7 +78,6 @@ DIMENSIONS: tuple[Dimension, ...] = (
     Dimension("optimizer_mode", _mode, "one of {modes}", needs="training"),
     Dimension("optimizer_fullgraph", _boolean, _BOOLEAN, needs="training"),
     Dimension("mark_as", lambda v, modes=(): v in MARK_AS, f"one of {MARK_AS}", needs="dynamic inputs"),
-    Dimension("stance_after_warmup", lambda v, modes=(): v in STANCES, f"one of {STANCES}", needs="dynamic inputs"),
     Dimension("compiled_autograd", _boolean, _BOOLEAN, needs="autotune's backward"),
 )
 

@@ -145,7 +145,6 @@ class _Answers:
                 "padding_alignment": None,
                 "optimizer_mode": "default",
                 "mark_as": "dynamic",
-                "stance_after_warmup": "default",
             }.get(name, False)
         return next((c for c in choices if _same(c, wanted)), choices[0])
 

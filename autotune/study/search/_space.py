@@ -133,7 +133,6 @@ class SearchSpace:
     optimizer_fullgraph: tuple[bool, ...] = (False,)
     mark_as: tuple[str, ...] = ("dynamic",)
     """How marked axes are marked (asked only when some are)."""
-    stance_after_warmup: tuple[str, ...] = ("default",)
     compiled_autograd: tuple[bool, ...] = (False,)
     options: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     knobs: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
@@ -224,7 +223,6 @@ class SearchSpace:
                 optimizer_mode=_ask(trial, "optimizer_mode", self.optimizer_mode) if compile_optimizer else "default",
                 optimizer_fullgraph=compile_optimizer and _ask(trial, "optimizer_fullgraph", self.optimizer_fullgraph),
                 mark_as=_ask(trial, "mark_as", self.mark_as) if marks else "dynamic",
-                stance_after_warmup=_ask(trial, "stance_after_warmup", self.stance_after_warmup),
                 compiled_autograd=_ask(trial, "compiled_autograd", self.compiled_autograd),
             )
             # Each knob is asked last, and only where the rest of the configuration lets it apply.
