@@ -90,7 +90,7 @@ class AutotuneCallback(Callback):
                 f"AutotuneCallback applies {self.path}: a module is compiled once; build a new one to apply another."
             )
         _wrap(pl_module, "training_step", _prepared_step(pl_module.training_step, self.tuned))
-        if config.compiled_autograd:
+        if config.backward_wrappers():
             _wrap(pl_module, "backward", self._compiled_backward(pl_module.backward))
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -103,7 +103,7 @@ class AutotuneCallback(Callback):
 
     def on_after_backward(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Check that compiled autograd is applied: it needs the strategy to call `LightningModule.backward`."""
-        if self.tuned.config.compiled_autograd and self._backward_calls == 0:
+        if self.tuned.config.backward_wrappers() and self._backward_calls == 0:
             raise ConfigError(
                 f"{self.path} runs the backward pass under compiled autograd, which autotune applies in "
                 f"LightningModule.backward, and {type(trainer.strategy).__name__} with "

@@ -68,7 +68,7 @@ def apply_to_trainer(
     tuned = _loaded(path, trainer.model)
     tuned.apply(trainer.model, None)
     _prepare_every_batch(trainer, tuned)
-    if tuned.config.compiled_autograd:
+    if tuned.config.backward_wrappers():
         _compiled_backward(trainer, tuned)
     trainer.add_callback(_Tuned(tuned, warmup_steps))
     return tuned

@@ -116,9 +116,8 @@ def _check_fits(config: CompileConfig, workload: WorkloadSummary) -> None:
     unknown = sorted(set(config.module_settings) - set(workload.modules))
     if unknown:
         raise ConfigError(f"module_settings: {unknown} are not among the workload's modules {list(workload.modules)}.")
-    for name in ("compile_optimizer", "compiled_autograd"):
-        if getattr(config, name) and not workload.trains:
-            raise ConfigError(f"{name}: true needs a train workload, but the task is {workload.task!r}.")
+    if config.compile_optimizer and not workload.trains:
+        raise ConfigError(f"compile_optimizer: true needs a train workload, but the task is {workload.task!r}.")
     for name, value in config.knobs.items():
         needs = knob(name).needs
         if needs in APPLIES_ONLY_WITH and not workload.meets(needs):
@@ -179,11 +178,8 @@ def _header(config: CompileConfig, workload: WorkloadSummary, created: str, vers
             "Call finish_warmup() once the usual input shapes have run. From then on:",
             *setting.comment.splitlines(),
         ]
-    if config.compiled_autograd:
-        lines += [
-            "",
-            "The backward pass is compiled too (compiled autograd): call backward(loss) instead of loss.backward().",
-        ]
+    for wrapper in config.backward_wrappers():
+        lines += ["", wrapper.header]
     if config.changes_precision:
         lines += [
             "",
@@ -229,9 +225,8 @@ def _settings(config: CompileConfig, workload: WorkloadSummary) -> str:
                 "# torch.compile arguments for optimizer.step.", "OPTIMIZER_COMPILE_KWARGS", config.optimizer_kwargs()
             )
         )
-    if config.compiled_autograd:
-        kwargs = {k: v for k, v in config.compile_kwargs().items() if k not in ("fullgraph", "recompile_limit")}
-        blocks.append(_assign("# torch.compile arguments for the backward graph.", "BACKWARD_COMPILE_KWARGS", kwargs))
+    for wrapper in config.backward_wrappers():
+        blocks.append(_assign(f"# {wrapper.constant_comment}", wrapper.constant, dict(wrapper.value)))
     dims = {validate_input_key(k, "dynamic_dims"): tuple(v) for k, v in workload.dynamic_dims.items()}
     needed_lengths = config.padding_alignment in ("max", "buckets")
     blocks += [
@@ -412,15 +407,12 @@ def _finish_warmup_function(config: CompileConfig) -> str:
 
 
 def _backward_function(config: CompileConfig) -> str:
-    run = ["if run is None:", "    loss.backward()", "else:", "    run(loss)"]
-    if config.compiled_autograd:
-        body = [
-            "# Compiled autograd: the backward pass is captured as a graph and compiled as well.",
-            "with torch._dynamo.compiled_autograd._enable(torch.compile(**BACKWARD_COMPILE_KWARGS)):",
-            *("    " + line for line in run),
+    body = ["if run is None:", "    loss.backward()", "else:", "    run(loss)"]
+    for wrapper in reversed(config.backward_wrappers()):
+        # Each context is a checked expression of torch and its own constant (`BackwardWrapper`).
+        body = [*(f"# {line}" for line in wrapper.comment.splitlines()), f"with {wrapper.context}:"] + [
+            "    " + line for line in body
         ]
-    else:
-        body = run
     lines = [
         "def backward(loss, run=None):",
         '    """Run the backward pass of `loss` the way autotune measured it.',

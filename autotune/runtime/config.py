@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from autotune.errors import AutotuneError, ConfigError
 from autotune.runtime.buckets import MAX_BUCKETS
-from autotune.runtime.knobs import ProcessSetting, knob, registered, same_value
+from autotune.runtime.knobs import BackwardWrapper, ProcessSetting, knob, registered, same_value
 from autotune.runtime.limits import quote
 
 __all__ = [
@@ -249,8 +249,6 @@ class CompileConfig:
     mark_as: Literal["dynamic", "unbacked", "sources"] = "dynamic"
     """How `mark_dynamic` pairs are marked: `mark_dynamic`, `mark_unbacked` (no 0/1 specialization), or
     `sources`: by input name in every compiled frame (`torch.compiler.config.dynamic_sources`)."""
-    compiled_autograd: bool = False
-    """Training: capture and compile the backward pass as a graph too (compiled autograd)."""
     knobs: Mapping[str, Any] = field(default_factory=dict)
     """The registered knobs' values (`autotune.runtime.knobs`) that differ from their neutral one, by name;
     best.yaml and `to_dict` write each under its own name beside the settings above."""
@@ -261,7 +259,7 @@ class CompileConfig:
         # Not `in (None, True, False)`: that lets 1 and 0.0 in.
         if self.dynamic is not None and not isinstance(self.dynamic, bool):
             raise ConfigError(f"dynamic: {quote(self.dynamic)} is not allowed; use None, True or False.")
-        for name in ("fullgraph", "compile_optimizer", "optimizer_fullgraph", "compiled_autograd"):
+        for name in ("fullgraph", "compile_optimizer", "optimizer_fullgraph"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}: {quote(getattr(self, name))} must be true or false.")
         if self.backend not in _backends():
@@ -346,6 +344,12 @@ class CompileConfig:
         settings = (knob(name).process_setting(value) for name, value in self.knobs.items())
         return [setting for setting in settings if setting is not None]
 
+    def backward_wrappers(self) -> list[BackwardWrapper]:
+        """The contexts the generated `backward(loss)` runs the backward pass in, outermost first; a training loop
+        that finds none may call loss.backward() itself."""
+        wrappers = (knob(name).backward_wrapper(value, self) for name, value in self.knobs.items())
+        return [wrapper for wrapper in wrappers if wrapper is not None]
+
     def after_warmup_settings(self) -> list[ProcessSetting]:
         """The settings `finish_warmup()` makes once the usual input shapes have run, in the registry's order; a
         training loop that finds none need not call it."""
@@ -385,7 +389,6 @@ class CompileConfig:
             "optimizer_mode": self.optimizer_mode,
             "optimizer_fullgraph": self.optimizer_fullgraph,
             "mark_as": self.mark_as,
-            "compiled_autograd": self.compiled_autograd,
             **self.knobs,
         }
 
@@ -440,8 +443,6 @@ class CompileConfig:
             parts.append(f"{path}:" + ",".join(own))
         if self.mark_as != "dynamic":
             parts.append(f"mark_as={self.mark_as}")
-        if self.compiled_autograd:
-            parts.append("compiled autograd")
         if self.compile_optimizer:
             own = [f"mode={self.optimizer_mode}"] if self.optimizer_mode != "default" else []
             own += ["fullgraph"] if self.optimizer_fullgraph else []

@@ -27,7 +27,6 @@ FEATURES: dict[str, tuple[str, str]] = {
     # dynamic_sources entries with a per-axis ':N' suffix: without the parser of that suffix, an
     # older torch (2.11) would read 'L['x']:1' as a regex that never matches and mark nothing.
     "mark_as=sources": ("torch._dynamo.variables.builder", "_parse_source_entry"),
-    "compiled_autograd": ("torch._dynamo.compiled_autograd", "_enable"),
 }
 """What the installed torch must have for a setting's non-neutral values ('setting'), or for one value
 ('setting=value'): (module, name) of a function, a function's keyword (`compile:recompile_limit`) or a
@@ -51,8 +50,6 @@ def torch_lacks(config: CompileConfig) -> list[str]:
     asked: list[tuple[str, Any]] = []
     if config.mark_dynamic and config.mark_as != "dynamic":
         asked.append(("mark_as", config.mark_as))
-    if config.compiled_autograd:
-        asked.append(("compiled_autograd", True))
     asked.extend(config.knobs.items())
     missing = []
     for setting, value in asked:

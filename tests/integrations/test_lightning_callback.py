@@ -175,7 +175,7 @@ def test_a_tuned_fit_trains_as_eager_does_and_keeps_its_checkpoint_keys(tmp_path
 def test_with_gradient_accumulation_the_warmup_ends_after_optimizer_steps(tmp_path: Path, stance: None) -> None:
     eager = tiny()
     fit(eager, max_steps=4, accumulate_grad_batches=4)
-    config = replace(COMPILED, knobs={"stance_after_warmup": "eager_on_recompile"}, compiled_autograd=True)
+    config = replace(COMPILED, knobs={"stance_after_warmup": "eager_on_recompile", "compiled_autograd": True})
     callback = AutotuneCallback(write(tmp_path / "best.yaml", config), warmup_steps=2)
     module = tiny()
     ended: list[tuple[int, int]] = []

@@ -238,8 +238,7 @@ def test_training_with_lite_mode_compiled_autograd_and_eager_rare_shapes(
     config = CompileConfig(
         mode="lite",
         mark_dynamic=MARKS,
-        knobs={"recompile_limit": 2, "stance_after_warmup": "eager_on_recompile"},
-        compiled_autograd=True,
+        knobs={"recompile_limit": 2, "stance_after_warmup": "eager_on_recompile", "compiled_autograd": True},
         compile_optimizer=True,
         optimizer_mode="max-autotune-no-cudagraphs",
     )

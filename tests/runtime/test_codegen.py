@@ -248,6 +248,16 @@ def test_load_module_names_the_file() -> None:
         ),
         (CompileConfig(compile_optimizer=True), {"task": "infer"}, "compile_optimizer: true needs a train workload"),
         (
+            CompileConfig(knobs={"compiled_autograd": True}),
+            {"task": "infer"},
+            "compiled_autograd: True needs autotune's backward, which this infer workload lacks",
+        ),
+        (
+            CompileConfig(knobs={"compiled_autograd": True}),
+            {"own_step": True},
+            "compiled_autograd: True needs autotune's backward, which this train workload lacks",
+        ),
+        (
             CompileConfig(mark_dynamic=(("input_ids", 0),)),
             {},
             "mark_dynamic: ('input_ids', 0) is not a declared dynamic axis",
@@ -368,7 +378,7 @@ NEWER = [
         ["def finish_warmup():", "# Shapes compiled so far keep", "torch.compiler.set_stance('eager_on_recompile')"],
     ),
     (
-        CompileConfig(compiled_autograd=True),
+        CompileConfig(knobs={"compiled_autograd": True}),
         [
             "def backward(loss, run=None):",
             "# Compiled autograd:",

@@ -106,7 +106,7 @@ def test_every_installed_mode_is_accepted() -> None:
         ),
         ({"knobs": {"recompile_limit": True}}, "recompile_limit: True is not allowed"),
         ({"knobs": {"stance_after_warmup": "force_eager"}}, "stance_after_warmup: 'force_eager' is not allowed"),
-        ({"compiled_autograd": "yes"}, "compiled_autograd: 'yes' must be true or false"),
+        ({"knobs": {"compiled_autograd": "yes"}}, "compiled_autograd: 'yes' is not allowed; use true or false"),
         (
             {"knobs": {"float32_matmul_precision": "highest"}},
             "float32_matmul_precision: 'highest' is not allowed; use null (torch's default), 'high' or 'medium'",
@@ -225,8 +225,12 @@ def test_uses_cuda_graphs() -> None:
 NEWER = {
     "mark_dynamic": MARKS,
     "mark_as": "unbacked",
-    "knobs": {"recompile_limit": 2, "float32_matmul_precision": "high", "stance_after_warmup": "eager_on_recompile"},
-    "compiled_autograd": True,
+    "knobs": {
+        "recompile_limit": 2,
+        "float32_matmul_precision": "high",
+        "stance_after_warmup": "eager_on_recompile",
+        "compiled_autograd": True,
+    },
     "compile_optimizer": True,
     "optimizer_mode": "max-autotune-no-cudagraphs",
 }

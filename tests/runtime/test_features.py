@@ -53,8 +53,8 @@ def test_each_probe_agrees_with_the_installed_torch_whatever_its_release() -> No
         "compiled_autograd": hasattr(torch._dynamo.compiled_autograd, "_enable"),
         "float32_matmul_precision": hasattr(torch, "set_float32_matmul_precision"),
     }
-    # Three are knobs' probes (`autotune.runtime.knobs`), the rest FEATURES.
-    knobs = {"recompile_limit", "float32_matmul_precision", "stance_after_warmup"}
+    # Four are knobs' probes (`autotune.runtime.knobs`), the rest FEATURES.
+    knobs = {"recompile_limit", "float32_matmul_precision", "stance_after_warmup", "compiled_autograd"}
     assert set(features.FEATURES) | knobs == set(present), "a probe this test does not know"
     for name, there in present.items():
         setting, _, value = name.partition("=")

@@ -4,6 +4,24 @@ Nothing else lists a knob: `CompileConfig` holds its value under its name, the s
 asks it, codegen writes what it changes, the feature probes and the docs' table read it.
 """
 
-from autotune.runtime.knobs._knob import APPLIES_ONLY_WITH, Knob, Need, ProcessSetting, knob, registered, same_value
+from autotune.runtime.knobs._knob import (
+    APPLIES_ONLY_WITH,
+    BackwardWrapper,
+    Knob,
+    Need,
+    ProcessSetting,
+    knob,
+    registered,
+    same_value,
+)
 
-__all__ = ["APPLIES_ONLY_WITH", "Knob", "Need", "ProcessSetting", "knob", "registered", "same_value"]
+__all__ = [
+    "APPLIES_ONLY_WITH",
+    "BackwardWrapper",
+    "Knob",
+    "Need",
+    "ProcessSetting",
+    "knob",
+    "registered",
+    "same_value",
+]

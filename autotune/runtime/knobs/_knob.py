@@ -11,6 +11,7 @@ read it from here; adding a knob is adding a module to this package (docs/develo
 
 from __future__ import annotations
 
+import ast
 import functools
 import re
 from collections.abc import Mapping
@@ -22,7 +23,16 @@ from autotune.runtime.registry import declared_in
 if TYPE_CHECKING:
     from autotune.runtime.config import CompileConfig
 
-__all__ = ["APPLIES_ONLY_WITH", "Knob", "Need", "ProcessSetting", "knob", "registered", "same_value"]
+__all__ = [
+    "APPLIES_ONLY_WITH",
+    "BackwardWrapper",
+    "Knob",
+    "Need",
+    "ProcessSetting",
+    "knob",
+    "registered",
+    "same_value",
+]
 
 Need = Literal["training", "autotune's backward", "dynamic inputs", "precision changes"]
 """What a dimension may need of the workload or the search; without it only its neutral choice stays."""
@@ -58,6 +68,42 @@ class ProcessSetting:
     def module(self) -> str:
         """The module to import before assigning (the target without its attribute)."""
         return self.target.rpartition(".")[0]
+
+
+_CONSTANT = re.compile(r"[A-Z][A-Z0-9_]*\Z")
+
+
+@dataclass(frozen=True)
+class BackwardWrapper:
+    """A context the generated `backward(loss)` runs the backward pass in, with the one constant it reads."""
+
+    header: str
+    """What it does and what the user must call, for the generated file's docstring."""
+    comment: str
+    """Why, for the reader of `backward` (one or more lines, without '#')."""
+    constant: str
+    """The module-level name of `value` in the generated file, upper case."""
+    constant_comment: str
+    """What `constant` holds, one line without '#'."""
+    value: Mapping[str, Any]
+    """A validated plain mapping, written as a literal."""
+    context: str
+    """The context manager: an expression of torch and `constant` only, e.g.
+    'torch._dynamo.compiled_autograd._enable(torch.compile(**BACKWARD_COMPILE_KWARGS))'."""
+
+    def __post_init__(self) -> None:
+        if not _CONSTANT.match(self.constant):
+            raise ValueError(f"BackwardWrapper.constant: {self.constant!r} is not an upper-case name.")
+        try:
+            tree = ast.parse(self.context, mode="eval")
+        except SyntaxError:
+            raise ValueError(f"BackwardWrapper.context: {self.context!r} is not an expression.") from None
+        names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+        if not names <= {"torch", self.constant}:
+            raise ValueError(
+                f"BackwardWrapper.context: {self.context!r} names {sorted(names)}; only torch and "
+                f"{self.constant} are defined there."
+            )
 
 
 class Knob:
@@ -118,6 +164,11 @@ class Knob:
         """The process-wide setting the generated `finish_warmup()` makes for a non-neutral `value` once the usual
         input shapes have each run a step (the worker calls it after its warm-up, the integrations after theirs),
         or None."""
+        return None
+
+    def backward_wrapper(self, value: Any, config: CompileConfig) -> BackwardWrapper | None:
+        """The context the generated `backward(loss)` runs the backward pass in for a non-neutral `value` (the
+        worker and the integrations call that function instead of loss.backward()), or None."""
         return None
 
     def describe(self, value: Any) -> str:

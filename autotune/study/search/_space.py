@@ -133,7 +133,6 @@ class SearchSpace:
     optimizer_fullgraph: tuple[bool, ...] = (False,)
     mark_as: tuple[str, ...] = ("dynamic",)
     """How marked axes are marked (asked only when some are)."""
-    compiled_autograd: tuple[bool, ...] = (False,)
     options: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     knobs: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     """The registered knobs' choices (`autotune.runtime.knobs`), by name; a knob not here offers its neutral value."""
@@ -223,7 +222,6 @@ class SearchSpace:
                 optimizer_mode=_ask(trial, "optimizer_mode", self.optimizer_mode) if compile_optimizer else "default",
                 optimizer_fullgraph=compile_optimizer and _ask(trial, "optimizer_fullgraph", self.optimizer_fullgraph),
                 mark_as=_ask(trial, "mark_as", self.mark_as) if marks else "dynamic",
-                compiled_autograd=_ask(trial, "compiled_autograd", self.compiled_autograd),
             )
             # Each knob is asked last, and only where the rest of the configuration lets it apply.
             knobs = {

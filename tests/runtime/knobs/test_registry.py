@@ -14,7 +14,7 @@ from autotune.errors import ConfigError, SpaceError
 from autotune.runtime import codegen
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.features import has_feature, torch_lacks
-from autotune.runtime.knobs import Knob, registered
+from autotune.runtime.knobs import BackwardWrapper, Knob, ProcessSetting, registered
 from autotune.study.search import load_space
 from autotune.study.search._space import bundled_spaces
 from tests.study.summaries import TOY_LIKE
@@ -98,3 +98,16 @@ def test_docs_knobs_md_is_the_registry_s_table() -> None:
     assert page.read_text() == render(), f"run `{REGENERATE}` and commit {PAGE}"
     for name in KNOBS:
         assert f"`{name}`" in page.read_text()
+
+
+def test_what_a_knob_generates_is_checked_before_it_reaches_the_generated_file() -> None:
+    with pytest.raises(ValueError, match="is not a dotted attribute of torch"):
+        ProcessSetting(comment="", target="os.system", value="echo", call=True)
+    wrapper = {"header": "", "comment": "", "constant_comment": "", "value": {}}
+    with pytest.raises(ValueError, match=r"names \['BACKWARD', 'os'\]; only torch and BACKWARD are defined there"):
+        BackwardWrapper(**wrapper, constant="BACKWARD", context="os.popen(BACKWARD)")
+    with pytest.raises(ValueError, match="is not an expression"):
+        BackwardWrapper(**wrapper, constant="BACKWARD", context="torch.no_grad():\n    pass")
+    with pytest.raises(ValueError, match="is not an upper-case name"):
+        BackwardWrapper(**wrapper, constant="kwargs", context="torch.no_grad()")
+    assert BackwardWrapper(**wrapper, constant="KWARGS", context="torch.enable_grad()").context == "torch.enable_grad()"
