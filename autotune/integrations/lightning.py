@@ -61,6 +61,9 @@ class AutotuneCallback(Callback):
         self.tuned: TunedConfig = read_for_training(path, trainer="Lightning's Trainer.fit", stacklevel=2)
         """The configuration: its `prepare_batch`, for instance, pads and marks batches elsewhere."""
         self.warmup_steps = warmup_steps
+        # Read once: the hooks below run every step.
+        self._wraps_backward = bool(self.tuned.config.backward_wrappers())
+        self._finishes_warmup = bool(self.tuned.config.after_warmup_settings())
         self._first_step = 0
         self._warm = False
         self._backward_calls = 0
@@ -90,7 +93,7 @@ class AutotuneCallback(Callback):
                 f"AutotuneCallback applies {self.path}: a module is compiled once; build a new one to apply another."
             )
         _wrap(pl_module, "training_step", _prepared_step(pl_module.training_step, self.tuned))
-        if config.backward_wrappers():
+        if self._wraps_backward:
             _wrap(pl_module, "backward", self._compiled_backward(pl_module.backward))
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -103,7 +106,7 @@ class AutotuneCallback(Callback):
 
     def on_after_backward(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Check that compiled autograd is applied: it needs the strategy to call `LightningModule.backward`."""
-        if self.tuned.config.backward_wrappers() and self._backward_calls == 0:
+        if self._wraps_backward and self._backward_calls == 0:
             raise ConfigError(
                 f"{self.path} runs the backward pass under compiled autograd, which autotune applies in "
                 f"LightningModule.backward, and {type(trainer.strategy).__name__} with "
@@ -116,7 +119,7 @@ class AutotuneCallback(Callback):
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         """End the warm-up after `warmup_steps` optimizer steps of this fit (not batches: see accumulate_grad_batches)."""
-        if self._warm or not self.tuned.config.after_warmup_settings():
+        if self._warm or not self._finishes_warmup:
             return
         if trainer.global_step - self._first_step >= self.warmup_steps:
             self.tuned.module.finish_warmup()

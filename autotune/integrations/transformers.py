@@ -10,8 +10,8 @@
 runs the configuration's `prepare_batch` on every batch the Trainer computes a loss on, and,
 through a `TrainerCallback`, compiles the optimizer step once the Trainer has created its
 optimizer, and calls `finish_warmup()` after the warm-up steps when the configuration has
-settings for then (the eager stance). Compiled autograd, when chosen, wraps the Trainer's backward. The compile cache
-exported beside best.yaml is loaded when it is there.
+settings for then (the eager stance). Compiled autograd, when chosen, wraps the Trainer's
+backward. The compile cache exported beside best.yaml is loaded when it is there.
 
 With accelerate's own loop, apply after `prepare`:
 
