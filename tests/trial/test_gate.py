@@ -9,6 +9,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -17,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from autotune.trial.gate import GateClosed, MeasurementGate, Member, overlap_seconds
+from autotune.trial.live import WORKDIR_PREFIX
 from autotune.trial.records import Compiled, Event
 from autotune.trial.request import TrialRequest, TrialRun
-from autotune.trial.runner import run_trial
+from autotune.trial.runner import remove_abandoned_workdirs, run_trial
 from tests.processes import alive, children, command_line, state
 
 PROGRAM = "tests.trial_targets.gated"
@@ -200,6 +202,11 @@ def test_a_killed_search_leaves_no_worker_behind_not_even_a_stopped_one(tmp_path
     parent.wait()
     _wait_for(lambda: not alive(measuring) and not alive(stopped), 10, "a worker outlived the killed search")
     _wait_for(lambda: not alive(guard), 10, "the guard outlived its work")
+    # Its run folders stay behind, as a killed process leaves them; the next search removes them (and so does this).
+    left = list(Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}{parent.pid}-*"))
+    assert len(left) == 2, left
+    assert remove_abandoned_workdirs() >= 2
+    assert not any(folder.exists() for folder in left)
 
 
 @pytest.mark.parallel  # waits on no clock
