@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from autotune import CompileConfig
-from autotune.measure import Budget, Campaign, Objective, Subject, TimeTo, choose
+from autotune.measure import Budget, Campaign, Objective, Subject, TimeTo, choose, outcome
 from autotune.measure.engine import _engine as engine
 from autotune.measure.report import confirmation_rows
 from autotune.measure.stats import Interval, Looks, replicate_interval
@@ -491,3 +491,19 @@ def test_a_ratio_missing_a_pair_spends_the_error_of_the_look_it_is_judged_at() -
     assert late.ratio("trial 7", "compile") == replicate_interval(
         logs, 0, late.looks, late.components("trial 7", "compile"), at=3
     )
+
+
+def test_a_precise_campaign_claims_no_gain_whose_estimate_lies_inside_the_band(harness, stand) -> None:
+    # `autotune validate --precision 0.003 --max-replicates 100`: a configuration 1.9% faster than plain compile, its
+    # replicates scattering at the floor's spread. Only this precise a campaign reaches the estimate's clause of
+    # `outcome`: its interval's lower end clears the margin (1.015) while its estimate stays inside the +/-2% band,
+    # sure of a difference but not of one worth the name. Without the clause it would export a 1.9% "gain"; with
+    # it, no precision turns a difference inside the band into a claim.
+    wiggle = [math.exp(0.015), math.exp(-0.015)]
+    stand({"eager": [800.0], "compile": [1000.0], "trial 7": [1019.0 * w for w in wiggle]})
+    budget = engine.validation_budget(harness.protocol, repeats=3, max_rounds=100, precision=0.003, seconds=None)
+    result = engine.measure(harness, subjects(), objective=THROUGHPUT, budget=budget)
+    versus = result.ratio("trial 7", "compile")
+    assert versus is not None and versus.rounds == 100 and versus.low > 1.015 and versus.median < 1.02, versus
+    assert outcome(versus) == "undecided"
+    assert choose(result).exported == "plain torch.compile", "no gain worth the name was shown"
