@@ -14,7 +14,7 @@ variation, half the windows' (which more windows per replicate narrow, as on a r
 A replicate costs what one of the toy's three subjects cost on the 2-core machine this was built
 on, workers forked from a pre-imported server: 5 s to start each subject, then its windows.
 
-The cases: true ratios 0.98, 0.99, 1.00, 1.05 and 1.10; spreads 0.005 to 0.04; the designs
+The cases: true ratios 0.98, 0.99, 1.00, 1.05 and 1.10; spreads 0.005 to 0.06; the designs
 `quick`, `default` and `thorough` (a search's confirmation of its best `confirm` trials) and
 `validate` (one configuration, its precision stop and seconds budget). Where the true ratio is
 1.00 or less, every candidate has it: the worst case for a false gain, since the leader is the
@@ -406,10 +406,12 @@ def _retune_row(job: tuple[RetuneCase, int, int]) -> dict[str, Any]:
     return run_retune_case(*job)
 
 
-def _set_margin(margin: float, default_max_rounds: int | None = None) -> None:
-    """The margin the engine's gains must clear, and the `default` effort's most replicates, in this process (each of
-    the pool's too)."""
+def _set_margin(margin: float, default_max_rounds: int | None = None, spread_rule: str | None = None) -> None:
+    """The margin the engine's gains must clear, the `default` effort's most replicates and the rule for a pair's
+    spread, in this process (each of the pool's too)."""
     _statistics.GAIN_MARGIN = margin
+    if spread_rule is not None:
+        _statistics.SPREAD_RULE = spread_rule
     if default_max_rounds is not None:
         EFFORTS["default"] = dataclasses.replace(EFFORTS["default"], max_rounds=default_max_rounds)
 
@@ -498,6 +500,14 @@ def main(argv: list[str] | None = None) -> int:
         help="the most replicates of an `--effort default` confirmation, for the trade-off of a margin against power "
         f"(default: the engine's, {EFFORTS['default'].max_rounds})",
     )
+    parser.add_argument(
+        "--spread-rule",
+        choices=_statistics.SPREAD_RULES,
+        default=_statistics.SPREAD_RULE,
+        help="how an interval takes a pair's spread between replicates: its own, floored (floor); pooled over the "
+        "campaign's pairs against the same reference (pooled); or both (pooled-floor) (default: the engine's, "
+        "%(default)s)",
+    )
     args = parser.parse_args(argv)
     if args.default_max_rounds is not None and args.default_max_rounds < EFFORTS["default"].rounds:
         parser.error(
@@ -508,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--campaigns {args.campaigns}: must be >= 1")
     if not 0 <= args.margin < 0.5:
         parser.error(f"--margin {args.margin}: must lie in [0, 0.5), e.g. 0.005 for half a percent")
-    _set_margin(args.margin, args.default_max_rounds)
+    _set_margin(args.margin, args.default_max_rounds, args.spread_rule)
     started = time.monotonic()
     if args.retune:
         retunes = [
@@ -539,7 +549,7 @@ def _map(function: Any, jobs: list[Any], args: argparse.Namespace) -> list[dict[
     if args.jobs <= 1:
         return [function(job) for job in jobs]
     with multiprocessing.Pool(
-        args.jobs, initializer=_set_margin, initargs=(args.margin, args.default_max_rounds)
+        args.jobs, initializer=_set_margin, initargs=(args.margin, args.default_max_rounds, args.spread_rule)
     ) as pool:
         return pool.map(function, jobs, chunksize=1)
 

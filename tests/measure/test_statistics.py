@@ -15,6 +15,7 @@ from autotune.measure.stats import (
     Components,
     Interval,
     components,
+    pooled,
     replicate_interval,
     windows_per_replicate,
 )
@@ -114,3 +115,39 @@ def test_more_windows_pay_when_windows_vary_more_and_replicates_cost_more() -> N
         quiet = Components(window=0.05**2, replicate=shown, windows=12, replicates=3)
         assert windows_per_replicate(quiet, window_seconds=1.0, replicate_seconds=10.0, least=4, most=40) == floor < 40
     assert windows_per_replicate(parts, window_seconds=100.0, replicate_seconds=1.0, least=4, most=40) == 4
+
+
+# -- the spread borrowed across a campaign's pairs ------------------------------------------------
+
+
+def test_a_borrowed_spread_adds_each_pairs_squares_about_its_own_mean() -> None:
+    one, two = [0.10, 0.12, 0.14], [-0.20, -0.25, -0.21, -0.22]
+    squares = sum((v - 0.12) ** 2 for v in one) + sum((v - sum(two) / 4) ** 2 for v in two)
+    both = pooled([one, two, [0.3]])  # a pair of one replicate has no spread to lend
+    assert both is not None and both.variance == pytest.approx(squares / (2 + 3))
+    # Two pairs sharing the reference's runs carry 4 k (n - 1) / (3 + k) degrees of freedom, not k (n - 1).
+    assert both.df == pytest.approx(4 * 2 * 2.5 / 5)
+    alone = pooled([one])
+    assert alone is not None and alone.df == 2 and alone.variance == pytest.approx(squares_of(one) / 2)
+    assert pooled([[0.1]]) is None
+
+
+def test_the_satterthwaite_degrees_of_freedom_of_pairs_sharing_a_reference_hold_by_simulation() -> None:
+    # Three subjects alike, two pairs against the same reference: the pooled variance over 2 sigma^2 should scatter
+    # as a chi-square on the degrees of freedom `pooled` gives (variance 2 / df), not on k (n - 1).
+    rng = random.Random(3)
+    scaled = []
+    for _ in range(4000):
+        reference = [rng.gauss(0, 1) for _ in range(4)]
+        pairs = [[rng.gauss(0, 1) - r for r in reference] for _ in range(2)]
+        scaled.append(pooled(pairs).variance / 2)
+    mean = sum(scaled) / len(scaled)
+    spread = sum((v - mean) ** 2 for v in scaled) / (len(scaled) - 1)
+    df = pooled([[0.0, 1.0, 2.0, 3.0]] * 2).df
+    assert mean == pytest.approx(1.0, abs=0.05)
+    assert 2 / spread == pytest.approx(df, rel=0.15), (2 / spread, df)
+
+
+def squares_of(values: list[float]) -> float:
+    centre = sum(values) / len(values)
+    return sum((v - centre) ** 2 for v in values)

@@ -33,10 +33,13 @@ from autotune.measure.stats import (
     Interval,
     Looks,
     Objective,
+    Pooled,
     components,
     faster,
     mean_interval,
+    pooled,
     replicate_interval,
+    spread_rule,
 )
 from autotune.runtime import codegen, environment
 from autotune.runtime.config import CompileConfig
@@ -374,7 +377,18 @@ class Campaign:
         # The look is the last replicate this pair ran in together: a subject that left the race is judged where
         # it left, and one whose run failed in a replicate is judged at that replicate's look with a pair fewer.
         at = self.last_pair(name, reference) or len(logs)
-        return replicate_interval(logs, windows, self.looks, self.components(name, reference), at=at)
+        borrowed = self.borrowed_spread(reference) if spread_rule() != "floor" else None
+        return replicate_interval(logs, windows, self.looks, self.components(name, reference), at=at, borrowed=borrowed)
+
+    def borrowed_spread(self, reference: str) -> Pooled | None:
+        """The spread between replicates pooled over every measured subject's pair against `reference` (`pooled`):
+        what a campaign whose `SPREAD_RULE` borrows reads each such pair's interval with."""
+        pairs = [
+            self.log_ratios(name, reference)
+            for name in self.measured()
+            if name != reference and not self._same_code(name, reference)
+        ]
+        return pooled([p for p in pairs if all(math.isfinite(v) for v in p)])
 
     def last_pair(self, name: str, reference: str) -> int:
         """The 1-based replicate of the last one in which `name` and `reference` both ran, completed or not (0: none):

@@ -7,8 +7,9 @@ subject gets new processes, with their own memory layout and thread placement) d
 the replicates are the independent units:
 
 * each replicate gives one paired log-ratio per pair of subjects (`replicate_log_ratio`);
-* the interval is the Student-t interval of those replicate values, with replicates - 1
-  degrees of freedom, mapped back from logarithms (`replicate_interval`);
+* the interval is the Student-t interval of those replicate values, mapped back from
+  logarithms (`replicate_interval`); in a campaign its spread is borrowed from every pair
+  against the same reference, on the degrees of freedom they carry together (`pooled`);
 * the variance of single windows' paired log-ratios inside replicates, and what is left
   between replicates beyond it, are the two variance components (`components`); with the
   cost of a window and of a new process they give the windows per replicate that narrow the
@@ -47,16 +48,21 @@ __all__ = [
     "FUTILITY_ERROR",
     "OUTCOMES",
     "REPLICATE_SD_FLOOR",
+    "SPREAD_RULE",
+    "SPREAD_RULES",
     "Components",
     "Interval",
     "Looks",
+    "Pooled",
     "components",
     "gain_margin",
     "mean_interval",
     "outcome",
     "paired_interval",
+    "pooled",
     "replicate_interval",
     "spaced_looks",
+    "spread_rule",
     "t975",
     "t_cdf",
     "t_quantile",
@@ -82,11 +88,51 @@ FUTILITY_ERROR = 0.3
 candidate's bound lies inside the band. At 0.3 a `default` campaign with no gain to find stops after about 4 replicates
 at a spread of 0.02 instead of 8, and a real 5% gain there is found as often as without the stop (92%;
 outputs/benchmarks/decision-error.md, which also has 0.2 and 0.4)."""
+SPREAD_RULES = ("floor", "pooled", "pooled-floor")
+"""How a campaign's interval takes a pair's spread between replicates: `floor`, the pair's own replicates with the spread
+never below `REPLICATE_SD_FLOOR`; `pooled`, borrowed from every pair against the same reference (`Pooled`), on their
+degrees of freedom; `pooled-floor`, borrowed and floored. The windows' least spread holds under all three."""
+SPREAD_RULE = "pooled-floor"
+"""The rule in force (`SPREAD_RULES`), chosen by the simulation's table (outputs/benchmarks/decision-error.md, *The
+spread, chosen by the table*): the same bounds as the floor alone, more power and fewer replicates wherever the spread
+is at or above the floor, and the floor's guard against replicates that agree by luck kept (it was measured on a CPU;
+without it, quieter devices would decide sooner still). `--spread-rule` there sets it per process."""
 REPLICATE_SD_FLOOR = 0.015
-"""The least standard deviation between replicates' paired log-ratios that a campaign's intervals and its windows per
-replicate assume:
+"""The least standard deviation between replicates' paired log-ratios that a campaign's windows per replicate, its stop
+for want of a gain, its compile-time ratios and (under the `floor` and `pooled-floor` rules) its intervals assume:
 the smallest seen between new pairs of identical processes on the 2-core machine this was built on
 (outputs/benchmarks/noise.md: 0.015 to 0.076)."""
+
+
+def spread_rule() -> str:
+    """The `SPREAD_RULE` in force, read when asked (the simulation sets it after this module is loaded)."""
+    return SPREAD_RULE
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """A spread between replicates borrowed from several pairs against one reference: their variance and the degrees
+    of freedom it rests on (`pooled`)."""
+
+    variance: float
+    df: float
+
+
+def pooled(pairs: Sequence[Sequence[float]]) -> Pooled | None:
+    """The spread of paired log-ratios pooled over several pairs against the same reference, each pair's replicates
+    about its own mean; None without two replicates in some pair.
+
+    The pairs share the reference's runs, so their sums of squares are correlated (a correlation of one half
+    between two pairs' log-ratios when every subject varies alike): k pairs of n replicates each carry about
+    4 k (n - 1) / (3 + k) degrees of freedom (Satterthwaite), not k (n - 1); one pair carries its own n - 1.
+    """
+    groups = [list(g) for g in pairs if len(g) >= 2]
+    if not groups:
+        return None
+    squares = math.fsum(math.fsum((v - math.fsum(g) / len(g)) ** 2 for v in g) for g in groups)
+    freedom = sum(len(g) - 1 for g in groups)
+    df = max(max(len(g) - 1 for g in groups), freedom * 4 / (3 + len(groups)))
+    return Pooled(squares / freedom, df)
 
 
 @dataclass(frozen=True)
@@ -245,14 +291,14 @@ class Looks:
         spent = sum(self._weight(n) for n in self.planned if n < replicates)
         return max(self.error / self.candidates - spent, 0.0)
 
-    def quantile(self, replicates: int, at: int | None = None) -> float:
-        """The Student-t quantile of an interval over `replicates` paired replicates (df = replicates - 1), judged
-        after replicate `at` of the campaign (None: `replicates`). They differ where a subject's run failed in some
-        replicate: the error spent is the look's, whatever the pairs it has."""
+    def quantile(self, replicates: int, at: int | None = None, df: float | None = None) -> float:
+        """The Student-t quantile of an interval over `replicates` paired replicates (df = replicates - 1, or `df` for
+        a borrowed spread), judged after replicate `at` of the campaign (None: `replicates`). They differ where a
+        subject's run failed in some replicate: the error spent is the look's, whatever the pairs it has."""
         share = self.share(replicates if at is None else at)
         if replicates < 2 or share <= 0:
             return math.inf
-        return t_quantile(1.0 - share, replicates - 1)
+        return t_quantile(1.0 - share, replicates - 1 if df is None else max(1, math.floor(df)))
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -320,6 +366,7 @@ def replicate_interval(
     looks: Looks | None = None,
     parts: Components | None = None,
     at: int | None = None,
+    borrowed: Pooled | None = None,
 ) -> Interval:
     """The geometric mean of per-replicate ratios (given as logarithms) with its t-interval (df = n - 1).
 
@@ -329,6 +376,10 @@ def replicate_interval(
     taken below `REPLICATE_SD_FLOOR`: a few replicates that happen to agree more closely than
     new processes ever did on this machine are luck, and a campaign that stopped on them (a
     precision stop, an early gain) would print an interval that covers less than it says.
+
+    With a spread `borrowed` from the campaign's pairs (`pooled`) and a `SPREAD_RULE` that borrows, the interval
+    takes that spread on its degrees of freedom instead of the pair's own, floored under `pooled-floor` (the default)
+    as under `floor`, not under `pooled`.
 
     Given the campaign's variance components (`parts`), the spread is never taken below what
     the windows alone put into a replicate's mean either (`Components.least_replicate_sd`): the
@@ -344,7 +395,12 @@ def replicate_interval(
     quantile = looks.quantile(len(log_ratios), at) if looks is not None else t975(len(log_ratios) - 1)
     spread = math.sqrt(_variance(log_ratios))
     if looks is not None:
-        spread = max(spread, REPLICATE_SD_FLOOR, parts.least_replicate_sd if parts is not None else 0.0)
+        floor = REPLICATE_SD_FLOOR
+        if borrowed is not None and SPREAD_RULE != "floor":
+            # The pooled spread on its own degrees of freedom; floored as well only under `pooled-floor`.
+            spread, quantile = math.sqrt(borrowed.variance), looks.quantile(len(log_ratios), at, df=borrowed.df)
+            floor = REPLICATE_SD_FLOOR if SPREAD_RULE == "pooled-floor" else 0.0
+        spread = max(spread, floor, parts.least_replicate_sd if parts is not None else 0.0)
     half = quantile * spread / math.sqrt(len(log_ratios))
     return Interval(math.exp(centre), math.exp(centre - half), math.exp(centre + half), len(log_ratios), windows)
 
