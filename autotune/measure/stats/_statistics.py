@@ -7,9 +7,9 @@ subject gets new processes, with their own memory layout and thread placement) d
 the replicates are the independent units:
 
 * each replicate gives one paired log-ratio per pair of subjects (`replicate_log_ratio`);
-* the interval is the Student-t interval of those replicate values, mapped back from
-  logarithms (`replicate_interval`); in a campaign its spread is borrowed from every pair
-  against the same reference, on the degrees of freedom they carry together (`pooled`);
+* the interval is the Student-t interval of those replicate values, with replicates - 1
+  degrees of freedom, mapped back from logarithms (`replicate_interval`; `SPREAD_RULE` can
+  borrow the spread from every pair against the same reference instead, `pooled`);
 * the variance of single windows' paired log-ratios inside replicates, and what is left
   between replicates beyond it, are the two variance components (`components`); with the
   cost of a window and of a new process they give the windows per replicate that narrow the
@@ -92,11 +92,12 @@ SPREAD_RULES = ("floor", "pooled", "pooled-floor")
 """How a campaign's interval takes a pair's spread between replicates: `floor`, the pair's own replicates with the spread
 never below `REPLICATE_SD_FLOOR`; `pooled`, borrowed from every pair against the same reference (`Pooled`), on their
 degrees of freedom; `pooled-floor`, borrowed and floored. The windows' least spread holds under all three."""
-SPREAD_RULE = "pooled-floor"
-"""The rule in force (`SPREAD_RULES`), chosen by the simulation's table (outputs/benchmarks/decision-error.md, *The
-spread, chosen by the table*): the same bounds as the floor alone, more power and fewer replicates wherever the spread
-is at or above the floor, and the floor's guard against replicates that agree by luck kept (it was measured on a CPU;
-without it, quieter devices would decide sooner still). `--spread-rule` there sets it per process."""
+SPREAD_RULE = "floor"
+"""The rule in force (`SPREAD_RULES`). The simulation supports borrowing (outputs/benchmarks/decision-error.md, *A
+spread borrowed across pairs: simulated, not adopted*), but on real processes eager's pair and a configuration's
+scatter differently, and a borrowed spread narrowed a configuration's interval below what its own replicates showed;
+so each pair keeps its own, floored, until the simulation models subjects of different kinds. `--spread-rule` there
+sets it per process."""
 REPLICATE_SD_FLOOR = 0.015
 """The least standard deviation between replicates' paired log-ratios that a campaign's windows per replicate, its stop
 for want of a gain, its compile-time ratios and (under the `floor` and `pooled-floor` rules) its intervals assume:
@@ -378,8 +379,8 @@ def replicate_interval(
     precision stop, an early gain) would print an interval that covers less than it says.
 
     With a spread `borrowed` from the campaign's pairs (`pooled`) and a `SPREAD_RULE` that borrows, the interval
-    takes that spread on its degrees of freedom instead of the pair's own, floored under `pooled-floor` (the default)
-    as under `floor`, not under `pooled`.
+    takes that spread on its degrees of freedom instead of the pair's own, floored under `pooled-floor` as under
+    `floor` (the default), not under `pooled`.
 
     Given the campaign's variance components (`parts`), the spread is never taken below what
     the windows alone put into a replicate's mean either (`Components.least_replicate_sd`): the
