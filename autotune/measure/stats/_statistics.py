@@ -121,7 +121,7 @@ class Pooled:
 
 def pooled(pairs: Sequence[Sequence[float]]) -> Pooled | None:
     """The spread of paired log-ratios pooled over several pairs against the same reference, each pair's replicates
-    about its own mean; None without two replicates in some pair.
+    about its own mean; None where no pair has two replicates (a pair of one lends nothing).
 
     The pairs share the reference's runs, so their sums of squares are correlated (a correlation of one half
     between two pairs' log-ratios when every subject varies alike): k pairs of n replicates each carry about
