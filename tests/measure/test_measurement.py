@@ -284,8 +284,10 @@ def test_a_search_does_not_prune_a_trial_as_fast_as_plain_compile_when_the_machi
 def test_a_search_judges_a_trial_by_its_warm_restart_not_by_the_process_that_compiled_it(tmp_path: Path) -> None:
     # Under 'high' precision the stand-in spins 5% less than plain compile, except in the cold process
     # that compiled it, where it spins 1.5 times as long: 0.70x plain compile there, 1.05x warm, as
-    # the confirmation measures it. The spin is CPU time, so the premise holds on any machine.
-    _, high = precision_search(tmp_path / "first", "slower_in_its_first_run")
+    # the confirmation measures it. The spin is CPU time, so the premise holds on any machine. Eight
+    # paired windows, not four: the figure is their mean log-ratio, which one window that another process
+    # cuts into can pull far down; a CI run read 0.79x from four.
+    _, high = precision_search(tmp_path / "first", "slower_in_its_first_run", "--windows", "8")
     assert high.state == optuna.trial.TrialState.COMPLETE, record_of(high).message
     plain = record_of(high).reference_samples_per_second
     assert record_of(high).first_run_samples_per_second < 0.85 * plain, "its first run is the slow one"
