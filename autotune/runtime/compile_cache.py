@@ -33,6 +33,7 @@ __all__ = [
     "SAVED_FROM_MEASURED",
     "describe",
     "load_compile_cache",
+    "proven_text",
     "read_header",
     "running_fingerprint",
     "save_compile_cache",
@@ -203,4 +204,16 @@ def describe(section: Mapping[str, Any]) -> str:
     return (
         f"compile cache: {section['file']} ({section['bytes'] / 1024:.0f} KiB){source}; compile and warm-up took "
         f"{section['cold_compile_seconds']:.1f} s cold and {section['cached_compile_seconds']:.1f} s with the cache loaded"
+        + proven_text(section)
     )
+
+
+def proven_text(section: Mapping[str, Any]) -> str:
+    """Which confirmation replicates saved the file and started from it alone ('' where separate runs did)."""
+    proven = section.get("proven_in") or {}
+    parts = []
+    if "saved" in proven:
+        parts.append(f"saved by its process of confirmation replicate {proven['saved']}")
+    if "loaded" in proven:
+        parts.append(f"loaded alone by its process of replicate {proven['loaded']}")
+    return f" ({', '.join(parts)})" if parts else ""

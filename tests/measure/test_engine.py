@@ -16,9 +16,11 @@ import pytest
 
 from autotune import CompileConfig
 from autotune.measure import Budget, Campaign, Objective, Subject, TimeTo, choose, outcome
+from autotune.measure.engine import CacheProof
 from autotune.measure.engine import _engine as engine
 from autotune.measure.report import confirmation_rows
 from autotune.measure.stats import Interval, Looks, _statistics, replicate_interval
+from autotune.trial.records import CacheLoaded, CacheSaved
 from autotune.trial.request import TrialRequest, TrialRun
 from examples import decision_error
 from tests import fake_records
@@ -124,6 +126,47 @@ def test_a_subject_with_a_first_run_and_its_cache_is_not_run_cold_again(harness,
     fake = stand({"eager": [50.0], "compile": [100.0], "trial 7": [130.0]})
     engine.measure(harness, [*Subject.baselines(), gone], objective=THROUGHPUT, budget=Budget(max_rounds=3))
     assert fake.first == ["eager", "compile", "trial 7"], "its cache is gone: it runs cold again to fill one"
+
+
+def test_a_cache_proof_saves_in_the_first_replicate_and_starts_the_leader_from_its_file_in_the_second(
+    harness, stand, monkeypatch, tmp_path
+) -> None:
+    fake = stand({"eager": [50.0], "compile": [100.0], "trial 7": [130.0, 131.0, 129.0]})
+    asked: list[dict[str, TrialRequest]] = []
+
+    def replicate(requests, groups, **kw):
+        # As a worker does: it writes the file it was asked to save, and says what it loaded and how long it compiled.
+        asked.append(dict(requests))
+        done, runs, partners = fake.replicate(requests, groups, **kw)
+        for name, request in requests.items():
+            if request.save_cache_path:
+                Path(request.save_cache_path).write_bytes(b"artifacts")
+                saved = CacheSaved(saved=True, bytes=9, sha256="0" * 64, artifacts={"inductor": 1})
+                runs[name] = replace(runs[name], cache_saved=saved)
+            if request.load_cache_path:
+                loaded = CacheLoaded(loaded={"inductor": 1}, load_seconds=0.25)
+                compiled = fake_records.compiled(compile_seconds=1.5)
+                runs[name] = replace(runs[name], cache_loaded=loaded, compiled=compiled)
+        return done, runs, partners
+
+    monkeypatch.setattr(engine, "run_replicate", replicate)
+    proof = CacheProof(tmp_path / "proof")
+    engine.measure(
+        harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=3, max_rounds=6), cache_proof=proof,
+        cache_root=tmp_path / "caches",
+    )  # fmt: skip
+    first, second, third = asked
+    assert {n for n, r in first.items() if r.save_cache_path} == {"compile", "trial 7"}, "eager compiles nothing"
+    assert not any(r.load_cache_path for r in first.values())
+    assert sorted(proof.saved) == ["compile", "trial 7"] and all(s.replicate == 1 for s in proof.saved.values())
+    assert proof.saved["trial 7"].path.read_bytes() == b"artifacts"
+    # The second replicate starts the leader from its file alone, in an empty cache folder, and nobody saves again.
+    assert [n for n, r in second.items() if r.load_cache_path] == ["trial 7"]
+    assert second["trial 7"].load_cache_path == str(proof.saved["trial 7"].path)
+    assert second["trial 7"].cache_dir != first["trial 7"].cache_dir and not Path(second["trial 7"].cache_dir).exists()
+    assert second["compile"] == replace(first["compile"], save_cache_path=None)
+    assert proof.loaded["trial 7"].compile_seconds == 1.5 and proof.loaded["trial 7"].replicate == 2
+    assert third == {n: replace(r, save_cache_path=None) for n, r in first.items()}, "then as without the proof"
 
 
 def _cold_seconds(fake: Stand, monkeypatch, seconds: dict[str, list[float]]) -> list[tuple[str, TrialRequest]]:

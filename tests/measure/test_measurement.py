@@ -297,6 +297,43 @@ def test_a_search_judges_a_trial_by_its_warm_restart_not_by_the_process_that_com
 
 
 @pytest.mark.slow
+@pytest.mark.parallel  # its decision needs a 1.4x gain, which no neighbour hides; it times nothing
+def test_a_search_proves_the_winners_compile_cache_in_its_confirmation_and_runs_no_worker_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Under 'high' precision the stand-in spins 30% less: it leads after the confirmation's first replicate and is
+    # exported. The replicates save its artifacts and start it from them; the compile-cache step starts no worker.
+    from autotune.measure.tasks import _cache as cache_task
+    from autotune.runtime import compile_cache
+
+    def refused(request: TrialRequest) -> None:
+        raise AssertionError(f"the compile cache started a worker of its own: {request.save_cache_path=}")
+
+    monkeypatch.setattr(cache_task, "run_trial", refused)
+    space = str(Path(__file__).parent.parent / "search_spaces" / "precision.yaml")
+    out = tmp_path / "out"
+    code = cli.main(
+        [
+            "search", "--no-doctor", "--model", f"{TARGETS}:spins_less", "--space", space, "--allow-precision-changes",
+            "--sampler", "bruteforce", "--trials", "2", "--windows", "4", *SHORT_FLAGS, "--confirm", "1",
+            "--replicates", "3", "--max-replicates", "3", "--device", "cpu", "--out", str(out),
+        ]
+    )  # fmt: skip
+    assert code == cli.EXIT_OK
+    best = load(out / "best.yaml")
+    assert best.config.to_dict().get("float32_matmul_precision") == "high", best.metrics["verdict"]
+    section = best.compile_cache
+    assert section["saved"] is True and section["proven_in"] == {"saved": 1, "loaded": 2}
+    assert section["saved_from"] == compile_cache.SAVED_FROM_MEASURED
+    assert section["cached_compile_seconds"] > 0 and section["load_seconds"] >= 0
+    assert section["artifacts"].get("inductor", 0) >= 1
+    header = compile_cache.read_header(out / "compile_cache.bin")
+    assert header["sha256"] == section["sha256"] and header["fingerprint"] == compile_cache.running_fingerprint("cpu")
+    assert not (out / "caches").exists(), "the subjects' caches and the proof's files are gone"
+    assert "loaded alone by its process of replicate 2" in (out / "report.md").read_text()
+
+
+@pytest.mark.slow
 def test_a_search_takes_the_live_reference_own_level_out_of_a_trial_ratio_to_plain_compile(tmp_path: Path) -> None:
     # The live reference spins 1.25 times as long as any other process of plain compile; under 'high'
     # precision the stand-in spins 5% less than plain compile. Paired with the reference it reads about

@@ -20,6 +20,7 @@ from autotune.measure.engine._engine import (
     run_text,
     validation_budget,
 )
+from autotune.measure.engine._proof import CacheProof, Loaded, Saved
 from autotune.measure.engine._replicate import (
     Replicate,
     ReplicatePlan,
@@ -39,12 +40,15 @@ __all__ = [
     "VALIDATION_REPEATS",
     "VALIDATION_SECONDS",
     "Budget",
+    "CacheProof",
     "Campaign",
     "Harness",
+    "Loaded",
     "Replicate",
     "ReplicateCallback",
     "ReplicatePlan",
     "RunCallback",
+    "Saved",
     "Subject",
     "batches_for",
     "block_orders",

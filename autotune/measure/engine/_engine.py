@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Protocol
 
 from autotune.measure.engine._campaign import Campaign, Harness, Subject, start
+from autotune.measure.engine._proof import CacheProof
 from autotune.measure.engine._replicate import (
     Replicate,
     ReplicatePlan,
@@ -282,12 +283,15 @@ def measure(
     cache_root: str | Path | None = None,
     seed: int = 0,
     lab: Lab | None = None,
+    cache_proof: CacheProof | None = None,
 ) -> Campaign:
     """Measure `subjects` against each other; see the module docstring.
 
     Given an earlier `campaign` of the same subjects, its replicates count and more are added,
     and its looks stay those it was planned with. `cache_root` holds the cache folders of
-    subjects that have none (default: a temporary folder, removed at the end).
+    subjects that have none (default: a temporary folder, removed at the end). With
+    `cache_proof`, the first two replicates also save each configuration's compile artifacts and
+    start the leader from its saved file (`CacheProof`), which the proof records.
     """
     budget = budget or Budget()
     lab = lab or Processes()
@@ -328,7 +332,7 @@ def measure(
             if on_replicate:
                 on_replicate(campaign, budget)
             cold = _cold_compiles(harness, campaign, root, rng, lab, on_run) if budget.cold_compiles else 0.0
-            _one_replicate(harness, campaign, requests, budget, rng, on_run, lab, cold)
+            _one_replicate(harness, campaign, requests, budget, rng, on_run, lab, cold, cache_proof)
             if planning and campaign.rounds == 1 and asked.seconds is not None and campaign.replicates:
                 # Planned again from what the first replicate cost, not the first runs' guess at it: no look has been
                 # taken yet (one replicate decides nothing), so the error is still all to spend.
@@ -522,9 +526,15 @@ def _one_replicate(
     on_run: RunCallback | None,
     lab: Lab,
     cold_seconds: float = 0.0,
+    proof: CacheProof | None = None,
 ) -> None:
     names = campaign.racing()
     requests = {name: every[name] for name in names}
+    if proof is not None:
+        configured = {n for n in names if campaign.subjects[n].config is not None}
+        # The leader's file is the likeliest to ship; with no configuration but the reference, the reference's.
+        leader = campaign.leader(budget.reference)
+        requests = proof.requests(requests, leader if leader in configured else budget.reference, configured)
     memory = {n: _peak(campaign.cold.get(n)) for n in names}
     design, groups = co_residence(names, memory, _free_mb(campaign), budget.reference)
     batches: int | Callable[..., int] = (
@@ -542,6 +552,8 @@ def _one_replicate(
     replicate, runs, partners = lab.replicate(requests, plan, rng)
     index = campaign.rounds
     campaign.replicates.append(replace(replicate, cold_seconds=cold_seconds))
+    if proof is not None:
+        proof.take(requests, runs, campaign.rounds)
     for name in campaign.measured():
         run = runs.get(name)
         record = run.record() if run is not None else None

@@ -13,6 +13,7 @@ from autotune.measure.format import interval as show_interval
 from autotune.measure.format import number, span
 from autotune.measure.stats import BAND
 from autotune.measure.tasks import design_text
+from autotune.runtime.compile_cache import proven_text
 from autotune.runtime.tuned import TunedConfig, write_atomic
 from autotune.study.doctor import Diagnosis
 from autotune.study.report import _plots as plots
@@ -169,6 +170,7 @@ def _cache_text(section: Mapping[str, Any]) -> str:
             "|---|---|",
             f"| cold (fresh caches) | {number(section.get('cold_compile_seconds'))} |",
             f"| with the cache loaded | {number(section.get('cached_compile_seconds'))} |",
+            *(["", f"The confirmation proved it itself{proven_text(section)}."] if proven_text(section) else []),
         ]
     )
 

@@ -43,7 +43,7 @@ from autotune.measure import (
     record_compile_cache,
 )
 from autotune.measure.choice import DECISIONS, Decision, decide, recorded_ratios
-from autotune.measure.engine import first_blocks, run_label
+from autotune.measure.engine import CacheProof, first_blocks, run_label
 from autotune.measure.format import utc_now
 from autotune.measure.stats import method_change
 from autotune.runtime import compile_cache, environment, tuned
@@ -239,6 +239,9 @@ def retune(options: RetuneOptions, progress: ProgressCallback | None = None) -> 
 
 
 class _Retune:
+    cache_proof: CacheProof | None = None
+    """What the campaign's replicates saved and loaded of the compile cache (None: `--no-compile-cache`)."""
+
     def __init__(self, options: RetuneOptions, progress: ProgressCallback) -> None:
         self.options = options
         self.progress = progress
@@ -264,6 +267,10 @@ class _Retune:
         )
         self.harness, self.model_fingerprint = self.prepared.harness, self.prepared.model_fingerprint
         self.space_name = _space_name(self.path, options.space, self.tuned, self.study)
+        # The campaign's replicates save the compile cache and start the leader from it (`CacheProof`).
+        self.cache_proof = (
+            CacheProof(self.out_dir / CACHES_FOLDER / "compile-cache-proof") if options.compile_cache else None
+        )
 
     def run(self) -> RetuneResult:
         try:
@@ -379,6 +386,7 @@ class _Retune:
             ),
             on_run=shown,
             cache_root=self.out_dir / CACHES_FOLDER,
+            cache_proof=self.cache_proof,
         )
         failure = campaign.reproduced_failure("eager")
         if failure is not None:
@@ -420,6 +428,7 @@ class _Retune:
                 campaign=campaign,
                 on_run=shown,
                 cache_root=self.out_dir / CACHES_FOLDER,
+                cache_proof=self.cache_proof,
             )
             verdict = decide(
                 campaign, recorded=recorded, min_gain=options.min_gain, max_regression=options.max_regression
@@ -473,15 +482,21 @@ def _publish(
     cache: dict[str, Any] = {}
     staged = None
     if run.options.compile_cache and subject.config.scope != "none":
-        run._note("compile cache: saved from the measured cache, then loaded")
+        ran = subject.same_as or name
+        proven = run.cache_proof is not None and ran in run.cache_proof.loaded
+        run._note(
+            "compile cache: " + ("from the replicates" if proven else "saved from the measured cache, then loaded")
+        )
         try:
             cache, staged = record_compile_cache(
                 run.harness,
                 subject.config,
                 subject.created,
                 run.out_dir,
-                warm_from=campaign.subjects[subject.same_as or name].cache_dir,
+                warm_from=campaign.subjects[ran].cache_dir,
                 cold_seconds=campaign.compile_seconds(name),
+                proof=run.cache_proof,
+                subject=ran,
             )
         except ConfigError as exc:
             cache = {"saved": False, "note": str(exc)}

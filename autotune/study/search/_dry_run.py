@@ -74,6 +74,9 @@ def estimate(first: RunRecord, options: SearchOptions, *, compile_decides: bool,
     trials = max(options.trials - (1 if plain_seeded else 0), 0)
     # One before the first trial; more only where it reads the reference at a level of its own (`anchoring_worth`).
     anchors = 1 if trials else 0
+    # A confirmation proves the compile cache in its replicates (`CacheProof`): its second starts the leader from the
+    # saved file alone, about a restart more; without one, a warm run saves it and a run from the file loads it.
+    proven = options.compile_cache and options.confirm > 0
     stages = {
         # The doctor starts a worker and traces with dynamo without compiling: about a restart without its windows.
         "doctor": restart - windows * window if options.doctor else 0.0,
@@ -88,9 +91,9 @@ def estimate(first: RunRecord, options: SearchOptions, *, compile_decides: bool,
             rounds=options.rounds,
             protocol=protocol,
             cold_compiles=compile_decides,
-        ),
-        # Saved from the winner's warm cache, then loaded from the file: two restarts.
-        "compile cache": 2 * restart if options.compile_cache else 0.0,
+        )
+        + (restart if proven else 0.0),
+        "compile cache": 2 * restart if options.compile_cache and not proven else 0.0,
     }
     return Estimate(stages=stages, trial_seconds=trial, trials=trials, anchors=anchors)
 

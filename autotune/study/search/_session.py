@@ -38,7 +38,13 @@ from autotune.measure import (
     measure,
     record_compile_cache,
 )
-from autotune.measure.engine import ReplicateCallback, RunCallback, expected_replicate_seconds, run_text
+from autotune.measure.engine import (
+    CacheProof,
+    ReplicateCallback,
+    RunCallback,
+    expected_replicate_seconds,
+    run_text,
+)
 from autotune.measure.format import span, utc_now
 from autotune.measure.tasks import LiveReference, measure_baselines
 from autotune.runtime import compile_cache, environment
@@ -112,10 +118,12 @@ class _Search:
         self.reporting = threading.Lock()
         self.plan = Plan(
             confirmation=(options.confirm + 2) * options.rounds if options.confirm else 0,
-            cache=1
-            if options.compile_cache
-            else 0,  # save, then load: a warm run and a run from the file, about one trial
+            # Without a confirmation to prove it in its replicates (`CacheProof`): save, then load, a warm run and a
+            # run from the file, about one trial.
+            cache=1 if options.compile_cache and not options.confirm else 0,
         )
+        self.cache_proof: CacheProof | None = None
+        """What the confirmation's replicates saved and loaded of the compile cache, once it ran."""
         self.prepared = prepared = prepare(options)
         self.summary, self.harness = prepared.summary, prepared.harness
         self.model_fingerprint = prepared.model_fingerprint
@@ -305,16 +313,24 @@ class _Search:
         choice = exported_choice(self.study, campaign)
         if choice.config.scope == "none":
             return
-        self.plan.run_started = time.monotonic()
-        self._report(choice.trial, "compile cache: save, then load")
         subject = campaign.subjects[choice.subject]
+        ran = subject.same_as or choice.subject
+        # The proof holds this session's confirmation's subjects: it serves only the subject that ran there.
+        same = measured is not None and ran in measured.subjects and measured.subjects[ran].config == subject.config
+        proven = same and self.cache_proof is not None and ran in self.cache_proof.loaded
+        self.plan.run_started = time.monotonic()
+        self._report(
+            choice.trial, "compile cache: " + ("from the confirmation's replicates" if proven else "save, then load")
+        )
         section, staged = record_compile_cache(
             self.harness,
             choice.config,
             subject.created,
             self.options.out_dir,
-            warm_from=_cache_folder(measured, subject.same_as or choice.subject),
+            warm_from=_cache_folder(measured, ran),
             cold_seconds=campaign.compile_seconds(choice.subject),
+            proof=self.cache_proof if same else None,
+            subject=ran,
         )
         if staged is not None:
             os.replace(staged, self.options.out_dir / "compile_cache.bin")
@@ -450,6 +466,9 @@ def _confirm(search: _Search) -> Campaign | None:
     )
     options = search.options
     cold = search.objectives.compile_decides
+    if options.compile_cache:
+        # The replicates save the compile cache and start the leader from it: no runs of its own after them.
+        search.cache_proof = CacheProof(search.loop.caches / "compile-cache-proof")
     search._note(
         f"confirming {what}: {options.rounds} to {options.max_rounds} replicates of paired windows, "
         "each subject warm from its own cache"
@@ -478,6 +497,7 @@ def _confirm(search: _Search) -> Campaign | None:
         on_replicate=_planned(search),
         cache_root=search.loop.caches,
         seed=options.seed,
+        cache_proof=search.cache_proof,
     )
     search.plan.confirmation_seconds, search.plan.run_started = 0.0, None
     search.study.set_user_attr("confirmation", campaign.to_dict())
