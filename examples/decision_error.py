@@ -20,6 +20,12 @@ The cases: true ratios 0.98, 0.99, 1.00, 1.05 and 1.10; spreads 0.005 to 0.06; t
 1.00 or less, every candidate has it: the worst case for a false gain, since the leader is the
 best of them all. Where it is above 1, one candidate has it and the others run as fast as plain
 compile. Eager runs at 0.8x plain compile.
+
+`--objective time-to` judges the same designs by `time-to:N` instead, as a search with that
+objective does: every configuration compiles again, cold, before each replicate, and a true
+ratio is then one of compile time plus N steps (`TIME_TO_STEPS`). Plain compile compiles in
+`COMPILE_SECONDS`, each candidate `COMPILE_FACTOR` times as long, and each cold compile scatters
+by `COMPILE_SD`; a candidate's throughput is what gives it its true ratio (`throughput_for`).
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from autotune.measure import (
     Harness,
     Subject,
     Throughput,
+    TimeTo,
     choose,
     confirmation_budget,
     measure,
@@ -75,6 +82,26 @@ SPREAD_FACTORS = {"compile": 1.0, "eager": 1.0, "trial 0": 1.3, "trial 1": 0.6, 
 FAILURES = 0.01
 """`machine` noise: the chance that one run of a replicate fails (a timeout on a loaded machine)."""
 DESIGNS = ("quick", "default", "thorough", "validate")
+OBJECTIVES = ("throughput", "time-to")
+TIME_TO_STEPS = 30_000
+"""`time-to:N`'s N: plain compile runs them in 300 s at its 100 batches/s, after a compile of 30 s; eager, at 0.8x,
+in 375 s, so plain compile is 1.14 times as fast as eager over the job and compile time is a tenth of it."""
+COMPILE_SECONDS = 30.0
+"""Plain compile's true cold compile (the toy's on a fast day of the 2-core machine: 25 to 30 s)."""
+COMPILE_FACTOR = 1.5
+"""A `time-to` candidate compiles 1.5 times as long as plain compile, and makes up for it in its steps, or not."""
+COMPILE_SD = 0.07
+"""Each cold compile's own scatter (log scale): before a validation's three replicates, plain compile compiled in
+64.1 to 66.8 s and the configuration in 60.7 to 74.0 s (outputs/benchmarks/validate-cold-compiles-2026-11-27.log)."""
+
+
+def throughput_for(time_to_ratio: float) -> float:
+    """The throughput, against plain compile, at which a candidate that compiles `COMPILE_FACTOR` times as long runs
+    `TIME_TO_STEPS` steps `time_to_ratio` times as fast as plain compile, its compile included."""
+    steps = TIME_TO_STEPS / 100.0  # plain compile's seconds of steps
+    return steps / ((COMPILE_SECONDS + steps) / time_to_ratio - COMPILE_FACTOR * COMPILE_SECONDS)
+
+
 START_SECONDS = 5.0
 """What starting one subject of a replicate costs: a forked process, a warm compile, a settle window (the toy's three
 took 12.7 to 15.2 s in all: outputs/benchmarks/noise.md, *Forked workers*)."""
@@ -123,6 +150,10 @@ class StandIns:
     names: Mapping[str | None, str] = dataclasses.field(default_factory=dict)
     """Each subject's name, by its generated source: its own spread under `machine` noise."""
     replicates: int = 0
+    compile_seconds: Mapping[str | None, float] = dataclasses.field(default_factory=dict)
+    """Each configuration's true cold compile, by its generated source (30 s for any not named)."""
+    compile_sd: float = 0.0
+    """Each cold compile's own scatter (log scale), drawn like a window's; 0: every compile takes its true time."""
 
     def clock(self) -> float:
         return self.now
@@ -145,8 +176,11 @@ class StandIns:
 
     def first(self, request: TrialRequest) -> TrialRun:
         rate = 100.0 * self.truth[request.source]
+        seconds = 0.0 if request.source is None else self.compile_seconds.get(request.source, COMPILE_SECONDS)
+        if self.compile_sd and seconds:
+            seconds *= math.exp(self._draw(self.compile_sd))
         return StandInRun(
-            RunRecord(state="complete", samples_per_second=rate, batches_per_second=rate, compile_seconds=30.0)
+            RunRecord(state="complete", samples_per_second=rate, batches_per_second=rate, compile_seconds=seconds)
         )
 
     def replicate(
@@ -186,6 +220,8 @@ class Case:
     spread: float
     true_ratio: float
     noise: str = "plain"
+    objective: str = "throughput"
+    """'throughput', or 'time-to': the true ratio is then of `TIME_TO_STEPS` steps and the compile before them."""
 
     @property
     def candidates(self) -> int:
@@ -205,6 +241,11 @@ def run_case(case: Case, campaigns: int, seed: int) -> dict[str, Any]:
     harness = Harness(spec="stand-in", summary=WorkloadSummary(spec="stand-in", task="train"))
     protocol = harness.protocol
     budget = budget_of(case.design, protocol)
+    time_to = case.objective == "time-to"
+    objective = TimeTo(TIME_TO_STEPS) if time_to else Throughput()
+    if time_to:
+        # As a search whose objective counts compile time confirms (and `validate --cold-compiles`).
+        budget = dataclasses.replace(budget, cold_compiles=True)
     names = ["config"] if case.design == "validate" else [f"trial {i}" for i in range(case.candidates)]
     subjects = [*Subject.baselines()] + [
         Subject(name=name, config=CANDIDATES[i], created="stand-in") for i, name in enumerate(names)
@@ -215,8 +256,12 @@ def run_case(case: Case, campaigns: int, seed: int) -> dict[str, Any]:
     for index, name in enumerate(names):
         speeds[name] = case.true_ratio if case.true_ratio <= 1.0 or index == 0 else 1.0
     sources = {s.name: None if s.config is None else harness.source(s.config, s.created) for s in subjects}
-    truth = {sources[s.name]: speeds[s.name] for s in subjects}
+    # Under time-to, `speeds` are the true time-to ratios (what an interval must cover); the stand-ins run at the
+    # throughput that, after a compile COMPILE_FACTOR times as long, gives them.
+    rates = {n: throughput_for(v) if time_to and n in names else v for n, v in speeds.items()}
+    truth = {sources[s.name]: rates[s.name] for s in subjects}
     named = {source: name for name, source in sources.items()}
+    compiles = {sources[n]: COMPILE_FACTOR * COMPILE_SECONDS for n in names} if time_to else {}
     rng = random.Random(f"{seed}:{case}")
     claimed = exported = covered = intervals = 0
     replicates: list[int] = []
@@ -224,10 +269,11 @@ def run_case(case: Case, campaigns: int, seed: int) -> dict[str, Any]:
     folders = Path(tempfile.mkdtemp(prefix="autotune-decision-error-"))  # stand-ins fill no cache: one for all
     for number in range(campaigns):
         lab = StandIns(
-            truth=truth, spread=case.spread, first_blocks=budget.blocks, rng=rng, noise=case.noise, names=named
-        )
+            truth=truth, spread=case.spread, first_blocks=budget.blocks, rng=rng, noise=case.noise, names=named,
+            compile_seconds=compiles, compile_sd=COMPILE_SD if time_to else 0.0,
+        )  # fmt: skip
         campaign = measure(
-            harness, subjects, objective=Throughput(), budget=budget, lab=lab, seed=number, cache_root=folders
+            harness, subjects, objective=objective, budget=budget, lab=lab, seed=number, cache_root=folders
         )
         choice = choose(campaign)
         judged = "config" if case.design == "validate" else campaign.leader("compile")
@@ -243,6 +289,7 @@ def run_case(case: Case, campaigns: int, seed: int) -> dict[str, Any]:
     shutil.rmtree(folders, ignore_errors=True)
     return {
         "noise": case.noise,
+        **({"objective": case.objective} if time_to else {}),
         "design": case.design,
         "candidates": case.candidates,
         "spread": case.spread,
@@ -424,10 +471,12 @@ def table(rows: Sequence[Mapping[str, Any]]) -> str:
     """The rows as the Markdown table outputs/benchmarks/decision-error.md holds."""
     headers = ["noise", "design", "candidates", "spread", "true ratio", "gain claimed", "exported"]
     headers += ["interval covers", "replicates", "seconds"]
+    judged = any("objective" in r for r in rows)
     return markdown(
-        headers,
+        ["objective", *headers] if judged else headers,
         [
-            [r["noise"], r["design"], f"{r['candidates']}", f"{r['spread']}", f"{r['true_ratio']:.2f}"]
+            ([r.get("objective", "throughput")] if judged else [])
+            + [r["noise"], r["design"], f"{r['candidates']}", f"{r['spread']}", f"{r['true_ratio']:.2f}"]
             + [f"{r['claimed_gain']:.1%}", f"{r['exported']:.1%}", f"{r['covered']:.1%}"]
             + [f"{r['mean_replicates']:.1f}", f"{r['mean_seconds']:.0f}"]
             for r in rows
@@ -454,7 +503,9 @@ def check(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """The bounds the engine must meet, and which rows break them."""
     broken = []
     for r in rows:
-        name = f"{r['noise']} {r['design']} spread {r['spread']} true {r['true_ratio']}"
+        name = (
+            f"{r.get('objective', 'throughput')} {r['noise']} {r['design']} spread {r['spread']} true {r['true_ratio']}"
+        )
         if r["true_ratio"] <= 1.0 and max(r["claimed_gain"], r["exported"]) > FALSE_GAINS:
             broken.append(f"{name}: false gain {max(r['claimed_gain'], r['exported']):.1%} > {FALSE_GAINS:.1%}")
         if r["true_ratio"] < 1.0 and r["exported"] > SLOWER_EXPORTS:
@@ -466,7 +517,7 @@ def check(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         if r["true_ratio"] <= 1.0 and r["spread"] <= 0.02 and r["mean_replicates"] > NULL_REPLICATES:
             broken.append(f"{name}: {r['mean_replicates']:.1f} replicates with no gain to find > {NULL_REPLICATES:g}")
         need = POWER.get((r["spread"], r["true_ratio"]))
-        if need is not None and r["noise"] == "plain" and r["exported"] < need:
+        if need is not None and r["noise"] == "plain" and "objective" not in r and r["exported"] < need:
             broken.append(f"{name}: power {r['exported']:.1%} < {need:.0%}")
     return broken
 
@@ -480,6 +531,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spreads", nargs="+", type=float, default=list(SPREADS))
     parser.add_argument("--ratios", nargs="+", type=float, default=list(RATIOS))
     parser.add_argument("--noises", nargs="+", choices=NOISES, default=list(NOISES))
+    parser.add_argument(
+        "--objective",
+        choices=OBJECTIVES,
+        default="throughput",
+        help="what the campaigns judge: throughput, or time-to:N with a cold compile of every configuration before "
+        f"each replicate (N = {TIME_TO_STEPS}) (default: %(default)s)",
+    )
     parser.add_argument(
         "--retune",
         action="store_true",
@@ -531,7 +589,13 @@ def main(argv: list[str] | None = None) -> int:
         rows = _map(_retune_row, [(case, args.campaigns, args.seed) for case in retunes], args)
         print(retune_table(rows))
     else:
-        cases = [Case(d, s, r, n) for n in args.noises for d in args.designs for s in args.spreads for r in args.ratios]
+        cases = [
+            Case(d, s, r, n, args.objective)
+            for n in args.noises
+            for d in args.designs
+            for s in args.spreads
+            for r in args.ratios
+        ]
         rows = _map(_row, [(case, args.campaigns, args.seed) for case in cases], args)
         print(table(rows))
     print(f"\n{len(rows)} rows of {args.campaigns} campaigns in {time.monotonic() - started:.0f} s")

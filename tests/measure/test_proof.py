@@ -294,6 +294,25 @@ def test_the_simulation_drives_the_real_engine_and_finds_what_it_was_given(tmp_p
     assert 0.75 < shared_faster["exported"] < 1.0, shared_faster
 
 
+def test_the_simulation_judges_time_to_by_compile_and_steps_not_by_throughput_alone() -> None:
+    # A candidate that compiles 1.5 times as long and runs its steps 5.3% faster than plain compile: by throughput a
+    # gain at a spread of 0.005, by time-to:30000 as fast as plain compile. The simulation must find the second.
+    steps = decision_error.TIME_TO_STEPS / 100.0
+    for ratio in (0.98, 1.0, 1.10):
+        speed = decision_error.throughput_for(ratio)
+        compile_seconds = decision_error.COMPILE_SECONDS * decision_error.COMPILE_FACTOR
+        assert (decision_error.COMPILE_SECONDS + steps) / (compile_seconds + steps / speed) == pytest.approx(ratio)
+    speed = decision_error.throughput_for(1.0)
+    assert speed == pytest.approx(1.0526, abs=1e-4)
+    null = decision_error.run_case(decision_error.Case("default", 0.005, 1.0, "plain", "time-to"), 40, seed=2)
+    by_throughput = decision_error.run_case(decision_error.Case("default", 0.005, speed), 40, seed=2)
+    faster = decision_error.run_case(decision_error.Case("default", 0.005, 1.10, "plain", "time-to"), 40, seed=2)
+    assert null["objective"] == "time-to" and "objective" not in by_throughput
+    assert null["exported"] == 0 and by_throughput["exported"] == 1.0, "the same speed, judged two ways"
+    assert faster["exported"] == 1.0 and faster["covered"] >= 0.9, faster
+    assert "time-to plain default spread 0.005 true 1.0" in decision_error.check([{**null, "covered": 0.5}])[0]
+
+
 def test_the_simulation_check_names_every_broken_bound() -> None:
     row = {
         "noise": "plain",
