@@ -26,6 +26,13 @@ objective does: every configuration compiles again, cold, before each replicate,
 ratio is then one of compile time plus N steps (`TIME_TO_STEPS`). Plain compile compiles in
 `COMPILE_SECONDS`, each candidate `COMPILE_FACTOR` times as long, and each cold compile scatters
 by `COMPILE_SD`; a candidate's throughput is what gives it its true ratio (`throughput_for`).
+
+`--objective pareto` confirms as a search with `--objective throughput,compile-time` does: cold
+compiles before each replicate, no racing and no stop for want of a gain, and the export picked
+from the Pareto front by the default rule (`fastest:2x`). Every candidate compiles as long as
+plain compile, so none truly dominates it on compile time: a candidate exported where the true
+ratio is 1.00 or less is a false gain, whether by speed or by a compile time wrongly decided
+shorter. Only the search designs run it (`validate` has no front).
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ from autotune.measure import (
     BASELINES,
     Budget,
     Harness,
+    Objectives,
     Subject,
     Throughput,
     TimeTo,
@@ -58,7 +66,7 @@ from autotune.measure import (
     measure,
     outcome,
 )
-from autotune.measure.choice import decide
+from autotune.measure.choice import DEFAULT_PICK, choose_point, decide, parse_pick
 from autotune.measure.engine import Replicate, ReplicatePlan, validation_budget
 from autotune.measure.stats import _statistics
 from autotune.runtime.config import CompileConfig
@@ -82,7 +90,9 @@ SPREAD_FACTORS = {"compile": 1.0, "eager": 1.0, "trial 0": 1.3, "trial 1": 0.6, 
 FAILURES = 0.01
 """`machine` noise: the chance that one run of a replicate fails (a timeout on a loaded machine)."""
 DESIGNS = ("quick", "default", "thorough", "validate")
-OBJECTIVES = ("throughput", "time-to")
+OBJECTIVES = ("throughput", "time-to", "pareto")
+PARETO = "throughput,compile-time"
+"""The objectives of a `pareto` campaign, picked from by the search's default rule (`DEFAULT_PICK`)."""
 TIME_TO_STEPS = 30_000
 """`time-to:N`'s N: plain compile runs them in 300 s at its 100 batches/s, after a compile of 30 s; eager, at 0.8x,
 in 375 s, so plain compile is 1.14 times as fast as eager over the job and compile time is a tenth of it."""
@@ -241,11 +251,14 @@ def run_case(case: Case, campaigns: int, seed: int) -> dict[str, Any]:
     harness = Harness(spec="stand-in", summary=WorkloadSummary(spec="stand-in", task="train"))
     protocol = harness.protocol
     budget = budget_of(case.design, protocol)
-    time_to = case.objective == "time-to"
+    time_to, pareto = case.objective == "time-to", case.objective == "pareto"
     objective = TimeTo(TIME_TO_STEPS) if time_to else Throughput()
     if time_to:
         # As a search whose objective counts compile time confirms (and `validate --cold-compiles`).
         budget = dataclasses.replace(budget, cold_compiles=True)
+    if pareto:
+        # As a search with a front confirms: every subject's figures, to the last replicate (`_confirm`).
+        budget = dataclasses.replace(budget, cold_compiles=True, futility=False, race=False)
     names = ["config"] if case.design == "validate" else [f"trial {i}" for i in range(case.candidates)]
     subjects = [*Subject.baselines()] + [
         Subject(name=name, config=CANDIDATES[i], created="stand-in") for i, name in enumerate(names)
@@ -262,6 +275,7 @@ def run_case(case: Case, campaigns: int, seed: int) -> dict[str, Any]:
     truth = {sources[s.name]: rates[s.name] for s in subjects}
     named = {source: name for name, source in sources.items()}
     compiles = {sources[n]: COMPILE_FACTOR * COMPILE_SECONDS for n in names} if time_to else {}
+    timed = time_to or pareto  # each cold compile scatters (under pareto every one has plain compile's true time)
     rng = random.Random(f"{seed}:{case}")
     claimed = exported = covered = intervals = 0
     replicates: list[int] = []
@@ -270,12 +284,15 @@ def run_case(case: Case, campaigns: int, seed: int) -> dict[str, Any]:
     for number in range(campaigns):
         lab = StandIns(
             truth=truth, spread=case.spread, first_blocks=budget.blocks, rng=rng, noise=case.noise, names=named,
-            compile_seconds=compiles, compile_sd=COMPILE_SD if time_to else 0.0,
+            compile_seconds=compiles, compile_sd=COMPILE_SD if timed else 0.0,
         )  # fmt: skip
         campaign = measure(
             harness, subjects, objective=objective, budget=budget, lab=lab, seed=number, cache_root=folders
         )
-        choice = choose(campaign)
+        if pareto:
+            choice, _ = choose_point(campaign, Objectives.parse(PARETO), parse_pick(DEFAULT_PICK))
+        else:
+            choice = choose(campaign)
         judged = "config" if case.design == "validate" else campaign.leader("compile")
         versus = campaign.ratio(judged, "compile") if judged else None
         said = choice.decision if case.design != "validate" else outcome(versus)
@@ -289,7 +306,7 @@ def run_case(case: Case, campaigns: int, seed: int) -> dict[str, Any]:
     shutil.rmtree(folders, ignore_errors=True)
     return {
         "noise": case.noise,
-        **({"objective": case.objective} if time_to else {}),
+        **({"objective": case.objective} if timed else {}),
         "design": case.design,
         "candidates": case.candidates,
         "spread": case.spread,
@@ -514,7 +531,9 @@ def check(rows: Sequence[Mapping[str, Any]]) -> list[str]:
             broken.append(f"{name}: the interval covered the true ratio in {r['covered']:.1%} < {COVERAGE:.0%}")
         if r["design"] != "default":
             continue
-        if r["true_ratio"] <= 1.0 and r["spread"] <= 0.02 and r["mean_replicates"] > NULL_REPLICATES:
+        # A front's confirmation keeps every subject's figures to its last replicate: it has no stop to bound.
+        front = r.get("objective") == "pareto"
+        if r["true_ratio"] <= 1.0 and r["spread"] <= 0.02 and not front and r["mean_replicates"] > NULL_REPLICATES:
             broken.append(f"{name}: {r['mean_replicates']:.1f} replicates with no gain to find > {NULL_REPLICATES:g}")
         need = POWER.get((r["spread"], r["true_ratio"]))
         if need is not None and r["noise"] == "plain" and "objective" not in r and r["exported"] < need:
@@ -595,6 +614,7 @@ def main(argv: list[str] | None = None) -> int:
             for d in args.designs
             for s in args.spreads
             for r in args.ratios
+            if not (args.objective == "pareto" and d == "validate")
         ]
         rows = _map(_row, [(case, args.campaigns, args.seed) for case in cases], args)
         print(table(rows))

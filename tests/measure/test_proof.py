@@ -313,6 +313,19 @@ def test_the_simulation_judges_time_to_by_compile_and_steps_not_by_throughput_al
     assert "time-to plain default spread 0.005 true 1.0" in decision_error.check([{**null, "covered": 0.5}])[0]
 
 
+def test_the_simulation_picks_from_a_pareto_front_as_a_search_with_compile_time_does() -> None:
+    # throughput,compile-time: cold compiles before each replicate, every subject measured to the last replicate (no
+    # stop for want of a gain), the export picked by fastest:2x. A candidate 2% slower is never exported; one 10%
+    # faster, that compiles as long as plain compile, is.
+    slower = decision_error.run_case(decision_error.Case("default", 0.005, 0.98, "plain", "pareto"), 30, seed=4)
+    faster = decision_error.run_case(decision_error.Case("default", 0.005, 1.10, "plain", "pareto"), 30, seed=4)
+    assert slower["objective"] == "pareto" and slower["exported"] == 0, slower
+    assert slower["mean_replicates"] == 8, "a front keeps every figure: no stop for want of a gain"
+    assert faster["exported"] == 1.0 and faster["covered"] >= 0.9, faster
+    assert decision_error.check([slower]) == [], "a front has no stop, so no bound on its replicates"
+    assert decision_error.check([{**slower, "objective": "time-to"}]) != []
+
+
 def test_the_simulation_check_names_every_broken_bound() -> None:
     row = {
         "noise": "plain",
