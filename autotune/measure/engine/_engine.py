@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Protocol
 
 from autotune.measure.engine._campaign import Campaign, Harness, Subject, start
-from autotune.measure.engine._proof import CacheProof
+from autotune.measure.engine._proof import CacheProof, path_name
 from autotune.measure.engine._replicate import (
     Replicate,
     ReplicatePlan,
@@ -299,7 +299,7 @@ def measure(
     rng = random.Random(seed + 7919 * campaign.rounds)
     with _cache_root(cache_root) as root:
         folders = {
-            name: s.cache_dir or str(root / _folder_name(name))
+            name: s.cache_dir or str(root / path_name(name))
             for name, s in campaign.subjects.items()
             if s.same_as is None
         }
@@ -394,10 +394,6 @@ def _cache_root(given: str | Path | None) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _folder_name(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
-
-
 def _first_runs(
     harness: Harness, campaign: Campaign, folders: dict[str, str], on_run: RunCallback | None, lab: Lab
 ) -> None:
@@ -431,7 +427,7 @@ def _cold_compiles(
     started = lab.clock()
     for name in names:
         subject = campaign.subjects[name]
-        folder = Path(tempfile.mkdtemp(prefix=f"cold-{_folder_name(name)}-", dir=root))
+        folder = Path(tempfile.mkdtemp(prefix=f"cold-{path_name(name)}-", dir=root))
         try:
             request = harness.request(subject.config, created=subject.created, cache_dir=str(folder))
             protocol = {**request.protocol, "check_accuracy": False, "windows": 1, "settle_windows": 1}

@@ -73,10 +73,10 @@ class CacheProof:
         if self.replicates == 0:
             self.folder.mkdir(parents=True, exist_ok=True)
             for name in asked.keys() & configured:
-                target = self.folder / f"{_file_name(name)}.bin"
+                target = self.folder / f"{path_name(name)}.bin"
                 asked[name] = replace(asked[name], save_cache_path=str(target))
         elif self.replicates == 1 and leader in asked and leader in self.saved:
-            empty = Path(tempfile.mkdtemp(prefix=f"loaded-{_file_name(leader)}-", dir=self.folder))
+            empty = Path(tempfile.mkdtemp(prefix=f"loaded-{path_name(leader)}-", dir=self.folder))
             self._scratch.append(empty)
             asked[leader] = replace(asked[leader], cache_dir=str(empty), load_cache_path=str(self.saved[leader].path))
         return asked
@@ -98,5 +98,6 @@ class CacheProof:
         self._scratch.clear()
 
 
-def _file_name(name: str) -> str:
+def path_name(name: str) -> str:
+    """`name` as a file or folder name: anything but letters, digits and '-_.' becomes '-'."""
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
