@@ -12,8 +12,9 @@ processes anyway: every replicate starts each subject afresh from its own warm c
   any replicate's, since the file holds the same compiled code as its folder.
 
 Only the leader loads: a process started from the file alone compiles for longer than one warm
-from its folder (13.5 s against about 6 s on the toy, 2-core CPU), and one such start costs less
-than the separate saving and loading runs it replaces (19 s on the toy). Whatever the campaign
+from its folder (19.2 s against 3.6 s for the toy's winner on a 2-core CPU), and one such start
+costs a little less than the separate saving and loading runs it replaces (19 s on the toy; on a
+GPU, where a warm start from the file is closer to one from the folder, more). Whatever the campaign
 then exports, its file is saved; only a winner that was not the leader after the first replicate
 still needs a run with its file loaded (`autotune.measure.tasks.record_compile_cache`).
 """

@@ -159,6 +159,7 @@ def _cache_text(section: Mapping[str, Any]) -> str:
     if not section.get("saved"):
         return f"No compile cache was saved: {section.get('note', 'it was not measured')}."
     made = section.get("fingerprint") or {}
+    proven = proven_text(section)
     return "\n".join(
         [
             f"`{section['file']}` ({section['bytes'] / 1024:.0f} KiB) holds the winner's compile artifacts, made with torch "
@@ -170,7 +171,7 @@ def _cache_text(section: Mapping[str, Any]) -> str:
             "|---|---|",
             f"| cold (fresh caches) | {number(section.get('cold_compile_seconds'))} |",
             f"| with the cache loaded | {number(section.get('cached_compile_seconds'))} |",
-            *(["", f"The confirmation proved it itself{proven_text(section)}."] if proven_text(section) else []),
+            *(["", f"The confirmation proved it itself{proven}."] if proven else []),
         ]
     )
 
