@@ -470,12 +470,22 @@ def _retune_row(job: tuple[RetuneCase, int, int]) -> dict[str, Any]:
     return run_retune_case(*job)
 
 
-def _set_margin(margin: float, default_max_rounds: int | None = None, spread_rule: str | None = None) -> None:
-    """The margin the engine's gains must clear, the `default` effort's most replicates and the rule for a pair's
-    spread, in this process (each of the pool's too)."""
+def _set_margin(
+    margin: float,
+    default_max_rounds: int | None = None,
+    spread_rule: str | None = None,
+    futility_rule: str | None = None,
+    futility_chance: float | None = None,
+) -> None:
+    """The margin the engine's gains must clear, the `default` effort's most replicates, the rule for a pair's
+    spread and the stop for want of a gain, in this process (each of the pool's too)."""
     _statistics.GAIN_MARGIN = margin
     if spread_rule is not None:
         _statistics.SPREAD_RULE = spread_rule
+    if futility_rule is not None:
+        _statistics.FUTILITY_RULE = futility_rule
+    if futility_chance is not None:
+        _statistics.FUTILITY_CHANCE = futility_chance
     if default_max_rounds is not None:
         EFFORTS["default"] = dataclasses.replace(EFFORTS["default"], max_rounds=default_max_rounds)
 
@@ -585,7 +595,23 @@ def main(argv: list[str] | None = None) -> int:
         "campaign's pairs against the same reference (pooled); or both (pooled-floor) (default: the engine's, "
         "%(default)s)",
     )
+    parser.add_argument(
+        "--futility-rule",
+        choices=_statistics.FUTILITY_RULES,
+        default=_statistics.FUTILITY_RULE,
+        help="when a campaign stops for want of a gain: every candidate's upper bound inside the band (band), or "
+        "every candidate's chance of a gain at the last look, were it as fast as that bound, under "
+        "--futility-chance (chance) (default: the engine's, %(default)s)",
+    )
+    parser.add_argument(
+        "--futility-chance",
+        type=float,
+        default=_statistics.FUTILITY_CHANCE,
+        help="the chance under which the `chance` rule stops (default: the engine's, %(default)s)",
+    )
     args = parser.parse_args(argv)
+    if not 0 < args.futility_chance < 1:
+        parser.error(f"--futility-chance {args.futility_chance}: must lie in (0, 1), e.g. 0.1")
     if args.default_max_rounds is not None and args.default_max_rounds < EFFORTS["default"].rounds:
         parser.error(
             f"--default-max-rounds {args.default_max_rounds}: must be at least the default effort's first look, "
@@ -595,7 +621,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--campaigns {args.campaigns}: must be >= 1")
     if not 0 <= args.margin < 0.5:
         parser.error(f"--margin {args.margin}: must lie in [0, 0.5), e.g. 0.005 for half a percent")
-    _set_margin(args.margin, args.default_max_rounds, args.spread_rule)
+    _set_margin(*_settings(args))
     started = time.monotonic()
     if args.retune:
         retunes = [
@@ -628,13 +654,16 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if broken else 0
 
 
+def _settings(args: argparse.Namespace) -> tuple[float, int | None, str, str, float]:
+    """What `_set_margin` sets in each process, from the command line."""
+    return (args.margin, args.default_max_rounds, args.spread_rule, args.futility_rule, args.futility_chance)
+
+
 def _map(function: Any, jobs: list[Any], args: argparse.Namespace) -> list[dict[str, Any]]:
     """Each job's row, in `args.jobs` processes."""
     if args.jobs <= 1:
         return [function(job) for job in jobs]
-    with multiprocessing.Pool(
-        args.jobs, initializer=_set_margin, initargs=(args.margin, args.default_max_rounds, args.spread_rule)
-    ) as pool:
+    with multiprocessing.Pool(args.jobs, initializer=_set_margin, initargs=_settings(args)) as pool:
         return pool.map(function, jobs, chunksize=1)
 
 

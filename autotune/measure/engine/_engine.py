@@ -58,6 +58,8 @@ from autotune.measure.stats import (
     FUTILITY_ERROR,
     Looks,
     Objective,
+    claim_chance,
+    futility_rule,
     outcome,
     replicate_interval,
     spaced_looks,
@@ -637,10 +639,14 @@ def _stop(campaign: Campaign, budget: Budget, spent: float, ahead: float = 0.0) 
 
 
 def _no_gain_left(campaign: Campaign, budget: Budget) -> str:
-    """Why no subject still measured can be shown faster than the reference any more ('' while one can): each one's
-    upper bound (`upper_bound`, one-sided at `FUTILITY_ERROR`) lies inside the band."""
+    """Why no subject still measured can be shown faster than the reference any more ('' while one can): under the
+    `chance` rule (`FUTILITY_RULE`), each one's `claim_chance` at the last look is under `FUTILITY_CHANCE`; under
+    `band`, or where the campaign plans no looks, each one's upper bound (`upper_bound`, one-sided at
+    `FUTILITY_ERROR`) lies inside the band."""
     reference = budget.reference
-    bounds: list[tuple[float, str]] = []
+    rule, least = futility_rule()
+    chance = rule == "chance" and campaign.looks is not None
+    found: list[tuple[float, float, str]] = []
     for name in campaign.racing():
         subject = campaign.subjects[name]
         if name == reference or subject.same_as == reference:
@@ -649,16 +655,28 @@ def _no_gain_left(campaign: Campaign, budget: Budget) -> str:
         if len(logs) < 2 or not all(math.isfinite(v) for v in logs):
             return ""
         windows = sum(len(r.windows) for r in campaign.complete_runs(name))
-        bound = upper_bound(logs, windows, campaign.components(name, reference))
-        if bound > 1.0 + budget.decide_within:
+        parts = campaign.components(name, reference)
+        bound = upper_bound(logs, windows, parts)
+        if chance and campaign.looks is not None:
+            odds = claim_chance(logs, campaign.looks, windows, parts, budget.decide_within)
+            if odds >= least:
+                return ""
+        elif bound > 1.0 + budget.decide_within:
             return ""
-        bounds.append((bound, name))
-    if not bounds:
+        else:
+            odds = 0.0
+        found.append((bound, odds, name))
+    if not found:
         return ""
-    bound, name = max(bounds)
+    bound, odds, name = max(found)
+    said = (
+        f"even that fast, it would show a gain at the last look in {odds:.0%} of campaigns, under {least:.0%}"
+        if chance
+        else f"inside the +/-{budget.decide_within:.0%} band"
+    )
     return (
         f"no gain left to find after {campaign.rounds} replicates: the fastest, {name}, runs at most {bound:.3f}x "
-        f"{reference} (one-sided {1 - FUTILITY_ERROR:.0%}), inside the +/-{budget.decide_within:.0%} band"
+        f"{reference} (one-sided {1 - FUTILITY_ERROR:.0%}); {said}"
     )
 
 

@@ -6,13 +6,16 @@ from autotune.measure.stats._method import METHOD, method_change
 from autotune.measure.stats._objective import Objective, Objectives, faster, objective_help, objective_kinds
 from autotune.measure.stats._statistics import (
     BAND,
+    FUTILITY_CHANCE,
     FUTILITY_ERROR,
     REPLICATE_SD_FLOOR,
     Components,
     Interval,
     Looks,
     Pooled,
+    claim_chance,
     components,
+    futility_rule,
     gain_margin,
     mean_interval,
     outcome,
@@ -31,6 +34,7 @@ from autotune.measure.stats.objectives.time_to import TimeTo
 
 __all__ = [
     "BAND",
+    "FUTILITY_CHANCE",
     "FUTILITY_ERROR",
     "METHOD",
     "REPLICATE_SD_FLOOR",
@@ -44,6 +48,7 @@ __all__ = [
     "PeakMemory",
     "Throughput",
     "TimeTo",
+    "claim_chance",
     "components",
     "faster",
     "gain_margin",
@@ -55,6 +60,7 @@ __all__ = [
     "pooled",
     "replicate_interval",
     "spaced_looks",
+    "futility_rule",
     "spread_rule",
     "t_quantile",
     "upper_bound",

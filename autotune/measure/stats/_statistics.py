@@ -45,7 +45,10 @@ from typing import Any
 
 __all__ = [
     "BAND",
+    "FUTILITY_CHANCE",
     "FUTILITY_ERROR",
+    "FUTILITY_RULE",
+    "FUTILITY_RULES",
     "OUTCOMES",
     "REPLICATE_SD_FLOOR",
     "SPREAD_RULE",
@@ -66,6 +69,8 @@ __all__ = [
     "t975",
     "t_cdf",
     "t_quantile",
+    "claim_chance",
+    "futility_rule",
     "upper_bound",
     "windows_per_replicate",
 ]
@@ -88,6 +93,14 @@ FUTILITY_ERROR = 0.3
 candidate's bound lies inside the band. At 0.3 a `default` campaign with no gain to find stops after about 4 replicates
 at a spread of 0.02 instead of 8, and a real 5% gain there is found as often as without the stop (92%;
 outputs/benchmarks/decision-error.md, which also has 0.2 and 0.4)."""
+FUTILITY_RULES = ("band", "chance")
+"""When a campaign stops for want of a gain: `band`, once every candidate's `upper_bound` lies inside the band;
+`chance`, once every candidate's `claim_chance` is under `FUTILITY_CHANCE`."""
+FUTILITY_RULE = "chance"
+"""The rule in force (`FUTILITY_RULES`); the simulation's `--futility-rule` sets it per process."""
+FUTILITY_CHANCE = 0.05
+"""Under the `chance` rule, a campaign stops for want of a gain once no candidate would be claimed a gain at its last
+look in as much as this share of campaigns, were its true ratio as high as its `upper_bound`."""
 SPREAD_RULES = ("floor", "pooled", "pooled-floor")
 """How a campaign's interval takes a pair's spread between replicates: `floor`, the pair's own replicates with the spread
 never below `REPLICATE_SD_FLOOR`; `pooled`, borrowed from every pair against the same reference (`Pooled`), on their
@@ -418,6 +431,36 @@ def upper_bound(
     at = max(len(log_ratios), 1)
     looks = Looks(first=at, last=at, error=FUTILITY_ERROR if error is None else error)
     return replicate_interval(log_ratios, windows, looks, parts).high
+
+
+def futility_rule() -> tuple[str, float]:
+    """The `FUTILITY_RULE` in force and its `FUTILITY_CHANCE`, read when asked (the simulation sets them after this
+    module is loaded)."""
+    return FUTILITY_RULE, FUTILITY_CHANCE
+
+
+def claim_chance(
+    log_ratios: Sequence[float], looks: Looks, windows: int = 0, parts: Components | None = None, within: float = BAND
+) -> float:
+    """The chance that a candidate would be claimed a gain at the campaign's last look (`looks.last`), were its true
+    log-ratio as high as its `upper_bound` now and its spread what its replicates so far show (floored as its
+    intervals are): the replicates still to come, on their own, scatter about that bound, and the last look's
+    interval needs its lower end above 1 + `gain_margin` and its estimate above the band.
+
+    A candidate whose chance is small has, for all its replicates show, no gain the campaign could still claim: at a
+    wide spread the last look's quantile asks for far more than the band, and a campaign that waits for the upper
+    bound to fall inside the band runs most of its replicates for nothing. Like `upper_bound`, it claims nothing."""
+    done = len(log_ratios)
+    if done < 2 or done >= looks.last:
+        return 1.0 if done < 2 else 0.0
+    centre = math.fsum(log_ratios) / done
+    spread = max(math.sqrt(_variance(log_ratios)), REPLICATE_SD_FLOOR, parts.least_replicate_sd if parts else 0.0)
+    high = math.log(upper_bound(log_ratios, windows, parts))
+    last, rest = looks.last, looks.last - done
+    needed = max(math.log1p(gain_margin(within)) + looks.quantile(last) * spread / math.sqrt(last), math.log1p(within))
+    expected = (done * centre + rest * high) / last
+    scatter = spread * math.sqrt(rest) / last
+    return 0.5 * math.erfc((needed - expected) / (scatter * math.sqrt(2.0)))
 
 
 def _variance(values: Sequence[float]) -> float:
