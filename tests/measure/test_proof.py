@@ -20,6 +20,7 @@ from autotune.measure.stats import (
     Interval,
     Looks,
     Objectives,
+    claim_chance,
     replicate_interval,
     spaced_looks,
     t_quantile,
@@ -398,6 +399,30 @@ def test_planned_looks_spend_most_of_the_error_at_the_last_and_a_stop_between_th
         Looks(first=3, last=8, at=(3, 5))
     assert spaced_looks(3, 8, 3) == (3, 6, 8) and spaced_looks(2, 5, 3) == (2, 4, 5)
     assert spaced_looks(3, 4, 3) == (3, 4) and spaced_looks(5, 5, 3) == (5,) and spaced_looks(2, 8, 1) == (8,)
+
+
+def test_the_chance_of_a_gain_at_the_last_look_assumes_the_upper_bound_for_the_replicates_to_come() -> None:
+    # Three replicates scattering by 5.5% around +0.6%: the upper bound (one-sided 70%) reads 1.025x, outside the
+    # band, but the last of looks (3, 6, 8) needs an estimate above about 6.5% where replicates scatter that much.
+    looks = Looks(candidates=1, first=3, last=8, at=(3, 6, 8), last_share=0.75)
+    logs = [math.log(1.06), math.log(0.95), math.log(1.01)]
+    high = math.log(upper_bound(logs))
+    assert high > math.log(1.02), "the band's rule would go on"
+    spread = math.sqrt(sum((v - sum(logs) / 3) ** 2 for v in logs) / 2)
+    needed = math.log(1.015) + looks.quantile(8) * spread / math.sqrt(8)
+    expected = (sum(logs) + 5 * high) / 8
+    by_hand = 0.5 * math.erfc((needed - expected) / (spread * math.sqrt(5) / 8 * math.sqrt(2)))
+    assert claim_chance(logs, looks) == pytest.approx(by_hand)
+    assert claim_chance(logs, looks) < 0.01
+    # A candidate near 4% over the same scatter may still show it; more replicates done leave less to chance.
+    faster = [v + 0.035 for v in logs]
+    assert claim_chance(faster, looks) > 0.2
+    assert claim_chance(faster + [0.035, 0.0], looks) != claim_chance(faster, looks)
+    assert claim_chance(logs[:1], looks) == 1.0, "one replicate says nothing of the spread"
+    assert claim_chance(logs + [0.0] * 5, looks) == 0.0, "at the last look its interval has said it"
+    assert claim_chance([0.1, 0.11, 0.09, 0.1, 0.1, 0.1, 0.1, 0.1], looks) == 1.0
+    # The spread is floored as the intervals floor it: identical replicates do not make the chance a step.
+    assert 0.0 < claim_chance([0.03, 0.03, 0.03], looks) < 1.0
 
 
 def test_the_upper_bound_that_stops_a_campaign_for_want_of_a_gain_is_one_sided_and_floored() -> None:

@@ -643,6 +643,8 @@ def _no_gain_left(campaign: Campaign, budget: Budget) -> str:
     `chance` rule (`FUTILITY_RULE`), each one's `claim_chance` at the last look is under `FUTILITY_CHANCE`; under
     `band`, or where the campaign plans no looks, each one's upper bound (`upper_bound`, one-sided at
     `FUTILITY_ERROR`) lies inside the band."""
+    if campaign.rounds >= budget.max_rounds:
+        return ""  # the campaign ends here anyway, its replicates spent: the stop is the budget's, not this one
     reference = budget.reference
     rule, least = futility_rule()
     chance = rule == "chance" and campaign.looks is not None

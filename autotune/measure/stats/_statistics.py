@@ -451,13 +451,15 @@ def claim_chance(
     wide spread the last look's quantile asks for far more than the band, and a campaign that waits for the upper
     bound to fall inside the band runs most of its replicates for nothing. Like `upper_bound`, it claims nothing."""
     done = len(log_ratios)
-    if done < 2 or done >= looks.last:
-        return 1.0 if done < 2 else 0.0
+    if done < 2:
+        return 1.0
     centre = math.fsum(log_ratios) / done
     spread = max(math.sqrt(_variance(log_ratios)), REPLICATE_SD_FLOOR, parts.least_replicate_sd if parts else 0.0)
-    high = math.log(upper_bound(log_ratios, windows, parts))
-    last, rest = looks.last, looks.last - done
+    last, rest = max(looks.last, done), max(looks.last - done, 0)
     needed = max(math.log1p(gain_margin(within)) + looks.quantile(last) * spread / math.sqrt(last), math.log1p(within))
+    if rest == 0:
+        return 1.0 if centre > needed else 0.0  # at the last look its interval has said it
+    high = math.log(upper_bound(log_ratios, windows, parts))
     expected = (done * centre + rest * high) / last
     scatter = spread * math.sqrt(rest) / last
     return 0.5 * math.erfc((needed - expected) / (scatter * math.sqrt(2.0)))
