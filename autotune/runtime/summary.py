@@ -8,16 +8,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from autotune.errors import ConfigError, WorkloadError
 from autotune.runtime.config import InputKey, checked_mapping, parse_input_key, validate_module_path
 from autotune.runtime.knobs import Need
 from autotune.runtime.limits import quote
 
-__all__ = ["AUTOCAST_NAMES", "TASKS", "WorkloadSummary", "checked_dims", "checked_pad_values"]
+__all__ = ["AUTOCAST_NAMES", "INFER", "TASKS", "TRAIN", "WorkloadSummary", "checked_dims", "checked_pad_values"]
 
-TASKS = ("train", "infer")
+TRAIN: Final = "train"
+"""The task of a workload whose step trains: an optimizer steps and gradients flow."""
+INFER: Final = "infer"
+"""The task of a workload whose step runs the forward alone, under no_grad."""
+TASKS = (TRAIN, INFER)
+"""The tasks a workload may name."""
 AUTOCAST_NAMES = ("bfloat16", "float16")
 """The autocast dtypes a workload may name (torch.bfloat16, torch.float16)."""
 
@@ -44,7 +49,7 @@ class WorkloadSummary:
     @property
     def trains(self) -> bool:
         """Whether the workload trains (`task='train'`): an optimizer steps and gradients flow."""
-        return self.task == "train"
+        return self.task == TRAIN
 
     def meets(self, need: Need, *, allow_precision_changes: bool = False) -> bool:
         """Whether this workload has what a dimension `needs` (see `autotune.runtime.knobs.Need`); precision changes

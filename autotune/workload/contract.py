@@ -14,7 +14,7 @@ from torch import nn
 from autotune.errors import ConfigError, WorkloadError
 from autotune.runtime.config import InputKey, validate_module_path
 from autotune.runtime.limits import quote
-from autotune.runtime.summary import AUTOCAST_NAMES, TASKS, WorkloadSummary, checked_dims, checked_pad_values
+from autotune.runtime.summary import AUTOCAST_NAMES, TASKS, TRAIN, WorkloadSummary, checked_dims, checked_pad_values
 
 # The workload package's __init__ lists what is public here.
 
@@ -77,7 +77,7 @@ class Workload:
         if self.task not in TASKS:
             raise WorkloadError(f"Workload.task: {self.task!r} is not allowed; use one of {TASKS}.")
         self._check_own_step()
-        if self.task == "train" and self.optimizer is None and self.setup is None:
+        if self.task == TRAIN and self.optimizer is None and self.setup is None:
             raise WorkloadError(
                 "Workload.optimizer: a train workload needs an optimizer factory, "
                 "e.g. optimizer=lambda params: torch.optim.AdamW(params, lr=1e-4)."
@@ -91,7 +91,7 @@ class Workload:
         steps = self.accumulation_steps
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
             raise WorkloadError(f"Workload.accumulation_steps: {steps!r} must be an integer >= 1.")
-        if steps > 1 and self.task != "train":
+        if steps > 1 and self.task != TRAIN:
             raise WorkloadError(
                 f"Workload.accumulation_steps: {steps} applies to training only; an 'infer' workload takes no "
                 "optimizer step. Use accumulation_steps=1."
@@ -128,7 +128,7 @@ class Workload:
             raise WorkloadError(
                 f"Workload.step: expected a callable step(model, optimizer, batch), got {quote(self.step)}."
             )
-        if self.task != "train":
+        if self.task != TRAIN:
             raise WorkloadError(
                 f"Workload.step: your own training step needs task='train', not {self.task!r}; an 'infer' "
                 "workload runs the model's forward (or `forward`) under no_grad."
@@ -150,7 +150,7 @@ class Workload:
     @property
     def trains(self) -> bool:
         """Whether the workload trains (`task='train'`): an optimizer steps and gradients flow."""
-        return self.task == "train"
+        return self.task == TRAIN
 
     def build_optimizer(self, model: nn.Module) -> tuple[torch.optim.Optimizer | None, Any]:
         """(optimizer, extras) for one run on `model`: `setup(model)`'s, else `optimizer(model.parameters())`'s

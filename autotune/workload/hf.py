@@ -33,6 +33,7 @@ from torch import nn
 
 from autotune.errors import WorkloadError
 from autotune.runtime.config import InputKey
+from autotune.runtime.summary import INFER, TRAIN
 from autotune.workload.contract import Workload
 
 __all__ = ["BATCH_SIZE", "MASKED_FRACTION", "NUM_BATCHES", "TEXT_LENGTHS", "is_pretrained_model", "workload_for"]
@@ -100,7 +101,7 @@ def workload_for(model: nn.Module) -> Workload:
     return Workload(
         model=model,
         batches=batches,
-        task="train" if head else "infer",
+        task=TRAIN if head else INFER,
         optimizer=(lambda params: torch.optim.AdamW(params, lr=1e-4)) if head else None,
         dynamic_dims=dims,
         pad_values=pads,

@@ -52,6 +52,7 @@ from torch import nn
 
 from autotune.errors import WorkloadError
 from autotune.runtime.config import InputKey
+from autotune.runtime.summary import TRAIN
 from autotune.workload.contract import Workload, seed_everything
 from autotune.workload.trainer import INFERENCE_BATCHES, PaddingGuess, chosen_padding, infer_padding
 
@@ -140,7 +141,7 @@ def lightning_workload(
     return Workload(
         model=module,
         batches=lambda: loader,
-        task="train",
+        task=TRAIN,
         optimizer=_optimizer_factory(lit, trainer),
         forward=_training_step,
         loss=_step_loss,

@@ -20,6 +20,7 @@ from torch import nn
 from autotune.errors import WorkloadError
 from autotune.runtime.config import InputKey
 from autotune.runtime.limits import printable
+from autotune.runtime.summary import INFER
 from autotune.workload.contract import Batch, Workload, input_keys, input_of
 
 __all__ = ["inferred_dims", "module_workload", "refusal"]
@@ -39,7 +40,7 @@ def module_workload(model: nn.Module, inputs: Any, spec: str, report: Callable[[
             f"found by comparing their shapes: {found}."
         )
     source: Any = (lambda: _batches(inputs, spec)) if callable(inputs) else drawn
-    return Workload(model=model, batches=source, task="infer", dynamic_dims=dims, num_batches=min(8, len(drawn)))
+    return Workload(model=model, batches=source, task=INFER, dynamic_dims=dims, num_batches=min(8, len(drawn)))
 
 
 def _batches(inputs: Any, spec: str) -> list[Batch]:

@@ -37,6 +37,7 @@ from torch import nn
 
 from autotune.errors import WorkloadError
 from autotune.runtime.config import InputKey
+from autotune.runtime.summary import TRAIN
 from autotune.workload.contract import Workload, seed_everything
 
 __all__ = [
@@ -207,7 +208,7 @@ def trainer_workload(
     return Workload(
         model=model,
         batches=lambda: loader,
-        task="train",
+        task=TRAIN,
         optimizer=_optimizer_factory(trainer),
         forward=_trainer_forward(trainer),
         loss=lambda loss, batch: loss,
