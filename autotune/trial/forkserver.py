@@ -55,6 +55,7 @@ from autotune.trial.events import (
     PAUSE_FD_VARIABLE,
 )
 from autotune.trial.records import WireRecord
+from autotune.trial.request import DOCTOR_PROGRAM, WORKER_PROGRAM
 
 __all__ = [
     "DISABLE_VARIABLE",
@@ -89,7 +90,7 @@ PER_RUN_VARIABLES = frozenset(
     }
 )
 """Variables that differ from run to run and that no import reads: a run's descriptors and cache folders."""
-FORKED_PROGRAMS = ("autotune.trial.worker", "autotune.trial.doctor")
+FORKED_PROGRAMS = (WORKER_PROGRAM, DOCTOR_PROGRAM)
 """The programs a server imports before it forks, and so the only ones it starts; any other starts by `python -m`."""
 MAX_SERVERS = 3
 """Servers a process keeps at most (one per start-up environment and workload module); the oldest goes first."""

@@ -26,6 +26,7 @@ from autotune.trial.records import (
 )
 
 __all__ = [
+    "DOCTOR_PROGRAM",
     "PROBE_SLOWDOWN",
     "OTHERS_BUSY",
     "WINDOW_SPREAD",
@@ -33,10 +34,16 @@ __all__ = [
     "RunRecord",
     "TrialRequest",
     "TrialRun",
+    "WORKER_PROGRAM",
     "check_device",
     "noisy_reason",
     "window_figures",
 ]
+
+WORKER_PROGRAM = "autotune.trial.worker"
+"""The module a measuring worker's process runs."""
+DOCTOR_PROGRAM = "autotune.trial.doctor"
+"""The module the compile doctor's process runs."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,8 +116,8 @@ class TrialRequest:
     """Save the compile artifacts of this run to this file (see `autotune.runtime.compile_cache`)."""
     load_cache_path: str | None = None
     """Load compile artifacts from this file before compiling, as `load_compile_cache` in the generated code does."""
-    program: str = "autotune.trial.worker"
-    """The module the process runs: the measuring worker, or `autotune.trial.doctor` for the compile doctor."""
+    program: str = WORKER_PROGRAM
+    """The module the process runs: the measuring worker, or `DOCTOR_PROGRAM` for the compile doctor."""
     measure_compile: bool = False
     """The doctor only: after its analysis, compile with plain torch.compile and split where the time went."""
     cpus: tuple[int, ...] | None = None

@@ -207,3 +207,36 @@ def test_the_compile_time_split_adds_up_and_says_what_would_shorten_it() -> None
     # Without it, nothing is compiled with Inductor and nothing is said of compile time.
     quick = diagnose("tests.targets.doctor:repeated_blocks", protocol=FEW_FRESH)
     assert quick.compile_split == {} and "Where plain torch.compile's" not in quick.render()
+
+
+def test_the_doctors_request_is_built_by_the_harness_as_every_other_request_is(monkeypatch) -> None:
+    # One builder of worker requests: the doctor asks the harness (which has no workload summary yet, since the
+    # doctor is what finds it out) for a request to its own program, and no other module spells out a request.
+    from autotune.measure import Harness
+    from autotune.runtime.config import CompileConfig
+    from autotune.study.doctor import _doctor
+    from autotune.trial.request import DOCTOR_PROGRAM, TrialRun
+
+    seen = []
+
+    def stand_in(request):
+        seen.append(request)
+        return TrialRun(state="failed", reason="crashed", message="stand-in")
+
+    monkeypatch.setattr(_doctor, "run_trial", stand_in)
+    protocol = RunProtocol(windows=3)
+    with pytest.raises(Exception, match="the doctor could not run 'pkg.mod:make': crashed: stand-in"):
+        diagnose("pkg.mod:make", "cpu", seed=7, protocol=protocol, timeout=12.0, measure_compile=True)
+    expected = Harness(spec="pkg.mod:make", summary=None, seed=7, protocol=protocol, timeout=12.0).request(
+        None, program=DOCTOR_PROGRAM, measure_compile=True
+    )
+    assert seen == [expected] and expected.program == DOCTOR_PROGRAM and expected.source is None
+    with pytest.raises(ValueError, match="without a workload summary generates no code"):
+        Harness(spec="pkg.mod:make", summary=None).request(CompileConfig())
+    package = Path(__file__).parents[2] / "autotune"
+    builders = sorted(
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if "TrialRequest(" in path.read_text() and path.name not in ("request.py", "_campaign.py")
+    )
+    assert builders == [], f"worker requests built outside the harness: {builders}"

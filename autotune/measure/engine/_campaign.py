@@ -44,7 +44,7 @@ from autotune.measure.stats import (
 from autotune.runtime import codegen, environment
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.summary import WorkloadSummary
-from autotune.trial.request import PROBE_SLOWDOWN, RunProtocol, RunRecord, TrialRequest
+from autotune.trial.request import PROBE_SLOWDOWN, WORKER_PROGRAM, RunProtocol, RunRecord, TrialRequest
 
 __all__ = ["BASELINES", "PROBE_SLOWDOWN", "Campaign", "Harness", "Subject", "with_protocol"]
 
@@ -54,10 +54,13 @@ BASELINES = ("eager", "compile")
 
 @dataclass(frozen=True, kw_only=True)
 class Harness:
-    """Where and how runs happen: the one place that turns a configuration into a worker request."""
+    """Where and how runs happen: the one place that builds a worker's request, for a configuration, eager, or
+    another program of the worker's (the doctor's)."""
 
     spec: str
-    summary: WorkloadSummary
+    summary: WorkloadSummary | None
+    """What the workload is, which generated code is built for; None before it is known (the doctor's run, which
+    finds it out, runs no configuration)."""
     device: str = "cpu"
     seed: int = 0
     protocol: RunProtocol = field(default_factory=RunProtocol)
@@ -71,6 +74,8 @@ class Harness:
 
     def source(self, config: CompileConfig, created: str | None = None) -> str:
         """The generated apply_compilation.py for `config` (raises ConfigError when it does not fit)."""
+        if self.summary is None:
+            raise ValueError(f"{self.spec}: a harness without a workload summary generates no code")
         if created is None:
             return codegen.generate(config, self.summary, created=utc_now(), version=environment.version())
         key = (json.dumps(config.to_dict(), sort_keys=True), created)
@@ -85,8 +90,12 @@ class Harness:
         created: str | None = None,
         source: str | None = None,
         cache_dir: str | None = None,
+        program: str = WORKER_PROGRAM,
+        measure_compile: bool = False,
     ) -> TrialRequest:
-        """A worker request for `config` (None: eager), with this harness's device, seed, protocol and timeout."""
+        """A worker request for `config` (None: eager), with this harness's device, seed, protocol and timeout; run by
+        `program` (the measuring worker's, or the doctor's: `DOCTOR_PROGRAM`), which with
+        `measure_compile` also splits where plain torch.compile's time went."""
         if config is not None and source is None:
             source = self.source(config, created)
         return TrialRequest(
@@ -102,6 +111,8 @@ class Harness:
             cache_dir=cache_dir,
             cpus=self.cpus,
             memory_share=self.memory_share,
+            measure_compile=measure_compile,
+            program=program,
         )
 
 

@@ -19,12 +19,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from autotune.errors import SearchError, WorkloadError
+from autotune.measure import Harness
 from autotune.runtime.limits import printable
 from autotune.study.doctor._compile_time import compile_time_lines
 from autotune.study.doctor._hints import break_cause, guard_hint, guard_text, size_change, value_guard
 from autotune.study.doctor._padding import padding_rows, padding_table
 from autotune.trial.records import DoctorFindings
-from autotune.trial.request import RunProtocol, TrialRequest
+from autotune.trial.request import DOCTOR_PROGRAM, RunProtocol
 from autotune.trial.runner import run_trial
 
 __all__ = ["Diagnosis", "GraphBreak", "Recompile", "diagnose"]
@@ -282,16 +283,10 @@ def diagnose(
 
     Raises WorkloadError when the workload cannot be built, SearchError when it fails to run (with why).
     """
-    request = TrialRequest(
-        spec=spec,
-        source=None,
-        device=device,
-        seed=seed,
-        protocol=(protocol or RunProtocol()).to_dict(),
-        timeout=timeout,
-        program="autotune.trial.doctor",
-        measure_compile=measure_compile,
+    harness = Harness(
+        spec=spec, summary=None, device=device, seed=seed, protocol=protocol or RunProtocol(), timeout=timeout
     )
+    request = harness.request(None, program=DOCTOR_PROGRAM, measure_compile=measure_compile)
     run = run_trial(request)
     if run.state != "complete":
         detail = f"\n{run.stderr_tail}" if run.stderr_tail else ""

@@ -502,7 +502,7 @@ def _publish(
             cache = {"saved": False, "note": str(exc)}
         run._note(compile_cache.describe(cache))
     new = tuned.TunedConfig(
-        workload=run.harness.summary,
+        workload=run.prepared.summary,
         config=subject.config,
         created=subject.created or run.date,
         metrics=metrics(campaign, choice, extra={"retuned": run.date}),
