@@ -37,7 +37,7 @@ from typing import Any
 from autotune import resolve
 from autotune.measure.engine import Harness
 from autotune.measure.tasks import anchor_reference, measure_baselines
-from autotune.study.search._loop import CONTENDER_BLOCKS
+from autotune.study.search._loop import CONTENDER_WINDOWS
 from autotune.trial.forkserver import close_servers
 from examples._shared import between_loads, study_parser
 
@@ -54,7 +54,7 @@ def session(spec: str, number: int, *, anchors: int, seed: int) -> list[dict[str
         root = Path(tempfile.mkdtemp(prefix="anchor-study-"))
         later.callback(shutil.rmtree, root, ignore_errors=True)
         later.callback(close_servers)
-        baselines = measure_baselines(harness, root, blocks=harness.protocol.windows, seed=seed + number)
+        baselines = measure_baselines(harness, root, windows=harness.protocol.windows, seed=seed + number)
         later.callback(baselines.close)
         reference = baselines.reference
         if reference is None or baselines.reference_name != "compile":
@@ -62,7 +62,9 @@ def session(spec: str, number: int, *, anchors: int, seed: int) -> list[dict[str
         windows = harness.protocol.windows
         rows = []
         for index in range(1, anchors + 1):
-            ratio = anchor_reference(reference, blocks=windows, rng=rng, more_blocks=(CONTENDER_BLOCKS - 1) * windows)
+            ratio = anchor_reference(
+                reference, windows=windows, rng=rng, more_windows=(CONTENDER_WINDOWS - 1) * windows
+            )
             if ratio is None:
                 raise SystemExit(f"anchor_study: anchor {index} of session {number} did not finish its windows")
             rows.append(

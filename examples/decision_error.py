@@ -153,7 +153,7 @@ class StandIns:
     truth: Mapping[str | None, float]
     """Each subject's speed against plain compile, by its generated source (None: eager)."""
     spread: float
-    first_blocks: int
+    first_windows: int
     rng: random.Random
     now: float = 0.0
     noise: str = "plain"
@@ -197,7 +197,7 @@ class StandIns:
         self, requests: Mapping[str, TrialRequest], plan: ReplicatePlan, rng: random.Random
     ) -> tuple[Replicate, dict[str, TrialRun], dict[str, TrialRun]]:
         process = self.spread / 2  # each subject's own: the pair's log-ratio varies by spread / sqrt(2) from it
-        window = self.spread * math.sqrt(self.first_blocks) / 2  # the mean of first_blocks windows: the other half
+        window = self.spread * math.sqrt(self.first_windows) / 2  # the mean of first_windows windows: the other half
         machine = self.noise == "machine"
         common = self.rng.gauss(0.0, 0.05) - 0.01 * self.replicates if machine else 0.0  # the day, and a trend
         slope = self.rng.gauss(0.0, 0.01) if machine else 0.0  # within the replicate, window by window
@@ -209,17 +209,17 @@ class StandIns:
                 continue
             own = process * (SPREAD_FACTORS.get(self.names.get(request.source, ""), 1.0) if machine else 1.0)
             level = math.log(100.0 * self.truth[request.source]) + common + self._process(own)
-            logs = [level + slope * w + self._draw(window) for w in range(plan.blocks)]
+            logs = [level + slope * w + self._draw(window) for w in range(plan.windows)]
             rate = math.exp(statistics.fmean(logs))
             windows = [math.exp(v) for v in logs]
             runs[name] = StandInRun(
                 RunRecord(state="complete", samples_per_second=rate, batches_per_second=rate, windows=windows)
             )
         ready = START_SECONDS * len(requests)
-        seconds = ready + plan.blocks * len(requests) * plan.window_seconds
+        seconds = ready + plan.windows * len(requests) * plan.window_seconds
         self.now += seconds
         replicate = Replicate(
-            design=plan.design, blocks=plan.blocks, batches_per_window=4, ready_seconds=ready, seconds=seconds
+            design=plan.design, windows=plan.windows, batches_per_window=4, ready_seconds=ready, seconds=seconds
         )
         return replicate, runs, {}
 
@@ -283,7 +283,7 @@ def run_case(case: Case, campaigns: int, seed: int) -> dict[str, Any]:
     folders = Path(tempfile.mkdtemp(prefix="autotune-decision-error-"))  # stand-ins fill no cache: one for all
     for number in range(campaigns):
         lab = StandIns(
-            truth=truth, spread=case.spread, first_blocks=budget.blocks, rng=rng, noise=case.noise, names=named,
+            truth=truth, spread=case.spread, first_windows=budget.windows, rng=rng, noise=case.noise, names=named,
             compile_seconds=compiles, compile_sd=COMPILE_SD if timed else 0.0,
         )  # fmt: skip
         campaign = measure(
@@ -373,7 +373,7 @@ def run_retune_case(case: RetuneCase, campaigns: int, seed: int) -> dict[str, An
     named = {source: name for name, source in sources.items()}
     effort = EFFORTS["default"]
     confirm = confirmation_budget(harness.protocol, min_rounds=effort.rounds, max_rounds=effort.max_rounds)
-    retune = Budget(min_rounds=3, max_rounds=6, reference="incumbent", blocks=confirm.blocks)
+    retune = Budget(min_rounds=3, max_rounds=6, reference="incumbent", windows=confirm.windows)
     rng = random.Random(f"{seed}:{case}")
     regression = replaced = false_regression = false_replaced = 0
     replicates: list[int] = []
@@ -383,7 +383,7 @@ def run_retune_case(case: RetuneCase, campaigns: int, seed: int) -> dict[str, An
         day = {name: speed / day["compile"] for name, speed in day.items()}  # speeds are against plain compile
         first = StandIns(
             truth={sources[n]: tuned[n] for n in ("eager", "compile", "incumbent")},
-            spread=case.spread, first_blocks=confirm.blocks, rng=rng, noise=case.noise, names=named,
+            spread=case.spread, first_windows=confirm.windows, rng=rng, noise=case.noise, names=named,
         )  # fmt: skip
         tuning = measure(
             harness, [*subjects, incumbent], objective=Throughput(), budget=confirm, lab=first, seed=number,
@@ -391,7 +391,7 @@ def run_retune_case(case: RetuneCase, campaigns: int, seed: int) -> dict[str, An
         )  # fmt: skip
         recorded = {name: tuning.ratio("incumbent", name) for name in ("compile", "eager")}
         second = StandIns(
-            truth={sources[n]: day[n] for n in day}, spread=case.spread, first_blocks=retune.blocks, rng=rng,
+            truth={sources[n]: day[n] for n in day}, spread=case.spread, first_windows=retune.windows, rng=rng,
             noise=case.noise, names=named,
         )  # fmt: skip
         today = measure(

@@ -45,7 +45,7 @@ def study(spec: str, config: CompileConfig, *, rounds: int, blocks: int, seed: i
     baselines = None
     try:
         _start(forked=False)
-        baselines = measure_baselines(harness, root, blocks=blocks)
+        baselines = measure_baselines(harness, root, windows=blocks)
         reference = baselines.reference
         if reference is None:
             raise SystemExit("fork_study: neither baseline ran; nothing to pair with")
@@ -59,7 +59,7 @@ def study(spec: str, config: CompileConfig, *, rounds: int, blocks: int, seed: i
                 with live_worker(request) as worker:
                     ready = worker.until_ready()
                     to_ready = worker.snapshot().wall_seconds
-                    paired, why = pair_windows(worker, reference, blocks=blocks, rng=rng) if ready else (None, "")
+                    paired, why = pair_windows(worker, reference, windows=blocks, rng=rng) if ready else (None, "")
                     worker.end()
                 if paired is None:
                     raise SystemExit(f"fork_study: a {way} restart did not get ready: {worker.run.message}")

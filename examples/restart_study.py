@@ -60,7 +60,7 @@ def study(
     root = Path(tempfile.mkdtemp(prefix="restart-study-"))
     baselines = None
     try:
-        baselines = measure_baselines(harness, root, blocks=blocks)
+        baselines = measure_baselines(harness, root, windows=blocks)
         reference = baselines.reference
         if reference is None:
             raise SystemExit("restart_study: neither baseline ran; nothing to pair with")
@@ -91,13 +91,13 @@ def _restarts(
         print(f"cold first run: {cold.state}; cache folder {_files(root / 'config')} files", flush=True)
     rows = []
     for number in range(1, restarts + 1):
-        anchor = anchor_reference(reference, blocks=blocks, rng=rng)
+        anchor = anchor_reference(reference, windows=blocks, rng=rng)
         if cold_each:
             request = harness.request(config, cache_dir=str(root / f"config-{number}"))
             first_run(request, None, None)
         with live_worker(replace(request, save_cache_path=None, load_cache_path=None)) as worker:
             worker.until_ready()
-            paired, why = pair_windows(worker, reference, blocks=blocks, rng=rng)
+            paired, why = pair_windows(worker, reference, windows=blocks, rng=rng)
             worker.end()
         row = {
             "restart": number,

@@ -43,7 +43,7 @@ def campaign(**runs: list[float | None]) -> Campaign:
         )
         result.runs[name] = [run(v) for v in values]
     count = max(len(v) for v in runs.values())
-    result.replicates = [Replicate(design="together", blocks=12, batches_per_window=4) for _ in range(count)]
+    result.replicates = [Replicate(design="together", windows=12, batches_per_window=4) for _ in range(count)]
     return result
 
 
@@ -70,7 +70,7 @@ class Stand:
             result=fake_records.result(samples_per_second=1.0),
         )
 
-    def replicate(self, requests, groups, *, design, blocks, batches_per_window, window_seconds, rng, on_window=None):
+    def replicate(self, requests, groups, *, design, windows, batches_per_window, window_seconds, rng, on_window=None):
         index = len(self.replicates)
         self.replicates.append(sorted(requests))
         runs = {}
@@ -84,10 +84,10 @@ class Stand:
                 state="complete",
                 ready=fake_records.ready(stream_samples=100, stream_batches=10),
                 result=fake_records.result(samples_per_second=rate),
-                windows=[fake_records.window(100 / rate) for _ in range(blocks)],
+                windows=[fake_records.window(100 / rate) for _ in range(windows)],
             )
         replicate = Replicate(
-            design=design, blocks=blocks, batches_per_window=4, seconds=self.seconds, ready_seconds=1.0
+            design=design, windows=windows, batches_per_window=4, seconds=self.seconds, ready_seconds=1.0
         )
         return replicate, runs, {}
 

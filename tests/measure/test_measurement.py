@@ -165,7 +165,7 @@ def test_a_15_percent_faster_subject_is_a_gain_a_slower_one_a_loss_and_a_twin_ne
     # rule several chances to call the twin a gain or a loss.
     harness, budget = (
         spin_harness(f"{TARGETS}:spins_apart"),
-        Budget(min_rounds=5, max_rounds=5, blocks=8, most_blocks=8),
+        Budget(min_rounds=5, max_rounds=5, windows=8, most_windows=8),
     )
     campaign = engine.measure(harness, subjects, objective=Throughput(), budget=budget, cache_root=tmp_path)
     ratios = {name: campaign.ratio(name, "compile") for name in ("faster", "slower", "twin")}
@@ -218,7 +218,7 @@ def test_a_cpu_hog_started_in_the_middle_does_not_change_the_paired_decision(tmp
             with_protocol(spin_harness(f"{TARGETS}:spins_less"), threads=1),
             subjects,
             objective=Throughput(),
-            budget=Budget(min_rounds=3, max_rounds=6, blocks=8, most_blocks=8),
+            budget=Budget(min_rounds=3, max_rounds=6, windows=8, most_windows=8),
             on_replicate=hog_from_the_second_replicate,
         )
     finally:

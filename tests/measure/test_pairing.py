@@ -18,7 +18,7 @@ from autotune.measure.tasks._pairing import (
     anchor_reference,
     joined_run,
     pair_windows,
-    worth_more_blocks,
+    worth_more_pairs,
 )
 from autotune.trial.records import Window
 from autotune.trial.request import TrialRun
@@ -117,38 +117,38 @@ def test_a_contender_with_a_noisy_figure_gets_more_blocks_and_one_far_behind_or_
         paired, why = pair_windows(
             trial,  # type: ignore[arg-type]
             reference_of(theirs),
-            blocks=5,
+            windows=5,
             rng=random.Random(0),
-            more_blocks=10,
-            go_on=worth_more_blocks,
+            more_windows=10,
+            go_on=worth_more_pairs,
         )
         assert why is None, "ending the extra blocks is no stop reason"
-        assert paired.common_blocks == 5 and trial.windows == paired.blocks
-        blocks[name] = paired.blocks
-        if paired.blocks < 15:
-            assert not worth_more_blocks(paired)
+        assert paired.common_pairs == 5 and trial.windows == paired.pairs
+        blocks[name] = paired.pairs
+        if paired.pairs < 15:
+            assert not worth_more_pairs(paired)
     assert blocks["a contender on a noisy machine"] > 5
     assert blocks["a trial far behind plain compile"] == 5
     assert blocks["a contender on a quiet device"] == 5
 
 
-def measured_beside_a_steady_reference(spread: float, seed: int, more_blocks: int) -> Paired:
+def measured_beside_a_steady_reference(spread: float, seed: int, more_windows: int) -> Paired:
     """A contender as fast as a steady reference, its windows off by a lognormal `spread`: its pairing."""
     paired, _ = pair_windows(
         StandIn(noisy(1.0, spread, seed)),  # type: ignore[arg-type]
         reference_of(itertools.repeat(1.0)),
-        blocks=5,
+        windows=5,
         rng=random.Random(0),
-        more_blocks=more_blocks,
-        go_on=worth_more_blocks,
+        more_windows=more_windows,
+        go_on=worth_more_pairs,
     )
     return paired
 
 
 def test_more_blocks_stop_once_the_figure_is_precise_or_at_the_limit() -> None:
-    error = measured_beside_a_steady_reference(0.1, 7, more_blocks=200).standard_error
+    error = measured_beside_a_steady_reference(0.1, 7, more_windows=200).standard_error
     assert error is not None and error <= BLOCK_PRECISION < 0.1 / 5**0.5
-    assert measured_beside_a_steady_reference(0.3, 8, more_blocks=4).blocks == 9, "never past the limit"
+    assert measured_beside_a_steady_reference(0.3, 8, more_windows=4).pairs == 9, "never past the limit"
     assert CONTENDER_FLOOR < 1.0
 
 
@@ -156,19 +156,19 @@ def test_a_pruned_contender_stops_where_it_was_pruned() -> None:
     said: list[int] = []
 
     def prune_at_seven(paired) -> str | None:
-        said.append(paired.blocks)
-        return "pruned" if paired.blocks == 7 else None
+        said.append(paired.pairs)
+        return "pruned" if paired.pairs == 7 else None
 
     paired, why = pair_windows(
         StandIn(noisy(1.0, 0.1, 9)),  # type: ignore[arg-type]
         reference_of(noisy(1.0, 0.1, 10)),
-        blocks=5,
+        windows=5,
         rng=random.Random(0),
         on_block=prune_at_seven,
-        more_blocks=10,
+        more_windows=10,
         go_on=lambda paired: True,
     )
-    assert why == "pruned" and paired.blocks == 7 and said == list(range(1, 8))
+    assert why == "pruned" and paired.pairs == 7 and said == list(range(1, 8))
 
 
 def test_an_anchor_measures_until_its_level_is_precise_and_its_seconds_are_kept(monkeypatch) -> None:
@@ -188,6 +188,6 @@ def test_an_anchor_measures_until_its_level_is_precise_and_its_seconds_are_kept(
     monkeypatch.setattr(_pairing, "live_worker", restart)
     reference = reference_of(noisy(1.0, 0.1, 50))
     for seed in range(3):
-        assert anchor_reference(reference, blocks=5, rng=random.Random(seed), more_blocks=25) is not None
+        assert anchor_reference(reference, windows=5, rng=random.Random(seed), more_windows=25) is not None
     assert len(reference.levels) == len(reference.anchor_seconds) == 3
     assert all(n > 5 for n in counted), f"a 10% window spread needs more than 5 blocks for its level: {counted}"

@@ -46,7 +46,9 @@ def campaign_of(rates: dict[str, list[float]], looks: Looks | None = None) -> Ca
             RunRecord(state="complete", samples_per_second=v, batches_per_second=v / 8, compile_seconds=10.0)
             for v in values
         ]
-    made.replicates = [Replicate(design="together", blocks=8, batches_per_window=4) for _ in next(iter(rates.values()))]
+    made.replicates = [
+        Replicate(design="together", windows=8, batches_per_window=4) for _ in next(iter(rates.values()))
+    ]
     return made
 
 
@@ -220,7 +222,7 @@ def test_the_pairs_design_starts_the_reference_in_every_group_in_a_random_order(
             requests,
             groups,
             design="pairs",
-            blocks=2,
+            windows=2,
             batches_per_window=1,
             window_seconds=0.1,
             rng=random.Random(seed),

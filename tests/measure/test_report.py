@@ -31,7 +31,7 @@ def _timed(**subjects: tuple[list[float], float]) -> Campaign:
             RunRecord(state="complete", samples_per_second=r, batches_per_second=r / 8, compile_seconds=compile_seconds)
             for r in rates
         ]
-    made.replicates = [Replicate(design="together", blocks=12, batches_per_window=4) for _ in rates]
+    made.replicates = [Replicate(design="together", windows=12, batches_per_window=4) for _ in rates]
     return made
 
 

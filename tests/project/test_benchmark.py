@@ -106,7 +106,7 @@ def _campaign_of(rates: dict[str, list[float]]) -> Campaign:
         made.runs[name] = [
             RunRecord(state="complete", samples_per_second=v, batches_per_second=v, compile_seconds=1.0) for v in values
         ]
-    made.replicates = [Replicate(design="together", blocks=8, batches_per_window=4) for _ in range(3)]
+    made.replicates = [Replicate(design="together", windows=8, batches_per_window=4) for _ in range(3)]
     return made
 
 

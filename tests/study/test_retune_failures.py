@@ -44,14 +44,14 @@ def _retune_with(measured: list[Campaign], notes: list[str], monkeypatch: pytest
     retune.out_dir = Path("never-written")
     retune.notes = notes
     retune.progress = lambda progress: notes.append(progress.message)
-    monkeypatch.setattr(_retune, "first_blocks", lambda protocol: 4)
+    monkeypatch.setattr(_retune, "first_windows", lambda protocol: 4)
     return retune
 
 
 def _with(incumbent: list[float | None]) -> Campaign:
     measured = campaign(eager=[50.0] * len(incumbent), compile=[100.0] * len(incumbent), incumbent=incumbent)
     measured.subjects["incumbent"] = replace(measured.subjects["incumbent"], config=REGIONAL)
-    measured.replicates = [Replicate(design="together", blocks=4, batches_per_window=4) for _ in incumbent]
+    measured.replicates = [Replicate(design="together", windows=4, batches_per_window=4) for _ in incumbent]
     return measured
 
 

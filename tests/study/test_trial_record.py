@@ -54,7 +54,7 @@ def _full() -> TrialRecord:
         paired_ratio=1.1,
         reference_level=1.02,
         reference_anchors=1,
-        paired_blocks=5,
+        paired_windows=5,
         reference_samples_per_second=392.7,
     )
 
@@ -62,14 +62,23 @@ def _full() -> TrialRecord:
 def test_a_record_round_trips_through_its_stored_form_and_json() -> None:
     record = _full()
     stored = json.loads(json.dumps(record.to_dict()))
-    assert stored["version"] == 1
+    assert stored["version"] == 2
     assert TrialRecord.from_dict(stored) == record
+
+
+def test_a_record_of_version_1_is_read_with_its_fields_under_their_names_since() -> None:
+    # Version 1 named the count of paired windows `paired_blocks`: "blocks" also names a model's repeated blocks.
+    record = _full()
+    stored = {**record.to_dict(), "version": 1}
+    stored["paired_blocks"] = stored.pop("paired_windows")
+    assert TrialRecord.from_dict(stored) == record
+    assert TrialRecord.from_loose({"paired_blocks": 7}).paired_windows == 7
 
 
 def test_a_record_of_a_later_version_or_with_a_field_this_version_lacks_is_refused_by_name() -> None:
     stored = _full().to_dict()
-    with pytest.raises(RecordError, match=r"version 2: this autotune reads versions 1 to 1"):
-        TrialRecord.from_dict({**stored, "version": 2})
+    with pytest.raises(RecordError, match=r"version 3: this autotune reads versions 1 to 2"):
+        TrialRecord.from_dict({**stored, "version": 3})
     with pytest.raises(RecordError, match=r"unknown field\(s\) colour"):
         TrialRecord.from_dict({**stored, "colour": "blue"})
 
@@ -105,7 +114,9 @@ def test_a_study_written_before_the_record_reads_through_the_converter_with_noth
     for trial in _old_trials():
         attrs = trial["user_attrs"]
         record = TrialRecord.from_loose(attrs)
-        assert record.flat() == attrs, f"trial {trial['number']}: every loose attribute is in the record"
+        # Every loose attribute is in the record, under its name since (the count of paired windows was `paired_blocks`).
+        renamed = {"paired_windows" if k == "paired_blocks" else k: v for k, v in attrs.items()}
+        assert record.flat() == renamed, f"trial {trial['number']}: every loose attribute is in the record"
         assert record.state == attrs["state"] and record.config == attrs["config"]
         if "own_samples_per_second" in attrs:
             # Paired (or plain compile's run reused): the loose `samples_per_second` was the scaled rate.

@@ -204,7 +204,7 @@ def test_the_pruner_hears_only_the_blocks_every_trial_measures_not_a_contender_s
     monitor = Monitor(loop, trial, "trial 1")
     for blocks in range(1, 5):
         figures = paired([0.5] * blocks, [1.0] * blocks)
-        figures.common_blocks = 2  # past them only contenders run: a median of contenders would prune half of them
+        figures.common_pairs = 2  # past them only contenders run: a median of contenders would prune half of them
         assert monitor.block(figures) is None
     assert sorted(loop.study.trials[trial.number].intermediate_values) == [0, 1]
 

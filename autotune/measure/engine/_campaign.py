@@ -458,7 +458,7 @@ class Campaign:
         parts = self.components(leader, reference) if leader else None
         return {
             "replicates": len(self.replicates),
-            "windows_per_replicate": [r.blocks for r in self.replicates],
+            "windows_per_replicate": [r.windows for r in self.replicates],
             "batches_per_window": self.replicates[0].batches_per_window if self.replicates else None,
             "co_residence": designs[0] if len(designs) == 1 else designs,
             "replicate_seconds": round(statistics.fmean(r.seconds for r in self.replicates), 1)

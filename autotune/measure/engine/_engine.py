@@ -7,7 +7,7 @@ benchmark call. It
    cache folder of its own (`Campaign.cold`); a subject that fails there is not measured again;
 2. chooses who lives together from the first runs' memory (`co_residence`);
 3. runs replicates (`run_replicate`): new processes from the warm folders, turns window by
-   window; the first `PROBE_REPLICATES` hold `blocks` windows each, later ones as many as
+   window; the first `PROBE_REPLICATES` hold `Budget.windows` windows each, later ones as many as
    the variance components and the costs of a window and of a replicate say
    (`windows_per_replicate`);
 4. with `race`, leaves out of later replicates the subjects that no longer bear on the question
@@ -77,7 +77,7 @@ __all__ = [
     "ReplicateCallback",
     "RunCallback",
     "confirmation_budget",
-    "first_blocks",
+    "first_windows",
     "measure",
     "plan_looks",
     "run_label",
@@ -129,9 +129,9 @@ class Budget:
     """Replicates before the campaign may stop."""
     max_rounds: int = 8
     """Replicates at most."""
-    blocks: int = 12
-    """Windows per subject in each of the first replicates (`first_blocks` gives it from the protocol)."""
-    most_blocks: int = MOST_WINDOWS
+    windows: int = 12
+    """Windows per subject in each of the first replicates (`first_windows` gives it from the protocol)."""
+    most_windows: int = MOST_WINDOWS
     """Windows per subject in a replicate at most, whatever the variance components say."""
     decide_within: float = BAND
     """The band around 1 inside which a ratio counts as no difference (equivalence)."""
@@ -162,8 +162,8 @@ class Budget:
             raise ValueError(
                 f"rounds: 1 <= min_rounds <= max_rounds must hold, got ({self.min_rounds=}, {self.max_rounds=})"
             )
-        if self.blocks < 2:
-            raise ValueError(f"blocks: {self.blocks} must be >= 2: a replicate's variance needs two windows")
+        if self.windows < 2:
+            raise ValueError(f"windows: {self.windows} must be >= 2: a replicate's variance needs two windows")
         if self.looks is not None and self.looks < 1:
             raise ValueError(f"looks: {self.looks} must be >= 1 (None: a look after every replicate)")
 
@@ -199,7 +199,7 @@ class Processes:
             requests,
             plan.groups,
             design=plan.design,
-            blocks=plan.blocks,
+            windows=plan.windows,
             batches_per_window=plan.batches_per_window,
             window_seconds=plan.window_seconds,
             rng=rng,
@@ -209,7 +209,7 @@ class Processes:
         return time.monotonic()
 
 
-def first_blocks(protocol: RunProtocol) -> int:
+def first_windows(protocol: RunProtocol) -> int:
     """Windows per subject in a campaign's first replicates: a search trial's paired windows, at least 4.
 
     Few, since a replicate's start-up costs more than its windows, and the variation between
@@ -239,7 +239,7 @@ def confirmation_budget(protocol: RunProtocol, *, min_rounds: int, max_rounds: i
     return Budget(
         min_rounds=min_rounds,
         max_rounds=max_rounds,
-        blocks=first_blocks(protocol),
+        windows=first_windows(protocol),
         race=True,
         looks=CONFIRMATION_LOOKS,
         last_share=CONFIRMATION_LAST_SHARE,
@@ -264,7 +264,7 @@ def validation_budget(
     """How `autotune validate` measures: from `repeats` replicates until +/-`precision` (None: until decided),
     `max_rounds` replicates, or `seconds` of replicates, racing."""
     return Budget(
-        blocks=first_blocks(protocol),
+        windows=first_windows(protocol),
         min_rounds=repeats,
         max_rounds=max(max_rounds, repeats),
         precision=precision,
@@ -315,7 +315,7 @@ def measure(
         if planning:
             # Planned once the first runs say what a replicate costs, before any replicate is seen.
             firsts = {name: campaign.cold.get(name) for name in campaign.racing()}
-            expected = expected_replicate_seconds(firsts, budget.blocks, harness.protocol.window_seconds)
+            expected = expected_replicate_seconds(firsts, budget.windows, harness.protocol.window_seconds)
             if budget.cold_compiles:
                 expected += sum(r.compile_seconds or 0.0 for r in firsts.values() if r is not None)
             campaign.looks = plan_looks(campaign, asked, expected)
@@ -338,10 +338,10 @@ def measure(
             if planning and campaign.rounds == 1 and asked.seconds is not None and campaign.replicates:
                 # Planned again from what the first replicate cost, not the first runs' guess at it: no look has been
                 # taken yet (one replicate decides nothing), so the error is still all to spend.
-                campaign.looks = plan_looks(campaign, asked, _next_seconds(campaign, campaign.replicates[-1].blocks))
+                campaign.looks = plan_looks(campaign, asked, _next_seconds(campaign, campaign.replicates[-1].windows))
                 held = campaign.looks.last < asked.max_rounds
                 budget = replace(budget, max_rounds=campaign.looks.last)
-            ahead = _next_seconds(campaign, _blocks(campaign, budget, harness))
+            ahead = _next_seconds(campaign, _windows(campaign, budget, harness))
             why = _stop(campaign, budget, lab.clock() - started, ahead)
             if why:
                 campaign.stopped = why
@@ -543,7 +543,7 @@ def _one_replicate(
     plan = ReplicatePlan(
         groups=groups,
         design=design,
-        blocks=_blocks(campaign, budget, harness),
+        windows=_windows(campaign, budget, harness),
         batches_per_window=batches,
         window_seconds=harness.protocol.window_seconds,
     )
@@ -588,27 +588,27 @@ def _free_mb(campaign: Campaign) -> float | None:
     return max(seen) if seen else None
 
 
-def _blocks(campaign: Campaign, budget: Budget, harness: Harness) -> int:
+def _windows(campaign: Campaign, budget: Budget, harness: Harness) -> int:
     """Windows per subject in the next replicate: the initial number, then what the variance components say."""
     if campaign.rounds < PROBE_REPLICATES:
-        return budget.blocks
+        return budget.windows
     leader = campaign.leader(budget.reference)
     parts = campaign.components(leader, budget.reference) if leader else None
     if parts is None or parts.replicates < 2:
-        return budget.blocks
+        return budget.windows
     subjects = max(len(campaign.racing()), 1)
     ready = sum(r.ready_seconds for r in campaign.replicates) / campaign.rounds
     window = harness.protocol.window_seconds * subjects  # a block: one window of every subject
     return windows_per_replicate(
-        parts, window_seconds=window, replicate_seconds=ready, least=4, most=max(budget.most_blocks, budget.blocks)
+        parts, window_seconds=window, replicate_seconds=ready, least=4, most=max(budget.most_windows, budget.windows)
     )
 
 
-def _next_seconds(campaign: Campaign, blocks: int) -> float:
-    """What the next replicate will take, from the last one: its start-up, and its windows scaled to `blocks`."""
+def _next_seconds(campaign: Campaign, windows: int) -> float:
+    """What the next replicate will take, from the last one: its start-up, and its windows scaled to `windows`."""
     last = campaign.replicates[-1]
-    windows = max(last.seconds - last.ready_seconds, 0.0)
-    return last.cold_seconds + last.ready_seconds + windows * blocks / max(last.blocks, 1)
+    measuring = max(last.seconds - last.ready_seconds, 0.0)
+    return last.cold_seconds + last.ready_seconds + measuring * windows / max(last.windows, 1)
 
 
 def _stop(campaign: Campaign, budget: Budget, spent: float, ahead: float = 0.0) -> str:

@@ -58,11 +58,11 @@ WindowCallback = Callable[[str, int, Window], None]
 
 @dataclass
 class Replicate:
-    """How one replicate ran: its design, blocks and slices, how long it took."""
+    """How one replicate ran: its design, windows and slices, how long it took."""
 
     design: str
     """One of DESIGNS."""
-    blocks: int
+    windows: int
     """Windows each subject measured (one per block)."""
     batches_per_window: int
     """The slice of the stream one window covers, the same for every subject."""
@@ -80,7 +80,7 @@ class Replicate:
     def to_dict(self) -> dict[str, Any]:
         return {
             "design": self.design,
-            "blocks": self.blocks,
+            "windows": self.windows,
             "batches_per_window": self.batches_per_window,
             "orders": self.orders,
             "started": round(self.started, 3),
@@ -93,7 +93,7 @@ class Replicate:
     def from_dict(cls, data: Mapping[str, Any]) -> Replicate:
         return cls(
             design=str(data.get("design", "together")),
-            blocks=int(data.get("blocks", 0)),
+            windows=int(data.get("windows", data.get("blocks", 0))),  # "blocks" before 2026-11-30
             batches_per_window=int(data.get("batches_per_window", 0)),
             orders=[list(o) for o in data.get("orders", [])],
             started=float(data.get("started", 0.0)),
@@ -111,7 +111,7 @@ class ReplicatePlan:
     """The subjects alive together, group by group (`co_residence`)."""
     design: str
     """One of DESIGNS."""
-    blocks: int
+    windows: int
     """Windows each subject measures."""
     batches_per_window: int | Callable[[Mapping[str, ReadyReport]], int]
     """The slice of the stream a window covers, or how to choose it from the subjects' ready records."""
@@ -155,13 +155,13 @@ def run_replicate(
     groups: Sequence[Sequence[str]],
     *,
     design: str,
-    blocks: int,
+    windows: int,
     batches_per_window: int | Callable[[Mapping[str, ReadyReport]], int],
     window_seconds: float,
     rng: random.Random,
     on_window: WindowCallback | None = None,
 ) -> tuple[Replicate, dict[str, TrialRun], dict[str, TrialRun]]:
-    """Run one replicate: each group's subjects alive together, `blocks` windows each.
+    """Run one replicate: each group's subjects alive together, as many windows each.
 
     Returns its record, each subject's run, and, where groups share a subject (the reference of
     the 'pairs' design), that subject's run in each other subject's group, under the other's
@@ -171,7 +171,7 @@ def run_replicate(
     `batches_per_window` may be a function of the subjects' ready events (chosen once the
     first group is ready, from how fast they ran their settle windows).
     """
-    replicate = Replicate(design=design, blocks=blocks, batches_per_window=0, started=time.time())
+    replicate = Replicate(design=design, windows=windows, batches_per_window=0, started=time.time())
     runs: dict[str, TrialRun] = {}
     partners: dict[str, TrialRun] = {}
     shared = set.intersection(*(set(g) for g in groups)) if len(groups) > 1 else set()
@@ -193,7 +193,7 @@ def run_replicate(
             if not replicate.batches_per_window:
                 chosen = batches_per_window(rates) if callable(batches_per_window) else batches_per_window
                 replicate.batches_per_window = max(1, int(chosen))
-            orders = block_orders(list(workers), blocks, rng)
+            orders = block_orders(list(workers), windows, rng)
             _turns(workers, ready, orders, replicate.batches_per_window, window_seconds, on_window)
             replicate.orders += orders
         finally:
@@ -208,13 +208,13 @@ def run_replicate(
 
 
 def expected_replicate_seconds(
-    firsts: Mapping[str, RunRecord | None], blocks: int, window_seconds: float, *, starts_together: bool = False
+    firsts: Mapping[str, RunRecord | None], windows: int, window_seconds: float, *, starts_together: bool = False
 ) -> float:
     """A guess at one replicate's seconds before any has run, from each subject's first (cold) run.
 
     A warm start repeats what the caches do not hold: the process start and imports, dynamo's
     tracing and AOTAutograd (their parts of the first run's compile split), and two settle
-    windows; then come the subject's `blocks` windows. Without a split, a third of the first
+    windows; then come the subject's `windows` windows. Without a split, a third of the first
     run's compile time stands for the warm compile.
 
     The processes of a replicate import side by side (`_make_ready`): `starts_together` counts
@@ -232,7 +232,7 @@ def expected_replicate_seconds(
             warm = (record.compile_seconds or 0.0) / 3 if record is not None else 0.0
         start = phases.get("start", 2.0)
         longest_start = max(longest_start, start)
-        total += (0.0 if starts_together else start) + phases.get("build", 0.0) + warm + (2 + blocks) * window_seconds
+        total += (0.0 if starts_together else start) + phases.get("build", 0.0) + warm + (2 + windows) * window_seconds
     return total + (longest_start if starts_together else 0.0)
 
 

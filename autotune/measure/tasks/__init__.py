@@ -12,7 +12,7 @@ from autotune.measure.tasks._pairing import (
     measure_trial,
     restart_reference,
     start_reference,
-    worth_more_blocks,
+    worth_more_pairs,
 )
 from autotune.measure.tasks._recipes import Recipe, read_recipe, read_recipes, without_cuda_graphs
 from autotune.measure.tasks._validate import ValidationReport, design_text, read_config_file, validate
@@ -36,5 +36,5 @@ __all__ = [
     "start_reference",
     "validate",
     "without_cuda_graphs",
-    "worth_more_blocks",
+    "worth_more_pairs",
 ]

@@ -3,7 +3,7 @@
 Each first runs alone and cold in a new cache folder, as a trial does: plain compile's
 compile time is the budget trials are held to, and its pass over the whole stream leaves
 every shape in its cache. Then both start again warm from their folders, as every replicate
-of the confirmation starts them, and measure `blocks` windows in turn on the same slices of
+of the confirmation starts them, and measure `windows` windows in turn on the same slices of
 the stream, which gives plain compile's ratio to eager and its own rate. Eager ends; plain
 compile stays alive, stopped, as the search's reference: every trial's warm restart is paired
 with its windows (`autotune.measure.tasks._pairing`). When plain compile fails, eager is the
@@ -44,7 +44,7 @@ class Baselines:
 
 
 def measure_baselines(
-    harness: Harness, caches: Path, *, blocks: int, seed: int = 0, created: str | None = None
+    harness: Harness, caches: Path, *, windows: int, seed: int = 0, created: str | None = None
 ) -> Baselines:
     """Eager and plain compile, cold in new folders under `caches`, then warm and paired; see the module docstring."""
     _, compile_subject = Subject.baselines()
@@ -77,7 +77,7 @@ def measure_baselines(
             batches_per_window=batches,
             window_seconds=harness.protocol.window_seconds,
         )
-        paired, _ = pair_windows(eager, reference, blocks=blocks, rng=random.Random(seed))
+        paired, _ = pair_windows(eager, reference, windows=windows, rng=random.Random(seed))
         figures = window_figures(paired.reference_windows, plain.run.ready)
         reference.samples_per_second = float(figures.get("samples_per_second") or 0.0)
         reference.batches_per_second = float(figures.get("batches_per_second") or 0.0)

@@ -42,14 +42,14 @@ __all__ = [
     "pair_windows",
     "restart_reference",
     "start_reference",
-    "worth_more_blocks",
+    "worth_more_pairs",
 ]
 
 BlockCallback = Callable[["Paired"], str | None]
 """Called after each block with the figures so far; a returned reason stops the trial (pruning)."""
 
 MoreBlocks = Callable[["Paired"], bool]
-"""Asked after each block past the first `blocks`: whether the pairing should go on (`worth_more_blocks`)."""
+"""Asked after each block past the first `windows`: whether the pairing should go on (`worth_more_pairs`)."""
 
 CONTENDER_FLOOR = 0.95
 """A trial whose anchored ratio to plain compile is at least this is a contender: it may be confirmed, so its figure must be as precise as the confirmation's."""
@@ -173,15 +173,16 @@ class Paired:
     reference_windows: list[Window] = field(default_factory=list)
     ready: ReadyReport | None = None
     """The trial's ready record: the stream its windows' figures are for."""
-    common_blocks: int = 0
-    """The blocks every trial measures; past them, only a contender goes on (`worth_more_blocks`); 0: all are."""
+    common_pairs: int = 0
+    """The paired windows every trial measures; past them, only a contender goes on (`worth_more_pairs`); 0: all are."""
 
     @property
-    def blocks(self) -> int:
+    def pairs(self) -> int:
+        """The windows of the trial's with one of the reference's beside them on the same slice: its paired windows."""
         return min(len(self.trial_windows), len(self.reference_windows))
 
     def _figures(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        n = self.blocks
+        n = self.pairs
         return window_figures(self.trial_windows[:n], self.ready), window_figures(
             self.reference_windows[:n], self.ready
         )
@@ -246,12 +247,12 @@ class Paired:
             "paired_ratio": round(self.ratio, 4) if self.ratio is not None else None,
             "reference_level": round(self.reference.level, 4),
             "reference_anchors": len(self.reference.levels),
-            "paired_blocks": self.blocks,
+            "paired_windows": self.pairs,
             "reference_samples_per_second": round(self.reference.samples_per_second, 4),
         }
 
 
-def worth_more_blocks(paired: Paired) -> bool:
+def worth_more_pairs(paired: Paired) -> bool:
     """Whether a pairing past its first blocks should go on: a contender whose figure is not yet precise.
 
     Five blocks leave a trial's ratio about +/-9% (a window's rate varies by about 10% on a
@@ -268,22 +269,22 @@ def pair_windows(
     trial: LiveWorker,
     reference: LiveReference,
     *,
-    blocks: int,
+    windows: int,
     rng: random.Random,
     on_block: BlockCallback | None = None,
-    more_blocks: int = 0,
+    more_windows: int = 0,
     go_on: MoreBlocks | None = None,
 ) -> tuple[Paired, str | None]:
-    """`blocks` windows of a ready trial, each beside one of the reference on the same slice; (figures, stop reason).
+    """`windows` windows of a ready trial, each beside one of the reference on the same slice; (figures, stop reason).
 
     Both workers are stopped while the other measures, in the engine's one window loop
     (`take_turns`); the order inside a block is ABBA, each pair of blocks in a random order
     (`block_orders`), and the slices start from the stream's beginning for every trial. Up to
-    `more_blocks` more follow while `go_on` says so (`worth_more_blocks`); ending there is no
+    `more_windows` more follow while `go_on` says so (`worth_more_pairs`); ending there is no
     stop reason.
     """
     calibrate({"trial": trial})  # its step rate, timed alone: what its windows' passes follow
-    paired = Paired(reference=reference, ready=trial.run.ready, common_blocks=blocks)
+    paired = Paired(reference=reference, ready=trial.run.ready, common_pairs=windows)
     batches = reference.batches_per_window
     workers = {"trial": trial, "reference": reference.worker}
     stopped: list[str | None] = []
@@ -298,11 +299,11 @@ def pair_windows(
         if on_block is not None and (why := on_block(paired)):
             stopped.append(why)
             return True
-        return block + 1 >= blocks and (go_on is None or not go_on(paired))
+        return block + 1 >= windows and (go_on is None or not go_on(paired))
 
     take_turns(
         workers,
-        block_orders(list(workers), blocks + more_blocks, rng),
+        block_orders(list(workers), windows + more_windows, rng),
         stream=(trial.run.ready.stream_batches if trial.run.ready is not None else 0) or 1,
         batches=batches,
         passes={who: worker.passes_for(batches, reference.window_seconds) for who, worker in workers.items()},
@@ -318,17 +319,17 @@ def measure_trial(
     on_block: BlockCallback | None,
     gate: MeasurementGate | None,
     reference: LiveReference | None,
-    blocks: int,
+    windows: int,
     rng: random.Random,
     restart_monitor: EventMonitor | None = None,
-    more_blocks: int = 0,
+    more_windows: int = 0,
 ) -> tuple[TrialRun, Paired | None]:
     """A search trial as the confirmation will see it; (its run, its paired figures).
 
     Its first, cold run compiles, checks and settles, then passes once over the whole stream:
     its compile time, its failures and its first-run figures, and a cache folder that holds
     every shape of the stream. Then a warm restart from that folder, a new process as each
-    replicate of the confirmation starts, measures `blocks` windows paired with the reference:
+    replicate of the confirmation starts, measures `windows` windows paired with the reference:
     the figure the pruner and the sampler see. A first run may be slower than the same
     configuration's warm restarts by several percent (`outputs/benchmarks/noise.md`), which
     would rank trials by a figure the confirmation does not measure.
@@ -348,11 +349,11 @@ def measure_trial(
                 paired, why = pair_windows(
                     worker,
                     reference,
-                    blocks=blocks,
+                    windows=windows,
                     rng=rng,
                     on_block=on_block,
-                    more_blocks=more_blocks,
-                    go_on=worth_more_blocks,
+                    more_windows=more_windows,
+                    go_on=worth_more_pairs,
                 )
             if why:
                 worker.stop(why)
@@ -362,16 +363,16 @@ def measure_trial(
 def anchor_reference(
     reference: LiveReference,
     *,
-    blocks: int,
+    windows: int,
     rng: random.Random,
     gate: MeasurementGate | None = None,
-    more_blocks: int = 0,
+    more_windows: int = 0,
 ) -> float | None:
     """A fresh warm restart of plain compile paired with the reference: its ratio, kept in `reference.levels`.
 
     The restart starts from the reference's own cache folder, as a replicate of the confirmation
-    starts plain compile, and measures `blocks` windows beside it as a trial would, then up to
-    `more_blocks` more until its standard error is `BLOCK_PRECISION`: every trial's ratio is
+    starts plain compile, and measures `windows` windows beside it as a trial would, then up to
+    `more_windows` more until its standard error is `BLOCK_PRECISION`: every trial's ratio is
     divided by what the anchors say. None when it did not get ready or its pairing stopped.
     """
     started = time.monotonic()
@@ -380,7 +381,7 @@ def anchor_reference(
         if worker.until_ready():
             with device_turn(gate, worker):
                 paired, why = pair_windows(
-                    worker, reference, blocks=blocks, rng=rng, more_blocks=more_blocks, go_on=_imprecise
+                    worker, reference, windows=windows, rng=rng, more_windows=more_windows, go_on=_imprecise
                 )
             if why is None:
                 ratio, error = paired.ratio, paired.standard_error

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from autotune.measure.engine import expected_replicate_seconds, first_blocks
+from autotune.measure.engine import expected_replicate_seconds, first_windows
 from autotune.trial.request import RunProtocol, RunRecord
 
 __all__ = ["Plan", "Progress", "ProgressCallback", "confirmation_guess", "quiet"]
@@ -98,7 +98,7 @@ def confirmation_guess(
     if confirm <= 0:
         return 0.0
     subjects = {"eager": eager, "compile": compile, **{f"trial {i}": compile for i in range(confirm)}}
-    per = expected_replicate_seconds(subjects, first_blocks(protocol), protocol.window_seconds, starts_together=True)
+    per = expected_replicate_seconds(subjects, first_windows(protocol), protocol.window_seconds, starts_together=True)
     if cold_compiles and compile is not None:
         per += (confirm + 1) * (compile.compile_seconds or 0.0)
     return rounds * per

@@ -43,7 +43,7 @@ from autotune.measure import (
     record_compile_cache,
 )
 from autotune.measure.choice import DECISIONS, Decision, decide, recorded_ratios
-from autotune.measure.engine import CacheProof, first_blocks, run_label
+from autotune.measure.engine import CacheProof, first_windows, run_label
 from autotune.measure.format import utc_now
 from autotune.measure.stats import method_change
 from autotune.runtime import compile_cache, environment, tuned
@@ -381,7 +381,7 @@ class _Retune:
                 min_rounds=options.repeats,
                 max_rounds=options.max_rounds,
                 reference=reference,
-                blocks=first_blocks(self.harness.protocol),
+                windows=first_windows(self.harness.protocol),
                 cold_compiles=self.objective.counts_compile,
             ),
             on_run=shown,
@@ -422,7 +422,7 @@ class _Retune:
                     min_rounds=options.max_rounds,
                     max_rounds=options.max_rounds,
                     reference=reference,
-                    blocks=first_blocks(self.harness.protocol),
+                    windows=first_windows(self.harness.protocol),
                     cold_compiles=self.objective.counts_compile,
                 ),
                 campaign=campaign,

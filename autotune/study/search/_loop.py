@@ -52,8 +52,8 @@ DETERMINISTIC_FAILURES = ("invalid_config", "accuracy", "graph_break", "compile_
 ANCHOR_EVERY = 4
 """A fresh warm plain-compile restart is paired with the reference before the first trial, then after each 4 more."""
 
-CONTENDER_BLOCKS = 3
-"""A contender's and an anchor's paired blocks at most, as a multiple of the protocol's windows (`worth_more_blocks`)."""
+CONTENDER_WINDOWS = 3
+"""A contender's and an anchor's paired windows at most, as a multiple of the protocol's windows (`worth_more_pairs`)."""
 
 
 Report = Callable[..., None]
@@ -206,10 +206,10 @@ class TrialLoop:
                 on_block=monitor.block,
                 gate=gate,
                 reference=self.reference_for(harness),
-                blocks=harness.protocol.windows,
+                windows=harness.protocol.windows,
                 rng=self.rng,
                 restart_monitor=monitor.restart(),
-                more_blocks=_more_blocks(harness),
+                more_windows=_more_windows(harness),
             )
 
         self._anchor(harness, gate)
@@ -280,7 +280,7 @@ class TrialLoop:
             if not reference.anchor_due(ANCHOR_EVERY):
                 return
         ratio = anchor_reference(
-            reference, blocks=harness.protocol.windows, rng=self.rng, gate=gate, more_blocks=_more_blocks(harness)
+            reference, windows=harness.protocol.windows, rng=self.rng, gate=gate, more_windows=_more_windows(harness)
         )
         where = f" on {harness.device}" if harness.device != self.harness.device else ""
         if ratio is None:
@@ -475,6 +475,6 @@ def suggest_in(space: SearchSpace, trial: optuna.Trial) -> CompileConfig:
         ) from None
 
 
-def _more_blocks(harness: Harness) -> int:
-    """The blocks a contender or an anchor may add to the protocol's windows (`CONTENDER_BLOCKS`)."""
-    return (CONTENDER_BLOCKS - 1) * harness.protocol.windows
+def _more_windows(harness: Harness) -> int:
+    """The paired windows a contender or an anchor may add to the protocol's (`CONTENDER_WINDOWS`)."""
+    return (CONTENDER_WINDOWS - 1) * harness.protocol.windows

@@ -133,11 +133,11 @@ class Monitor:
             return None
         objective = self.loop.objective
         value = objective.speed_value(paired.samples_per_second, paired.batches_per_second or 0.0, self.compile_seconds)
-        step = paired.blocks - 1
+        step = paired.pairs - 1
         # Optuna's pruners judge one objective; a multi-objective study is pruned for slowness only.
         # Only the blocks every trial measures are reported: past them run only contenders, and a
         # pruner comparing a contender with the median of contenders would stop half of them.
-        if not self.loop.objectives.multi and paired.blocks <= (paired.common_blocks or paired.blocks):
+        if not self.loop.objectives.multi and paired.pairs <= (paired.common_pairs or paired.pairs):
             self.trial.report(value, step)
             if self.trial.should_prune():
                 return (
@@ -145,6 +145,6 @@ class Monitor:
                     f"{paired.ratio:.2f}x the reference beside it)"
                 )
         ratio, slow = paired.over_eager, self.loop.options.slow_ratio
-        if ratio is not None and paired.blocks >= 2 and ratio < slow:
+        if ratio is not None and paired.pairs >= 2 and ratio < slow:
             return f"it ran {ratio:.2f}x eager beside the reference, below --slow-ratio {slow:g}"
         return None

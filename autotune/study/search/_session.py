@@ -366,7 +366,7 @@ def _baselines(search: _Search) -> dict[str, dict[str, Any]]:
     search._report(None, "baselines: eager, then plain torch.compile, each cold; then both warm, in turn")
     created = utc_now()
     measured = measure_baselines(
-        search.harness, loop.caches, blocks=search.options.protocol.windows, seed=search.options.seed, created=created
+        search.harness, loop.caches, windows=search.options.protocol.windows, seed=search.options.seed, created=created
     )
     search.plan.baselines, search.plan.run_started = 0, None
     if search.plan.typical_run is None:
@@ -563,7 +563,7 @@ def _planned(search: _Search) -> ReplicateCallback:
         else:  # before the first: a guess from the subjects' first runs, so the ETA counts down from the start
             firsts = {n: campaign.cold.get(n) for n in campaign.racing()}
             pace = expected_replicate_seconds(
-                firsts, budget.blocks, search.options.protocol.window_seconds, starts_together=True
+                firsts, budget.windows, search.options.protocol.window_seconds, starts_together=True
             )
             if budget.cold_compiles:
                 pace += sum(r.compile_seconds or 0.0 for r in firsts.values() if r is not None)

@@ -27,8 +27,11 @@ __all__ = ["TRIAL_KEY", "TrialRecord", "queued_attrs", "record_of", "update_reco
 TRIAL_KEY = "trial"
 """The one user attribute of an Optuna trial that holds its record."""
 
-VERSION = 1
-"""The record's layout; a record of a later version is refused by name, not misread."""
+VERSION = 2
+"""The record's layout; a record of a later version is refused by name, not misread. Version 2 (2026-11-30) names
+the paired windows' count `paired_windows` where version 1 had `paired_blocks`."""
+_RENAMED = {"paired_blocks": "paired_windows"}
+"""Fields of version 1, and of the loose attributes before the record, by their name since."""
 
 
 class _HasUserAttrs(Protocol):
@@ -98,7 +101,8 @@ class TrialRecord:
     """Its rate over the live reference's, window by window, the reference's level not taken out."""
     reference_level: float | None = None
     reference_anchors: int | None = None
-    paired_blocks: int | None = None
+    paired_windows: int | None = None
+    """The windows the trial measured beside the live reference's."""
     reference_samples_per_second: float | None = None
 
     # -- reading ------------------------------------------------------------------------------------------------------
@@ -211,6 +215,7 @@ class TrialRecord:
                 "a study written by a later autotune needs that version to read it"
             )
         names = {f.name for f in fields(cls)}
+        data = _renamed(data)
         unknown = sorted(set(data) - names - {"version"})
         if unknown:
             raise RecordError(
@@ -233,6 +238,7 @@ class TrialRecord:
         paired trial, or plain compile's run reused), and `batches_per_second` was scaled only for the reused run.
         """
         names = {f.name for f in fields(cls)} - {"run", "scaled_samples_per_second", "scaled_batches_per_second"}
+        attrs = _renamed(attrs)
         values: dict[str, Any] = {k: attrs[k] for k in names if attrs.get(k) is not None}
         run_fields = dict(attrs)
         if "own_samples_per_second" in attrs:
@@ -246,6 +252,11 @@ class TrialRecord:
 
 
 _RUN_FIELDS = {f.name for f in fields(RunRecord)}
+
+
+def _renamed(data: Mapping[str, Any]) -> dict[str, Any]:
+    """`data` with the fields an earlier version named otherwise under their names since (`_RENAMED`)."""
+    return {_RENAMED.get(k, k): v for k, v in data.items()}
 
 
 def record_of(trial: _HasUserAttrs) -> TrialRecord:
