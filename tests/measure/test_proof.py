@@ -20,6 +20,7 @@ from autotune.measure.stats import (
     Interval,
     Looks,
     Objectives,
+    _statistics,
     claim_chance,
     replicate_interval,
     spaced_looks,
@@ -344,6 +345,10 @@ def test_the_simulation_check_names_every_broken_bound() -> None:
     }
     null = {**row, "true_ratio": 0.99, "exported": 0.01, "covered": 1.0}
     broken = decision_error.check([row, null])
+    wide = {**null, "spread": 0.05, "claimed_gain": 0.0, "exported": 0.0, "mean_replicates": 6.0}
+    assert decision_error.check([wide]) == [
+        "throughput plain default spread 0.05 true 0.99: 6.0 replicates with no gain to find > 5"
+    ], "the bound on replicates holds at every spread"
     assert any("power 50.0% < 90%" in line for line in broken)
     assert any("7.0 replicates with no gain to find > 5" in line for line in broken)
     assert any("covered the true ratio in 90.0%" in line for line in broken)
@@ -434,3 +439,15 @@ def test_the_upper_bound_that_stops_a_campaign_for_want_of_a_gain_is_one_sided_a
     wide = [0.05, -0.05, 0.0]
     assert math.log(upper_bound(wide, error=0.3)) == pytest.approx(t_quantile(0.7, 2) * 0.05 / math.sqrt(3))
     assert upper_bound(wide, error=0.1) > upper_bound(wide, error=0.3)
+
+
+def test_a_null_campaign_at_a_wide_spread_stops_at_its_first_look_where_the_bands_rule_ran_on(monkeypatch) -> None:
+    # Replicates scattering by 0.05, every candidate as fast as plain compile: the last look would need an estimate
+    # above about 7.7% for a gain, so the chance rule stops most campaigns after 3 replicates; the band's rule waited
+    # for the upper bound to fall under 1.02 and ran about 6.
+    case = decision_error.Case("default", 0.05, 1.0)
+    chance = decision_error.run_case(case, 150, seed=5)
+    monkeypatch.setattr(_statistics, "FUTILITY_RULE", "band")
+    band = decision_error.run_case(case, 150, seed=5)
+    assert chance["mean_replicates"] < 4.2 < 5.5 < band["mean_replicates"], (chance, band)
+    assert chance["exported"] <= 0.01, chance
