@@ -672,7 +672,8 @@ def _no_gain_left(campaign: Campaign, budget: Budget) -> str:
         return ""
     bound, odds, name = max(found)
     said = (
-        f"even that fast, it would show a gain at the last look in {odds:.0%} of campaigns, under {least:.0%}"
+        f"even that fast, it would show a gain at the last look in {'under 1%' if odds < 0.01 else f'{odds:.0%}'} "
+        f"of campaigns (the stop asks under {least:.0%})"
         if chance
         else f"inside the +/-{budget.decide_within:.0%} band"
     )
