@@ -103,7 +103,7 @@ def noisy(ratio: float, spread: float, seed: int) -> Iterator[float]:
         yield rng.lognormvariate(0.0, spread) / ratio
 
 
-def test_a_contender_with_a_noisy_figure_gets_more_blocks_and_one_far_behind_or_quiet_does_not() -> None:
+def test_a_contender_with_a_noisy_figure_gets_more_paired_windows_and_one_far_behind_or_quiet_does_not() -> None:
     steady = itertools.repeat(1.0)
     cases = {
         # (the trial's windows, the reference's): what each pairing measured
@@ -145,7 +145,7 @@ def measured_beside_a_steady_reference(spread: float, seed: int, more_windows: i
     return paired
 
 
-def test_more_blocks_stop_once_the_figure_is_precise_or_at_the_limit() -> None:
+def test_more_paired_windows_stop_once_the_figure_is_precise_or_at_the_limit() -> None:
     error = measured_beside_a_steady_reference(0.1, 7, more_windows=200).standard_error
     assert error is not None and error <= BLOCK_PRECISION < 0.1 / 5**0.5
     assert measured_beside_a_steady_reference(0.3, 8, more_windows=4).pairs == 9, "never past the limit"

@@ -36,9 +36,9 @@ def test_the_confirmation_eta_counts_down_from_a_guess_made_before_its_first_rep
         "compile": RunRecord(state="complete", samples_per_second=100.0, phase_seconds={"start": 2.0}, compile_split={"tracing": 1.0, "aot_autograd": 3.0, "inductor": 20.0}),
         "trial 5": RunRecord(state="complete", samples_per_second=100.0, phase_seconds={"start": 2.0, "build": 1.0}, compile_seconds=30.0),
     }  # fmt: skip
-    assert expected_replicate_seconds(firsts, blocks=10, window_seconds=0.5) == (2 + 6) + (2 + 4 + 6) + (3 + 10 + 6)
+    assert expected_replicate_seconds(firsts, windows=10, window_seconds=0.5) == (2 + 6) + (2 + 4 + 6) + (3 + 10 + 6)
     # The processes import side by side: the display's guess counts the longest start once.
-    together = expected_replicate_seconds(firsts, blocks=10, window_seconds=0.5, starts_together=True)
+    together = expected_replicate_seconds(firsts, windows=10, window_seconds=0.5, starts_together=True)
     assert together == 2 + 6 + (4 + 6) + (1 + 10 + 6)
     campaign = Campaign(
         subjects={n: Subject(name=n, config=None) for n in firsts}, objective=Throughput(), cold=dict(firsts)
@@ -50,11 +50,11 @@ def test_the_confirmation_eta_counts_down_from_a_guess_made_before_its_first_rep
         _report=lambda trial, phase: notes.append(phase),
     )
     planned = _search_session._planned(search)
-    budget = Budget(min_rounds=3, max_rounds=6, blocks=10)
+    budget = Budget(min_rounds=3, max_rounds=6, windows=10)
     planned(campaign, budget)
     first = search.plan.eta(now=search.plan.run_started)
     assert first == 3 * 35 + 40, "three replicates of the guess, then the compile cache"
-    campaign.replicates.append(Replicate(design="together", blocks=10, batches_per_window=5, seconds=45.0))
+    campaign.replicates.append(Replicate(design="together", windows=10, batches_per_window=5, seconds=45.0))
     planned(campaign, budget)
     assert search.plan.eta(now=search.plan.run_started) == 2 * 45 + 40 < first, "then the pace of those done"
     assert notes == ["confirmation: replicate 1 of 3 to 6", "confirmation: replicate 2 of 3 to 6"]
@@ -73,7 +73,7 @@ def test_a_subject_left_out_of_later_replicates_is_said_once_with_why() -> None:
         _note=said.append,
     )
     planned = _search_session._planned(search)
-    budget = Budget(min_rounds=3, max_rounds=6, blocks=10)
+    budget = Budget(min_rounds=3, max_rounds=6, windows=10)
     planned(campaign, budget)
     campaign.retired["trial 3"] = "after replicate 2: slower than trial 5, 0.91x [0.85, 0.97]"
     planned(campaign, budget)
