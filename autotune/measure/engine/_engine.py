@@ -647,7 +647,7 @@ def _no_gain_left(campaign: Campaign, budget: Budget) -> str:
         return ""  # the campaign ends here anyway, its replicates spent: the stop is the budget's, not this one
     reference = budget.reference
     rule, least = futility_rule()
-    chance = rule == "chance" and campaign.looks is not None
+    looks = campaign.looks if rule == "chance" else None  # the chance needs the looks' last one
     found: list[tuple[float, float, str]] = []
     for name in campaign.racing():
         subject = campaign.subjects[name]
@@ -659,8 +659,8 @@ def _no_gain_left(campaign: Campaign, budget: Budget) -> str:
         windows = sum(len(r.windows) for r in campaign.complete_runs(name))
         parts = campaign.components(name, reference)
         bound = upper_bound(logs, windows, parts)
-        if chance and campaign.looks is not None:
-            odds = claim_chance(logs, campaign.looks, windows, parts, budget.decide_within)
+        if looks is not None:
+            odds = claim_chance(logs, looks, windows, parts, budget.decide_within)
             if odds >= least:
                 return ""
         elif bound > 1.0 + budget.decide_within:
@@ -674,7 +674,7 @@ def _no_gain_left(campaign: Campaign, budget: Budget) -> str:
     said = (
         f"even that fast, it would show a gain at the last look in {'under 1%' if odds < 0.01 else f'{odds:.0%}'} "
         f"of campaigns (the stop asks under {least:.0%})"
-        if chance
+        if looks is not None
         else f"inside the +/-{budget.decide_within:.0%} band"
     )
     return (
