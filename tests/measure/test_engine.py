@@ -414,6 +414,30 @@ def test_eager_leaves_later_replicates_only_once_its_simultaneous_interval_puts_
     assert all("eager" in names for names in fake.replicates) and "eager" not in once.retired
 
 
+@pytest.mark.parametrize(
+    ("trial", "retired"), [([120.0, 135.0, 121.0, 134.0, 122.0], True), ([100.0, 96.0, 101.0, 95.0, 100.0], False)]
+)
+def test_eager_leaves_once_every_configuration_racing_is_decided_faster_than_it(
+    harness, stand, trial: list[float], retired: bool
+) -> None:
+    # Eager scatters about 0.85x plain compile, never decided slower: before, it ran every replicate. Trial 7, steady
+    # against eager at 1.45x, is decided faster than it at the third look, though not yet against plain compile: no
+    # configuration can need to beat eager any more, so it leaves. Where trial 7 is not decided faster than eager
+    # (about 1.1x, scattered), eager stays, since trial 7 might need to beat it.
+    rates = {"eager": [80.0, 95.0, 82.0, 94.0, 81.0], "compile": [100.0], "trial 7": trial}
+    fake = stand(rates)
+    result = engine.measure(
+        harness, subjects(), objective=THROUGHPUT, budget=Budget(min_rounds=2, max_rounds=5, race=True)
+    )
+    assert len(fake.replicates) > 3, result.stopped
+    assert ("eager" in fake.replicates[3]) is not retired, fake.replicates
+    assert result.retired.get("eager", "").startswith("after replicate 3: every configuration racing") is retired
+    if retired:
+        assert "trial 7 at 1.4" in result.retired["eager"] and "(simultaneous)" in result.retired["eager"]
+        assert result.ratio("trial 7", "eager").rounds == 3 and outcome(result.ratio("trial 7", "eager")) == "gain"
+        assert outcome(result.ratio("eager", "compile")) == "undecided"
+
+
 def test_without_racing_every_subject_runs_every_replicate(harness, stand) -> None:
     rates = {"eager": [50.0], "compile": [100.0], "trial 7": [100.0], "trial 8": [80.0]}
     fake = stand(rates)

@@ -330,7 +330,9 @@ def measure(
         started = lab.clock()
         while campaign.rounds < budget.max_rounds and _measurable(campaign):
             if budget.race:
-                retire(campaign, budget.reference)  # before a replicate: only one that runs can leave anyone out
+                retire(
+                    campaign, budget.reference, budget.decide_within
+                )  # before a replicate: only one that runs can leave anyone out
             if on_replicate:
                 on_replicate(campaign, budget)
             cold = _cold_compiles(harness, campaign, root, rng, lab, on_run) if budget.cold_compiles else 0.0
@@ -454,14 +456,17 @@ def _measurable(campaign: Campaign) -> bool:
     return len(campaign.racing()) >= 2
 
 
-def retire(campaign: Campaign, reference: str = "compile") -> dict[str, str]:
+def retire(campaign: Campaign, reference: str = "compile", within: float = BAND) -> dict[str, str]:
     """Racing: leave out of later replicates each subject that no longer bears on the question; the ones retired now.
 
     The question is the leader against `reference`, and what is exported: the best configuration
     decided a gain. So, once its interval (over the replicates so far, at least two) says so:
 
     * a configuration slower than the leader, or slower than `reference`, cannot be exported;
-    * eager slower than `reference` cannot make a configuration need to beat eager too.
+    * eager slower than `reference` cannot make a configuration need to beat eager too;
+    * nor can eager that every configuration still racing is decided faster than (a gain, as `outcome` says): each
+      already beats it, whichever leads at the end (`choose` asks that of a configuration only where eager is
+      decided faster than plain compile, and a configuration decided faster than eager is then faster than both).
 
     The leader and `reference` always run. A retired subject keeps its figures, over the
     replicates it ran in, and `Campaign.retired` says after which replicate and why.
@@ -470,9 +475,9 @@ def retire(campaign: Campaign, reference: str = "compile") -> dict[str, str]:
     look, not the campaign's simultaneous one: it can only take a candidate out of the running
     (and cost power where it errs), never make a gain likelier to be claimed. Leaving eager out
     is a claim: that no configuration need beat eager too. So eager leaves only on the
-    campaign's own interval against `reference` (`Campaign.ratio`: simultaneous over the looks,
-    with the floor), the one its table prints; with the looks' plain intervals, an eager as fast
-    as plain compile could be left out wrongly at any of them.
+    campaign's own intervals (`Campaign.ratio`: simultaneous over the looks, with the floor), the
+    ones its table prints; with the looks' plain intervals, an eager as fast as plain compile could
+    be left out wrongly at any of them.
     """
     if campaign.rounds < 2:
         return {}
@@ -497,8 +502,27 @@ def retire(campaign: Campaign, reference: str = "compile") -> dict[str, str]:
                     f"[{versus.low:.2f}, {versus.high:.2f}] ({which})"
                 )
                 break
+        if subject.config is None and name not in now and (why := _eager_beaten(campaign, name, reference, within)):
+            now[name] = why
     campaign.retired.update(now)
     return now
+
+
+def _eager_beaten(campaign: Campaign, eager: str, reference: str, within: float) -> str:
+    """Why eager no longer bears on the question ('' while it may): every configuration still racing but `reference`
+    is a decided gain over it, on the campaign's own interval."""
+    versus = {
+        name: campaign.ratio(name, eager)
+        for name in campaign.racing()
+        if name not in (eager, reference) and campaign.subjects[name].config is not None
+    }
+    if not versus or any(v is None or outcome(v, within) != "gain" for v in versus.values()):
+        return ""
+    name, slowest = min(((n, v) for n, v in versus.items() if v is not None), key=lambda item: item[1].low)
+    return (
+        f"after replicate {campaign.rounds}: every configuration racing is decided faster than it, the least of them "
+        f"{name} at {slowest.median:.2f}x [{slowest.low:.2f}, {slowest.high:.2f}] (simultaneous)"
+    )
 
 
 def _warm_requests(harness: Harness, campaign: Campaign, folders: dict[str, str]) -> dict[str, TrialRequest]:
