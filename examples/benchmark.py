@@ -35,7 +35,7 @@ from typing import Any
 import optuna
 
 from autotune.errors import AutotuneError, ConfigError
-from autotune.measure import Budget, Campaign, Harness, Subject, Throughput, choose, measure
+from autotune.measure import Campaign, CampaignRules, Harness, Subject, Throughput, choose, measure
 from autotune.measure.format import interval
 from autotune.measure.stats import BAND, outcome
 from autotune.measure.tasks import read_recipes, without_cuda_graphs
@@ -196,7 +196,7 @@ def bench_workload(
         harness,
         subjects,
         objective=Throughput(),
-        budget=Budget(min_rounds=args.rounds, max_rounds=max(args.max_rounds, args.rounds)),
+        rules=CampaignRules(min_rounds=args.rounds, max_rounds=max(args.max_rounds, args.rounds)),
         on_run=lambda name, index, r: print(
             f"   {'first run' if index < 0 else f'replicate {index + 1}'}: {name}: {_outcome(r)}",
             file=sys.stderr,

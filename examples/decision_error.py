@@ -55,19 +55,19 @@ from typing import Any
 
 from autotune.measure import (
     BASELINES,
-    Budget,
+    CampaignRules,
     Harness,
     Objectives,
     Subject,
     Throughput,
     TimeTo,
     choose,
-    confirmation_budget,
+    confirmation_rules,
     measure,
     outcome,
 )
 from autotune.measure.choice import DEFAULT_PICK, choose_point, decide, parse_pick
-from autotune.measure.engine import Replicate, ReplicatePlan, validation_budget
+from autotune.measure.engine import Replicate, ReplicatePlan, validation_rules
 from autotune.measure.stats import _statistics
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.summary import WorkloadSummary
@@ -238,27 +238,27 @@ class Case:
         return 1 if self.design == "validate" else EFFORTS[self.design].confirm
 
 
-def budget_of(design: str, protocol: RunProtocol) -> Budget:
-    """The budget the real command gives this design."""
+def rules_of(design: str, protocol: RunProtocol) -> CampaignRules:
+    """The rules the real command gives this design."""
     if design == "validate":
-        return validation_budget(protocol)
+        return validation_rules(protocol)
     effort = EFFORTS[design]
-    return confirmation_budget(protocol, min_rounds=effort.rounds, max_rounds=effort.max_rounds)
+    return confirmation_rules(protocol, min_rounds=effort.rounds, max_rounds=effort.max_rounds)
 
 
 def run_case(case: Case, campaigns: int, seed: int) -> dict[str, Any]:
     """One row: `campaigns` campaigns of the real engine on stand-ins."""
     harness = Harness(spec="stand-in", summary=WorkloadSummary(spec="stand-in", task="train"))
     protocol = harness.protocol
-    budget = budget_of(case.design, protocol)
+    rules = rules_of(case.design, protocol)
     time_to, pareto = case.objective == "time-to", case.objective == "pareto"
     objective = TimeTo(TIME_TO_STEPS) if time_to else Throughput()
     if time_to:
         # As a search whose objective counts compile time confirms (and `validate --cold-compiles`).
-        budget = dataclasses.replace(budget, cold_compiles=True)
+        rules = dataclasses.replace(rules, cold_compiles=True)
     if pareto:
         # As a search with a front confirms: every subject's figures, to the last replicate (`_confirm`).
-        budget = dataclasses.replace(budget, cold_compiles=True, futility=False, race=False)
+        rules = dataclasses.replace(rules, cold_compiles=True, futility=False, race=False)
     names = ["config"] if case.design == "validate" else [f"trial {i}" for i in range(case.candidates)]
     subjects = [*Subject.baselines()] + [
         Subject(name=name, config=CANDIDATES[i], created="stand-in") for i, name in enumerate(names)
@@ -283,11 +283,11 @@ def run_case(case: Case, campaigns: int, seed: int) -> dict[str, Any]:
     folders = Path(tempfile.mkdtemp(prefix="autotune-decision-error-"))  # stand-ins fill no cache: one for all
     for number in range(campaigns):
         lab = StandIns(
-            truth=truth, spread=case.spread, first_windows=budget.windows, rng=rng, noise=case.noise, names=named,
+            truth=truth, spread=case.spread, first_windows=rules.windows, rng=rng, noise=case.noise, names=named,
             compile_seconds=compiles, compile_sd=COMPILE_SD if timed else 0.0,
         )  # fmt: skip
         campaign = measure(
-            harness, subjects, objective=objective, budget=budget, lab=lab, seed=number, cache_root=folders
+            harness, subjects, objective=objective, rules=rules, lab=lab, seed=number, cache_root=folders
         )
         if pareto:
             choice, _ = choose_point(campaign, Objectives.parse(PARETO), parse_pick(DEFAULT_PICK))
@@ -372,8 +372,8 @@ def run_retune_case(case: RetuneCase, campaigns: int, seed: int) -> dict[str, An
                [*subjects, incumbent, challenger]}  # fmt: skip
     named = {source: name for name, source in sources.items()}
     effort = EFFORTS["default"]
-    confirm = confirmation_budget(harness.protocol, min_rounds=effort.rounds, max_rounds=effort.max_rounds)
-    retune = Budget(min_rounds=3, max_rounds=6, reference="incumbent", windows=confirm.windows)
+    confirm = confirmation_rules(harness.protocol, min_rounds=effort.rounds, max_rounds=effort.max_rounds)
+    retune = CampaignRules(min_rounds=3, max_rounds=6, reference="incumbent", windows=confirm.windows)
     rng = random.Random(f"{seed}:{case}")
     regression = replaced = false_regression = false_replaced = 0
     replicates: list[int] = []
@@ -386,7 +386,7 @@ def run_retune_case(case: RetuneCase, campaigns: int, seed: int) -> dict[str, An
             spread=case.spread, first_windows=confirm.windows, rng=rng, noise=case.noise, names=named,
         )  # fmt: skip
         tuning = measure(
-            harness, [*subjects, incumbent], objective=Throughput(), budget=confirm, lab=first, seed=number,
+            harness, [*subjects, incumbent], objective=Throughput(), rules=confirm, lab=first, seed=number,
             cache_root=folders,
         )  # fmt: skip
         recorded = {name: tuning.ratio("incumbent", name) for name in ("compile", "eager")}
@@ -395,7 +395,7 @@ def run_retune_case(case: RetuneCase, campaigns: int, seed: int) -> dict[str, An
             noise=case.noise, names=named,
         )  # fmt: skip
         today = measure(
-            harness, [*subjects, incumbent, challenger], objective=Throughput(), budget=retune, lab=second,
+            harness, [*subjects, incumbent, challenger], objective=Throughput(), rules=retune, lab=second,
             seed=number, cache_root=folders,
         )  # fmt: skip
         verdict = decide(today, recorded=recorded, min_gain=MIN_GAIN, max_regression=MAX_REGRESSION)

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autotune.measure import Budget, Harness, Subject, Throughput, confirmation_table, measure
+from autotune.measure import CampaignRules, Harness, Subject, Throughput, confirmation_table, measure
 from autotune.measure.format import interval
 from autotune.runtime.buckets import choose_buckets
 from autotune.runtime.config import CompileConfig
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         Harness(spec=args.model, summary=summary, device=device, protocol=protocol),
         subjects,
         objective=Throughput(),
-        budget=Budget(min_rounds=args.rounds, max_rounds=args.max_rounds),
+        rules=CampaignRules(min_rounds=args.rounds, max_rounds=args.max_rounds),
     )
     rows = _rows(campaign, subjects)
     results = {

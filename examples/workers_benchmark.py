@@ -33,7 +33,7 @@ from unittest import mock
 
 import optuna
 
-from autotune.measure import Budget, Harness, Subject, Throughput, measure
+from autotune.measure import CampaignRules, Harness, Subject, Throughput, measure
 from autotune.measure.format import interval
 from autotune.runtime.config import CompileConfig
 from autotune.study.search import SearchOptions, explore
@@ -204,7 +204,7 @@ def compare_winners(args: argparse.Namespace, spec: str, device: str, entry: dic
         names[f"workers_{workers}"] = by_config[key]
     print(f"== measuring {len(subjects)} subjects, {args.rounds} replicates", file=sys.stderr, flush=True)
     campaign = measure(
-        harness, subjects, objective=Throughput(), budget=Budget(min_rounds=args.rounds, max_rounds=args.rounds)
+        harness, subjects, objective=Throughput(), rules=CampaignRules(min_rounds=args.rounds, max_rounds=args.rounds)
     )
     rows = {s.name: _figures(campaign, s.name, s.config.describe() if s.config else "eager") for s in subjects}
     return {"winner_of": names, "rows": rows, "noise": campaign.noise(), "campaign": campaign.to_dict()}

@@ -11,7 +11,7 @@ what the layers above use most; the rest is imported from its room.
 from __future__ import annotations
 
 from autotune.measure.choice import DEFAULT_PICK, Choice, baseline_figures, choose, metrics, parse_pick
-from autotune.measure.engine import BASELINES, Budget, Campaign, Harness, Subject, confirmation_budget, measure
+from autotune.measure.engine import BASELINES, Campaign, CampaignRules, Harness, Subject, confirmation_rules, measure
 from autotune.measure.report import confirmation_table
 from autotune.measure.stats import Objective, Objectives, Throughput, TimeTo, outcome
 from autotune.measure.tasks import Paired, record_compile_cache, validate
@@ -19,7 +19,7 @@ from autotune.measure.tasks import Paired, record_compile_cache, validate
 __all__ = [
     "BASELINES",
     "DEFAULT_PICK",
-    "Budget",
+    "CampaignRules",
     "Campaign",
     "Choice",
     "Harness",
@@ -31,7 +31,7 @@ __all__ = [
     "Subject",
     "baseline_figures",
     "choose",
-    "confirmation_budget",
+    "confirmation_rules",
     "confirmation_table",
     "measure",
     "metrics",

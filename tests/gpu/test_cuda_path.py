@@ -12,7 +12,7 @@ import os
 import torch
 
 from autotune import CompileConfig
-from autotune.measure import Budget, Harness, Subject, Throughput, outcome
+from autotune.measure import CampaignRules, Harness, Subject, Throughput, outcome
 from autotune.measure.engine import _engine as engine
 from autotune.runtime.device import parse_device
 from autotune.trial.request import RunProtocol
@@ -172,7 +172,11 @@ def test_reduce_overhead_and_plain_compile_are_measured_paired_and_decided(tmp_p
         Subject(name="reduce-overhead", config=CompileConfig(mode="reduce-overhead")),
     ]
     campaign = engine.measure(
-        harness(), subjects, objective=Throughput(), budget=Budget(min_rounds=3, max_rounds=6), cache_root=tmp_path
+        harness(),
+        subjects,
+        objective=Throughput(),
+        rules=CampaignRules(min_rounds=3, max_rounds=6),
+        cache_root=tmp_path,
     )
     cold = campaign.cold["reduce-overhead"]
     assert cold.complete, cold.message + cold.stderr_tail

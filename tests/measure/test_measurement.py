@@ -18,7 +18,7 @@ import optuna
 import pytest
 
 from autotune import CompileConfig, cli, load, resolve
-from autotune.measure import Budget, Harness, Subject, Throughput, choose, outcome, validate
+from autotune.measure import CampaignRules, Harness, Subject, Throughput, choose, outcome, validate
 from autotune.measure.engine import _engine as engine
 from autotune.measure.engine import with_protocol
 from autotune.study.storage import record_of
@@ -163,11 +163,11 @@ def test_a_15_percent_faster_subject_is_a_gain_a_slower_one_a_loss_and_a_twin_ne
     ]
     # A fixed number of replicates: looking again and again until every subject is decided would give a 95%
     # rule several chances to call the twin a gain or a loss.
-    harness, budget = (
+    harness, rules = (
         spin_harness(f"{TARGETS}:spins_apart"),
-        Budget(min_rounds=5, max_rounds=5, windows=8, most_windows=8),
+        CampaignRules(min_rounds=5, max_rounds=5, windows=8, most_windows=8),
     )
-    campaign = engine.measure(harness, subjects, objective=Throughput(), budget=budget, cache_root=tmp_path)
+    campaign = engine.measure(harness, subjects, objective=Throughput(), rules=rules, cache_root=tmp_path)
     ratios = {name: campaign.ratio(name, "compile") for name in ("faster", "slower", "twin")}
     context = (ratios, campaign.design())
     assert campaign.rounds == 5, context
@@ -201,7 +201,7 @@ def test_a_cpu_hog_started_in_the_middle_does_not_change_the_paired_decision(tmp
     # cores, a 5% gain can stay undecided after 6 replicates: an honest answer, but not this test's.)
     hogs: list[subprocess.Popen] = []
 
-    def hog_from_the_second_replicate(campaign, budget) -> None:
+    def hog_from_the_second_replicate(campaign, rules) -> None:
         if campaign.rounds == 1 and not hogs:
             spin = "import time\nend = time.time() + 300\nwhile time.time() < end:\n    pass\n"
             # One per core (two on the 2-core machine): others_share is a share of the whole machine, and two hogs
@@ -218,7 +218,7 @@ def test_a_cpu_hog_started_in_the_middle_does_not_change_the_paired_decision(tmp
             with_protocol(spin_harness(f"{TARGETS}:spins_less"), threads=1),
             subjects,
             objective=Throughput(),
-            budget=Budget(min_rounds=3, max_rounds=6, windows=8, most_windows=8),
+            rules=CampaignRules(min_rounds=3, max_rounds=6, windows=8, most_windows=8),
             on_replicate=hog_from_the_second_replicate,
         )
     finally:

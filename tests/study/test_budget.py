@@ -12,7 +12,7 @@ import pytest
 
 from autotune.errors import SearchError
 from autotune.study.report import Plan
-from autotune.study.search import SearchOptions, StudyLedger, TrialBudget
+from autotune.study.search import SearchBudget, SearchOptions, StudyLedger
 from autotune.study.search._budget import confirmation_seconds
 from tests.study.test_ledger import ledger_of, trial
 
@@ -27,13 +27,13 @@ def budget_of(
     exhausted: bool = False,
     started: float | None = None,
     **options: object,
-) -> tuple[TrialBudget, StudyLedger, list[str]]:
+) -> tuple[SearchBudget, StudyLedger, list[str]]:
     """The budget of a search over an in-memory study holding `trials`, and the notes it writes."""
     ledger, notes = ledger_of(*trials)
     # What the budget asks of the trial loop: its ledger, its study, and whether the space is used up.
     loop = types.SimpleNamespace(ledger=ledger, study=ledger.study, exhausted=exhausted)
     search = SearchOptions(model="m:w", device="cpu", **options)  # type: ignore[arg-type]
-    budget = TrialBudget(search, loop, notes.append, started=time.monotonic() if started is None else started)  # type: ignore[arg-type]
+    budget = SearchBudget(search, loop, notes.append, started=time.monotonic() if started is None else started)  # type: ignore[arg-type]
     return budget, ledger, notes
 
 

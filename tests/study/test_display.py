@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from autotune.measure import Budget, Campaign, Subject, Throughput
+from autotune.measure import Campaign, CampaignRules, Subject, Throughput
 from autotune.measure.engine import Replicate, expected_replicate_seconds
 from autotune.study.report import Plan, Progress, SearchDisplay, duration
 from autotune.study.report import _display as display_module
@@ -50,12 +50,12 @@ def test_the_confirmation_eta_counts_down_from_a_guess_made_before_its_first_rep
         _report=lambda trial, phase: notes.append(phase),
     )
     planned = _search_session._planned(search)
-    budget = Budget(min_rounds=3, max_rounds=6, windows=10)
-    planned(campaign, budget)
+    rules = CampaignRules(min_rounds=3, max_rounds=6, windows=10)
+    planned(campaign, rules)
     first = search.plan.eta(now=search.plan.run_started)
     assert first == 3 * 35 + 40, "three replicates of the guess, then the compile cache"
     campaign.replicates.append(Replicate(design="together", windows=10, batches_per_window=5, seconds=45.0))
-    planned(campaign, budget)
+    planned(campaign, rules)
     assert search.plan.eta(now=search.plan.run_started) == 2 * 45 + 40 < first, "then the pace of those done"
     assert notes == ["confirmation: replicate 1 of 3 to 6", "confirmation: replicate 2 of 3 to 6"]
 
@@ -73,11 +73,11 @@ def test_a_subject_left_out_of_later_replicates_is_said_once_with_why() -> None:
         _note=said.append,
     )
     planned = _search_session._planned(search)
-    budget = Budget(min_rounds=3, max_rounds=6, windows=10)
-    planned(campaign, budget)
+    rules = CampaignRules(min_rounds=3, max_rounds=6, windows=10)
+    planned(campaign, rules)
     campaign.retired["trial 3"] = "after replicate 2: slower than trial 5, 0.91x [0.85, 0.97]"
-    planned(campaign, budget)
-    planned(campaign, budget)
+    planned(campaign, rules)
+    planned(campaign, rules)
     assert said == [
         "confirm: trial 3 left out of later replicates, after replicate 2: slower than trial 5, 0.91x [0.85, 0.97]"
     ]

@@ -15,7 +15,7 @@ is compared by median. Peak memory is compared by median, and two within the ban
 other are as good.
 
 Compile time is read the same way: a study whose front weighs compile time compiles every
-configuration cold again before each replicate (`Budget.cold_compiles`), and two points'
+configuration cold again before each replicate (`CampaignRules.cold_compiles`), and two points'
 compile times are compared by the outcome rule and band on their paired ratio
 (`Campaign.compile_ratio`, simultaneous over the campaign's looks and candidates as speed's
 intervals are); a compile-time bound (`fastest:2x`) holds a point only when its

@@ -191,7 +191,7 @@ class Campaign:
     """partners[reference][name]: per replicate, the run of `reference` in `name`'s group, where the reference ran
     in every group (the 'pairs' design); None where it shared the reference's own run."""
     compiles: dict[str, list[float | None]] = field(default_factory=dict)
-    """Per configuration, the seconds of its cold compile before each replicate (`Budget.cold_compiles`; None where
+    """Per configuration, the seconds of its cold compile before each replicate (`CampaignRules.cold_compiles`; None where
     it did not compile for that replicate). Empty without: compile time is then the first run's, one measurement."""
     method: dict[str, Any] | None = None
     """The measurement method its figures were measured with (`METHOD`, set when it starts); None for campaigns

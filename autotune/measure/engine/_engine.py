@@ -7,18 +7,18 @@ benchmark call. It
    cache folder of its own (`Campaign.cold`); a subject that fails there is not measured again;
 2. chooses who lives together from the first runs' memory (`co_residence`);
 3. runs replicates (`run_replicate`): new processes from the warm folders, turns window by
-   window; the first `PROBE_REPLICATES` hold `Budget.windows` windows each, later ones as many as
+   window; the first `PROBE_REPLICATES` hold `CampaignRules.windows` windows each, later ones as many as
    the variance components and the costs of a window and of a replicate say
    (`windows_per_replicate`);
 4. with `race`, leaves out of later replicates the subjects that no longer bear on the question
    (`retire`): a configuration decided slower than the leader or than `reference`, eager
    decided slower than `reference`. The leader and `reference` always run;
-5. looks after the replicates it planned (`Budget.looks`: a search's confirmation three times,
+5. looks after the replicates it planned (`CampaignRules.looks`: a search's confirmation three times,
    after replicates 3, 6 and 8 by default; else after every one from `min_rounds`), and stops
    at a look where the leading configuration's ratio to `reference` is decided (a gain, a loss,
    or equivalent within +/- `decide_within`) and, with `precision`, its interval is that narrow;
    with `futility`, also where no subject can be shown faster than `reference` any more; or when
-   `max_rounds` replicates or `budget_seconds` of measurement are spent, and says which
+   `max_rounds` replicates or `seconds` of measurement are spent, and says which
    (`Campaign.stopped`).
 
 Every planned look and every configuration compared counts against the campaign's error
@@ -71,19 +71,19 @@ from autotune.trial.runner import run_trial
 
 __all__ = [
     "COLD_COMPILE",
-    "Budget",
+    "CampaignRules",
     "Lab",
     "Processes",
     "ReplicateCallback",
     "RunCallback",
-    "confirmation_budget",
+    "confirmation_rules",
     "first_windows",
     "measure",
     "plan_looks",
     "run_label",
     "run_text",
     "retire",
-    "validation_budget",
+    "validation_rules",
 ]
 
 RunCallback = Callable[[str, int, RunRecord], None]
@@ -113,8 +113,8 @@ def run_text(name: str, index: int, record: RunRecord) -> str:
     return f"{run_label(index)}: {name}: {outcome}"
 
 
-ReplicateCallback = Callable[[Campaign, "Budget"], None]
-"""Called before each replicate starts, with the campaign so far and the budget."""
+ReplicateCallback = Callable[[Campaign, "CampaignRules"], None]
+"""Called before each replicate starts, with the campaign so far and its rules."""
 PROBE_REPLICATES = 2
 """Replicates run with the initial number of windows, before the variance components say how many pay."""
 MOST_WINDOWS = 40
@@ -122,8 +122,9 @@ MOST_WINDOWS = 40
 
 
 @dataclass(kw_only=True)
-class Budget:
-    """How much a campaign may measure, and when it is decided."""
+class CampaignRules:
+    """The rules a campaign measures by: how many replicates and seconds it may spend (its budget: `min_rounds`,
+    `max_rounds`, `seconds`), how it sizes them, and when it stops (decided, precise, or no gain left)."""
 
     min_rounds: int = 3
     """Replicates before the campaign may stop."""
@@ -228,7 +229,7 @@ CONFIRMATION_LAST_SHARE = 0.75
 """The share of each candidate's error a confirmation spends at its last look."""
 
 
-def confirmation_budget(protocol: RunProtocol, *, min_rounds: int, max_rounds: int) -> Budget:
+def confirmation_rules(protocol: RunProtocol, *, min_rounds: int, max_rounds: int) -> CampaignRules:
     """How a search confirms its best trials: `min_rounds` to `max_rounds` replicates, racing, looking
     `CONFIRMATION_LOOKS` times, until decided or no gain is left to find.
 
@@ -236,7 +237,7 @@ def confirmation_budget(protocol: RunProtocol, *, min_rounds: int, max_rounds: i
     (outputs/benchmarks/decision-error.md): with a look after every replicate and half the error at the last,
     a real 5% gain at a spread of 0.02 was found in 87% of `--effort default` campaigns, and a campaign with no
     gain to find ran all 8 replicates."""
-    return Budget(
+    return CampaignRules(
         min_rounds=min_rounds,
         max_rounds=max_rounds,
         windows=first_windows(protocol),
@@ -253,17 +254,17 @@ VALIDATION_PRECISION = 0.03
 VALIDATION_SECONDS = 180.0
 
 
-def validation_budget(
+def validation_rules(
     protocol: RunProtocol,
     *,
     repeats: int = VALIDATION_REPEATS,
     max_rounds: int = VALIDATION_MAX_ROUNDS,
     precision: float | None = VALIDATION_PRECISION,
     seconds: float | None = VALIDATION_SECONDS,
-) -> Budget:
+) -> CampaignRules:
     """How `autotune validate` measures: from `repeats` replicates until +/-`precision` (None: until decided),
     `max_rounds` replicates, or `seconds` of replicates, racing."""
-    return Budget(
+    return CampaignRules(
         windows=first_windows(protocol),
         min_rounds=repeats,
         max_rounds=max(max_rounds, repeats),
@@ -278,7 +279,7 @@ def measure(
     subjects: Sequence[Subject],
     *,
     objective: Objective,
-    budget: Budget | None = None,
+    rules: CampaignRules | None = None,
     on_run: RunCallback | None = None,
     on_replicate: ReplicateCallback | None = None,
     campaign: Campaign | None = None,
@@ -295,7 +296,7 @@ def measure(
     `cache_proof`, the first two replicates also save each configuration's compile artifacts and
     start the leader from its saved file (`CacheProof`), which the proof records.
     """
-    budget = budget or Budget()
+    rules = rules or CampaignRules()
     lab = lab or Processes()
     campaign = campaign if campaign is not None else start(harness, subjects, objective)
     rng = random.Random(seed + 7919 * campaign.rounds)
@@ -310,53 +311,53 @@ def measure(
             for name, folder in folders.items():
                 campaign.subjects[name] = replace(campaign.subjects[name], cache_dir=folder)
         _first_runs(harness, campaign, folders, on_run, lab)
-        held, asked = False, budget
+        held, asked = False, rules
         planning = campaign.looks is None
         if planning:
             # Planned once the first runs say what a replicate costs, before any replicate is seen.
             firsts = {name: campaign.cold.get(name) for name in campaign.racing()}
-            expected = expected_replicate_seconds(firsts, budget.windows, harness.protocol.window_seconds)
-            if budget.cold_compiles:
+            expected = expected_replicate_seconds(firsts, rules.windows, harness.protocol.window_seconds)
+            if rules.cold_compiles:
                 expected += sum(r.compile_seconds or 0.0 for r in firsts.values() if r is not None)
             campaign.looks = plan_looks(campaign, asked, expected)
             held = campaign.looks.last < asked.max_rounds  # the seconds, not --max-replicates, set the last look
-            budget = replace(asked, max_rounds=campaign.looks.last)
-        elif campaign.looks is not None and budget.max_rounds > campaign.looks.last:
+            rules = replace(asked, max_rounds=campaign.looks.last)
+        elif campaign.looks is not None and rules.max_rounds > campaign.looks.last:
             # A campaign continued (a retune making sure of a regression) stops at the last look it planned: past it,
             # no error is left to spend.
             last = campaign.looks.last
-            budget = replace(budget, min_rounds=min(budget.min_rounds, last), max_rounds=last)
+            rules = replace(rules, min_rounds=min(rules.min_rounds, last), max_rounds=last)
         requests = _warm_requests(harness, campaign, folders)
         started = lab.clock()
-        while campaign.rounds < budget.max_rounds and _measurable(campaign):
-            if budget.race:
+        while campaign.rounds < rules.max_rounds and _measurable(campaign):
+            if rules.race:
                 retire(
-                    campaign, budget.reference, budget.decide_within
+                    campaign, rules.reference, rules.decide_within
                 )  # before a replicate: only one that runs can leave anyone out
             if on_replicate:
-                on_replicate(campaign, budget)
-            cold = _cold_compiles(harness, campaign, root, rng, lab, on_run) if budget.cold_compiles else 0.0
-            _one_replicate(harness, campaign, requests, budget, rng, on_run, lab, cold, cache_proof)
+                on_replicate(campaign, rules)
+            cold = _cold_compiles(harness, campaign, root, rng, lab, on_run) if rules.cold_compiles else 0.0
+            _one_replicate(harness, campaign, requests, rules, rng, on_run, lab, cold, cache_proof)
             if planning and campaign.rounds == 1 and asked.seconds is not None and campaign.replicates:
                 # Planned again from what the first replicate cost, not the first runs' guess at it: no look has been
                 # taken yet (one replicate decides nothing), so the error is still all to spend.
                 campaign.looks = plan_looks(campaign, asked, _next_seconds(campaign, campaign.replicates[-1].windows))
                 held = campaign.looks.last < asked.max_rounds
-                budget = replace(budget, max_rounds=campaign.looks.last)
-            ahead = _next_seconds(campaign, _windows(campaign, budget, harness))
-            why = _stop(campaign, budget, lab.clock() - started, ahead)
+                rules = replace(rules, max_rounds=campaign.looks.last)
+            ahead = _next_seconds(campaign, _windows(campaign, rules, harness))
+            why = _stop(campaign, rules, lab.clock() - started, ahead)
             if why:
                 campaign.stopped = why
                 break
         else:
-            campaign.stopped = campaign.stopped or _spent(campaign, budget, held)
+            campaign.stopped = campaign.stopped or _spent(campaign, rules, held)
     return campaign
 
 
-def plan_looks(campaign: Campaign, budget: Budget, replicate_seconds: float | None = None) -> Looks:
+def plan_looks(campaign: Campaign, rules: CampaignRules, replicate_seconds: float | None = None) -> Looks:
     """The looks a campaign takes and the candidates it compares, over which it spends its error.
 
-    The candidates are the configurations measured against `budget.reference` (not eager, not
+    The candidates are the configurations measured against `rules.reference` (not eager, not
     a subject that is the reference itself); the looks, after replicates `min_rounds` to
     `max_rounds`, and no earlier than the second (one replicate decides nothing). With a
     seconds budget and a replicate's cost (a guess from the first runs,
@@ -369,19 +370,19 @@ def plan_looks(campaign: Campaign, budget: Budget, replicate_seconds: float | No
     candidates = [
         n
         for n, s in campaign.subjects.items()
-        if s.config is not None and n != budget.reference and s.same_as != budget.reference and n != "eager"
+        if s.config is not None and n != rules.reference and s.same_as != rules.reference and n != "eager"
     ]
-    first = min(max(2, budget.min_rounds), budget.max_rounds)
-    last = budget.max_rounds
-    if budget.seconds is not None and replicate_seconds:
-        last = min(last, max(first, math.floor(budget.seconds / replicate_seconds)))
-    at = spaced_looks(first, last, budget.looks) if budget.looks is not None else ()
+    first = min(max(2, rules.min_rounds), rules.max_rounds)
+    last = rules.max_rounds
+    if rules.seconds is not None and replicate_seconds:
+        last = min(last, max(first, math.floor(rules.seconds / replicate_seconds)))
+    at = spaced_looks(first, last, rules.looks) if rules.looks is not None else ()
     return Looks(
         candidates=max(1, len(candidates)),
         first=at[0] if at else first,
         last=last,
         at=at,
-        last_share=budget.last_share,
+        last_share=rules.last_share,
     )
 
 
@@ -543,7 +544,7 @@ def _one_replicate(
     harness: Harness,
     campaign: Campaign,
     every: Mapping[str, TrialRequest],
-    budget: Budget,
+    rules: CampaignRules,
     rng: random.Random,
     on_run: RunCallback | None,
     lab: Lab,
@@ -555,10 +556,10 @@ def _one_replicate(
     if proof is not None:
         configured = {n for n in names if campaign.subjects[n].config is not None}
         # The leader's file is the likeliest to ship; with no configuration but the reference, the reference's.
-        leader = campaign.leader(budget.reference)
-        requests = proof.requests(requests, leader if leader in configured else budget.reference, configured)
+        leader = campaign.leader(rules.reference)
+        requests = proof.requests(requests, leader if leader in configured else rules.reference, configured)
     memory = {n: _peak(campaign.cold.get(n)) for n in names}
-    design, groups = co_residence(names, memory, _free_mb(campaign), budget.reference)
+    design, groups = co_residence(names, memory, _free_mb(campaign), rules.reference)
     batches: int | Callable[..., int] = (
         campaign.replicates[0].batches_per_window
         if campaign.replicates
@@ -567,7 +568,7 @@ def _one_replicate(
     plan = ReplicatePlan(
         groups=groups,
         design=design,
-        windows=_windows(campaign, budget, harness),
+        windows=_windows(campaign, rules, harness),
         batches_per_window=batches,
         window_seconds=harness.protocol.window_seconds,
     )
@@ -580,10 +581,10 @@ def _one_replicate(
         run = runs.get(name)
         record = run.record() if run is not None else None
         campaign.runs[name].append(record)
-        if partners or budget.reference in campaign.partners:
+        if partners or rules.reference in campaign.partners:
             # Where the reference ran in each subject's group (the 'pairs' design), the subject's ratio pairs with
             # that run of the reference, not with the reference's run in another group.
-            column = campaign.partners.setdefault(budget.reference, {}).setdefault(name, [])
+            column = campaign.partners.setdefault(rules.reference, {}).setdefault(name, [])
             column.extend([None] * (index - len(column)))
             partner = partners.get(name)
             column.append(partner.record() if partner is not None else None)
@@ -612,19 +613,19 @@ def _free_mb(campaign: Campaign) -> float | None:
     return max(seen) if seen else None
 
 
-def _windows(campaign: Campaign, budget: Budget, harness: Harness) -> int:
+def _windows(campaign: Campaign, rules: CampaignRules, harness: Harness) -> int:
     """Windows per subject in the next replicate: the initial number, then what the variance components say."""
     if campaign.rounds < PROBE_REPLICATES:
-        return budget.windows
-    leader = campaign.leader(budget.reference)
-    parts = campaign.components(leader, budget.reference) if leader else None
+        return rules.windows
+    leader = campaign.leader(rules.reference)
+    parts = campaign.components(leader, rules.reference) if leader else None
     if parts is None or parts.replicates < 2:
-        return budget.windows
+        return rules.windows
     subjects = max(len(campaign.racing()), 1)
     ready = sum(r.ready_seconds for r in campaign.replicates) / campaign.rounds
     window = harness.protocol.window_seconds * subjects  # a block: one window of every subject
     return windows_per_replicate(
-        parts, window_seconds=window, replicate_seconds=ready, least=4, most=max(budget.most_windows, budget.windows)
+        parts, window_seconds=window, replicate_seconds=ready, least=4, most=max(rules.most_windows, rules.windows)
     )
 
 
@@ -635,41 +636,41 @@ def _next_seconds(campaign: Campaign, windows: int) -> float:
     return last.cold_seconds + last.ready_seconds + measuring * windows / max(last.windows, 1)
 
 
-def _stop(campaign: Campaign, budget: Budget, spent: float, ahead: float = 0.0) -> str:
+def _stop(campaign: Campaign, rules: CampaignRules, spent: float, ahead: float = 0.0) -> str:
     """Why to stop now ('' to go on); `ahead` is what the next replicate would take, which the budget must hold."""
     looking = campaign.looks is None or campaign.looks.judges(campaign.rounds)
-    if campaign.rounds >= budget.min_rounds and looking:
-        leader = campaign.leader(budget.reference)
-        versus = campaign.ratio(leader, budget.reference) if leader else None
-        said = outcome(versus, budget.decide_within)
+    if campaign.rounds >= rules.min_rounds and looking:
+        leader = campaign.leader(rules.reference)
+        versus = campaign.ratio(leader, rules.reference) if leader else None
+        said = outcome(versus, rules.decide_within)
         if leader is None:
             return "nothing left to compare"
-        if budget.precision is not None:
-            if versus is not None and versus.rounds >= 2 and versus.half_width <= budget.precision:
+        if rules.precision is not None:
+            if versus is not None and versus.rounds >= 2 and versus.half_width <= rules.precision:
                 return (
-                    f"precise after {campaign.rounds} replicates: {leader} against {budget.reference} within "
+                    f"precise after {campaign.rounds} replicates: {leader} against {rules.reference} within "
                     f"+/-{versus.half_width:.1%} ({said})"
                 )
         elif said != "undecided":
-            return f"decided after {campaign.rounds} replicates: {leader} against {budget.reference}: {said}"
-        if budget.futility and budget.precision is None and (why := _no_gain_left(campaign, budget)):
+            return f"decided after {campaign.rounds} replicates: {leader} against {rules.reference}: {said}"
+        if rules.futility and rules.precision is None and (why := _no_gain_left(campaign, rules)):
             return why
-    if budget.seconds is not None and campaign.rounds >= budget.min_rounds and spent + ahead > budget.seconds:
+    if rules.seconds is not None and campaign.rounds >= rules.min_rounds and spent + ahead > rules.seconds:
         return (
             f"budget spent: {spent:.0f} s of measurement, and another replicate (about {ahead:.0f} s) would pass "
-            f"--measure-seconds {budget.seconds:g}; " + _state(campaign, budget)
+            f"--measure-seconds {rules.seconds:g}; " + _state(campaign, rules)
         )
     return ""
 
 
-def _no_gain_left(campaign: Campaign, budget: Budget) -> str:
+def _no_gain_left(campaign: Campaign, rules: CampaignRules) -> str:
     """Why no subject still measured can be shown faster than the reference any more ('' while one can): under the
     `chance` rule (`FUTILITY_RULE`), each one's `claim_chance` at the last look is under `FUTILITY_CHANCE`; under
     `band`, or where the campaign plans no looks, each one's upper bound (`upper_bound`, one-sided at
     `FUTILITY_ERROR`) lies inside the band."""
-    if campaign.rounds >= budget.max_rounds:
+    if campaign.rounds >= rules.max_rounds:
         return ""  # the campaign ends here anyway, its replicates spent: the stop is the budget's, not this one
-    reference = budget.reference
+    reference = rules.reference
     rule, least = futility_rule()
     looks = campaign.looks if rule == "chance" else None  # the chance needs the looks' last one
     found: list[tuple[float, float, str]] = []
@@ -684,10 +685,10 @@ def _no_gain_left(campaign: Campaign, budget: Budget) -> str:
         parts = campaign.components(name, reference)
         bound = upper_bound(logs, windows, parts)
         if looks is not None:
-            odds = claim_chance(logs, looks, windows, parts, budget.decide_within)
+            odds = claim_chance(logs, looks, windows, parts, rules.decide_within)
             if odds >= least:
                 return ""
-        elif bound > 1.0 + budget.decide_within:
+        elif bound > 1.0 + rules.decide_within:
             return ""
         else:
             odds = 0.0
@@ -699,7 +700,7 @@ def _no_gain_left(campaign: Campaign, budget: Budget) -> str:
         f"even that fast, it would show a gain at the last look in {'under 1%' if odds < 0.01 else f'{odds:.0%}'} "
         f"of campaigns (the stop asks under {least:.0%})"
         if looks is not None
-        else f"inside the +/-{budget.decide_within:.0%} band"
+        else f"inside the +/-{rules.decide_within:.0%} band"
     )
     return (
         f"no gain left to find after {campaign.rounds} replicates: the fastest, {name}, runs at most {bound:.3f}x "
@@ -707,18 +708,18 @@ def _no_gain_left(campaign: Campaign, budget: Budget) -> str:
     )
 
 
-def _spent(campaign: Campaign, budget: Budget, held: bool = False) -> str:
+def _spent(campaign: Campaign, rules: CampaignRules, held: bool = False) -> str:
     """Why a campaign that ran its last replicate stopped; `held`: its seconds budget set that last replicate."""
     if not _measurable(campaign):
         return "nothing left to compare: every configuration but one failed"
-    if held and budget.seconds is not None:
-        most = f"the most that {budget.seconds:g} s of replicates hold, as planned from the first replicate"
+    if held and rules.seconds is not None:
+        most = f"the most that {rules.seconds:g} s of replicates hold, as planned from the first replicate"
     else:
         most = "the most allowed"
-    return f"budget spent: {campaign.rounds} replicates ({most}); " + _state(campaign, budget)
+    return f"budget spent: {campaign.rounds} replicates ({most}); " + _state(campaign, rules)
 
 
-def _state(campaign: Campaign, budget: Budget) -> str:
-    leader = campaign.leader(budget.reference)
-    versus = campaign.ratio(leader, budget.reference) if leader else None
-    return f"{leader} against {budget.reference}: {outcome(versus, budget.decide_within)}"
+def _state(campaign: Campaign, rules: CampaignRules) -> str:
+    leader = campaign.leader(rules.reference)
+    versus = campaign.ratio(leader, rules.reference) if leader else None
+    return f"{leader} against {rules.reference}: {outcome(versus, rules.decide_within)}"

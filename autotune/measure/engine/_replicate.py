@@ -75,7 +75,7 @@ class Replicate:
     seconds: float = 0.0
     """Its whole wall time."""
     cold_seconds: float = 0.0
-    """Seconds its subjects' cold compiles took before it (`Budget.cold_compiles`; 0 without)."""
+    """Seconds its subjects' cold compiles took before it (`CampaignRules.cold_compiles`; 0 without)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {

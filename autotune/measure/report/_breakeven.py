@@ -13,7 +13,7 @@ an interval from the speedup alone would claim a precision the compile times do 
 validations of one configuration once gave intervals of 62 [43, 124] and 5,977 [5,149, 7,158]
 steps that excluded each other).
 
-With them (`Budget.cold_compiles`: `autotune validate --cold-compiles`, a study whose
+With them (`CampaignRules.cold_compiles`: `autotune validate --cold-compiles`, a study whose
 objective counts compile time), the extra compile is the mean of the replicates' paired
 differences with its 97.5% interval, and the speedup's 97.5% interval joins it: the steps'
 interval runs from the fewest extra seconds paid back at the highest speedup to the most at the

@@ -151,7 +151,7 @@ class Objectives:
         """Whether compile time decides what is exported: `time-to:N` counts it, and a Pareto front weighs it (its
         `compile-time` axis, and the default pick's bound of twice plain compile's). Such a study's confirmation
         compiles every subject cold again each replicate, so that compile time has an interval
-        (`Budget.cold_compiles`)."""
+        (`CampaignRules.cold_compiles`)."""
         return self.multi or any(o.counts_compile for o in self.items)
 
     @property

@@ -22,7 +22,7 @@ from autotune.measure.engine import (
     RunCallback,
     Subject,
     measure,
-    validation_budget,
+    validation_rules,
 )
 from autotune.measure.format import interval
 from autotune.measure.report import confirmation_table
@@ -139,7 +139,7 @@ def validate(
     within +/- `precision` (None: until it is decided), `max_rounds` replicates, or
     `measure_seconds` of measurement after the first runs. With `cold_compiles`, the configuration
     and plain compile compile again, alone and cold, before each replicate: compile time and its
-    pay-back get intervals (`Budget.cold_compiles`).
+    pay-back get intervals (`CampaignRules.cold_compiles`).
     """
     if repeats < 2:
         raise ConfigError(
@@ -166,15 +166,15 @@ def validate(
         timeout=trial_timeout,
     )
     harness.source(config)  # a configuration that does not fit the workload is an error before anything runs
-    budget = validation_budget(
+    rules = validation_rules(
         harness.protocol, repeats=repeats, max_rounds=max_rounds, precision=precision, seconds=measure_seconds
     )
-    budget = replace(budget, cold_compiles=cold_compiles)
+    rules = replace(rules, cold_compiles=cold_compiles)
     campaign = measure(
         harness,
         [*Subject.baselines(), Subject(name="config", config=config)],
         objective=Throughput(),
-        budget=budget,
+        rules=rules,
         on_run=on_run,
         on_replicate=on_replicate,
     )

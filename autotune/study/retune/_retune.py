@@ -30,8 +30,8 @@ import optuna
 from autotune.errors import ConfigError, RetuneError, SearchError
 from autotune.measure import (
     BASELINES,
-    Budget,
     Campaign,
+    CampaignRules,
     Choice,
     Objective,
     Objectives,
@@ -377,7 +377,7 @@ class _Retune:
             self.harness,
             self._subjects(challenger),
             objective=self.objective,
-            budget=Budget(
+            rules=CampaignRules(
                 min_rounds=options.repeats,
                 max_rounds=options.max_rounds,
                 reference=reference,
@@ -418,7 +418,7 @@ class _Retune:
                 self.harness,
                 [],
                 objective=self.objective,
-                budget=Budget(
+                rules=CampaignRules(
                     min_rounds=options.max_rounds,
                     max_rounds=options.max_rounds,
                     reference=reference,

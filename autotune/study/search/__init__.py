@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autotune.study.search._budget import TrialBudget
+from autotune.study.search._budget import SearchBudget
 from autotune.study.search._dry_run import DryRun, Estimate, dry_run, estimate
 from autotune.study.search._effort import EFFORTS, Effort, effort
 from autotune.study.search._ledger import FINISHED, StudyLedger
@@ -68,7 +68,7 @@ __all__ = [
     "SearchSpace",
     "Seed",
     "StudyLedger",
-    "TrialBudget",
+    "SearchBudget",
     "TrialLoop",
     "TrialPool",
     "Watched",

@@ -1,4 +1,5 @@
-"""A search's trial budget: whether another trial may start, and which search of a shared study confirms."""
+"""A search's budget (--trials, --timeout, --time-budget, --max-failure-rate): whether another trial may start, and which
+search of a shared study confirms. A trial's own budget is its compile time (`--compile-budget`)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,10 @@ from autotune.study.search._loop import TrialLoop
 from autotune.study.search._options import SearchOptions
 from autotune.study.storage import failure_of, record_of, shown
 
-__all__ = ["TrialBudget", "confirmation_seconds"]
+__all__ = ["SearchBudget", "confirmation_seconds"]
 
 
-class TrialBudget:
+class SearchBudget:
     """--trials, --timeout and --max-failure-rate for one search session, in a study other searches may share."""
 
     def __init__(

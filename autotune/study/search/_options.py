@@ -12,7 +12,7 @@ from pathlib import Path
 import optuna
 
 from autotune.errors import ConfigError, SearchError
-from autotune.measure import DEFAULT_PICK, Budget, Objectives, parse_pick
+from autotune.measure import DEFAULT_PICK, CampaignRules, Objectives, parse_pick
 from autotune.runtime.device import Device, parse_device
 from autotune.study.search._space import load_space
 from autotune.study.storage import Liveness, check_storage_url
@@ -85,11 +85,11 @@ class SearchOptions:
     """Prune a trial whose windows run below this fraction of eager's throughput."""
     confirm: int = 3
     """Re-measure this many of the best trials with both baselines, in replicates of paired windows, before choosing."""
-    rounds: int = Budget.min_rounds
-    """Replicates of the confirmation campaign before it may stop (the engine's `Budget`)."""
-    max_rounds: int = Budget.max_rounds
+    rounds: int = CampaignRules.min_rounds
+    """Replicates of the confirmation campaign before it may stop (the engine's `CampaignRules`)."""
+    max_rounds: int = CampaignRules.max_rounds
     """Replicates of the confirmation campaign at most, while the leader's interval does not decide (the engine's
-    `Budget`)."""
+    `CampaignRules`)."""
     protocol: RunProtocol = field(default_factory=RunProtocol)
     """How every run is measured."""
     allow_precision_changes: bool = False

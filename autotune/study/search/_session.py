@@ -30,11 +30,11 @@ import optuna
 
 from autotune.errors import AutotuneError, SearchError
 from autotune.measure import (
-    Budget,
     Campaign,
+    CampaignRules,
     Objectives,
     Subject,
-    confirmation_budget,
+    confirmation_rules,
     measure,
     record_compile_cache,
 )
@@ -61,7 +61,7 @@ from autotune.study.report import (
     exported_choice,
     quiet,
 )
-from autotune.study.search._budget import TrialBudget, confirmation_seconds
+from autotune.study.search._budget import SearchBudget, confirmation_seconds
 from autotune.study.search._loop import ANCHOR_EVERY, DETERMINISTIC_FAILURES, TrialLoop
 from autotune.study.search._opening import forget_new_study, open_search_study
 from autotune.study.search._options import SearchOptions
@@ -136,7 +136,7 @@ class _Search:
             self.study, self.harness, options, self.objective, self._report, objectives=self.objectives
         )
         self.loop.caches = options.out_dir / CACHES_FOLDER
-        self.budget = TrialBudget(options, self.loop, self._note, started=self.started, plan=self.plan)
+        self.budget = SearchBudget(options, self.loop, self._note, started=self.started, plan=self.plan)
 
     def run(self) -> SearchResult | None:
         try:
@@ -482,8 +482,8 @@ def _confirm(search: _Search) -> Campaign | None:
         search.harness,
         _subjects(search, top),
         objective=search.objective,
-        budget=replace(
-            confirmation_budget(options.protocol, min_rounds=options.rounds, max_rounds=options.max_rounds),
+        rules=replace(
+            confirmation_rules(options.protocol, min_rounds=options.rounds, max_rounds=options.max_rounds),
             cold_compiles=cold,
             # A Pareto front reads compile times too, and keeps every subject's figures: a stop for want of a speed
             # gain would cut them short, and a subject left out of the race would be judged between looks.
@@ -552,7 +552,7 @@ def _planned(search: _Search) -> ReplicateCallback:
 
     told: set[str] = set()
 
-    def planned(campaign: Campaign, budget: Budget) -> None:
+    def planned(campaign: Campaign, rules: CampaignRules) -> None:
         for name, why in campaign.retired.items():
             if name not in told:
                 told.add(name)
@@ -563,16 +563,16 @@ def _planned(search: _Search) -> ReplicateCallback:
         else:  # before the first: a guess from the subjects' first runs, so the ETA counts down from the start
             firsts = {n: campaign.cold.get(n) for n in campaign.racing()}
             pace = expected_replicate_seconds(
-                firsts, budget.windows, search.options.protocol.window_seconds, starts_together=True
+                firsts, rules.windows, search.options.protocol.window_seconds, starts_together=True
             )
-            if budget.cold_compiles:
+            if rules.cold_compiles:
                 pace += sum(r.compile_seconds or 0.0 for r in firsts.values() if r is not None)
         looks = campaign.looks.planned if campaign.looks is not None else ()
-        next_look = next((n for n in looks if n > len(done)), budget.min_rounds)
+        next_look = next((n for n in looks if n > len(done)), rules.min_rounds)
         left = max(next_look - len(done), 1)  # the replicates until it may stop next
-        running = len(done) < budget.max_rounds and not campaign.stopped
+        running = len(done) < rules.max_rounds and not campaign.stopped
         search.plan.confirmation_seconds = left * pace if running else 0.0
         search.plan.run_started = time.monotonic()
-        search._report(None, f"confirmation: replicate {len(done) + 1} of {budget.min_rounds} to {budget.max_rounds}")
+        search._report(None, f"confirmation: replicate {len(done) + 1} of {rules.min_rounds} to {rules.max_rounds}")
 
     return planned
