@@ -160,7 +160,7 @@ def bench_workload(
     for recipe in read_recipes(RECIPES):
         if args.recipes is not None and recipe.name not in args.recipes:
             continue
-        config, note = recipe.config, ""
+        config, note = recipe.whole(), ""
         if config.uses_cuda_graphs and not parse_device(device).offers("triton.cudagraphs"):
             config, note = without_cuda_graphs(config), " (CUDA graphs removed: CPU)"
         try:

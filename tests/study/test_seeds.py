@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 import optuna
 import pytest
 
 from autotune.measure import Throughput, TimeTo
+from autotune.measure.tasks import Recipe
 from autotune.runtime.config import inductor_option_defaults, is_plain_compile
 from autotune.runtime.summary import WorkloadSummary
-from autotune.study.search import Seed, expert_recipes, load_space, seed_params, seed_study, stacked_recipes
+from autotune.study.search import expert_recipes, load_space, seed_params, seed_study, stacked_recipes
 from autotune.study.search._seeds import recipes_pending
 from autotune.study.storage import record_of
 
@@ -32,7 +35,7 @@ def test_recipes_follow_the_workload(toy_summary: WorkloadSummary) -> None:
 
 def test_a_recipe_sets_only_what_it_names_and_leaves_inductor_options_at_their_defaults(toy_summary) -> None:
     space = adapted(toy_summary)
-    params, plain = seed_params(space, Seed("plain", "plain"))
+    params, plain = seed_params(space, Recipe(name="plain", description="plain"))
     defaults = inductor_option_defaults()
     for name in space.options:  # the space asks for every option; a recipe answers Inductor's own default
         assert params[f"options.{name}"] == defaults[name]
@@ -42,11 +45,11 @@ def test_a_recipe_sets_only_what_it_names_and_leaves_inductor_options_at_their_d
     # search reuses the compile baseline's run for it and leaves it out of the confirmation.
     assert plain.options and is_plain_compile(plain)
 
-    _, padded = seed_params(space, Seed("pad8", "pad", {"padding_alignment": 8}))
+    _, padded = seed_params(space, Recipe(name="pad8", description="pad", answers={"padding_alignment": 8}))
     assert padded.padding_alignment == 8 and padded.scope == "whole" and not is_plain_compile(padded)
-    _, marked = seed_params(space, Seed("mark", "mark", {"mark_dynamic": True}))
+    _, marked = seed_params(space, Recipe(name="mark", description="mark", answers={"mark_dynamic": True}))
     assert set(marked.mark_dynamic) == {(key, axis) for key, axes in toy_summary.dynamic_dims.items() for axis in axes}
-    _, optimizer = seed_params(space, Seed("opt", "opt", {"compile_optimizer": True}))
+    _, optimizer = seed_params(space, Recipe(name="opt", description="opt", answers={"compile_optimizer": True}))
     assert optimizer.compile_optimizer is True
 
 
@@ -59,18 +62,22 @@ def test_a_recipe_leaves_a_knob_at_its_neutral_value_wherever_the_space_file_lis
     space = load_space(str(path)).adapt(toy_summary, "cpu", allow_precision_changes=True)
     assert space.knobs == {"recompile_limit": (4, None), "float32_matmul_precision": ("high", None)}
 
-    params, marked = seed_params(space, Seed("mark", "mark", {"mark_dynamic": True}))
+    params, marked = seed_params(space, Recipe(name="mark", description="mark", answers={"mark_dynamic": True}))
 
     assert marked.mark_dynamic and marked.knobs == {}, marked.describe()
     assert params["recompile_limit"] is None and params["float32_matmul_precision"] is None
-    _, asked = seed_params(space, Seed("recompile", "recompile", {"mark_dynamic": True, "recompile_limit": 4}))
+    _, asked = seed_params(
+        space, Recipe(name="recompile", description="recompile", answers={"mark_dynamic": True, "recompile_limit": 4})
+    )
     assert asked.knobs == {"recompile_limit": 4}
 
 
 def test_a_recipe_the_space_cannot_ask_is_skipped_with_the_reason(toy_summary) -> None:
     quick = adapted(toy_summary, "quick")
     assert "compile_optimizer" not in quick.dimensions()
-    reason = seed_params(quick, Seed("compiled-optimizer", "opt", {"compile_optimizer": True}))
+    reason = seed_params(
+        quick, Recipe(name="compiled-optimizer", description="opt", answers={"compile_optimizer": True})
+    )
     assert reason == "the space 'quick' does not offer compile_optimizer=True"
 
 
@@ -153,9 +160,13 @@ def test_a_small_budget_still_tries_plain_compile_and_the_two_recipes_most_likel
 @pytest.mark.parametrize(
     ("recipes", "message"),
     [
-        ("[plain]", "must map recipe names to their answers"),
-        ("{plain: reduce-overhead}", "recipes.plain: 'reduce-overhead' must map questions to answers"),
+        ("[plain]", "must map recipe names to recipes"),
+        ("{plain: reduce-overhead}", "recipes.plain: 'reduce-overhead' is not a recipe file (.yaml or .yml) beside"),
+        ("{plain: 3}", "recipes.plain: 3 must map questions to answers (e.g. {mode: reduce-overhead}"),
         ("{fast: {modes: default}}", "recipes.fast: 'modes' is not a question a space asks; allowed: mode, "),
+        ("{fast: {description: '', scope: regional}}", "recipes.fast: description: '' must be a non-empty string"),
+        ("{fast: {description: fast, config: {mode: warp}}}", "recipes.fast: config.mode: "),
+        ("{fast: {config: {}}}", "recipes.fast: missing key(s) ['description']"),
     ],
 )
 def test_a_bad_recipes_section_names_the_recipe_and_what_is_allowed(tmp_path, recipes: str, message: str) -> None:
@@ -163,8 +174,63 @@ def test_a_bad_recipes_section_names_the_recipe_and_what_is_allowed(tmp_path, re
 
     path = tmp_path / "space.yaml"
     path.write_text(f"description: a space\nmode: [default]\nrecipes: {recipes}\n")
-    with pytest.raises(SpaceError, match=message.replace("[", r"\[").replace("{", r"\{")):
+    with pytest.raises(SpaceError, match=re.escape(message)):
         load_space(str(path))
+
+
+WHOLE_SPACE = """description: a space whose recipes are written the three ways
+scope: [whole, regional]
+compile_optimizer: [false, true]
+recipes:
+  plain: {}
+  regional: regional.yaml
+  optimizer:
+    description: the optimizer step compiled too, as a whole configuration
+    config: {compile_optimizer: true}
+  graphs: {description: CUDA graphs, config: {mode: reduce-overhead}}
+"""
+
+
+def test_a_space_starts_with_a_recipe_file_and_a_whole_configuration_as_with_answers(tmp_path, toy_summary) -> None:
+    from autotune.measure.tasks import read_config_file
+    from autotune.study.search import study_seeds
+
+    (tmp_path / "regional.yaml").write_text("description: each block compiled once\nconfig: {scope: regional}\n")
+    (tmp_path / "space.yaml").write_text(WHOLE_SPACE)
+    space = load_space(str(tmp_path / "space.yaml")).adapt(toy_summary, "cpu")
+    seeds, limit = study_seeds(space, toy_summary, trials=4)
+    assert [seed.name for seed in seeds] == ["plain", "regional", "optimizer", "graphs"] and limit == 4
+    assert seeds[1].description == "each block compiled once" and seeds[1].config is not None
+    study = optuna.create_study(direction="maximize")
+    notes = seed_study(study, space, seeds, limit=limit)
+    assert notes[:3] == [
+        "recipe plain seeded: the space's recipe: plain torch.compile(model)",
+        "recipe regional seeded: each block compiled once",
+        "recipe optimizer seeded: the optimizer step compiled too, as a whole configuration",
+    ]
+    assert notes[3].startswith("recipe graphs not seeded: the space 'space' cannot express "), notes[3]
+    # The file the space names is the one `autotune validate` measures: one reader, one configuration.
+    _, regional = seed_params(space, seeds[1])  # type: ignore[misc]
+    assert regional.scope == "regional" and not regional.compile_optimizer
+    assert read_config_file(tmp_path / "regional.yaml")[1] == seeds[1].config
+    defaults = inductor_option_defaults()
+    assert {k: regional.options[k] for k in space.options} == {k: defaults[k] for k in space.options}
+    _, optimizer = seed_params(space, seeds[2])  # type: ignore[misc]
+    assert optimizer.compile_optimizer and optimizer.scope == "whole"
+    queued = [t.system_attrs["fixed_params"] for t in study.get_trials(deepcopy=False)]
+    assert queued[1]["scope"] == "regional" and queued[2]["compile_optimizer"] is True
+
+
+def test_a_recipe_is_a_whole_configuration_or_answers_and_only_a_whole_one_is_measured_as_it_is() -> None:
+    from autotune import CompileConfig
+    from autotune.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="a whole configuration or answers to a space's questions, not both"):
+        Recipe(name="both", description="both", config=CompileConfig(), answers={"scope": "regional"})
+    answers = Recipe(name="regional", description="regional", answers={"scope": "regional"})
+    with pytest.raises(ConfigError, match="recipe 'regional' answers a search space's questions"):
+        answers.whole()
+    assert Recipe(name="plain", description="plain", config=CompileConfig()).whole() == CompileConfig()
 
 
 # -- stacking the recipes that helped ----------------------------------------------------------------
@@ -209,10 +275,10 @@ def test_stacking_reads_a_time_to_objective_as_smaller_is_better(toy_summary) ->
 
 def test_recipes_that_answer_one_question_differently_do_not_stack() -> None:
     seeds = [
-        Seed("plain", "plain"),
-        Seed("tuned", "tuned kernels", {"mode": "max-autotune-no-cudagraphs"}),
-        Seed("graphs", "CUDA graphs", {"mode": "reduce-overhead"}),
-        Seed("opt", "optimizer", {"compile_optimizer": True}),
+        Recipe(name="plain", description="plain"),
+        Recipe(name="tuned", description="tuned kernels", answers={"mode": "max-autotune-no-cudagraphs"}),
+        Recipe(name="graphs", description="CUDA graphs", answers={"mode": "reduce-overhead"}),
+        Recipe(name="opt", description="optimizer", answers={"compile_optimizer": True}),
     ]
     values = {"plain": 100.0, "tuned": 110.0, "graphs": 120.0, "opt": 105.0}
     names = [seed.name for seed in stacked_recipes(recipe_study(values), seeds, Throughput())]
@@ -226,7 +292,7 @@ def test_a_stacked_recipe_is_queued_as_one_configuration_with_both_settings(toy_
     assert not recipes_pending(study)
     stacked = stacked_recipes(study, seeds, Throughput())
     notes = seed_study(study, space, stacked, limit=1)
-    assert notes == ["recipe compiled-optimizer+mark_dynamic seeded: " + stacked[0].why]
+    assert notes == ["recipe compiled-optimizer+mark_dynamic seeded: " + stacked[0].description]
     assert recipes_pending(study), "queued and not yet run"
     (waiting,) = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
     _, config = seed_params(space, stacked[0])

@@ -14,7 +14,7 @@ from autotune.measure.tasks._pairing import (
     start_reference,
     worth_more_pairs,
 )
-from autotune.measure.tasks._recipes import Recipe, read_recipe, read_recipes, without_cuda_graphs
+from autotune.measure.tasks._recipes import Recipe, read_recipe, read_recipes, recipe_from, without_cuda_graphs
 from autotune.measure.tasks._validate import ValidationReport, design_text, read_config_file, validate
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "read_config_file",
     "read_recipe",
     "read_recipes",
+    "recipe_from",
     "record_compile_cache",
     "restart_reference",
     "start_reference",

@@ -1,6 +1,7 @@
-"""Hand-written compile recipes: a YAML file with a description and a `CompileConfig`.
+"""Recipes: a named starting configuration, and why an expert would choose it.
 
-A recipe is what an expert would configure by hand, e.g. the files in `examples/recipes/`:
+A recipe is written one of two ways. As a whole configuration, a YAML file with a
+description and a `CompileConfig`, e.g. the files in `examples/recipes/`:
 
     description: Static shapes, max-autotune, compiled optimizer.
     config:
@@ -8,7 +9,13 @@ A recipe is what an expert would configure by hand, e.g. the files in `examples/
       fullgraph: true
       compile_optimizer: true
 
-`config` takes the keys of `CompileConfig.to_dict()`; omitted ones keep their defaults.
+`config` takes the keys of `CompileConfig.to_dict()`; omitted ones keep their defaults. Or as
+answers to a search space's questions (`scope: regional`, `options.max_autotune: true`), every
+question it does not answer taking its neutral choice: how autotune's built-in recipes and a
+space file's `recipes:` section write them, where a space may also give a recipe in the file's
+form or name a recipe file. `autotune validate` measures a recipe file; a search starts a new
+study with recipes, each where its space can express it.
+
 Files are read through the one guarded reader (`read_yaml_file`: size and aliases counted before
 anything is built), and every error names the file and the key.
 """
@@ -16,7 +23,7 @@ anything is built), and every error names the file and the key.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,43 +38,69 @@ from autotune.runtime.config import (
 )
 from autotune.runtime.limits import read_yaml_file
 
-__all__ = ["Recipe", "read_recipe", "read_recipes", "without_cuda_graphs"]
+__all__ = ["Recipe", "read_recipe", "read_recipes", "recipe_from", "without_cuda_graphs"]
 
 _KEYS = ("description", "config")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Recipe:
-    """A named, described compile configuration written by hand."""
+    """A named starting configuration, described: a whole `config`, or `answers` to a search space's questions."""
 
     name: str
-    """The file's stem, e.g. 'static' for static.yaml."""
+    """How trials, notes and reports call it: a file's stem (static.yaml is 'static'), or the name a space or
+    autotune gives it."""
     description: str
     """What the recipe does and why an expert would choose it."""
-    config: CompileConfig
-    """The configuration, validated."""
+    config: CompileConfig | None = None
+    """The whole configuration, validated (a recipe file's `config:`)."""
+    answers: Mapping[str, Any] = field(default_factory=dict)
+    """Or answers to a space's questions, question -> answer (`mark_dynamic: true` answers every mark question);
+    every other question takes its neutral choice. Empty without `config`: plain torch.compile."""
+
+    def __post_init__(self) -> None:
+        if self.config is not None and self.answers:
+            raise ConfigError(
+                f"recipe {self.name!r}: a recipe is a whole configuration or answers to a space's questions, not both."
+            )
+
+    def whole(self) -> CompileConfig:
+        """The whole configuration, for what measures a recipe as it is (`autotune validate`); ConfigError for a
+        recipe of answers, which only a search space can turn into one."""
+        if self.config is None:
+            raise ConfigError(
+                f"recipe {self.name!r} answers a search space's questions ({dict(self.answers) or 'none'}): only a "
+                "search can seed it; give a whole configuration (`description` and `config`) to measure it as it is."
+            )
+        return self.config
+
+
+def recipe_from(data: object, where: str, name: str) -> Recipe:
+    """A recipe in the file's form (`description` and `config`), from `data` read at `where` (a file, or a space
+    file's `recipes.NAME`); ConfigError naming `where` and the offending key."""
+    data = checked_mapping(data, _KEYS, where)
+    missing = [key for key in _KEYS if key not in data]
+    if missing:
+        raise ConfigError(f"{where}: missing key(s) {missing}.")
+    description = data["description"]
+    if not isinstance(description, str) or not description.strip():
+        raise ConfigError(f"{where}: description: expected a non-empty string, got {description!r}.")
+    try:
+        config = CompileConfig.from_dict(data["config"])
+    except ConfigError as exc:
+        # CompileConfig's messages start with the key at fault ("mode: ...") or with "config".
+        message = str(exc)
+        raise ConfigError(f"{where}: {message if message.startswith('config') else 'config.' + message}") from None
+    except TypeError as exc:
+        raise ConfigError(f"{where}: config: {exc}") from None
+    return Recipe(name=name, description=description.strip(), config=config)
 
 
 def read_recipe(path: str | Path) -> Recipe:
     """Read and validate one recipe file; raise ConfigError naming the file and the offending key."""
     path = Path(path)
     data = read_yaml_file(path, "a recipe")  # sizes and aliases counted before anything is built
-    data = checked_mapping(data, _KEYS, str(path))
-    missing = [key for key in _KEYS if key not in data]
-    if missing:
-        raise ConfigError(f"{path}: missing key(s) {missing}.")
-    description = data["description"]
-    if not isinstance(description, str) or not description.strip():
-        raise ConfigError(f"{path}: description: expected a non-empty string, got {description!r}.")
-    try:
-        config = CompileConfig.from_dict(data["config"])
-    except ConfigError as exc:
-        # CompileConfig's messages start with the key at fault ("mode: ...") or with "config".
-        message = str(exc)
-        raise ConfigError(f"{path}: {message if message.startswith('config') else 'config.' + message}") from None
-    except TypeError as exc:
-        raise ConfigError(f"{path}: config: {exc}") from None
-    return Recipe(name=path.stem, description=description.strip(), config=config)
+    return recipe_from(data, str(path), path.stem)
 
 
 def read_recipes(folder: str | Path) -> list[Recipe]:

@@ -27,7 +27,7 @@ from autotune.measure.engine import (
 from autotune.measure.format import interval
 from autotune.measure.report import confirmation_table
 from autotune.measure.stats import BAND, Interval, Throughput, outcome
-from autotune.measure.tasks._recipes import read_recipe
+from autotune.measure.tasks._recipes import recipe_from
 from autotune.runtime import tuned
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.limits import read_yaml_file
@@ -114,8 +114,8 @@ def read_config_file(path: str | Path) -> tuple[str, CompileConfig, str | None]:
     if isinstance(data, dict) and "schema_version" in data:
         best = tuned.read(path)
         return f"tuned configuration from {best.created}", best.config, best.workload.spec
-    recipe = read_recipe(path)
-    return recipe.description, recipe.config, None
+    recipe = recipe_from(data, str(path), Path(path).stem)
+    return recipe.description, recipe.whole(), None
 
 
 def validate(

@@ -14,7 +14,6 @@ from autotune.study.search._pool import TrialPool, worker_devices
 from autotune.study.search._prepare import Prepared, prepare_workload
 from autotune.study.search._seeds import (
     PAD_MULTIPLE,
-    Seed,
     expert_recipes,
     seed_params,
     seed_study,
@@ -66,7 +65,6 @@ __all__ = [
     "SAMPLERS",
     "SearchOptions",
     "SearchSpace",
-    "Seed",
     "StudyLedger",
     "SearchBudget",
     "TrialLoop",

@@ -6,10 +6,11 @@ configurations that are worth trying on almost any model (`expert_recipes`): pla
 training, regional compilation of the repeated blocks, `max-autotune-no-cudagraphs`, and
 padding the dynamic axes to a multiple of 8.
 
-A recipe is a few answers to the space's questions (`scope: regional`); every other
-question gets its neutral answer: the default mode, no marks, no padding, each Inductor
-option at Inductor's own default. The trial is enqueued with those answers, so the sampler
-learns from it like from any trial. A recipe the adapted space cannot ask (no repeated
+A recipe (`autotune.measure.tasks.Recipe`) is a few answers to the space's questions
+(`scope: regional`); every other question gets its neutral answer: the default mode, no marks,
+no padding, each Inductor option at Inductor's own default. A space file's recipe may instead be
+a whole configuration (a recipe file, or one in its form), whose answers `params_for` finds. The
+trial is enqueued with those answers, so the sampler learns from it like from any trial. A recipe the adapted space cannot ask (no repeated
 blocks, no declared dynamic inputs, inference) is skipped with the reason. With the
 never-worse rule, the export is then at least as good as the best of them that the
 confirmation measured.
@@ -24,22 +25,22 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Any
 
 import optuna
 
 from autotune.errors import AutotuneError
 from autotune.measure import Objective
+from autotune.measure.tasks import Recipe
 from autotune.runtime.config import CompileConfig, inductor_option_defaults
 from autotune.runtime.knobs import registered
 from autotune.runtime.summary import WorkloadSummary
-from autotune.study.search._space import SearchSpace
+from autotune.study.search._space import SearchSpace, params_for
 from autotune.study.storage import TrialRecord, queued_attrs, record_of, trial_rank
 
 __all__ = [
     "PAD_MULTIPLE",
-    "Seed",
     "expert_recipes",
     "recipes_pending",
     "seed_params",
@@ -55,47 +56,57 @@ SMALL_BUDGET_RECIPES = 3
 likely to help (the first two of `expert_recipes` that apply), as far as --trials allows."""
 
 
-@dataclass(frozen=True)
-class Seed:
-    """A recipe to start from: a short name, what it does, and its answers to the space's questions."""
-
-    name: str
-    why: str
-    answers: Mapping[str, Any] = field(default_factory=dict)
-    """Question -> answer; `mark_dynamic` answers every mark question of the space."""
-
-
-def expert_recipes(workload: WorkloadSummary) -> list[Seed]:
+def expert_recipes(workload: WorkloadSummary) -> list[Recipe]:
     """The generic recipes for this workload, most generally useful first."""
     dynamic = any(workload.dynamic_dims.values())
-    seeds = [Seed("plain", "plain torch.compile(model)")]
+    seeds = [Recipe(name="plain", description="plain torch.compile(model)")]
     if dynamic:
-        seeds.append(Seed("mark_dynamic", "the declared dynamic inputs marked dynamic", {"mark_dynamic": True}))
+        seeds.append(
+            Recipe(
+                name="mark_dynamic",
+                description="the declared dynamic inputs marked dynamic",
+                answers={"mark_dynamic": True},
+            )
+        )
     if workload.trains:
         # Before regional and max-autotune: the optimizer step is where the benchmark's training
         # gains came from (captioning_static 1.25x, the toy's winner), so a short budget keeps it.
-        seeds.append(Seed("compiled-optimizer", "optimizer.step compiled too", {"compile_optimizer": True}))
-    seeds.append(Seed("regional", "each repeated block compiled once and reused", {"scope": "regional"}))
+        seeds.append(
+            Recipe(
+                name="compiled-optimizer",
+                description="optimizer.step compiled too",
+                answers={"compile_optimizer": True},
+            )
+        )
     seeds.append(
-        Seed("max-autotune", "Inductor's autotuned kernels, no CUDA graphs", {"mode": "max-autotune-no-cudagraphs"})
+        Recipe(
+            name="regional", description="each repeated block compiled once and reused", answers={"scope": "regional"}
+        )
+    )
+    seeds.append(
+        Recipe(
+            name="max-autotune",
+            description="Inductor's autotuned kernels, no CUDA graphs",
+            answers={"mode": "max-autotune-no-cudagraphs"},
+        )
     )
     if dynamic:
         seeds.append(
-            Seed("pad8", f"dynamic axes padded to a multiple of {PAD_MULTIPLE}", {"padding_alignment": PAD_MULTIPLE})
+            Recipe(
+                name="pad8",
+                description=f"dynamic axes padded to a multiple of {PAD_MULTIPLE}",
+                answers={"padding_alignment": PAD_MULTIPLE},
+            )
         )
     return seeds
 
 
-def space_recipes(space: SearchSpace) -> list[Seed]:
+def space_recipes(space: SearchSpace) -> list[Recipe]:
     """The recipes the space file names itself (its `recipes:` section), in the file's order."""
-    seeds = []
-    for name, answers in space.recipes.items():
-        shown = ", ".join(f"{k}={v!r}" for k, v in answers.items()) or "plain torch.compile(model)"
-        seeds.append(Seed(name, f"the space's recipe: {shown}", answers))
-    return seeds
+    return list(space.recipes)
 
 
-def study_seeds(space: SearchSpace, workload: WorkloadSummary, trials: int) -> tuple[list[Seed], int]:
+def study_seeds(space: SearchSpace, workload: WorkloadSummary, trials: int) -> tuple[list[Recipe], int]:
     """What a new study starts with, and how many of them at most, for a study of `trials` trials.
 
     A space that names its recipes gets them, every one that `trials` has room for: whoever wrote
@@ -154,8 +165,10 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def seed_params(space: SearchSpace, seed: Seed) -> tuple[dict[str, Any], CompileConfig] | str:
+def seed_params(space: SearchSpace, seed: Recipe) -> tuple[dict[str, Any], CompileConfig] | str:
     """The space's answers for `seed` and the configuration they give, or why the space cannot express it."""
+    if seed.config is not None:
+        return _whole_params(space, seed.config)
     answers = _Answers(seed.answers, inductor_option_defaults())
     try:
         config = space.suggest(answers)
@@ -168,7 +181,29 @@ def seed_params(space: SearchSpace, seed: Seed) -> tuple[dict[str, Any], Compile
     return answers.params, config
 
 
-def seed_study(study: optuna.Study, space: SearchSpace, seeds: Sequence[Seed], limit: int) -> list[str]:
+def _whole_params(space: SearchSpace, config: CompileConfig) -> tuple[dict[str, Any], CompileConfig] | str:
+    """The answers that give a recipe's whole configuration, or why the space cannot express it. An Inductor option the
+    space asks and the recipe leaves out runs at Inductor's default, as the option a space asks is always answered."""
+    defaults = inductor_option_defaults()
+    options = {name: defaults[name] for name in space.options if name in defaults}
+    wanted = replace(config, options={**options, **config.options})
+    params = params_for(space, wanted)
+    if params is None:
+        return f"the space '{space.name}' cannot express {config.describe()}"
+    return params, space.suggest(_Fixed(params))
+
+
+class _Fixed:
+    """Answers every question from `params` (found by `params_for`, so every question asked is in it)."""
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        self.params = params
+
+    def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any:
+        return self.params[name]
+
+
+def seed_study(study: optuna.Study, space: SearchSpace, seeds: Sequence[Recipe], limit: int) -> list[str]:
     """Enqueue up to `limit` seeds as the study's first trials; returns what was done, in words."""
     queued, notes = planned_seeds(space, seeds, limit)
     for seed, params in queued:
@@ -177,11 +212,11 @@ def seed_study(study: optuna.Study, space: SearchSpace, seeds: Sequence[Seed], l
 
 
 def planned_seeds(
-    space: SearchSpace, seeds: Sequence[Seed], limit: int
-) -> tuple[list[tuple[Seed, dict[str, Any]]], list[str]]:
+    space: SearchSpace, seeds: Sequence[Recipe], limit: int
+) -> tuple[list[tuple[Recipe, dict[str, Any]]], list[str]]:
     """The seeds, up to `limit`, that would start a study in `space`, each with its parameters; and why, in words."""
     notes = []
-    queued: list[tuple[Seed, dict[str, Any]]] = []
+    queued: list[tuple[Recipe, dict[str, Any]]] = []
     configs: list[CompileConfig] = []
     for seed in seeds:
         found = seed_params(space, seed)
@@ -197,7 +232,7 @@ def planned_seeds(
             continue
         queued.append((seed, params))
         configs.append(config)
-        notes.append(f"recipe {seed.name} seeded: {seed.why}")
+        notes.append(f"recipe {seed.name} seeded: {seed.description}")
     return queued, notes
 
 
@@ -207,7 +242,7 @@ def recipes_pending(study: optuna.Study) -> bool:
     return any(record_of(t).recipe is not None for t in study.get_trials(deepcopy=False, states=waiting))
 
 
-def stacked_recipes(study: optuna.Study, seeds: Sequence[Seed], objective: Objective) -> list[Seed]:
+def stacked_recipes(study: optuna.Study, seeds: Sequence[Recipe], objective: Objective) -> list[Recipe]:
     """The recipes that ran faster than plain compile, together: each pair, then all of them (best first).
 
     Faster is by the trials' search-time figures, which only rank them (the confirmation decides
@@ -233,7 +268,13 @@ def stacked_recipes(study: optuna.Study, seeds: Sequence[Seed], objective: Objec
         if any(answers.setdefault(k, v) != v for seed in group for k, v in seed.answers.items()):
             continue  # two of them answer one question differently
         names = "+".join(seed.name for seed in group)
-        stacked.append(Seed(names, f"recipes that each ran faster than plain compile, together: {names}", answers))
+        stacked.append(
+            Recipe(
+                name=names,
+                description=f"recipes that each ran faster than plain compile, together: {names}",
+                answers=answers,
+            )
+        )
     return stacked
 
 

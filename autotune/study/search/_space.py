@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from autotune.errors import AutotuneError, ConfigError, SpaceError
+from autotune.measure.tasks import Recipe, read_recipe, recipe_from
 from autotune.runtime.buckets import MAX_BUCKETS, choose_buckets
 from autotune.runtime.config import (
     PRECISION_OPTIONS,
@@ -136,9 +137,10 @@ class SearchSpace:
     options: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     knobs: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     """The registered knobs' choices (`autotune.runtime.knobs`), by name; a knob not here offers its neutral value."""
-    recipes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    """The space's own first trials, in order: name -> answers to its questions (`mode`, `padding_alignment`,
-    `options.NAME`, ...); when given, a new study starts with these instead of the generic recipes."""
+    recipes: tuple[Recipe, ...] = ()
+    """The space's own first trials, in order (`Recipe`: answers to its questions, such as `mode`,
+    `padding_alignment` or `options.NAME`, or a whole configuration); when given, a new study starts with these
+    instead of the generic recipes."""
     mark_groups: tuple[tuple[tuple[InputKey, int], ...], ...] = ()
     """Filled by `adapt`: the (input, axis) groups marked together."""
     module_paths: tuple[str, ...] = ()
@@ -527,38 +529,71 @@ def load_space(name_or_path: str) -> SearchSpace:
             values[flag] = data[flag]
     values["options"] = _option_choices(origin, data.get("options") or {})
     values["knobs"] = _knob_choices(origin, data, bundled=path.parent == BUNDLED_DIR)
-    values["recipes"] = _recipes(origin, data.get("recipes") or {})
+    values["recipes"] = _recipes(origin, data.get("recipes") or {}, path.parent)
     return SearchSpace(**values)
 
 
-def _recipes(origin: str, raw: object) -> dict[str, dict[str, Any]]:
-    """The `recipes:` section: name -> answers, each answer to a question the space file may ask.
+def _recipes(origin: str, raw: object, folder: Path) -> tuple[Recipe, ...]:
+    """The `recipes:` section: name -> a recipe (`autotune.measure.tasks.Recipe`), in the file's order.
 
-    Whether an answer is among the space's choices is decided when the study is seeded, on the
-    space adapted to the workload and device: a recipe it cannot express is skipped with the reason.
+    A recipe is written as answers to questions the space file may ask (`scope: regional`, with an optional
+    `description`), as a whole configuration in a recipe file's form (`description` and `config`), or as the path
+    of a recipe file, relative to the space file's folder. Whether a recipe is among the space's choices is decided
+    when the study is seeded, on the space adapted to the workload and device: one it cannot express is skipped with
+    the reason.
     """
     if not isinstance(raw, dict):
-        raise SpaceError(f"{origin}: recipes: {quote(raw)} must map recipe names to their answers.")
+        raise SpaceError(f"{origin}: recipes: {quote(raw)} must map recipe names to recipes.")
     if len(raw) > _MAX_RECIPES:
         raise SpaceError(f"{origin}: recipes: {len(raw)} recipes; a space may name at most {_MAX_RECIPES}.")
-    questions = (*_DIMENSIONS, "bucket_count", *registered())
-    recipes: dict[str, dict[str, Any]] = {}
-    for name, answers in raw.items():
+    recipes: list[Recipe] = []
+    for name, given in raw.items():
         if not isinstance(name, str) or not name.strip():
             raise SpaceError(f"{origin}: recipes: {quote(name)} is not a recipe name (a non-empty string).")
-        if not isinstance(answers, dict):
-            raise SpaceError(
-                f"{origin}: recipes.{printable(name)}: {quote(answers)} must map questions to answers, "
-                "e.g. {mode: reduce-overhead}; {} is plain torch.compile."
-            )
-        for key in answers:
-            if not isinstance(key, str) or not (key in questions or key.startswith("options.")):
+        where = f"{origin}: recipes.{printable(name)}"
+        try:
+            if isinstance(given, str):
+                recipes.append(replace(read_recipe(_recipe_path(where, folder, given)), name=name))
+            elif isinstance(given, dict) and "config" in given:
+                recipes.append(recipe_from(given, where, name))
+            elif isinstance(given, dict):
+                recipes.append(_answered(where, name, given))
+            else:
                 raise SpaceError(
-                    f"{origin}: recipes.{printable(name)}: {quote(key)} is not a question a space asks; "
-                    f"allowed: {', '.join(questions)} or options.NAME."
+                    f"{where}: {quote(given)} must map questions to answers (e.g. {{mode: reduce-overhead}}; {{}} is "
+                    "plain torch.compile), give a `description` and a `config` as a recipe file does, or name a "
+                    "recipe file."
                 )
-        recipes[name] = dict(answers)
-    return recipes
+        except ConfigError as exc:
+            raise SpaceError(str(exc) if str(exc).startswith(origin) else f"{where}: {exc}") from None
+    return tuple(recipes)
+
+
+def _recipe_path(where: str, folder: Path, given: str) -> Path:
+    """A recipe file a space names: a .yaml or .yml file, relative to the space file's folder."""
+    path = folder / given
+    if path.suffix not in (".yaml", ".yml") or not path.is_file():
+        raise SpaceError(f"{where}: {quote(given)} is not a recipe file (.yaml or .yml) beside the space file.")
+    return path
+
+
+def _answered(where: str, name: str, given: Mapping[Any, Any]) -> Recipe:
+    """A recipe written as answers to the space's questions, with an optional description."""
+    questions = (*_DIMENSIONS, "bucket_count", *registered())
+    answers = {k: v for k, v in given.items() if k != "description"}
+    for key in answers:
+        if not isinstance(key, str) or not (key in questions or key.startswith("options.")):
+            raise SpaceError(
+                f"{where}: {quote(key)} is not a question a space asks; allowed: {', '.join(questions)}, "
+                "options.NAME, or description."
+            )
+    description = given.get("description")
+    if description is not None and (not isinstance(description, str) or not description.strip()):
+        raise SpaceError(f"{where}: description: {quote(description)} must be a non-empty string.")
+    shown = ", ".join(f"{k}={v!r}" for k, v in answers.items()) or "plain torch.compile(model)"
+    return Recipe(
+        name=name, description=description.strip() if description else f"the space's recipe: {shown}", answers=answers
+    )
 
 
 def _knob_choices(origin: str, data: Mapping[str, Any], bundled: bool) -> dict[str, tuple[Any, ...]]:
