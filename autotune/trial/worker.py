@@ -57,7 +57,7 @@ from autotune.trial.compile_counts import (
     dynamo_counts,
     fail_on_recompile_limit,
     frames_compiled,
-    watch_cuda_graph_recordings,
+    watch_compiles,
 )
 from autotune.trial.compile_split import compile_split
 from autotune.trial.events import (
@@ -290,7 +290,7 @@ class WorkerRun:
             reference.why = f" (a precision-changing configuration: tolerance {reference.tolerance:g})"
         if not self.request.falls_back_to_eager:
             fail_on_recompile_limit()
-        watch_cuda_graph_recordings()
+        watch_compiles()
         self._set_phase("compile")
         started, started_epoch = time.perf_counter(), time.time()
         # Imports Inductor's code cache, as the compile below would (an eager subject imports nothing of Inductor's).

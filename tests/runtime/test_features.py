@@ -140,6 +140,28 @@ def test_counts_survive_a_torch_without_compile_metrics_or_compile_callbacks(mon
 
     monkeypatch.delattr(torch._dynamo.utils, "get_compilation_metrics")
     monkeypatch.delattr(torch._dynamo, "callback_handler")
-    compile_counts.watch_cuda_graph_recordings()  # nothing to register with: no recordings counted, no error
+    compile_counts.watch_compiles()  # nothing to register with: no recordings counted, no error
     counts = compile_counts.dynamo_counts()
     assert counts["recompiles"] == 0 and counts["cuda_graph_recordings"] == compile_counts._RECORDINGS[0]
+
+
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_a_recompile_counts_as_compiling_with_or_without_fullgraph(fullgraph: bool) -> None:
+    # Under fullgraph=True torch.compile converts frames without dynamo's frame counter: the toy's forward recompiled
+    # for three new lengths in a warm-up pass that then looked settled, 27 s of compiling left out of compile time.
+    import torch
+
+    from autotune.trial import compile_counts
+
+    compile_counts.watch_compiles()
+    compiled = torch.compile(lambda x: torch.nn.functional.gelu(x) * 2, fullgraph=fullgraph, dynamic=False)
+    compiled(torch.ones(3))
+    before = compile_counts.frames_compiled()
+    compiled(torch.ones(3))
+    assert compile_counts.frames_compiled() == before, "a call that compiled nothing"
+    compiled(torch.ones(5))  # a new length: dynamo compiles again
+    assert compile_counts.frames_compiled() == before + 1
+    torch._dynamo.reset()  # clears dynamo's compile callbacks: counting goes on
+    before = compile_counts.frames_compiled()
+    compiled(torch.ones(7))
+    assert compile_counts.frames_compiled() == before + 1

@@ -76,8 +76,8 @@ def test_a_cuda_graph_recording_counts_as_compiling() -> None:
     # dynamo's compile callbacks around each recording, and that is what a window's count must see.
     from torch._dynamo.callback import CallbackTrigger
 
-    compile_counts.watch_cuda_graph_recordings()
-    compile_counts.watch_cuda_graph_recordings()  # twice is once
+    compile_counts.watch_compiles()
+    compile_counts.watch_compiles()  # twice is once
     before, recorded = compile_counts.frames_compiled(), compile_counts.dynamo_counts()["cuda_graph_recordings"]
     with torch._dynamo.callback_handler.install_callbacks(CallbackTrigger.CUDAGRAPH_RECORDING, "0/0"):
         pass
