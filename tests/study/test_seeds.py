@@ -161,7 +161,10 @@ def test_a_small_budget_still_tries_plain_compile_and_the_two_recipes_most_likel
     ("recipes", "message"),
     [
         ("[plain]", "must map recipe names to recipes"),
-        ("{plain: reduce-overhead}", "recipes.plain: 'reduce-overhead' is not a recipe file (.yaml or .yml) beside"),
+        (
+            "{plain: reduce-overhead}",
+            "recipes.plain: 'reduce-overhead' is not a recipe file (.yaml or .yml) relative to",
+        ),
         ("{plain: 3}", "recipes.plain: 3 must map questions to answers (e.g. {mode: reduce-overhead}"),
         ("{fast: {modes: default}}", "recipes.fast: 'modes' is not a question a space asks; allowed: mode, "),
         ("{fast: {description: '', scope: regional}}", "recipes.fast: description: '' must be a non-empty string"),

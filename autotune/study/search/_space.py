@@ -573,7 +573,9 @@ def _recipe_path(where: str, folder: Path, given: str) -> Path:
     """A recipe file a space names: a .yaml or .yml file, relative to the space file's folder."""
     path = folder / given
     if path.suffix not in (".yaml", ".yml") or not path.is_file():
-        raise SpaceError(f"{where}: {quote(given)} is not a recipe file (.yaml or .yml) beside the space file.")
+        raise SpaceError(
+            f"{where}: {quote(given)} is not a recipe file (.yaml or .yml) relative to the space file's folder."
+        )
     return path
 
 
