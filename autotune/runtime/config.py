@@ -244,8 +244,6 @@ class CompileConfig:
     """Compile `optimizer.step` (training only)."""
     optimizer_mode: str | None = "default"
     """The compiled `optimizer.step`'s own mode (needs compile_optimizer)."""
-    optimizer_fullgraph: bool = False
-    """Compile `optimizer.step` as one graph (needs compile_optimizer)."""
     mark_as: Literal["dynamic", "unbacked", "sources"] = "dynamic"
     """How `mark_dynamic` pairs are marked: `mark_dynamic`, `mark_unbacked` (no 0/1 specialization), or
     `sources`: by input name in every compiled frame (`torch.compiler.config.dynamic_sources`)."""
@@ -259,7 +257,7 @@ class CompileConfig:
         # Not `in (None, True, False)`: that lets 1 and 0.0 in.
         if self.dynamic is not None and not isinstance(self.dynamic, bool):
             raise ConfigError(f"dynamic: {quote(self.dynamic)} is not allowed; use None, True or False.")
-        for name in ("fullgraph", "compile_optimizer", "optimizer_fullgraph"):
+        for name in ("fullgraph", "compile_optimizer"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}: {quote(getattr(self, name))} must be true or false.")
         if self.backend not in _backends():
@@ -283,10 +281,10 @@ class CompileConfig:
                 f"mark_as: 'sources' marks inputs by their name, but tuple position(s) {positions} have none; "
                 "use 'dynamic' or 'unbacked' for positional inputs."
             )
-        if not self.compile_optimizer and (self.optimizer_mode != "default" or self.optimizer_fullgraph):
+        if not self.compile_optimizer and self.optimizer_mode != "default":
             raise ConfigError(
-                f"optimizer_mode={quote(self.optimizer_mode)}, optimizer_fullgraph={self.optimizer_fullgraph}: "
-                "these set how optimizer.step is compiled, but compile_optimizer is false."
+                f"optimizer_mode={quote(self.optimizer_mode)}: it sets how optimizer.step is compiled, but "
+                "compile_optimizer is false."
             )
         if self.optimizer_mode is None:
             raise ConfigError("optimizer_mode: None is not allowed; use a mode such as 'default'.")
@@ -311,9 +309,11 @@ class CompileConfig:
 
     def optimizer_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for `torch.compile(optimizer.step, ...)`."""
-        kwargs: dict[str, Any] = {"fullgraph": self.optimizer_fullgraph}
+        kwargs: dict[str, Any] = {"fullgraph": False}
         if self.optimizer_mode not in (None, "default"):
             kwargs["mode"] = self.optimizer_mode
+        for name, value in self.knobs.items():
+            kwargs = knob(name).optimizer_compile_kwargs(value, kwargs, self)
         return kwargs
 
     @property
@@ -387,7 +387,6 @@ class CompileConfig:
             "module_settings": {path: s.to_dict() for path, s in self.module_settings.items()},
             "compile_optimizer": self.compile_optimizer,
             "optimizer_mode": self.optimizer_mode,
-            "optimizer_fullgraph": self.optimizer_fullgraph,
             "mark_as": self.mark_as,
             **self.knobs,
         }
@@ -445,7 +444,6 @@ class CompileConfig:
             parts.append(f"mark_as={self.mark_as}")
         if self.compile_optimizer:
             own = [f"mode={self.optimizer_mode}"] if self.optimizer_mode != "default" else []
-            own += ["fullgraph"] if self.optimizer_fullgraph else []
             parts.append("compiled optimizer" + (f"({','.join(own)})" if own else ""))
         parts.extend(knob(name).describe(value) for name, value in self.knobs.items())
         return " ".join(parts)

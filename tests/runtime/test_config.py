@@ -112,7 +112,7 @@ def test_every_installed_mode_is_accepted() -> None:
             "float32_matmul_precision: 'highest' is not allowed; use null (torch's default), 'high' or 'medium'",
         ),
         ({"optimizer_mode": "max-autotune-no-cudagraphs"}, "but compile_optimizer is false"),
-        ({"optimizer_fullgraph": True}, "but compile_optimizer is false"),
+        ({"knobs": {"optimizer_fullgraph": True}}, "but compile_optimizer is false"),
         ({"compile_optimizer": True, "optimizer_mode": "fastest"}, "optimizer_mode: 'fastest'"),
     ],
 )
@@ -230,6 +230,7 @@ NEWER = {
         "float32_matmul_precision": "high",
         "stance_after_warmup": "eager_on_recompile",
         "compiled_autograd": True,
+        "optimizer_fullgraph": True,
     },
     "compile_optimizer": True,
     "optimizer_mode": "max-autotune-no-cudagraphs",
@@ -249,7 +250,7 @@ ROUND_TRIPS = [
             "head": ModuleSettings(mode=None, options={"coordinate_descent_tuning": True}),
         },
     ),
-    CompileConfig(mode="lite", optimizer_fullgraph=True, **NEWER),
+    CompileConfig(mode="lite", **NEWER),
     CompileConfig(mark_dynamic=MARKS, mark_as="sources"),
 ]
 
@@ -407,11 +408,18 @@ def test_describe_shows_each_modules_own_settings() -> None:
 def test_the_newer_settings_are_described_and_passed_to_torch_compile() -> None:
     config = CompileConfig(**NEWER)
     text = config.describe()
-    for part in ("mark_as=unbacked", "recompile_limit=2", "then eager_on_recompile", "compiled autograd"):
+    for part in (
+        "mark_as=unbacked",
+        "recompile_limit=2",
+        "then eager_on_recompile",
+        "compiled autograd",
+        "fullgraph optimizer step",
+    ):
         assert part in text
     assert "compiled optimizer(mode=max-autotune-no-cudagraphs)" in text and "float32 matmul high" in text
     assert config.compile_kwargs()["recompile_limit"] == 2
-    assert config.optimizer_kwargs() == {"fullgraph": False, "mode": "max-autotune-no-cudagraphs"}
+    assert config.optimizer_kwargs() == {"fullgraph": True, "mode": "max-autotune-no-cudagraphs"}
+    assert CompileConfig(compile_optimizer=True).optimizer_kwargs() == {"fullgraph": False}
     assert config.changes_precision and config.falls_back_to_eager
     assert not CompileConfig().changes_precision and not CompileConfig().falls_back_to_eager
     unsafe = CompileConfig(mode=None, options={"cpp.enable_unsafe_math_opt_flag": True})

@@ -43,7 +43,6 @@ EXAMPLES: dict[str, tuple[dict[str, Any], Any]] = {
     "padding_alignment": ({}, 8),
     "compile_optimizer": ({}, True),
     "optimizer_mode": ({"compile_optimizer": True}, "max-autotune-no-cudagraphs"),
-    "optimizer_fullgraph": ({"compile_optimizer": True}, True),
     "mark_as": ({"mark_dynamic": MARKS}, "unbacked"),
 }
 """Each dimension: the settings it needs to change anything, and a value other than its neutral one."""

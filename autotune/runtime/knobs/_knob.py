@@ -156,6 +156,11 @@ class Knob:
         """`torch.compile`'s keyword arguments for a region, with this knob's non-neutral `value` applied."""
         return kwargs
 
+    def optimizer_compile_kwargs(self, value: Any, kwargs: dict[str, Any], config: CompileConfig) -> dict[str, Any]:
+        """`torch.compile`'s keyword arguments for the compiled `optimizer.step`, with this knob's non-neutral `value`
+        applied (asked only where the configuration compiles the step)."""
+        return kwargs
+
     def process_setting(self, value: Any) -> ProcessSetting | None:
         """The process-wide setting `apply_compilation` makes for a non-neutral `value`, or None."""
         return None

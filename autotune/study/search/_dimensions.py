@@ -76,7 +76,6 @@ DIMENSIONS: tuple[Dimension, ...] = (
     ),
     Dimension("compile_optimizer", _boolean, _BOOLEAN, needs="training"),
     Dimension("optimizer_mode", _mode, "one of {modes}", needs="training"),
-    Dimension("optimizer_fullgraph", _boolean, _BOOLEAN, needs="training"),
     Dimension("mark_as", lambda v, modes=(): v in MARK_AS, f"one of {MARK_AS}", needs="dynamic inputs"),
 )
 

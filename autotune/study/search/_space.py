@@ -131,7 +131,6 @@ class SearchSpace:
     compile_optimizer: tuple[bool, ...] = (False,)
     optimizer_mode: tuple[str, ...] = ("default",)
     """The compiled optimizer step's own mode (asked only when it is compiled)."""
-    optimizer_fullgraph: tuple[bool, ...] = (False,)
     mark_as: tuple[str, ...] = ("dynamic",)
     """How marked axes are marked (asked only when some are)."""
     options: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
@@ -222,7 +221,6 @@ class SearchSpace:
                 padding_buckets=buckets,
                 compile_optimizer=compile_optimizer,
                 optimizer_mode=_ask(trial, "optimizer_mode", self.optimizer_mode) if compile_optimizer else "default",
-                optimizer_fullgraph=compile_optimizer and _ask(trial, "optimizer_fullgraph", self.optimizer_fullgraph),
                 mark_as=_ask(trial, "mark_as", self.mark_as) if marks else "dynamic",
             )
             # Each knob is asked last, and only where the rest of the configuration lets it apply.
