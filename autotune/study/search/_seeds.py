@@ -190,17 +190,7 @@ def _whole_params(space: SearchSpace, config: CompileConfig) -> tuple[dict[str, 
     params = params_for(space, wanted)
     if params is None:
         return f"the space '{space.name}' cannot express {config.describe()}"
-    return params, space.suggest(_Fixed(params))
-
-
-class _Fixed:
-    """Answers every question from `params` (found by `params_for`, so every question asked is in it)."""
-
-    def __init__(self, params: Mapping[str, Any]) -> None:
-        self.params = params
-
-    def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any:
-        return self.params[name]
+    return params, wanted  # `params_for` found the answers whose configuration is `wanted`
 
 
 def seed_study(study: optuna.Study, space: SearchSpace, seeds: Sequence[Recipe], limit: int) -> list[str]:
