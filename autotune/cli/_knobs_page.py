@@ -10,6 +10,7 @@ import sys
 
 from autotune.cli._reference import _cell, write_page
 from autotune.runtime.knobs import registered
+from autotune.study.search import bundled_spaces, load_space
 
 __all__ = ["PAGE", "REGENERATE", "main", "render"]
 
@@ -43,6 +44,8 @@ shows how to add one.
 def render() -> str:
     """The whole page, as Markdown."""
     lines = [_HEADER, "| Knob | Values | Needs | Searched by | What it does |", "| --- | --- | --- | --- | --- |"]
+    # What each bundled space offers, as it is loaded: its file's list, or the knob's own `offered`.
+    spaces = {space: load_space(space).knobs for space in sorted(bundled_spaces())}
     for name, entry in registered().items():
         values = ", ".join(f"`{_yaml(v)}`" for v in entry.choices)
         if entry.allowed_text() != f"one of {list(entry.choices)}":
@@ -52,7 +55,7 @@ def render() -> str:
             module, attribute = entry.feature
             needs.append(f"torch with `{module}.{attribute.replace(':', ' with ')}`")
         searched = ", ".join(
-            f"`{space}`: {', '.join(_yaml(x) for x in values)}" for space, values in entry.offered.items()
+            f"`{space}`: {', '.join(_yaml(x) for x in knobs[name])}" for space, knobs in spaces.items() if name in knobs
         )
         needs_text = "; ".join(needs) or "nothing"
         searched = searched or "a space file that lists it"

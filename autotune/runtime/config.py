@@ -241,9 +241,7 @@ class CompileConfig:
     module_settings: Mapping[str, ModuleSettings] = field(default_factory=dict)
     """Modular scope only: per-module mode/options overriding the config's own."""
     compile_optimizer: bool = False
-    """Compile `optimizer.step` (training only)."""
-    optimizer_mode: str | None = "default"
-    """The compiled `optimizer.step`'s own mode (needs compile_optimizer)."""
+    """Compile `optimizer.step` (training only); its own mode is the `optimizer_mode` knob."""
     mark_as: Literal["dynamic", "unbacked", "sources"] = "dynamic"
     """How `mark_dynamic` pairs are marked: `mark_dynamic`, `mark_unbacked` (no 0/1 specialization), or
     `sources`: by input name in every compiled frame (`torch.compiler.config.dynamic_sources`)."""
@@ -253,7 +251,6 @@ class CompileConfig:
 
     def __post_init__(self) -> None:
         _check_mode(self.mode, "mode")
-        _check_mode(self.optimizer_mode, "optimizer_mode")
         # Not `in (None, True, False)`: that lets 1 and 0.0 in.
         if self.dynamic is not None and not isinstance(self.dynamic, bool):
             raise ConfigError(f"dynamic: {quote(self.dynamic)} is not allowed; use None, True or False.")
@@ -281,13 +278,6 @@ class CompileConfig:
                 f"mark_as: 'sources' marks inputs by their name, but tuple position(s) {positions} have none; "
                 "use 'dynamic' or 'unbacked' for positional inputs."
             )
-        if not self.compile_optimizer and self.optimizer_mode != "default":
-            raise ConfigError(
-                f"optimizer_mode={quote(self.optimizer_mode)}: it sets how optimizer.step is compiled, but "
-                "compile_optimizer is false."
-            )
-        if self.optimizer_mode is None:
-            raise ConfigError("optimizer_mode: None is not allowed; use a mode such as 'default'.")
         if self.dynamic is False and self.mark_dynamic:
             raise ConfigError(
                 f"mark_dynamic: {quote(list(self.mark_dynamic))} conflicts with dynamic=False, which keeps "
@@ -310,10 +300,11 @@ class CompileConfig:
     def optimizer_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for `torch.compile(optimizer.step, ...)`."""
         kwargs: dict[str, Any] = {"fullgraph": False}
-        if self.optimizer_mode not in (None, "default"):
-            kwargs["mode"] = self.optimizer_mode
         for name, value in self.knobs.items():
-            kwargs = knob(name).optimizer_compile_kwargs(value, kwargs, self)
+            # Also asked while the knobs are checked (a knob's why_not may ask whether CUDA graphs are used), when
+            # they may still hold a neutral value or a name that is no knob.
+            if name in registered() and not same_value(value, knob(name).neutral):
+                kwargs = knob(name).optimizer_compile_kwargs(value, kwargs, self)
         return kwargs
 
     @property
@@ -323,7 +314,7 @@ class CompileConfig:
         settings = [ModuleSettings(mode=self.mode, options=self.options), *self.module_settings.values()]
         regions = [{**mode_options(s.mode), **s.options} for s in settings]
         if self.compile_optimizer:
-            regions.append(mode_options(self.optimizer_mode))
+            regions.append(mode_options(self.optimizer_kwargs().get("mode")))
         return any(bool(region.get(opt)) for region in regions for opt in CUDA_GRAPH_OPTIONS)
 
     def compile_kwargs(self, module_path: str | None = None) -> dict[str, Any]:
@@ -386,7 +377,6 @@ class CompileConfig:
             "scope": self.scope,
             "module_settings": {path: s.to_dict() for path, s in self.module_settings.items()},
             "compile_optimizer": self.compile_optimizer,
-            "optimizer_mode": self.optimizer_mode,
             "mark_as": self.mark_as,
             **self.knobs,
         }
@@ -443,8 +433,7 @@ class CompileConfig:
         if self.mark_as != "dynamic":
             parts.append(f"mark_as={self.mark_as}")
         if self.compile_optimizer:
-            own = [f"mode={self.optimizer_mode}"] if self.optimizer_mode != "default" else []
-            parts.append("compiled optimizer" + (f"({','.join(own)})" if own else ""))
+            parts.append("compiled optimizer")
         parts.extend(knob(name).describe(value) for name, value in self.knobs.items())
         return " ".join(parts)
 

@@ -238,9 +238,13 @@ def test_training_with_lite_mode_compiled_autograd_and_eager_rare_shapes(
     config = CompileConfig(
         mode="lite",
         mark_dynamic=MARKS,
-        knobs={"recompile_limit": 2, "stance_after_warmup": "eager_on_recompile", "compiled_autograd": True},
+        knobs={
+            "recompile_limit": 2,
+            "stance_after_warmup": "eager_on_recompile",
+            "compiled_autograd": True,
+            "optimizer_mode": "max-autotune-no-cudagraphs",
+        },
         compile_optimizer=True,
-        optimizer_mode="max-autotune-no-cudagraphs",
     )
     module = generated(config, toy_summary)
     captures = counters["compiled_autograd"]["captures"]

@@ -387,7 +387,7 @@ NEWER = [
         ],
     ),
     (
-        CompileConfig(compile_optimizer=True, optimizer_mode="max-autotune-no-cudagraphs"),
+        CompileConfig(compile_optimizer=True, knobs={"optimizer_mode": "max-autotune-no-cudagraphs"}),
         ["OPTIMIZER_COMPILE_KWARGS = {'fullgraph': False, 'mode': 'max-autotune-no-cudagraphs'}"],
     ),
     (

@@ -111,9 +111,12 @@ def test_every_installed_mode_is_accepted() -> None:
             {"knobs": {"float32_matmul_precision": "highest"}},
             "float32_matmul_precision: 'highest' is not allowed; use null (torch's default), 'high' or 'medium'",
         ),
-        ({"optimizer_mode": "max-autotune-no-cudagraphs"}, "but compile_optimizer is false"),
+        ({"knobs": {"optimizer_mode": "max-autotune-no-cudagraphs"}}, "but compile_optimizer is false"),
         ({"knobs": {"optimizer_fullgraph": True}}, "but compile_optimizer is false"),
-        ({"compile_optimizer": True, "optimizer_mode": "fastest"}, "optimizer_mode: 'fastest'"),
+        (
+            {"compile_optimizer": True, "knobs": {"optimizer_mode": "fastest"}},
+            "optimizer_mode: 'fastest' is not allowed",
+        ),
     ],
 )
 def test_invalid_field_is_named_with_its_value(fields: dict, named: str) -> None:
@@ -217,9 +220,10 @@ def test_uses_cuda_graphs() -> None:
     modular = CompileConfig(scope="modular", module_settings={"head": ModuleSettings(mode="reduce-overhead")})
     assert modular.uses_cuda_graphs
     # The compiled optimizer step's own mode counts: its graphs replay too, and the step must be marked.
-    optimizer = CompileConfig(compile_optimizer=True, optimizer_mode="reduce-overhead")
+    optimizer = CompileConfig(compile_optimizer=True, knobs={"optimizer_mode": "reduce-overhead"})
     assert optimizer.uses_cuda_graphs
-    assert not CompileConfig(compile_optimizer=True, optimizer_mode="max-autotune-no-cudagraphs").uses_cuda_graphs
+    no_graphs = CompileConfig(compile_optimizer=True, knobs={"optimizer_mode": "max-autotune-no-cudagraphs"})
+    assert not no_graphs.uses_cuda_graphs
 
 
 NEWER = {
@@ -231,9 +235,9 @@ NEWER = {
         "stance_after_warmup": "eager_on_recompile",
         "compiled_autograd": True,
         "optimizer_fullgraph": True,
+        "optimizer_mode": "max-autotune-no-cudagraphs",
     },
     "compile_optimizer": True,
-    "optimizer_mode": "max-autotune-no-cudagraphs",
 }
 """Every setting added after the first release, each away from its default."""
 
@@ -416,7 +420,11 @@ def test_the_newer_settings_are_described_and_passed_to_torch_compile() -> None:
         "fullgraph optimizer step",
     ):
         assert part in text
-    assert "compiled optimizer(mode=max-autotune-no-cudagraphs)" in text and "float32 matmul high" in text
+    assert (
+        "compiled optimizer" in text
+        and "optimizer mode=max-autotune-no-cudagraphs" in text
+        and "float32 matmul high" in text
+    )
     assert config.compile_kwargs()["recompile_limit"] == 2
     assert config.optimizer_kwargs() == {"fullgraph": True, "mode": "max-autotune-no-cudagraphs"}
     assert CompileConfig(compile_optimizer=True).optimizer_kwargs() == {"fullgraph": False}

@@ -42,7 +42,6 @@ EXAMPLES: dict[str, tuple[dict[str, Any], Any]] = {
     "mark_dynamic": ({}, MARKS),
     "padding_alignment": ({}, 8),
     "compile_optimizer": ({}, True),
-    "optimizer_mode": ({"compile_optimizer": True}, "max-autotune-no-cudagraphs"),
     "mark_as": ({"mark_dynamic": MARKS}, "unbacked"),
 }
 """Each dimension: the settings it needs to change anything, and a value other than its neutral one."""

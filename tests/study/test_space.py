@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import optuna
 import pytest
 
@@ -46,6 +48,20 @@ def test_cpu_never_offers_cuda_graph_modes() -> None:
     assert not any(c.uses_cuda_graphs for c in configs)
     on_gpu = load_space("default").adapt(TOY_LIKE, "cuda", shared_lengths=SHARED)
     assert "reduce-overhead" in on_gpu.mode
+
+
+def test_a_cuda_graph_mode_of_the_optimizer_step_is_dropped_on_cpu_and_the_others_kept(tmp_path: Path) -> None:
+    path = tmp_path / "optimizer.yaml"
+    path.write_text(
+        "description: the optimizer step's modes\ncompile_optimizer: [false, true]\n"
+        "optimizer_mode: [default, reduce-overhead, max-autotune-no-cudagraphs]\n"
+    )
+    space = load_space(str(path)).adapt(TOY_LIKE, "cpu", shared_lengths=SHARED)
+    assert space.knobs["optimizer_mode"] == ("default", "max-autotune-no-cudagraphs")
+    assert any(line.startswith("optimizer_mode ['reduce-overhead']: ") for line in space.dropped)
+    assert not any(c.uses_cuda_graphs for c in _sample(space))
+    on_gpu = load_space(str(path)).adapt(TOY_LIKE, "cuda", shared_lengths=SHARED)
+    assert on_gpu.knobs["optimizer_mode"] == ("default", "reduce-overhead", "max-autotune-no-cudagraphs")
 
 
 def test_dimensions_that_do_not_apply_are_dropped() -> None:

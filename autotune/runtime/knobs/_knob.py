@@ -147,6 +147,11 @@ class Knob:
         """What `allows` accepts, in words for an error."""
         return f"one of {list(self.choices)}"
 
+    def device_setting_for(self, value: Any) -> str | None:
+        """The Inductor option or compile mode a non-neutral `value` needs on the device (`Device.why_not`): by
+        default `device_setting`, for every value alike."""
+        return self.device_setting
+
     def why_not(self, config: CompileConfig) -> str | None:
         """Why a non-neutral value cannot go with the rest of `config`, or None where it can; a search asks the
         knob only where this is None."""

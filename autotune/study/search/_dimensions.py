@@ -75,7 +75,6 @@ DIMENSIONS: tuple[Dimension, ...] = (
         needs="dynamic inputs",
     ),
     Dimension("compile_optimizer", _boolean, _BOOLEAN, needs="training"),
-    Dimension("optimizer_mode", _mode, "one of {modes}", needs="training"),
     Dimension("mark_as", lambda v, modes=(): v in MARK_AS, f"one of {MARK_AS}", needs="dynamic inputs"),
 )
 

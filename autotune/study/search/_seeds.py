@@ -154,7 +154,6 @@ class _Answers:
                 "dynamic": None,
                 "scope": "whole",
                 "padding_alignment": None,
-                "optimizer_mode": "default",
                 "mark_as": "dynamic",
             }.get(name, False)
         return next((c for c in choices if _same(c, wanted)), choices[0])

@@ -129,8 +129,6 @@ class SearchSpace:
     bucket_count: tuple[int, ...] = (4,)
     """'buckets' padding: how many lengths to learn (asked only when buckets are chosen)."""
     compile_optimizer: tuple[bool, ...] = (False,)
-    optimizer_mode: tuple[str, ...] = ("default",)
-    """The compiled optimizer step's own mode (asked only when it is compiled)."""
     mark_as: tuple[str, ...] = ("dynamic",)
     """How marked axes are marked (asked only when some are)."""
     options: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
@@ -220,7 +218,6 @@ class SearchSpace:
                 padding_alignment=padding,
                 padding_buckets=buckets,
                 compile_optimizer=compile_optimizer,
-                optimizer_mode=_ask(trial, "optimizer_mode", self.optimizer_mode) if compile_optimizer else "default",
                 mark_as=_ask(trial, "mark_as", self.mark_as) if marks else "dynamic",
             )
             # Each knob is asked last, and only where the rest of the configuration lets it apply.
@@ -274,7 +271,7 @@ def adapt(
     for entry in DIMENSIONS:
         name, neutral = entry.name, _neutral(entry.name).__contains__
         values = getattr(space, name)
-        if name in ("mode", "optimizer_mode"):
+        if name == "mode":
             values = drop.modes(name, values)
         chosen[name] = drop.needed(name, values, neutral, entry.needs, present)
     chosen.update(_workload_rules(drop, chosen, workload, graph_breaks, sampled=bool(lengths)))
@@ -311,9 +308,11 @@ def _adapted_knobs(space: SearchSpace, drop: _Dropped, present: Mapping[Need, bo
         knob = registered()[name]
         neutral = functools.partial(same_value, knob.neutral)
         values = drop.needed(name, values, neutral, knob.needs, present)
-        why = drop.device.why_not(knob.device_setting) if knob.device_setting else None
-        if why is not None:
-            values = drop.keep(name, values, neutral, why)
+        for value in values:
+            setting = None if neutral(value) else knob.device_setting_for(value)
+            why = drop.device.why_not(setting) if setting else None
+            if why is not None:  # e.g. a CUDA-graph mode of the optimizer step, on a CPU
+                values = drop.keep(name, values, lambda v, value=value: not same_value(v, value), why)
         if len(values) > 1:
             knobs[name] = values
     return knobs

@@ -1,0 +1,59 @@
+"""Training, with the compiled optimizer step: that step's own `torch.compile` mode.
+
+The optimizer step is a long run of small element-wise updates, one per parameter tensor, so
+what pays there is not what pays for the model: `max-autotune-no-cudagraphs` may tune its
+fused kernels, and `reduce-overhead` replays it as a CUDA graph (on a GPU). It is asked only
+where autotune compiles `optimizer.step`, and its default is the model's usual: `default`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from autotune.runtime.knobs._knob import Knob
+
+if TYPE_CHECKING:
+    from autotune.runtime.config import CompileConfig
+
+
+class OptimizerMode(Knob):
+    name = "optimizer_mode"
+    choices = ("default", "lite", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
+    summary = (
+        "Training, with the compiled optimizer step: that step's own `torch.compile` mode, e.g. "
+        "`max-autotune-no-cudagraphs`; a CUDA-graph mode (`reduce-overhead`) only on a GPU."
+    )
+    needs = "training"
+    example = ({"compile_optimizer": True}, "max-autotune-no-cudagraphs")
+
+    def allows(self, value: Any) -> bool:
+        return super().allows(value) and value in _installed_modes()
+
+    def allowed_text(self) -> str:
+        return f"one of {list(_installed_modes())}"
+
+    def device_setting_for(self, value: Any) -> str | None:
+        return str(value)
+
+    def why_not(self, config: CompileConfig) -> str | None:
+        return (
+            None
+            if config.compile_optimizer
+            else "it sets how optimizer.step is compiled, but compile_optimizer is false"
+        )
+
+    def optimizer_compile_kwargs(self, value: Any, kwargs: dict[str, Any], config: CompileConfig) -> dict[str, Any]:
+        return {**kwargs, "mode": value}
+
+    def describe(self, value: Any) -> str:
+        return f"optimizer mode={value}"
+
+
+def _installed_modes() -> tuple[str, ...]:
+    """The modes the installed torch knows (an older one lacks lite), as the configuration's own mode is checked."""
+    import torch._inductor  # loads in seconds: only when a value is checked, not on `import autotune`
+
+    return tuple(torch._inductor.list_mode_options())
+
+
+KNOB = OptimizerMode()
