@@ -120,9 +120,9 @@ EAGER = 0.8
 CANDIDATES = (
     CompileConfig(mode="max-autotune-no-cudagraphs"),
     CompileConfig(dynamic=True),
-    CompileConfig(fullgraph=True),
+    CompileConfig(knobs={"fullgraph": True}),
     CompileConfig(mode="max-autotune-no-cudagraphs", dynamic=True),
-    CompileConfig(mode="max-autotune-no-cudagraphs", fullgraph=True),
+    CompileConfig(mode="max-autotune-no-cudagraphs", knobs={"fullgraph": True}),
     CompileConfig(dynamic=False),
 )
 """Configurations the stand-ins stand for: distinct sources, so each subject is its own."""

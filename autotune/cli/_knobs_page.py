@@ -19,6 +19,7 @@ _NEEDS = {
     "autotune's backward": "a training workload whose backward autotune calls (no step of its own)",
     "dynamic inputs": "declared dynamic inputs",
     "precision changes": "`--allow-precision-changes`",
+    "one graph": "no graph break where plain `torch.compile` ran",
 }
 """What each of a knob's needs asks of the workload or the search, in words."""
 

@@ -222,8 +222,6 @@ class CompileConfig:
     """`torch.compile` mode (see `available_modes()`), or None when `options` are given."""
     dynamic: bool | None = None
     """`torch.compile(dynamic=...)`: None lets dynamo decide, False forces static, True dynamic shapes."""
-    fullgraph: bool = False
-    """Fail on any graph break instead of splitting the graph."""
     backend: str = "inductor"
     """The dynamo backend."""
     mark_dynamic: tuple[tuple[InputKey, int], ...] = ()
@@ -254,9 +252,8 @@ class CompileConfig:
         # Not `in (None, True, False)`: that lets 1 and 0.0 in.
         if self.dynamic is not None and not isinstance(self.dynamic, bool):
             raise ConfigError(f"dynamic: {quote(self.dynamic)} is not allowed; use None, True or False.")
-        for name in ("fullgraph", "compile_optimizer"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"{name}: {quote(getattr(self, name))} must be true or false.")
+        if not isinstance(self.compile_optimizer, bool):
+            raise ConfigError(f"compile_optimizer: {quote(self.compile_optimizer)} must be true or false.")
         if self.backend not in _backends():
             raise ConfigError(f"backend: {quote(self.backend)} is not a dynamo backend; allowed: {_backends()}.")
         object.__setattr__(self, "mark_dynamic", _check_mark_dynamic(self.mark_dynamic))
@@ -321,7 +318,7 @@ class CompileConfig:
         """Keyword arguments for `torch.compile` / `nn.Module.compile`, for the whole model or one module."""
         settings = self.module_settings.get(module_path) if module_path else None
         mode, options = (settings.mode, settings.options) if settings else (self.mode, self.options)
-        kwargs: dict[str, Any] = {"backend": self.backend, "fullgraph": self.fullgraph, "dynamic": self.dynamic}
+        kwargs: dict[str, Any] = {"backend": self.backend, "fullgraph": False, "dynamic": self.dynamic}
         if options:
             kwargs["options"] = dict(options)
         elif mode not in (None, "default"):
@@ -367,7 +364,6 @@ class CompileConfig:
         return {
             "mode": self.mode,
             "dynamic": self.dynamic,
-            "fullgraph": self.fullgraph,
             "backend": self.backend,
             "mark_dynamic": marks,
             "padding_alignment": self.padding_alignment,
@@ -414,8 +410,6 @@ class CompileConfig:
         mode = self.mode if spelled is None else f"{spelled}+options"
         parts = [f"scope={self.scope}", *([f"mode={mode}"] if mode is not None else [])]
         parts.append(f"dynamic={self.dynamic}")
-        if self.fullgraph:
-            parts.append("fullgraph")
         if self.mark_dynamic:
             parts.append("mark_dynamic=" + ",".join(f"{k}:{a}" for k, a in self.mark_dynamic))
         if self.padding_alignment == "buckets":

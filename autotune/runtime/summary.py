@@ -51,14 +51,15 @@ class WorkloadSummary:
         """Whether the workload trains (`task='train'`): an optimizer steps and gradients flow."""
         return self.task == TRAIN
 
-    def meets(self, need: Need, *, allow_precision_changes: bool = False) -> bool:
+    def meets(self, need: Need, *, allow_precision_changes: bool = False, graph_breaks: int = 0) -> bool:
         """Whether this workload has what a dimension `needs` (see `autotune.runtime.knobs.Need`); precision changes
-        are the search's to allow, not the workload's."""
+        are the search's to allow, and `graph_breaks` what plain torch.compile saw of it, not the workload's."""
         return {
             "training": self.trains,
             "autotune's backward": self.trains and not self.own_step,
             "dynamic inputs": bool(self.dynamic_dims),
             "precision changes": allow_precision_changes,
+            "one graph": graph_breaks == 0,
         }[need]
 
     def __post_init__(self) -> None:

@@ -180,7 +180,7 @@ def test_settings_are_written_as_readable_literals(toy_summary: WorkloadSummary)
     config = CompileConfig(
         scope="modular",
         mode="max-autotune-no-cudagraphs",
-        fullgraph=True,
+        knobs={"fullgraph": True},
         padding_alignment="max",
         mark_dynamic=(("input_ids", 1),),
         module_settings={"head": ModuleSettings(mode=None, options={"shape_padding": True})},

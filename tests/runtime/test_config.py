@@ -71,8 +71,8 @@ def test_every_installed_mode_is_accepted() -> None:
         ({"mode": 3}, "mode: 3"),
         ({"dynamic": "yes"}, "dynamic: 'yes'"),
         ({"dynamic": 1.0}, "dynamic: 1.0"),
-        ({"fullgraph": 1}, "fullgraph: 1"),
-        ({"fullgraph": None}, "fullgraph: None"),
+        ({"knobs": {"fullgraph": 1}}, "fullgraph: 1 is not allowed; use true or false"),
+        ({"knobs": {"fullgraph": None}}, "fullgraph: None is not allowed; use true or false"),
         ({"compile_optimizer": "true"}, "compile_optimizer: 'true'"),
         ({"backend": "not_a_backend"}, "backend: 'not_a_backend'"),
         ({"scope": "layers"}, "scope: 'layers'"),
@@ -202,7 +202,7 @@ def test_compile_kwargs_per_module() -> None:
     config = CompileConfig(
         scope="modular",
         mode="max-autotune-no-cudagraphs",
-        fullgraph=True,
+        knobs={"fullgraph": True},
         dynamic=False,
         module_settings={"head": ModuleSettings(mode=None, options={"shape_padding": True})},
     )
@@ -243,7 +243,7 @@ NEWER = {
 
 ROUND_TRIPS = [
     CompileConfig(),
-    CompileConfig(mode="max-autotune-no-cudagraphs", dynamic=False, fullgraph=True, padding_alignment="max"),
+    CompileConfig(mode="max-autotune-no-cudagraphs", dynamic=False, knobs={"fullgraph": True}, padding_alignment="max"),
     CompileConfig(mode=None, options={"shape_padding": True, "epilogue_fusion": False}, padding_alignment=16),
     CompileConfig(dynamic=True, mark_dynamic=(*MARKS, (0, 1)), padding_alignment="pow2", scope="regional"),
     CompileConfig(

@@ -37,7 +37,6 @@ NOT_ASKED = {
 EXAMPLES: dict[str, tuple[dict[str, Any], Any]] = {
     "mode": ({}, "max-autotune-no-cudagraphs"),
     "dynamic": ({}, True),
-    "fullgraph": ({}, True),
     "scope": ({}, "regional"),
     "mark_dynamic": ({}, MARKS),
     "padding_alignment": ({}, 8),

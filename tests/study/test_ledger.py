@@ -21,7 +21,7 @@ pytestmark = pytest.mark.parallel
 State = optuna.trial.TrialState
 HOST = socket.gethostname()
 REGIONAL = CompileConfig(scope="regional").to_dict()
-FULLGRAPH = CompileConfig(fullgraph=True).to_dict()
+FULLGRAPH = CompileConfig(knobs={"fullgraph": True}).to_dict()
 PLAIN = CompileConfig().to_dict()
 
 

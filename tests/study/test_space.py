@@ -96,7 +96,9 @@ def test_mark_dynamic_is_asked_once_per_group_and_only_where_it_means_something(
 
 def test_fullgraph_is_dropped_when_plain_compile_saw_graph_breaks() -> None:
     space = load_space("default").adapt(TOY_LIKE, "cpu", graph_breaks=2, shared_lengths=SHARED)
-    assert space.fullgraph == (False,)
+    assert "fullgraph" not in space.knobs
+    assert "fullgraph [True]: plain torch.compile saw graph breaks, which it turns into failures" in space.dropped
+    assert "fullgraph" in load_space("default").adapt(TOY_LIKE, "cpu", shared_lengths=SHARED).knobs
 
 
 @pytest.mark.parametrize(

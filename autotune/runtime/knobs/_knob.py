@@ -34,13 +34,14 @@ __all__ = [
     "same_value",
 ]
 
-Need = Literal["training", "autotune's backward", "dynamic inputs", "precision changes"]
+Need = Literal["training", "autotune's backward", "dynamic inputs", "precision changes", "one graph"]
 """What a dimension may need of the workload or the search; without it only its neutral choice stays."""
 
 APPLIES_ONLY_WITH: frozenset[Need] = frozenset({"training", "autotune's backward"})
 """The needs without which a setting cannot apply at all, so that generating code for it is refused. The others
 only make a setting worth searching: shapes can vary without declared dynamic inputs (a recompile limit still
-applies), and precision changes are the search's to allow."""
+applies), precision changes are the search's to allow, and one graph (no graph break where plain torch.compile
+ran) is what the search saw first."""
 
 _TARGET = re.compile(r"torch(\.[A-Za-z_][A-Za-z0-9_]*)+\Z")
 

@@ -30,6 +30,7 @@ NEEDS: dict[Need, str] = {
     ),
     "dynamic inputs": "the workload declares no dynamic inputs",
     "precision changes": "changes numerics; search it with --allow-precision-changes",
+    "one graph": "plain torch.compile saw graph breaks, which it turns into failures",
 }
 """Why a dimension's non-neutral choices are dropped where what it `needs` is missing."""
 
@@ -65,7 +66,6 @@ _BOOLEAN = "false or true"
 DIMENSIONS: tuple[Dimension, ...] = (
     Dimension("mode", _mode, "one of {modes}", pinned=False),
     Dimension("dynamic", lambda v, modes=(): v is None or isinstance(v, bool), "null, false or true"),
-    Dimension("fullgraph", _boolean, _BOOLEAN),
     Dimension("scope", lambda v, modes=(): v in SEARCHED_SCOPES, f"one of {SEARCHED_SCOPES}"),
     Dimension("mark_dynamic", _boolean, _BOOLEAN, needs="dynamic inputs", pinned=False),
     Dimension(

@@ -117,7 +117,6 @@ class SearchSpace:
     description: str
     mode: tuple[str, ...] = ("default",)
     dynamic: tuple[bool | None, ...] = (None,)
-    fullgraph: tuple[bool, ...] = (False,)
     scope: tuple[str, ...] = ("whole",)
     module_modes: bool = False
     """Modular scope: choose a mode per module instead of one for all."""
@@ -211,7 +210,6 @@ class SearchSpace:
                 mode=base.mode,
                 options=base.options,
                 dynamic=dynamic,
-                fullgraph=_ask(trial, "fullgraph", self.fullgraph),
                 scope=scope,
                 module_settings=settings,
                 mark_dynamic=tuple(marks),
@@ -266,7 +264,10 @@ def adapt(
 ) -> SearchSpace:
     """`space` without the choices that cannot apply to `workload` on `device` (see `SearchSpace.adapt`)."""
     drop = _Dropped(device=parse_device(device), missing=f"not in the installed torch {_torch_version()}")
-    present = {need: workload.meets(need, allow_precision_changes=allow_precision_changes) for need in NEEDS}
+    present = {
+        need: workload.meets(need, allow_precision_changes=allow_precision_changes, graph_breaks=graph_breaks)
+        for need in NEEDS
+    }
     chosen: dict[str, Any] = {}
     for entry in DIMENSIONS:
         name, neutral = entry.name, _neutral(entry.name).__contains__
@@ -274,7 +275,7 @@ def adapt(
         if name == "mode":
             values = drop.modes(name, values)
         chosen[name] = drop.needed(name, values, neutral, entry.needs, present)
-    chosen.update(_workload_rules(drop, chosen, workload, graph_breaks, sampled=bool(lengths)))
+    chosen.update(_workload_rules(drop, chosen, workload, sampled=bool(lengths)))
     knobs = _adapted_knobs(space, drop, present)
     options = dict(space.options)
     for name in list(options):
@@ -282,7 +283,7 @@ def adapt(
         if why:
             drop.dropped.append(f"option {name}: {why.replace('missing', drop.missing)}")
             del options[name]
-    for name in ("mode", "scope", "fullgraph"):
+    for name in ("mode", "scope"):
         if not chosen[name]:
             raise SpaceError(
                 f"{space.name}: no choice of {name} is left for this workload on {device}; dropped: {drop.dropped}."
@@ -370,15 +371,9 @@ def _length_groups(
 
 
 def _workload_rules(
-    drop: _Dropped, chosen: Mapping[str, tuple[Any, ...]], workload: WorkloadSummary, graph_breaks: int, sampled: bool
+    drop: _Dropped, chosen: Mapping[str, tuple[Any, ...]], workload: WorkloadSummary, sampled: bool
 ) -> dict[str, tuple[Any, ...]]:
     """The choices that cannot apply for what this workload is, beyond what each dimension `needs`."""
-    fullgraph = drop.keep(
-        "fullgraph",
-        chosen["fullgraph"],
-        lambda f: not (f and graph_breaks),
-        f"plain torch.compile saw {graph_breaks} graph break(s)",
-    )
     scopes = drop.keep(
         "scope", chosen["scope"], lambda s: s != "regional" or bool(workload.blocks), "no repeated blocks"
     )
@@ -406,7 +401,7 @@ def _workload_rules(
         lambda v: v != "sources" or not any(isinstance(k, int) for k in workload.dynamic_dims),
         "positional inputs have no name to mark them by",
     )
-    return {"fullgraph": fullgraph, "scope": scopes, "padding_alignment": padding, "mark_as": mark_as}
+    return {"scope": scopes, "padding_alignment": padding, "mark_as": mark_as}
 
 
 def _option_dropped(name: str, trains: bool, device: Device, allow_precision_changes: bool) -> str | None:
