@@ -50,6 +50,20 @@ def test_cpu_never_offers_cuda_graph_modes() -> None:
     assert "reduce-overhead" in on_gpu.mode
 
 
+def test_a_knob_a_space_pins_to_one_value_other_than_its_neutral_one_is_set_in_every_configuration(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "pinned.yaml"
+    path.write_text(
+        "description: pinned knobs\nfullgraph: [true]\ncompile_optimizer: [true]\n"
+        "optimizer_mode: [max-autotune-no-cudagraphs]\nstance_after_warmup: [default]\n"
+    )
+    space = load_space(str(path)).adapt(TOY_LIKE, "cpu", shared_lengths=SHARED)
+    assert space.knobs == {"fullgraph": (True,), "optimizer_mode": ("max-autotune-no-cudagraphs",)}
+    for config in _sample(space, 5):
+        assert config.knobs == {"fullgraph": True, "optimizer_mode": "max-autotune-no-cudagraphs"}
+
+
 def test_a_cuda_graph_mode_of_the_optimizer_step_is_dropped_on_cpu_and_the_others_kept(tmp_path: Path) -> None:
     path = tmp_path / "optimizer.yaml"
     path.write_text(

@@ -303,7 +303,7 @@ def adapt(
 
 def _adapted_knobs(space: SearchSpace, drop: _Dropped, present: Mapping[Need, bool]) -> dict[str, tuple[Any, ...]]:
     """The space's knobs with the choices that cannot apply dropped, like the dimensions' (see `adapt`); a knob
-    left with its neutral value alone is no question."""
+    left with its neutral value alone is no question, but one a space pins to another value is asked it."""
     knobs: dict[str, tuple[Any, ...]] = {}
     for name, values in space.knobs.items():
         knob = registered()[name]
@@ -314,7 +314,7 @@ def _adapted_knobs(space: SearchSpace, drop: _Dropped, present: Mapping[Need, bo
             why = drop.device.why_not(setting) if setting else None
             if why is not None:  # e.g. a CUDA-graph mode of the optimizer step, on a CPU
                 values = drop.keep(name, values, lambda v, value=value: not same_value(v, value), why)
-        if len(values) > 1:
+        if len(values) > 1 or (values and not neutral(values[0])):
             knobs[name] = values
     return knobs
 
