@@ -81,6 +81,20 @@ def test_a_recipe_the_space_cannot_ask_is_skipped_with_the_reason(toy_summary) -
     assert reason == "the space 'quick' does not offer compile_optimizer=True"
 
 
+def test_a_recipe_answering_what_the_space_pins_is_seeded_where_the_pinned_value_is_its_own(
+    tmp_path, toy_summary
+) -> None:
+    # A question with one answer is never asked, so a recipe that gives that answer asks nothing of the space.
+    path = tmp_path / "pinned.yaml"
+    path.write_text("description: pinned\nmode: [default]\nfullgraph: [true]\ncompile_optimizer: [true]\n")
+    space = load_space(str(path)).adapt(toy_summary, "cpu")
+    answers = {"mode": "default", "fullgraph": True, "compile_optimizer": True}
+    params, config = seed_params(space, Recipe(name="pinned", description="pinned", answers=answers))
+    assert params == {} and config.knobs == {"fullgraph": True} and config.compile_optimizer
+    other = seed_params(space, Recipe(name="other", description="other", answers={"fullgraph": False}))
+    assert other == "the space 'pinned' does not offer fullgraph=False"
+
+
 def test_seeds_are_the_first_trials_of_the_study_within_the_limit(toy_summary) -> None:
     space = adapted(toy_summary)
     study = optuna.create_study(direction="maximize")

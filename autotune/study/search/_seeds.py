@@ -33,7 +33,7 @@ import optuna
 from autotune.errors import AutotuneError
 from autotune.measure import Objective
 from autotune.measure.tasks import Recipe
-from autotune.runtime.config import CompileConfig, inductor_option_defaults
+from autotune.runtime.config import CompileConfig, inductor_option_defaults, spelled_mode
 from autotune.runtime.knobs import registered
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search._space import SearchSpace, params_for
@@ -173,11 +173,27 @@ def seed_params(space: SearchSpace, seed: Recipe) -> tuple[dict[str, Any], Compi
         config = space.suggest(answers)
     except AutotuneError as exc:
         return f"the configuration is invalid here ({exc})"
-    unasked = sorted(set(seed.answers) - answers.used)
+    # A question the space does not ask, since it offers one answer, is answered where that is the recipe's own.
+    unasked = sorted(k for k in set(seed.answers) - answers.used if not _holds(config, k, seed.answers[k]))
     if unasked or answers.missing:
         what = ", ".join(answers.missing + [f"{k}={seed.answers[k]!r}" for k in unasked])
         return f"the space '{space.name}' does not offer {what}"
     return answers.params, config
+
+
+def _holds(config: CompileConfig, question: str, answer: Any) -> bool:
+    """Whether `config` gives `question` the recipe's `answer` (one the space pins, so it was never asked)."""
+    if question.startswith("options."):
+        name = question.removeprefix("options.")
+        return _same(config.options.get(name, inductor_option_defaults().get(name)), answer)
+    if question in registered():
+        return _same(config.knobs.get(question, registered()[question].neutral), answer)
+    if question == "mode":
+        return _same(config.mode if config.mode is not None else spelled_mode(config.options)[0], answer)
+    if question == "mark_dynamic":
+        return _same(bool(config.mark_dynamic), answer)
+    plain = config.to_dict()
+    return question in plain and _same(plain[question], answer)
 
 
 def _whole_params(space: SearchSpace, config: CompileConfig) -> tuple[dict[str, Any], CompileConfig] | str:
