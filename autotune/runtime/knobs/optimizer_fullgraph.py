@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from autotune.runtime.knobs._knob import Knob
+from autotune.runtime.knobs._optimizer_step import OptimizerStepKnob
 
 if TYPE_CHECKING:
     from autotune.runtime.config import CompileConfig
 
 
-class OptimizerFullgraph(Knob):
+class OptimizerFullgraph(OptimizerStepKnob):
     name = "optimizer_fullgraph"
     choices = (False, True)
     summary = (
@@ -24,18 +24,10 @@ class OptimizerFullgraph(Knob):
         "graph break instead of splitting the step. torch's own optimizers break the graph on purpose, so the bundled "
         "spaces do not offer it; it is for optimizers of your own."
     )
-    needs = "training"
     example = ({"compile_optimizer": True}, True)
 
     def allowed_text(self) -> str:
         return "true or false"
-
-    def why_not(self, config: CompileConfig) -> str | None:
-        return (
-            None
-            if config.compile_optimizer
-            else "it sets how optimizer.step is compiled, but compile_optimizer is false"
-        )
 
     def optimizer_compile_kwargs(self, value: Any, kwargs: dict[str, Any], config: CompileConfig) -> dict[str, Any]:
         return {**kwargs, "fullgraph": True}

@@ -10,20 +10,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from autotune.runtime.knobs._knob import Knob
+from autotune.runtime.knobs._optimizer_step import OptimizerStepKnob
 
 if TYPE_CHECKING:
     from autotune.runtime.config import CompileConfig
 
 
-class OptimizerMode(Knob):
+class OptimizerMode(OptimizerStepKnob):
     name = "optimizer_mode"
     choices = ("default", "lite", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
     summary = (
         "Training, with the compiled optimizer step: that step's own `torch.compile` mode, e.g. "
         "`max-autotune-no-cudagraphs`; a CUDA-graph mode (`reduce-overhead`) only on a GPU."
     )
-    needs = "training"
     example = ({"compile_optimizer": True}, "max-autotune-no-cudagraphs")
 
     def allows(self, value: Any) -> bool:
@@ -34,13 +33,6 @@ class OptimizerMode(Knob):
 
     def device_setting_for(self, value: Any) -> str | None:
         return str(value)
-
-    def why_not(self, config: CompileConfig) -> str | None:
-        return (
-            None
-            if config.compile_optimizer
-            else "it sets how optimizer.step is compiled, but compile_optimizer is false"
-        )
 
     def optimizer_compile_kwargs(self, value: Any, kwargs: dict[str, Any], config: CompileConfig) -> dict[str, Any]:
         return {**kwargs, "mode": value}
