@@ -13,7 +13,9 @@ What a process reads once at start must be the same, so a server serves only the
 start-up environment is its own (`startup_key`): every variable but those naming a run's own
 descriptors and cache folders, which nothing reads before the run starts. A server refuses to
 fork where forking is unsafe: while a thread of Python's runs beside it, or once CUDA is
-initialised (the device seam decides which devices fork: `Device.forks_workers`). Where no
+initialised, or once its driver is (a child forked then could not use CUDA; the workload's own
+`torch.cuda.is_available()` on import is asked through NVML, which leaves the driver alone). The
+device seam decides which devices fork: `Device.forks_workers`. Where no
 server can start, workers start by `python -m` as before; AUTOTUNE_FORK_WORKERS=0 asks for that.
 
 The server reaps its children and reports their exit codes: `ForkedProcess` is what the parent
@@ -96,6 +98,8 @@ MAX_SERVERS = 3
 """Servers a process keeps at most (one per start-up environment and workload module); the oldest goes first."""
 STARTUP_SECONDS = 180.0
 """How long a server may take to import before its parent gives up on it and starts workers by `python -m`."""
+NVML_CHECK_VARIABLE = "PYTORCH_NVML_BASED_CUDA_CHECK"
+"""Set to 1 in a server, so that torch.cuda.is_available() and device_count() ask NVML, not CUDA's driver."""
 _SOCKET_VARIABLE = "AUTOTUNE_FORKSERVER_FD"
 _PRELOAD_VARIABLE = "AUTOTUNE_FORKSERVER_PRELOAD"
 _MAX_MESSAGE = 1 << 20
@@ -428,6 +432,10 @@ def main() -> int:
 
 def _preload(spec: str) -> str:
     """Import what a worker needs; '' when the server may fork, else why it may not."""
+    # A workload's module that asks torch.cuda.is_available() on import would initialise CUDA's driver here by
+    # default, and every child forked after it would find CUDA unusable ("in a bad fork"). Asked through NVML it
+    # leaves the driver alone. Only this server reads it: each child gets its run's own environment.
+    os.environ[NVML_CHECK_VARIABLE] = "1"
     import torch
     import torch._dynamo  # noqa: F401
     import torch._inductor.compile_fx  # noqa: F401
@@ -443,7 +451,28 @@ def _preload(spec: str) -> str:
         return f"the workload's module started threads ({', '.join(others)}); a forked child would lack them"
     if torch.cuda.is_initialized():
         return "CUDA was initialised while importing; a forked child could not use it"
+    if _children_in_a_bad_fork():
+        return (
+            "CUDA's driver was initialised while importing (by a CUDA call, or by torch.cuda.is_available() where "
+            "NVML could not answer); a forked child could not use CUDA"
+        )
     return ""
+
+
+def _children_in_a_bad_fork() -> bool:
+    """Whether a child forked now would find CUDA unusable: torch marks the child of a process whose CUDA driver
+    was initialised, which is_initialized() does not say of the parent."""
+    import torch
+
+    pid = os.fork()
+    if pid == 0:
+        bad = True
+        try:
+            bad = torch.cuda._is_in_bad_fork()
+        finally:
+            os._exit(1 if bad else 0)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) != 0
 
 
 def _fork(channel: socket.socket, request: ForkRequest, fds: list[int], closing: Sequence[int]) -> None:

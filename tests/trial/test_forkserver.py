@@ -94,6 +94,21 @@ def test_a_workload_module_that_starts_a_thread_is_not_forked(records: Path, cap
     assert "started threads (started-on-import)" in caplog.text
 
 
+def test_a_workload_module_that_asks_whether_cuda_is_available_is_forked_with_cuda_usable(records: Path) -> None:
+    seen = _run("tests.trial_targets.asks_cuda:records_its_process")
+    assert seen["ppid"] != os.getpid(), "forked from the server"
+    assert not seen["bad_fork"], "the server asked through NVML, so its children can still use CUDA"
+
+
+def test_a_workload_module_that_initialises_cuda_s_driver_is_not_forked(
+    records: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger=forkserver.__name__):
+        seen = _run("tests.trial_targets.inits_cuda:records_its_process")
+    assert seen["ppid"] == os.getpid(), "started by python -m instead"
+    assert "CUDA's driver was initialised while importing" in caplog.text
+
+
 def test_a_server_that_cannot_start_says_why_and_workers_start_anew(
     records: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

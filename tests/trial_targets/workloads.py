@@ -688,6 +688,7 @@ def records_its_process() -> Workload:
         "argv": sys.argv,
         "cwd": os.getcwd(),
         "affinity": sorted(os.sched_getaffinity(0)),
+        "bad_fork": torch.cuda._is_in_bad_fork(),
     }
     (folder / f"process-{os.getpid()}.json").write_text(json.dumps(record))
     return tiny("infer")
