@@ -157,14 +157,19 @@ def _search(work: Path, arguments: list[str]) -> int:
     if not (work / "best.yaml").exists():
         print(f"\nno best.yaml in {work}: nothing to summarise", flush=True)
         return code or 1
-    from examples.gpu_check._figures import search_figures
+    from examples.gpu_check._figures import search_figures, unmeasured
 
-    _write_figures(search_figures(work))
+    figures = search_figures(work)
+    _write_figures(figures)
     out = os.environ.get(OUT_VARIABLE)
     if out:
         for name, copy in (("best.yaml", "search-best.yaml"), ("report.md", "search-report.md")):
             if (work / name).exists():
                 shutil.copyfile(work / name, Path(out) / copy)
+    why = unmeasured(figures)
+    if why:
+        print(f"\nthe stage fails: {why}", flush=True)
+        return code or 1
     return code
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "run_figures",
     "search_figures",
     "trial_figures",
+    "unmeasured",
     "validation_figures",
 ]
 
@@ -82,6 +83,21 @@ def search_figures(folder: str | Path) -> dict[str, Any]:
     return {k: v for k, v in figures.items() if v is not None}
 
 
+def unmeasured(figures: Mapping[str, Any]) -> str | None:
+    """Why a search stage showed nothing of the GPU path beyond its baselines, or None: a search whose every trial
+    was plain compile's run reused, or failed, or never started (its --timeout reached first), exports plain
+    compile and exits 0, having measured no configuration of its own."""
+    trials = figures.get("trials")
+    if not isinstance(trials, list):
+        return f"its trials could not be read ({trials})"
+    # A pruned trial ran and measured windows on the device too; a failed one showed only its failure.
+    measured = [t for t in trials if t.get("state") in ("complete", "pruned") and t.get("measured")]
+    if measured:
+        return None
+    ran = ", ".join(f"trial {t.get('number')}: {t.get('state')}" for t in trials) or "none"
+    return f"no trial was measured beside the baselines (trials {ran})"
+
+
 def trial_figures(storage: Path, study_name: str) -> list[dict[str, Any]] | str:
     """Per trial: its number, recipe, state, configuration, ratio to plain compile and run figures (or why not)."""
     if not storage.exists():
@@ -97,10 +113,12 @@ def trial_figures(storage: Path, study_name: str) -> list[dict[str, Any]] | str:
         return f"the study could not be read: {type(exc).__name__}: {exc}"
     trials = []
     for trial in study.get_trials(deepcopy=False):
-        attrs = record_of(trial).flat()
+        record = record_of(trial)
+        attrs = record.flat()
         row: dict[str, Any] = {
             "number": trial.number,
             "state": trial.state.name.lower(),
+            "measured": record.measured,
             "recipe": attrs.get("recipe"),
             "configuration": attrs.get("description"),
             "vs_compile": _rounded(attrs.get("speedup_vs_compile")),

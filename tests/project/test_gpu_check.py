@@ -24,7 +24,8 @@ from examples.gpu_check import (
     plan,
     run_check,
 )
-from examples.gpu_check._figures import interval_text, run_figures, search_figures
+from examples.gpu_check._figures import interval_text, run_figures, search_figures, unmeasured
+from examples.gpu_check._stages import GPU_LIMITS, GPU_SECONDS, SEARCH_PROCESSES, SEARCH_TIMEOUT
 from tests.processes import gone, with_command_line
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,7 +139,7 @@ def test_a_bad_option_is_an_error_before_anything_runs(tmp_path: Path) -> None:
 def test_the_gpu_plan_fits_one_device_call_and_installs_the_wheels_offline(tmp_path: Path, monkeypatch) -> None:
     stages = plan(dry_run=False, python="python3", site=tmp_path / "site")
     assert [s.name for s in stages] == list(STAGE_NAMES)
-    assert sum(s.limit for s in stages) <= 9.5 * 60  # a device call may run 10 minutes; the rest is slack
+    assert sum(s.limit for s in stages) <= GPU_SECONDS == 9 * 60  # a device call may run 10 minutes, its start included
     monkeypatch.chdir(tmp_path)
     (tmp_path / ".whl").mkdir()
     (tmp_path / ".whl" / "optuna-4.0.0-py3-none-any.whl").write_bytes(b"")
@@ -148,6 +149,29 @@ def test_the_gpu_plan_fits_one_device_call_and_installs_the_wheels_offline(tmp_p
     (search,) = stages[2].commands(tmp_path)
     assert search[search.index("--space") + 1] == "examples/spaces/cuda_graphs.yaml"
     assert search[search.index("--confirm") + 1] == "1" and search[search.index("--device") + 1] == "cuda"
+
+
+@pytest.mark.parallel
+def test_the_search_stage_is_sized_from_the_processes_it_starts_and_its_trial_starts_before_its_timeout() -> None:
+    (search,) = plan(dry_run=False, python="python3", site=None)[2].commands(Path("work"))
+    assert search[search.index("--timeout") + 1] == str(SEARCH_TIMEOUT)
+    assert search[search.index("--trials") + 1] == "2", "plain compile (reused) and the CUDA-graph recipe"
+    seconds = [seconds for _, seconds in SEARCH_PROCESSES.values()]
+    assert sum(seconds) <= 0.9 * GPU_LIMITS["search"], "a tenth of the limit to spare"
+    first_trial = next(i for i, step in enumerate(SEARCH_PROCESSES) if step.startswith("trial 1"))
+    assert sum(seconds[:first_trial]) < SEARCH_TIMEOUT, "the trial starts before the search stops starting trials"
+
+
+@pytest.mark.parallel
+def test_a_search_stage_that_measured_no_trial_of_its_own_fails_and_says_why() -> None:
+    reused = {"number": 0, "state": "complete", "measured": False}
+    assert unmeasured({"trials": [reused]}) == "no trial was measured beside the baselines (trials trial 0: complete)"
+    assert unmeasured({"trials": []}) == "no trial was measured beside the baselines (trials none)"
+    failed = {"number": 1, "state": "fail", "measured": True}
+    assert unmeasured({"trials": [reused, failed]}).endswith("(trials trial 0: complete, trial 1: fail)")
+    assert unmeasured({"trials": [reused, {"number": 1, "state": "complete", "measured": True}]}) is None
+    assert unmeasured({"trials": [reused, {"number": 1, "state": "pruned", "measured": True}]}) is None
+    assert unmeasured({"trials": "no study at x"}) == "its trials could not be read (no study at x)"
 
 
 @pytest.mark.parallel

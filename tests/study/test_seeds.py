@@ -124,7 +124,7 @@ def test_a_space_with_its_own_recipes_starts_with_those_in_its_order(toy, toy_su
         lengths=observed_lengths(toy_summary, batches),
     )
     seeds, limit = study_seeds(space, toy_summary, trials=3)
-    assert [seed.name for seed in seeds] == ["plain", "cuda-graphs", "max-autotune"] and limit == 3
+    assert [seed.name for seed in seeds] == ["plain", "cuda-graphs", "max-autotune", "static"] and limit == 3
     study = optuna.create_study(direction="maximize")
     notes = seed_study(study, space, seeds, limit=limit)
     assert all(" seeded: " in note for note in notes), notes
@@ -145,6 +145,7 @@ def test_on_a_cpu_the_spaces_cuda_graph_recipes_are_skipped_with_the_reason(toy_
         == "recipe cuda-graphs not seeded: the space 'cuda_graphs' does not offer mode='reduce-overhead', padding_alignment='buckets'"
     )
     assert notes[2].startswith("recipe max-autotune not seeded")
+    assert notes[3].startswith("recipe static seeded"), "what runs beside plain compile on a CPU (the dry run)"
 
 
 def test_without_recipes_of_its_own_a_space_gets_the_generic_ones_within_half_the_trials(toy_summary) -> None:
