@@ -48,6 +48,7 @@ __all__ = [
     "CPUDevice",
     "CUDADevice",
     "Device",
+    "Peaks",
     "default_device",
     "device_name",
     "parse_device",
@@ -206,6 +207,11 @@ class Device(abc.ABC):
     def peak_reserved_mb(self) -> float | None:
         """Peak memory an allocator reserved since the last reset, in MiB; None where `peak_memory_mb` says it."""
         return None
+
+    def held_memory(self, allocated: float, reserved: float | None, cuda_graphs: bool) -> tuple[float, str]:
+        """The peak a run held, and what it counts (`RunRecord.memory_kind`), from its peaks of `peak_memory_mb` and
+        `peak_reserved_mb`: what the objectives, the Pareto front and co-residence read."""
+        return allocated, self.memory_kind
 
     @abc.abstractmethod
     def free_memory_mb(self) -> float | None:
@@ -371,6 +377,13 @@ class CUDADevice(Device):
         CUDA context not."""
         return torch.cuda.max_memory_reserved(self.torch_device) / 2**20
 
+    def held_memory(self, allocated: float, reserved: float | None, cuda_graphs: bool) -> tuple[float, str]:
+        # A replayed graph allocates nothing: its pool's memory is reserved, never counted as allocated again, so a
+        # configuration that replays graphs would look lighter than it is.
+        if cuda_graphs and reserved is not None:
+            return max(allocated, reserved), "cuda_reserved"
+        return allocated, self.memory_kind
+
     def free_memory_mb(self) -> float | None:
         """The CUDA driver's count of free memory on the device."""
         free, _ = torch.cuda.mem_get_info(self.torch_device)
@@ -397,6 +410,44 @@ class CUDADevice(Device):
             timings.append(start.elapsed_time(end) / 1e3)
         del matrix
         return statistics.median(timings)
+
+
+@dataclass
+class Peaks:
+    """A run's peak memory with its calibration probes left out.
+
+    The probe runs before every window, and on a GPU its matrices take about 64 MiB: read after it, the
+    peak of a small model was mostly the probe's (99 MiB for the toy on an H200). So around each probe the
+    peaks so far are carried here and the device's are reset after it. On a GPU the probe's freed blocks
+    stay in the caching allocator, so the reserved peak may still hold up to their size.
+    """
+
+    device: Device
+    allocated: float = 0.0
+    reserved: float | None = None
+
+    def probe(self) -> float:
+        """The device's calibration probe (`Device.calibration_probe`), outside the peaks."""
+        self._carry()
+        seconds = self.device.calibration_probe()
+        self.device.reset_peak_memory()
+        return seconds
+
+    def reset(self) -> None:
+        """Start a fresh count, as `Device.reset_peak_memory` does."""
+        self.device.reset_peak_memory()
+        self.allocated, self.reserved = 0.0, None
+
+    def read(self) -> tuple[float, float | None]:
+        """The peaks since the last `reset`, in MiB: (`peak_memory_mb`'s kind, reserved or None)."""
+        self._carry()
+        return self.allocated, self.reserved
+
+    def _carry(self) -> None:
+        self.allocated = max(self.allocated, self.device.peak_memory_mb())
+        reserved = self.device.peak_reserved_mb()
+        if reserved is not None:
+            self.reserved = max(self.reserved or 0.0, reserved)
 
 
 DEVICE_KINDS: Mapping[str, type[Device]] = {kind.kind: kind for kind in (CPUDevice, CUDADevice)}

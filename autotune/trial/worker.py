@@ -50,7 +50,7 @@ from torch.utils import _pytree as pytree
 
 from autotune.errors import WorkloadError
 from autotune.runtime import codegen, compile_cache, environment
-from autotune.runtime.device import Device, parse_device
+from autotune.runtime.device import Device, Peaks, parse_device
 from autotune.trial.accuracy import PRECISION_TOLERANCE, compare, tensor_leaves, tolerance_for, working_dtype
 from autotune.trial.clocks import Stopwatch, cpu_times, cpu_use, load_average, others_share, steal_share
 from autotune.trial.compile_counts import (
@@ -211,23 +211,24 @@ class WorkerRun:
 
     def _end(self, *, stream: bool) -> None:
         """Optionally one pass over the whole stream, save the compile cache if asked, and send the result."""
-        probe_before = self.device.calibration_probe()
+        probe_before = self.peaks.probe()
         fresh = fresh_stream(self) if stream and self.fresh else None
-        probe_after = self.device.calibration_probe()
+        probe_after = self.peaks.probe()
         load_after, cpu_after = load_average(), cpu_times()
         if self.generated is not None and self.request.save_cache_path:
             saved = compile_cache.save_compile_cache(self.request.save_cache_path, str(self.device))
             self.events.emit(CacheSaved(**saved))
         # The stream pass's rate is the run's; without one, the settle windows' (the fresh_* figures are in its event).
         rates = fresh if fresh is not None else self.ready
+        held, kind = self._held()
         self.events.emit(
             ResultReport(
                 samples_per_second=rates.samples_per_second,
                 batches_per_second=rates.batches_per_second,
                 counts=DynamoCounts(**dynamo_counts()),
-                peak_memory_mb=self.device.peak_memory_mb(),
-                peak_reserved_mb=self.device.peak_reserved_mb(),
-                memory_kind=self.device.memory_kind,
+                peak_memory_mb=held,
+                peak_reserved_mb=self.peaks.read()[1],
+                memory_kind=kind,
                 probe_seconds=[probe_before, probe_after],
                 load=[v for v in (self.load_before, load_after) if v is not None],
                 steal=steal_share(self.cpu_before, cpu_after),
@@ -235,11 +236,18 @@ class WorkerRun:
             )
         )
 
+    def _held(self) -> tuple[float, str]:
+        """The peak memory this run held since the last reset, and what it counts (`Device.held_memory`): under CUDA
+        graphs the reserved peak, which holds the graphs' pools."""
+        allocated, reserved = self.peaks.read()
+        return self.device.held_memory(allocated, reserved, self.request.uses_cuda_graphs)
+
     # -- building -------------------------------------------------------------------------------
 
     def _build(self) -> None:
         self.protocol = RunProtocol.from_dict(self.request.protocol)
         self.device = parse_device(self.request.device)
+        self.peaks = Peaks(self.device)  # the calibration probes left out
         # Workers that share a GPU are held to a share of its memory (`Device.memory_share`).
         self.device.prepare(self.request.memory_share)
         if self.protocol.threads:
@@ -309,7 +317,7 @@ class WorkerRun:
         if self.generated is None:
             eager_is_finite(self)
         # Peak memory from here on: the compiled steps, not the accuracy check's tensors.
-        self.device.reset_peak_memory()
+        self.peaks.reset()
         self.device.synchronize()
         settled_at, passes = self._warm_up()
         if self.generated is not None:
@@ -327,8 +335,8 @@ class WorkerRun:
             warmup_passes=passes,
             # Compiling (max-autotune's benchmark buffers, CUDA-graph recording) may need more than the steps
             # do: its peak is kept apart, and the steady peak counts from here on.
-            compile_peak_memory_mb=self.device.peak_memory_mb(),
-            compile_peak_reserved_mb=self.device.peak_reserved_mb(),
+            compile_peak_memory_mb=self._held()[0],
+            compile_peak_reserved_mb=self.peaks.read()[1],
             compile_split=split,
             # Wall-clock spans, so that a parent that stopped this process for a while can leave that out.
             compile_span=[started_epoch, ended_epoch],
@@ -336,7 +344,7 @@ class WorkerRun:
             shared_build_spans=built,
             counts=DynamoCounts(**dynamo_counts()),
         )
-        self.device.reset_peak_memory()
+        self.peaks.reset()
         self.events.emit(compiled)
 
     def _warm_up(self) -> tuple[float, int]:
@@ -429,7 +437,7 @@ def measure_window(trial: WorkerRun, index: int, slice_: tuple[int, int], passes
     """
     stream, (start, count) = trial.stream, slice_
     batches = whole_steps([stream[(start + offset) % len(stream)] for offset in range(count)] * max(passes, 1), trial)
-    probe = trial.device.calibration_probe()
+    probe = trial.peaks.probe()
     frames_before, use_before = frames_compiled(), cpu_use()
     trial.device.synchronize()
     started = time.perf_counter()

@@ -21,6 +21,7 @@ from autotune.runtime.device import (
     CPUDevice,
     CUDADevice,
     Device,
+    Peaks,
     default_device,
     device_name,
     parse_device,
@@ -249,6 +250,60 @@ def test_the_cpu_counts_the_processs_peak_resident_memory() -> None:
     free = cpu.free_memory_mb()
     assert free is not None and free > 0
     assert cpu.calibration_probe(repeats=1) > 0
+
+
+class ScriptedAllocator:
+    """A device's memory counters as a caching allocator keeps them, driven by the test: the calibration probe
+    takes 64 MiB and frees them, as the CUDA device's does."""
+
+    def __init__(self) -> None:
+        self.allocated = self.peak = 0.0
+        self.reserved = self.reserved_peak = 0.0
+
+    def hold(self, mb: float) -> None:
+        self.allocated += mb
+        self.reserved = max(self.reserved, self.allocated)  # freed blocks stay cached
+        self.peak, self.reserved_peak = max(self.peak, self.allocated), max(self.reserved_peak, self.reserved)
+
+    def reset_peak_memory(self) -> None:
+        self.peak, self.reserved_peak = self.allocated, self.reserved
+
+    def peak_memory_mb(self) -> float:
+        return self.peak
+
+    def peak_reserved_mb(self) -> float:
+        return self.reserved_peak
+
+    def calibration_probe(self) -> float:
+        self.hold(64.0)
+        self.hold(-64.0)
+        return 0.01
+
+
+def test_the_calibration_probe_is_left_out_of_a_run_s_peak_memory() -> None:
+    device = ScriptedAllocator()
+    peaks = Peaks(device)  # type: ignore[arg-type]
+    peaks.reset()
+    device.hold(20.0)  # the model's steps: 20 MiB at most
+    device.hold(-20.0)
+    assert peaks.probe() == 0.01
+    device.hold(12.0)
+    device.hold(-12.0)
+    peaks.probe()
+    assert peaks.read() == (20.0, 64.0), "the steps' peak, not the probe's 64 MiB"
+    # (The probe's freed blocks stay cached: the reserved peak may still hold them, as the class says.)
+    device.calibration_probe()  # the device's own counter read after a probe, as the worker read it before
+    assert device.peak_memory_mb() == 64.0
+    peaks.reset()
+    assert peaks.read() == (0.0, 64.0)
+
+
+def test_under_cuda_graphs_a_run_held_the_reserved_peak_which_holds_the_graphs_pools() -> None:
+    gpu, cpu = parse_device("cuda:0"), parse_device("cpu")
+    assert gpu.held_memory(99.0, 234.0, cuda_graphs=True) == (234.0, "cuda_reserved")
+    assert gpu.held_memory(99.0, 234.0, cuda_graphs=False) == (99.0, "cuda_allocated")
+    assert gpu.held_memory(99.0, None, cuda_graphs=True) == (99.0, "cuda_allocated")
+    assert cpu.held_memory(99.0, None, cuda_graphs=True) == (99.0, "process_rss")
 
 
 class FakeCuda:
