@@ -263,8 +263,8 @@ def _scale(g: Any) -> None:
         metavar="N",
         help="trials run at once (default: one on a CPU; on a GPU host one per 4 cores of each GPU's share of them, "
         "at most 4 per GPU, as the search says once its baselines ran); workers that share a device compile side by side and "
-        "measure one at a time, the others stopped meanwhile (on a GPU once their queued work is done and their "
-        "cached memory released; each may use an equal share of its memory, and a trial out of memory there runs "
+        "measure one at a time, the others stopped meanwhile (on a GPU once their queued work is done, their "
+        "allocator's cache kept; each may use an equal share of its memory, and a trial out of memory there runs "
         "again alone); workers on different GPUs get their own share of the host's CPU cores",
     )
     g.add_argument(

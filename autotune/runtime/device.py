@@ -115,7 +115,8 @@ class Device(abc.ABC):
     started anew: not where the parent of a fork must not have initialised the device (CUDA)."""
     quiet_before_stop: ClassVar[bool] = False
     """Whether a worker here is asked to go quiet before it is stopped (`autotune.trial.gate`): on a GPU a
-    stopped process's queued kernels would run, and its cached memory stay reserved, on another's clock."""
+    stopped process's queued kernels would run on another's clock. (Its cached memory stays: each worker that
+    shares a GPU is held to its share of the memory, `memory_share`, so what it keeps takes nothing from another.)"""
 
     def __str__(self) -> str:
         return self.kind if self.index is None else f"{self.kind}:{self.index}"
@@ -189,7 +190,8 @@ class Device(abc.ABC):
         return None
 
     def go_quiet(self) -> None:
-        """Finish queued work and release cached memory before the process is stopped (`quiet_before_stop`)."""
+        """Finish queued work before the process is stopped (`quiet_before_stop`), keeping what the allocator
+        cached: released, it would be allocated again inside the first window timed after the pause."""
         return None
 
     @abc.abstractmethod
@@ -357,9 +359,10 @@ class CUDADevice(Device):
 
     def go_quiet(self) -> None:
         # While a CUDA graph is being recorded, synchronising would break the recording: then it only answers.
+        # The cached blocks stay: emptied, they were allocated again (cudaMalloc, which synchronises) inside the
+        # first window after the pause, a cost CUDA-graph configurations, whose pools survive, did not pay.
         if torch.cuda.is_initialized() and not torch.cuda.is_current_stream_capturing():
             torch.cuda.synchronize()
-            torch.cuda.empty_cache()
 
     def synchronize(self) -> None:
         torch.cuda.synchronize(self.torch_device)

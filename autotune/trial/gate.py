@@ -8,11 +8,12 @@ compile workers too) until the measurement ends (SIGCONT). Each member keeps the
 stopped, so that its compile time and its time limits can leave them out, and the times it
 ran, so that a compile that ran beside another one can be marked as such.
 
-On a GPU a stopped process's queued kernels would still run, and its cached memory would stay
-reserved, on the measuring worker's clock and memory. So a worker that said it can be paused
-(`Member.pausable`) on a device where pausing must be quiet is asked first: it gets SIGTSTP,
-whose handler in the worker synchronises the device, releases the allocator's cached blocks and
-answers on its pause pipe; then its group is stopped. A worker that does not answer within
+On a GPU a stopped process's queued kernels would still run on the measuring worker's clock. So a
+worker that said it can be paused (`Member.pausable`) on a device where pausing must be quiet is
+asked first: it gets SIGTSTP, whose handler in the worker synchronises the device and answers on
+its pause pipe; then its group is stopped. It keeps the allocator's cached blocks: each worker of a
+shared GPU is held to its share of the memory, and blocks released there were allocated again
+inside the first window timed after the pause. A worker that does not answer within
 QUIET_SECONDS (a long C call) is stopped all the same.
 
 A worker that ran out of memory beside others is run again alone (`alone`): while one thread
@@ -257,7 +258,7 @@ class MeasurementGate:
 
 
 def _go_quiet(pid: int, answers: int) -> bool:
-    """Ask the worker `pid` to finish its device's work and release cached memory; whether it answered in time."""
+    """Ask the worker `pid` to finish its device's queued work; whether it answered in time."""
     with contextlib.suppress(BlockingIOError, OSError):
         while os.read(answers, 64):  # answers to earlier asks that came late
             pass

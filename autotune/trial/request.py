@@ -367,7 +367,7 @@ class RunRecord:
     paused_seconds: float | None = None
     """Seconds the whole run stood stopped while other workers of its device measured."""
     quiet_pauses: list[int] | None = None
-    """On a shared GPU: [pauses before which the worker went quiet (queued work done, cached memory released),
+    """On a shared GPU: [pauses before which the worker went quiet (its queued work done),
     pauses it was stopped without answering in time]."""
     warmup_passes: int | None = None
     """Passes over the fixed batches until one compiled nothing."""

@@ -51,8 +51,8 @@ def test_the_cuda_device_counts_what_its_tensors_take_and_what_is_left() -> None
     assert peak >= 64 and reserved is not None and reserved >= peak, (peak, reserved)
     assert free is not None and 0 < free < torch.cuda.get_device_properties(0).total_memory / 2**20
     del block
-    device.go_quiet()  # synchronises and hands the cached block back
-    assert torch.cuda.memory_reserved(0) < reserved * 2**20
+    device.go_quiet()  # synchronises, and keeps the cached block for the next window
+    assert torch.cuda.memory_reserved(0) >= 64 * 2**20
     assert device.memory_kind == "cuda_allocated" and device.in_worker() == parse_device("cuda:0")
 
 

@@ -359,10 +359,11 @@ def test_a_cuda_worker_takes_its_device_and_its_share(monkeypatch) -> None:
 
 @pytest.mark.parametrize(
     ("initialized", "capturing", "done"),
-    [(True, False, ["synchronize", "empty_cache"]), (True, True, []), (False, False, [])],
+    [(True, False, ["synchronize"]), (True, True, []), (False, False, [])],
 )
 def test_a_gpu_worker_goes_quiet_unless_it_is_recording_a_graph(monkeypatch, initialized, capturing, done) -> None:
     # Synchronising while a CUDA graph is being recorded would break the recording; without CUDA there is nothing.
+    # The allocator's cache is kept: emptied, it was allocated again inside the first window after the pause.
     cuda = FakeCuda(monkeypatch, initialized=initialized, capturing=capturing)
     parse_device("cuda:0").go_quiet()
     parse_device("cpu").go_quiet()
