@@ -13,8 +13,9 @@ import select
 import pytest
 
 from autotune.measure.engine import _replicate, block_orders, co_residence
+from autotune.measure.engine._engine import _peak
 from autotune.trial.live import LiveWorker
-from autotune.trial.request import RunProtocol, TrialRequest, TrialRun, noisy_reason, window_figures
+from autotune.trial.request import RunProtocol, RunRecord, TrialRequest, TrialRun, noisy_reason, window_figures
 from tests import fake_records
 
 pytestmark = pytest.mark.parallel
@@ -80,6 +81,21 @@ class StartLog:
                 return TrialRun(state="failed", reason="compile_error")
 
         return Worker()
+
+
+def test_a_subject_s_memory_is_the_most_its_first_run_held_reserved_too_where_a_gpu_says() -> None:
+    # A subject stopped for another's turn keeps what its allocator cached: its reserved peak is what it holds.
+    gpu = RunRecord(
+        state="complete",
+        peak_memory_mb=99.0,
+        compile_peak_memory_mb=120.0,
+        peak_reserved_mb=234.0,
+        compile_peak_reserved_mb=250.0,
+    )
+    assert _peak(gpu) == 250.0
+    cpu = RunRecord(state="complete", peak_memory_mb=99.0, compile_peak_memory_mb=120.0)
+    assert _peak(cpu) == 120.0, "a CPU reserves nothing apart"
+    assert _peak(RunRecord(state="failed")) is None and _peak(None) is None
 
 
 @pytest.mark.parametrize(

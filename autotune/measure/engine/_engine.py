@@ -596,10 +596,17 @@ def _one_replicate(
 
 def _peak(record: RunRecord | None) -> float | None:
     """The most memory a subject's first run needed: its steady peak, or its compile-time peak where that is more
-    (a replicate's processes start together and compile, or load, side by side)."""
+    (a replicate's processes start together and compile, or load, side by side), and on a GPU what its allocator
+    reserved, where that is more: a subject stopped for another's turn keeps its cached blocks."""
     if record is None:
         return None
-    peaks = [p for p in (record.peak_memory_mb, record.compile_peak_memory_mb) if p is not None]
+    figures = (
+        record.peak_memory_mb,
+        record.compile_peak_memory_mb,
+        record.peak_reserved_mb,
+        record.compile_peak_reserved_mb,
+    )
+    peaks = [p for p in figures if p is not None]
     return max(peaks) if peaks else None
 
 
