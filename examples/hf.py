@@ -9,8 +9,9 @@ labels for heads that take them (see that module for the defaults).
     autotune search --model examples.hf:bert   # sequence classification, trained
     autotune search --model examples.hf:vit    # image classification, trained
 
-Sizes are fixed and small; to tune a real checkpoint, return
-`AutoModelForCausalLM.from_pretrained(...)` from your own target the same way.
+Sizes are small; `gpt2` is GPT-2 small (12 layers, 768 wide, vocabulary 50257) under
+`AUTOTUNE_EXAMPLE_SIZE=full`, as the GPU benchmark (`bash .ci/gpu --bench`) runs it. To tune a
+real checkpoint, return `AutoModelForCausalLM.from_pretrained(...)` from your own target the same way.
 """
 
 from __future__ import annotations
@@ -24,22 +25,26 @@ from transformers import (
     ViTForImageClassification,
 )
 
-from examples._shared import seeded
+from examples._shared import checked_size, seeded
 
 __all__ = ["bert", "gpt2", "vit"]
 
 
-def gpt2() -> GPT2LMHeadModel:
-    """A 2-layer GPT-2 language model with a 1024-token vocabulary and 256 positions, for training."""
+def gpt2(size: str | None = None) -> GPT2LMHeadModel:
+    """A 2-layer GPT-2 language model with a 1024-token vocabulary and 256 positions, for training; GPT-2 small
+    (12 layers, 768 wide, vocabulary 50257, 1024 positions) where the size is 'full'."""
+    vocab, positions, width, layers, heads = (
+        (50257, 1024, 768, 12, 12) if checked_size(size) == "full" else (1024, 256, 64, 2, 4)
+    )
     # use_cache=False: a training step has no use for the key/value cache GPT-2 builds by default.
     config = GPT2Config(
-        vocab_size=1024,
-        n_positions=256,
-        n_embd=64,
-        n_layer=2,
-        n_head=4,
-        bos_token_id=1023,
-        eos_token_id=1023,
+        vocab_size=vocab,
+        n_positions=positions,
+        n_embd=width,
+        n_layer=layers,
+        n_head=heads,
+        bos_token_id=vocab - 1,
+        eos_token_id=vocab - 1,
         use_cache=False,
     )
     with seeded(0):

@@ -1,10 +1,11 @@
 """`python -m examples.gpu_check`: the GPU check's driver (`run`, what `bash .ci/gpu` calls) and its stages.
 
-    python -m examples.gpu_check run [--dry-run] [--stages a,b] [--limit stage=seconds] [--out DIR]
+    python -m examples.gpu_check run [--bench] [--dry-run] [--stages a,b] [--limit stage=seconds] [--out DIR]
 
 The other commands are the stages' own bodies, each run by the driver in a process of its own:
-`environment`, `search` (`autotune search`, then its figures and files copied out) and
-`validate` (`autotune validate` through the library, with its figures).
+`environment`, `search` (`autotune search`, then its figures and files copied out),
+`validate` (`autotune validate` through the library, with its figures) and, for `--bench`,
+`subject` (one benchmark subject's configurations, each one cold run; see `_bench`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from examples.gpu_check._bench import BENCH_STAGES, bench_plan
 from examples.gpu_check._stages import (
     FAULT_VARIABLE,
     FIGURES_VARIABLE,
@@ -44,7 +46,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run the stages (what `bash .ci/gpu` does)")
     run.add_argument("--dry-run", action="store_true", help="on the CPU, tiny workload and budgets, nothing installed")
-    run.add_argument("--stages", help=f"comma-separated, from {', '.join(STAGE_NAMES)} (default: all)")
+    run.add_argument("--bench", action="store_true", help="the benchmark of real models instead of the check")
+    run.add_argument(
+        "--stages",
+        help=f"comma-separated, from {', '.join(STAGE_NAMES)} (with --bench: {', '.join(BENCH_STAGES)}; default: all)",
+    )
     run.add_argument("--limit", action="append", default=[], metavar="STAGE=SECONDS", help="replace a stage's limit")
     run.add_argument("--out", type=Path, help="output folder (default: $OUT/gpu, else outputs/benchmarks/gpu)")
     env = commands.add_parser("environment", help="the environment stage")
@@ -66,6 +72,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     validate.add_argument("--windows", type=int, default=3, help="paired windows (a replicate measures twice as many)")
     validate.add_argument("--window-seconds", type=float, default=0.25)
     validate.add_argument("--fresh-batches", type=int, default=8)
+    bench = commands.add_parser("subject", help="a benchmark stage: one subject's configurations, each one cold run")
+    bench.add_argument("name", help=f"one of {', '.join(BENCH_STAGES[1:])}")
+    bench.add_argument("--dry-run", action="store_true", help="on the CPU, at the examples' tiny size")
+    bench.add_argument("--seconds", type=float, default=600.0, help="what its runs may take in all")
     args = parser.parse_args(argv)
     try:
         if args.command == "run":
@@ -76,6 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _tests(args.junit, [a for a in args.args if a != "--"])
         if args.command == "search":
             return _search(args.work, [a for a in args.args if a != "--"])
+        if args.command == "subject":
+            from examples.gpu_check._subject import run_subject
+
+            return run_subject(args.name, dry_run=args.dry_run, seconds=args.seconds)
         return _validate(args)
     except CheckError as exc:
         print(f"gpu check: {exc}", file=sys.stderr)
@@ -83,13 +97,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    only = parse_stages(args.stages)
-    limits = parse_limits(args.limit)
-    faults = parse_faults(os.environ.get(FAULT_VARIABLE))
+    names = BENCH_STAGES if args.bench else STAGE_NAMES
+    only = parse_stages(args.stages, names)
+    limits = parse_limits(args.limit, names)
+    faults = parse_faults(os.environ.get(FAULT_VARIABLE), names)
+    # The benchmark writes beside the check, never over it.
+    folder = "gpu-bench" if args.bench else "gpu"
     out: Path = (
         args.out
-        or (Path(os.environ["OUT"]) / "gpu" if os.environ.get("OUT") else None)
-        or (DRY_OUT if args.dry_run else GPU_OUT)
+        or (Path(os.environ["OUT"]) / folder if os.environ.get("OUT") else None)
+        or (DRY_OUT.with_name(f"{folder}-dry-run") if args.dry_run else GPU_OUT.with_name(folder))
     )
     # What need not come back (the search's folder, the tests' report, the wheels' site) stays outside an $OUT
     # that is copied back, which takes only a few files a few folders deep.
@@ -109,7 +126,8 @@ def _run(args: argparse.Namespace) -> int:
     stage_env["PYTHONPATH"] = os.pathsep.join([*path, str(Path.cwd()), *_split(os.environ.get("PYTHONPATH"))])
     if site is not None:
         os.environ["PYTHONPATH"] = stage_env["PYTHONPATH"]  # for the driver's own probes (pytest_timeout)
-    stages = plan(dry_run=args.dry_run, python=sys.executable, site=site, limits=limits)
+    planner = bench_plan if args.bench else plan
+    stages = planner(dry_run=args.dry_run, python=sys.executable, site=site, limits=limits)
     summary = run_check(
         stages, out=out, work=work, only=only, faults=faults, env=stage_env, dry_run=args.dry_run, echo=sys.stdout
     )

@@ -137,22 +137,23 @@ class StageResult:
     figures: dict[str, Any] = field(default_factory=dict)
 
 
-def parse_faults(text: str | None) -> dict[str, str]:
-    """`stage:fail,stage:hang` -> {stage: fault}; raises CheckError naming what is wrong."""
+def parse_faults(text: str | None, names: Sequence[str] = STAGE_NAMES) -> dict[str, str]:
+    """`stage:fail,stage:hang` -> {stage: fault}, of the stages `names`; raises CheckError naming what is wrong."""
     faults: dict[str, str] = {}
     for item in filter(None, (part.strip() for part in (text or "").split(","))):
         stage, _, fault = item.partition(":")
-        if stage not in STAGE_NAMES or fault not in FAULTS:
+        if stage not in names or fault not in FAULTS:
             raise CheckError(
-                f"{FAULT_VARIABLE}: {item!r} is not STAGE:FAULT with STAGE one of {', '.join(STAGE_NAMES)} "
+                f"{FAULT_VARIABLE}: {item!r} is not STAGE:FAULT with STAGE one of {', '.join(names)} "
                 f"and FAULT one of {', '.join(FAULTS)}."
             )
         faults[stage] = fault
     return faults
 
 
-def parse_limits(items: Sequence[str]) -> dict[str, float]:
-    """`['tests=20', ...]` (from --limit) -> {stage: seconds}; raises CheckError naming what is wrong."""
+def parse_limits(items: Sequence[str], names: Sequence[str] = STAGE_NAMES) -> dict[str, float]:
+    """`['tests=20', ...]` (from --limit) -> {stage: seconds}, of the stages `names`; raises CheckError naming what is
+    wrong."""
     limits: dict[str, float] = {}
     for item in items:
         stage, _, seconds = item.partition("=")
@@ -160,24 +161,24 @@ def parse_limits(items: Sequence[str]) -> dict[str, float]:
             value = float(seconds)
         except ValueError:
             value = -1.0
-        if stage not in STAGE_NAMES or not 0 < value <= 3600:
+        if stage not in names or not 0 < value <= 3600:
             raise CheckError(
-                f"--limit {item!r}: expected STAGE=SECONDS with STAGE one of {', '.join(STAGE_NAMES)} "
+                f"--limit {item!r}: expected STAGE=SECONDS with STAGE one of {', '.join(names)} "
                 "and SECONDS a number in (0, 3600]."
             )
         limits[stage] = value
     return limits
 
 
-def parse_stages(text: str | None) -> list[str]:
-    """`--stages a,b` -> the stages to run, in the check's own order; all of them when None."""
+def parse_stages(text: str | None, names: Sequence[str] = STAGE_NAMES) -> list[str]:
+    """`--stages a,b` -> the stages to run, of `names` and in their order; all of them when None."""
     if text is None:
-        return list(STAGE_NAMES)
+        return list(names)
     wanted = [s.strip() for s in text.split(",") if s.strip()]
-    unknown = [s for s in wanted if s not in STAGE_NAMES]
+    unknown = [s for s in wanted if s not in names]
     if unknown or not wanted:
-        raise CheckError(f"--stages {text!r}: expected a comma-separated list of {', '.join(STAGE_NAMES)}.")
-    return [s for s in STAGE_NAMES if s in wanted]
+        raise CheckError(f"--stages {text!r}: expected a comma-separated list of {', '.join(names)}.")
+    return [s for s in names if s in wanted]
 
 
 def plan(*, dry_run: bool, python: str, site: Path | None, limits: Mapping[str, float] | None = None) -> list[Stage]:

@@ -24,8 +24,10 @@ from examples.gpu_check import (
     plan,
     run_check,
 )
+from examples.gpu_check._bench import BENCH_STAGES, BENCH_SUBJECTS, SUBJECT_MARGIN, bench_plan
 from examples.gpu_check._figures import interval_text, run_figures, search_figures, unmeasured
 from examples.gpu_check._stages import GPU_LIMITS, GPU_SECONDS, SEARCH_PROCESSES, SEARCH_TIMEOUT
+from examples.gpu_check._subject import headline
 from tests.processes import gone, with_command_line
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -160,6 +162,59 @@ def test_the_search_stage_is_sized_from_the_processes_it_starts_and_its_trial_st
     assert sum(seconds) <= 0.9 * GPU_LIMITS["search"], "a tenth of the limit to spare"
     first_trial = next(i for i, step in enumerate(SEARCH_PROCESSES) if step.startswith("trial 1"))
     assert sum(seconds[:first_trial]) < SEARCH_TIMEOUT, "the trial starts before the search stops starting trials"
+
+
+@pytest.mark.parallel
+def test_the_benchmark_fits_one_device_call_with_a_stage_per_subject_each_run_within_what_its_stage_has_left(
+    tmp_path: Path,
+) -> None:
+    stages = bench_plan(dry_run=False, python="python3", site=tmp_path / "site")
+    assert [s.name for s in stages] == list(BENCH_STAGES) == ["environment", *(b.name for b in BENCH_SUBJECTS)]
+    assert sum(s.limit for s in stages) <= GPU_SECONDS
+    for stage in stages[1:]:
+        (command,) = stage.commands(tmp_path)
+        assert command[2:5] == ["examples.gpu_check", "subject", stage.name] and "--dry-run" not in command
+        assert float(command[command.index("--seconds") + 1]) == stage.limit - SUBJECT_MARGIN
+    (captioning,) = (b for b in BENCH_SUBJECTS if b.name == "captioning-train")
+    labels = [label for label, _ in captioning.configs]
+    assert labels == ["eager", "plain compile", "hand recipe"]
+    assert dict(captioning.configs)["hand recipe"] == {
+        "mode": "max-autotune",
+        "compile_optimizer": True,
+        "padding_alignment": 8,
+    }
+
+
+@pytest.mark.parallel
+def test_a_benchmark_stage_s_headline_gives_each_run_s_rate_and_compile_or_why_it_did_not_complete() -> None:
+    runs = {
+        "eager": {"state": "complete", "samples_per_second": 812.4},
+        "plain compile": {"state": "complete", "samples_per_second": 1204.0, "compile_seconds": 41.2},
+        "hand recipe": {"state": "failed", "reason": "timeout"},
+        "later": {"state": "not run", "reason": "the stage's 265 s were spent"},
+    }
+    assert headline(runs) == (
+        "eager 812/s; plain compile 1,204/s (compile 41 s); hand recipe failed (timeout); "
+        "later not run (the stage's 265 s were spent)"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parallel  # it proves the plumbing, not the numbers
+def test_the_benchmark_s_dry_run_runs_every_subject_at_the_tiny_size_and_records_each_run(tmp_path: Path) -> None:
+    done = check(tmp_path, "--bench", timeout=900)  # its limits add up to 780 s
+    summary = summary_of(tmp_path)
+    statuses = {s["name"]: s["status"] for s in summary["stages"]}
+    assert statuses == dict.fromkeys(BENCH_STAGES, "passed"), done.stdout + done.stderr
+    for stage in summary["stages"][1:]:
+        figures = stage["figures"]
+        assert figures["size"] == "tiny" and "no interval" in figures["note"]
+        assert figures["device"]["float32_matmul_precision"] in ("highest", "high", "medium")
+        for label, run in figures["runs"].items():
+            assert run["state"] == "complete", (stage["name"], label, run)
+            assert run["samples_per_second"] > 0 and run["steady_samples_per_second"] > 0
+            assert (run.get("compile_seconds", 0) > 0) == (label != "eager") and run["peak_memory_mb"] > 0
+    assert "hand recipe" in next(s for s in summary["stages"] if s["name"] == "captioning-train")["figures"]["runs"]
 
 
 @pytest.mark.parallel
