@@ -442,10 +442,13 @@ def _preload(spec: str) -> str:
 
     import autotune.trial.doctor  # noqa: F401
     import autotune.trial.worker  # noqa: F401
+    from autotune.trial.shared_builds import check_host_isa
     from autotune.workload import preimport
 
     if spec:
         preimport(spec)
+    # The host's, not a run's: asked once here (in torch's own cache folder), every child keeps the answer.
+    check_host_isa()
     others = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
     if others:
         return f"the workload's module started threads ({', '.join(others)}); a forked child would lack them"

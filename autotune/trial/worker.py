@@ -91,7 +91,7 @@ from autotune.trial.records import (
     WorkerOrder,
 )
 from autotune.trial.request import RunProtocol, noisy_reason
-from autotune.trial.shared_builds import SharedBuilds, watch_shared_builds
+from autotune.trial.shared_builds import SharedBuilds, check_host_isa, watch_shared_builds
 from autotune.workload import Workload, preimport, resolve, samples_in
 from autotune.workload.steps import StepState, step_of
 
@@ -271,6 +271,8 @@ class WorkerRun:
             # The generated backward(loss): plain loss.backward(), or the compiled autograd the configuration chose.
             self.step.backward = self.generated.backward
         self.optimizer, self.step.extras = self.workload.build_optimizer(self.model)
+        if self.generated is not None and self.device.torch_device.type == "cpu":
+            check_host_isa()  # the host's, not the configuration's: before the compile clock (forked: asked already)
 
     def _set_phase(self, phase: str) -> None:
         self.phase = phase

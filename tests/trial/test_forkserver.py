@@ -16,15 +16,18 @@ from typing import Any
 
 import pytest
 
+from autotune import CompileConfig
 from autotune.trial import forkserver
 from autotune.trial.live import LiveWorker
 from autotune.trial.request import TrialRequest
 from autotune.trial.runner import run_trial
 from tests.processes import alive, command_line
+from tests.short_runs import SHORT, source_for
 
 pytestmark = pytest.mark.parallel
 
 RECORDS = "tests.trial_targets.workloads:records_its_process"
+ASKS_ISA = "tests.trial_targets.asks_isa:model"
 
 
 @pytest.fixture
@@ -85,6 +88,39 @@ def test_workers_start_anew_when_forking_is_turned_off(records: Path, monkeypatc
     seen = _run()
     assert seen["ppid"] == os.getpid()
     assert seen["argv"][0].endswith(os.path.join("trial", "worker.py"))
+
+
+def _read(path: Path) -> dict[str, Any]:
+    return dict(json.loads(path.read_text()))
+
+
+def _asks_isa(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[float]]:
+    """Run a compiled configuration of ASKS_ISA (dynamo only): what its worker knew, who asked, its compile span."""
+    source = source_for(ASKS_ISA, CompileConfig(backend="eager"))
+    run = run_trial(TrialRequest(spec=ASKS_ISA, source=source, protocol=SHORT, timeout=120))
+    assert run.state == "complete", (run.reason, run.message, run.stderr_tail)
+    assert run.compiled is not None
+    # This process wrote one too, resolving the workload to generate the source: only the worker's are read.
+    (seen,) = [r for r in map(_read, folder.glob("process-*.json")) if r["pid"] != os.getpid()]
+    asked = [r for r in map(_read, folder.glob("asked-*.json")) if r["pid"] != os.getpid()]
+    return seen, asked, run.compiled.compile_span
+
+
+def test_a_forked_worker_knows_the_host_s_vector_instructions_from_its_server(records: Path) -> None:
+    seen, asked, _ = _asks_isa(records)
+    assert seen["known"], "the child kept its server's answer: its first compile does not ask again"
+    assert [a["pid"] for a in asked] == [seen["ppid"]], "only the server asked"
+
+
+def test_a_worker_started_anew_asks_for_the_host_s_vector_instructions_before_its_compile_clock(
+    records: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(forkserver.DISABLE_VARIABLE, "0")
+    seen, asked, (compile_start, _) = _asks_isa(records)
+    assert not seen["known"]
+    (ask,) = asked
+    assert ask["pid"] == seen["pid"]
+    assert ask["at"] < compile_start, "the host's check is not charged to the configuration's compile"
 
 
 def test_a_workload_module_that_starts_a_thread_is_not_forked(records: Path, caplog: pytest.LogCaptureFixture) -> None:
