@@ -16,7 +16,7 @@ import pytest
 
 from autotune import CompileConfig
 from autotune.measure import Campaign, CampaignRules, Objective, Subject, TimeTo, choose, outcome
-from autotune.measure.engine import CacheProof
+from autotune.measure.engine import CacheProof, Replicate
 from autotune.measure.engine import _engine as engine
 from autotune.measure.report import confirmation_rows
 from autotune.measure.stats import Interval, Looks, _statistics, replicate_interval
@@ -167,6 +167,43 @@ def test_a_cache_proof_saves_in_the_first_replicate_and_starts_the_leader_from_i
     assert second["compile"] == replace(first["compile"], save_cache_path=None)
     assert proof.loaded["trial 7"].compile_seconds == 1.5 and proof.loaded["trial 7"].replicate == 2
     assert third == {n: replace(r, save_cache_path=None) for n, r in first.items()}, "then as without the proof"
+
+
+def test_the_cache_proof_s_start_up_does_not_size_later_replicates(harness, stand, monkeypatch, tmp_path) -> None:
+    # The proof's replicate starts the leader from its file, which compiles again on a CPU: 28 s against 8 s.
+    fake = stand({"eager": [50.0, 51.0, 49.0], "compile": [100.0, 104.0, 97.0], "trial 7": [130.0, 128.0, 133.0]})
+    sized: list[float] = []
+
+    def replicate(requests, groups, **kw):
+        done, runs, partners = fake.replicate(requests, groups, **kw)
+        loads = any(r.load_cache_path for r in requests.values())
+        for name, request in requests.items():
+            if request.save_cache_path:
+                Path(request.save_cache_path).write_bytes(b"artifacts")
+                saved = CacheSaved(saved=True, bytes=9, sha256="0" * 64, artifacts={"inductor": 1})
+                runs[name] = replace(runs[name], cache_saved=saved)
+        return replace(done, ready_seconds=28.0 if loads else 8.0, seconds=40.0 if loads else 20.0), runs, partners
+
+    def windows_per_replicate(parts, *, window_seconds, replicate_seconds, least, most) -> int:
+        sized.append(replicate_seconds)
+        return least
+
+    monkeypatch.setattr(engine, "run_replicate", replicate)
+    monkeypatch.setattr(engine, "windows_per_replicate", windows_per_replicate)
+    result = engine.measure(
+        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=4, max_rounds=4),
+        cache_proof=CacheProof(tmp_path / "proof"), cache_root=tmp_path / "caches",
+    )  # fmt: skip
+    assert [r.loaded_cache for r in result.replicates] == [False, True, False, False]
+    assert [r.ready_seconds for r in result.replicates] == [8.0, 28.0, 8.0, 8.0]
+    assert sized and all(s == 8.0 for s in sized), (
+        f"sized from the warm start-ups only, not their mean with 28: {sized}"
+    )
+    again = Replicate.from_dict(result.replicates[1].to_dict())
+    assert again.loaded_cache and not Replicate.from_dict(result.replicates[0].to_dict()).loaded_cache
+    # What the next replicate will take, just after the proof's: a warm start-up, not the proof's.
+    just_after = replace(result, replicates=result.replicates[:2])
+    assert engine._next_seconds(just_after, 4) == pytest.approx(8.0 + 12.0 * 4 / result.replicates[1].windows)
 
 
 def _cold_seconds(fake: Stand, monkeypatch, seconds: dict[str, list[float]]) -> list[tuple[str, TrialRequest]]:

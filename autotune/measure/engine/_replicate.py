@@ -76,6 +76,9 @@ class Replicate:
     """Its whole wall time."""
     cold_seconds: float = 0.0
     """Seconds its subjects' cold compiles took before it (`CampaignRules.cold_compiles`; 0 without)."""
+    loaded_cache: bool = False
+    """A subject of it started from a saved compile-cache file, not its warm folder (`CacheProof`): its start-up
+    compiled again what the file does not hold, so it is not what a later replicate's start-up costs."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -87,6 +90,7 @@ class Replicate:
             "ready_seconds": round(self.ready_seconds, 3),
             "seconds": round(self.seconds, 3),
             **({"cold_seconds": round(self.cold_seconds, 3)} if self.cold_seconds else {}),
+            **({"loaded_cache": True} if self.loaded_cache else {}),
         }
 
     @classmethod
@@ -100,6 +104,7 @@ class Replicate:
             ready_seconds=float(data.get("ready_seconds", 0.0)),
             seconds=float(data.get("seconds", 0.0)),
             cold_seconds=float(data.get("cold_seconds", 0.0)),
+            loaded_cache=bool(data.get("loaded_cache", False)),
         )
 
 
