@@ -85,13 +85,12 @@ def watch_shared_builds() -> SharedBuilds:
     return _WATCH
 
 
-def check_host_isa() -> float:
-    """Ask Inductor which vector instruction sets this host builds and loads, as its first CPU kernel would; the
-    seconds it took (0 once asked: the answer is kept for the process and the children it forks).
+def check_host_isa() -> None:
+    """Ask Inductor which vector instruction sets this host builds and loads, as its first CPU kernel would; once
+    asked, the answer is kept for the process and the children it forks.
 
     A torch without the check (or one whose check fails) is left to ask in its own time: nothing is left out.
     """
-    started = time.perf_counter()
     try:
         from torch._inductor import cpu_vec_isa
 
@@ -99,5 +98,4 @@ def check_host_isa() -> float:
         if check is not None:
             check()
     except Exception:  # noqa: BLE001 - the compile asks again and says what is wrong
-        return 0.0
-    return time.perf_counter() - started
+        return
