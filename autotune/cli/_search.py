@@ -176,7 +176,7 @@ def _budget(g: Any) -> None:
         "--slow-ratio",
         type=float,
         default=_default("slow_ratio"),
-        help="prune trials running below this fraction of eager's throughput (default: 0.5)",
+        help="prune trials whose paired windows show them below this fraction of eager's throughput (default: 0.5)",
     )
     g.add_argument(
         "--max-compile-seconds",

@@ -182,12 +182,28 @@ def test_the_slow_ratio_rule_judges_a_trial_beside_the_reference_not_alone() -> 
     # The trial runs a fifth of plain compile's speed, which runs twice eager's: 0.4x eager.
     slow = paired([5.0, 5.0], [1.0, 1.0])
     assert monitor.block(paired([5.0], [1.0])) is None, "one block is not enough to judge"
-    assert monitor.block(slow) == "it ran 0.40x eager beside the reference, below --slow-ratio 0.5"
+    assert monitor.block(slow) == (
+        "it ran 0.40x eager beside the reference, at most 0.40x at 97.5% confidence: below --slow-ratio 0.5"
+    )
     # A machine that got busy four times slower slows both sides of every pair alike: 1.1x the reference.
     hogged = paired([4 / 1.1, 4 / 1.1, 4 / 1.1], [4.0, 4.0, 4.0])
     assert hogged.trial_windows[0].samples / hogged.trial_windows[0].seconds < 0.5 * 100, "alone it looks slow"
     assert Monitor(loop, loop.study.ask(), "trial 2").block(hogged) is None
     assert hogged.ratio == pytest.approx(1.1) and hogged.samples_per_second == pytest.approx(220.0)
+
+
+def test_the_slow_ratio_rule_waits_for_blocks_that_agree_not_for_a_mean_below_the_bar() -> None:
+    loop = loop_with(optuna.trial.TrialState.COMPLETE)
+    loop.options.pruner, loop.options.slow_ratio = "none", 0.9
+    monitor = Monitor(loop, loop.study.ask(), "trial 1")
+    # Beside processes that take the machine, two blocks read 0.3x and 0.5x plain compile (2x eager):
+    # a mean of 0.77x eager's rate, below --slow-ratio 0.9 but far from known to be.
+    noisy = paired([1 / 0.3, 1 / 0.5], [1.0, 1.0])
+    assert noisy.over_eager is not None and noisy.over_eager < 0.9
+    assert monitor.block(noisy) is None, "two blocks that disagree by a factor of 1.7 bound nothing"
+    # Six blocks that agree at about 0.4x plain compile (0.8x eager) bound it below the bar.
+    agreeing = paired([1 / 0.4, 1 / 0.41, 1 / 0.39, 1 / 0.4, 1 / 0.41, 1 / 0.39], [1.0] * 6)
+    assert (why := monitor.block(agreeing)) is not None and why.startswith("it ran 0.80x eager"), why
 
 
 def test_the_pruner_sees_the_paired_figure_at_each_block() -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from autotune.measure.engine import Harness, block_orders, calibrate, take_turns
+from autotune.measure.stats import t_quantile
 from autotune.runtime.config import CompileConfig
 from autotune.trial.gate import MeasurementGate
 from autotune.trial.live import EventMonitor, LiveWorker
@@ -240,6 +241,20 @@ class Paired:
         if ratio is None or self.reference.over_eager is None:
             return None
         return ratio * self.reference.over_eager
+
+    def over_eager_at_most(self, confidence: float) -> float | None:
+        """The one-sided `confidence` upper bound of the trial's ratio to eager, or None below two blocks.
+
+        From the blocks' mean log ratio and its standard error, with Student's t on their degrees
+        of freedom: two blocks that disagree, as windows do beside a process that takes the
+        machine, say little, and the bound stays wide until more blocks agree.
+        """
+        logs = self.block_log_ratios()
+        error = self.standard_error
+        if error is None or self.reference.over_eager is None:
+            return None
+        upper = statistics.fmean(logs) + t_quantile(confidence, len(logs) - 1) * error
+        return math.exp(upper) * self.reference.over_eager
 
     def figures(self) -> dict[str, Any]:
         """What a trial records of its pairing."""
