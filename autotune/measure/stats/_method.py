@@ -17,9 +17,9 @@ Versions:
 6. a compile's time leaves out the C++ header Inductor precompiles once for every later process of the
    environment (`autotune.trial.shared_builds`): the first subject to compile no longer pays it for the rest.
 
-A confirmation's planned looks and its stop for want of a gain (2026-11-29) changed no version: they move how many
-replicates a confirmation takes and how wide its intervals are, not what a replicate measures, so ratios recorded before
-them stay comparable and a retune keeps judging against them.
+A confirmation's planned looks and its stop for want of a gain (2026-11-29), and its look after every replicate
+(2026-11-30), changed no version: they move how many replicates a confirmation takes and how wide its intervals are, not
+what a replicate measures, so ratios recorded before them stay comparable and a retune keeps judging against them.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ METHOD: dict[str, Any] = {
     "allocator": "glibc malloc with fixed thresholds (mmap 32 MiB, trim 256 MiB)",
     "stream": "fresh batches in paired, interleaved windows (ABBA), every subject on the same slices",
     "statistic": "Student t over replicates of paired log-ratios, simultaneous over looks and candidates; a "
-    "confirmation's three planned looks, three quarters of the error at the last, stopped once no gain is left",
+    "confirmation's look after every replicate, three quarters of the error at the last, stopped once no gain is left",
     "compile_time": "where it decides, a cold compile per configuration before each replicate; else one, deciding "
     "nothing; the environment's shared precompiled header left out",
 }

@@ -20,8 +20,7 @@ to its last, or a few: `Looks.at`), and judges the best of several candidates ea
 interval at the plain 95% level, looked at after every replicate, claims a gain for a candidate no faster than the reference in 11 to 18% of
 campaigns. So a campaign spends its error (`Looks`): one-sided 2.5% on each side over the
 whole campaign, shared by its candidates (Bonferroni) and, for each, a share at the last look
-(three quarters in a search's confirmation, which looks three times; half where a campaign looks
-after every replicate) and the rest in equal parts over the earlier ones (a Bonferroni
+(three quarters in a search's confirmation; half in `autotune validate` and a retune) and the rest in equal parts over the earlier ones (a Bonferroni
 alpha-spending schedule). Every interval it prints is then simultaneous: it holds at whichever look the campaign stopped, for whichever
 candidate led, with at least 95% probability, and a gain is claimed for a candidate no faster
 than the reference in at most 2.5% of campaigns.
