@@ -235,10 +235,10 @@ def confirmation_rules(protocol: RunProtocol, *, min_rounds: int, max_rounds: in
 
     Its looks and the share of the error its last look spends were chosen on the simulation of the engine
     (outputs/benchmarks/decision-error.md): half the error at the last look found a real 5% gain at a spread of
-    0.02 in 87% of `--effort default` campaigns, three quarters in 91%. Three looks (after 3, 6 and 8) then
-    lost nothing to a look after every replicate; since a campaign also stops at a look once no gain is left,
-    every look is a chance to stop, and looking after each replicate takes a real 10 to 15% gain to its decision
-    about a replicate sooner, with the same bounds and power."""
+    0.02 in 87% of `--effort default` campaigns, three quarters in 91%. Three looks (after 3, 6 and 8) were
+    chosen before a campaign could stop for want of a gain; with that stop every look is also a chance to end
+    a campaign with nothing to find, and a look after every replicate decides a real 10% gain half a replicate
+    to a replicate sooner and stops a null campaign sooner at wide spreads, with the same bounds and power."""
     return CampaignRules(
         min_rounds=min_rounds,
         max_rounds=max_rounds,
