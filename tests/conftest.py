@@ -18,6 +18,7 @@ import torch
 from autotune import resolve
 from autotune.runtime.summary import WorkloadSummary
 from autotune.workload import Workload
+from tests.leaks import PyTorchAsFound
 from tests.postgres import PostgresMissing, running_server
 
 TOY = "examples.toy:model"
@@ -122,6 +123,26 @@ def _select_tier(config: pytest.Config, items: list[pytest.Item]) -> None:
 def _xdist_workers() -> int:
     """How many pytest-xdist workers run side by side; 1 without xdist."""
     return int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+
+
+_as_found: list[PyTorchAsFound] = []
+"""PyTorch as the first test module found it, noted once per process."""
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _pytorch_as_found(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each test module leaves PyTorch's functions and compiler settings as it found them, whatever ran before it."""
+    if not _as_found:
+        _as_found.append(PyTorchAsFound.note())
+    yield
+    leaked = _as_found[0].differences()
+    if leaked:
+        pytest.fail(
+            f"{request.module.__name__} left PyTorch changed for the tests after it (now put back); undo a patch "
+            f"when the test ends (monkeypatch, config.patch), never at import: {'; '.join(leaked[:8])}"
+            + (f" and {len(leaked) - 8} more" if len(leaked) > 8 else ""),
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session")

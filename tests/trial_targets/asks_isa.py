@@ -2,7 +2,9 @@
 which vector instruction sets the host has (`torch._inductor.cpu_vec_isa.valid_vec_isa_list`).
 
 The note is written once per process that asks: by the fork server, which imports this module
-before it asks, or by a worker started by `python -m`.
+before it asks, or by a worker started by `python -m`. Only a worker's process imports it: importing it
+replaces Inductor's function for the whole process, so a test generates its configuration's source from
+`tests.trial_targets.workloads:tiny_infer`, the same model, instead of resolving this module.
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ _asked = cpu_vec_isa.valid_vec_isa_list
 
 
 def _noting() -> Any:
-    if not _asked.cache_info().currsize:
-        folder = Path(os.environ["AUTOTUNE_TEST_RECORDS"])
-        (folder / f"asked-{os.getpid()}.json").write_text(json.dumps({"pid": os.getpid(), "at": time.time()}))
+    records = os.environ.get("AUTOTUNE_TEST_RECORDS")
+    if records and not _asked.cache_info().currsize:
+        (Path(records) / f"asked-{os.getpid()}.json").write_text(json.dumps({"pid": os.getpid(), "at": time.time()}))
     return _asked()
 
 

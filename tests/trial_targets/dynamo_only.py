@@ -8,10 +8,11 @@ second instead of seconds: the fast tier of the tests searches these, and the fu
 the workloads of `tests.trial_targets.workloads` with Inductor.
 
 Importing this module replaces `torch.compile` in the importing process, as a worker (and the
-fork server that starts workers) imports a workload's module before building it. The
-replacement keeps torch's own compile wherever no worker's event channel is open (in the test
-process, and in the search's own process), so nothing but a worker ever runs on the stand-in
-backend. Inductor's options and modes are dropped there: the eager backend takes none.
+fork server that starts workers) imports a workload's module before building it; never in the
+test process (`in_test_process`), which imports it to resolve the workload. The replacement keeps
+torch's own compile wherever no worker's event channel is open (in a search's own process), so
+nothing but a worker ever runs on the stand-in backend. Inductor's options and modes are dropped
+there: the eager backend takes none.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import torch
 
 from autotune import Workload
 from autotune.trial.events import EVENT_FD_VARIABLE
-from tests.trial_targets import workloads
+from tests.trial_targets import in_test_process, workloads
 
 BACKEND = "eager"
 """The backend every compile in a worker uses."""
@@ -46,7 +47,7 @@ def _dynamo_only(torch_compile: Callable[..., Any]) -> Callable[..., Any]:
     return compile_in_a_worker
 
 
-if not getattr(torch.compile, "dynamo_only", False):
+if not in_test_process() and not getattr(torch.compile, "dynamo_only", False):
     torch.compile = _dynamo_only(torch.compile)  # type: ignore[assignment]
 
 
