@@ -79,8 +79,8 @@ def eager_training(spec: str, warm_passes: int) -> tuple[Callable[[], None], lis
 
     Returns (a function that runs one more pass, the batches): what the noise studies time.
     """
-    from autotune.trial.worker import StepRunner
     from autotune.workload import resolve
+    from autotune.workload.steps import StepRunner
 
     workload = resolve(spec)
     batches = workload.draw_batches(seed=0)

@@ -67,9 +67,9 @@ def _child(spec: str, optimizer: bool, cache: str, warm: bool, windows: int) -> 
 
     from autotune.runtime import codegen, compile_cache
     from autotune.runtime.config import CompileConfig
-    from autotune.trial.worker import StepRunner
     from autotune.workload.contract import samples_in
     from autotune.workload.resolve import resolve
+    from autotune.workload.steps import StepRunner
 
     workload = resolve(spec)
     batches = workload.draw_batches(seed=0)

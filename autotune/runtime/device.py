@@ -29,7 +29,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 
@@ -54,6 +54,7 @@ __all__ = [
     "parse_device",
     "query_gpu",
     "recorded_device",
+    "to_device",
 ]
 
 CUDA_GRAPHS = "CUDA graphs"
@@ -516,3 +517,14 @@ def device_name(device: str = "cpu") -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def to_device(batch: Any, device: torch.device) -> Any:
+    """The batch with every tensor in it moved to `device` (dicts, tuples and lists kept)."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device)
+    if isinstance(batch, dict):
+        return {k: to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(to_device(v, device) for v in batch)
+    return batch

@@ -32,13 +32,15 @@ import torch._dynamo
 from torch import nn
 from torch._dynamo.utils import clear_compilation_metrics, counters
 
-from autotune.runtime.device import Device, parse_device
+from autotune.runtime.device import Device, parse_device, to_device
 from autotune.trial.compile_split import compile_split
 from autotune.trial.events import open_request
+from autotune.trial.failure import classify
 from autotune.trial.records import DoctorFindings, Failure, PhaseChange
 from autotune.trial.request import RunProtocol
-from autotune.trial.worker import StepRunner, classify, exit_now, to_device
+from autotune.trial.worker import exit_now
 from autotune.workload import input_keys, input_of, resolve
+from autotune.workload.steps import StepRunner
 
 __all__ = ["BreakLog", "main", "parse_break", "recompiles_since"]
 

@@ -90,7 +90,9 @@ def test_the_replayed_accuracy_check_catches_a_stale_static_input() -> None:
 
     import pytest
 
-    from autotune.trial.worker import EagerReference, StepRunner, TrialFailure
+    from autotune.trial.failure import TrialFailure
+    from autotune.trial.references import EagerReference
+    from autotune.workload.steps import StepRunner
 
     device = torch.device("cuda")
     workload = SimpleNamespace(trains=False, step=None, autocast=None, run_forward=lambda model, batch: model(batch))

@@ -16,8 +16,9 @@ import torch
 from autotune import ConfigError
 from autotune.trial import compile_counts, live
 from autotune.trial.devices import core_sets, refuse_shared_exclusive
+from autotune.trial.references import EagerReference, same_shapes
 from autotune.trial.request import TrialRequest
-from autotune.trial.worker import EagerReference, StepRunner, same_shapes
+from autotune.workload.steps import StepRunner
 
 pytestmark = pytest.mark.parallel
 

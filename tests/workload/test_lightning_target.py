@@ -17,8 +17,8 @@ from torch._dynamo.utils import counters
 
 from autotune import resolve
 from autotune.errors import WorkloadError
-from autotune.trial.worker import StepRunner
 from autotune.workload.lightning import BATCH_INDEX, is_lightning_target, lightning_workload, target_workload
+from autotune.workload.steps import StepRunner
 from examples import lightning as example
 from tests.targets.lightning_modules import NoLoader, Regression
 

@@ -379,7 +379,8 @@ def test_with_gradient_accumulation_the_optimizer_steps_every_k_batches_on_their
     import copy
     from types import SimpleNamespace
 
-    from autotune.trial.worker import StepRunner, whole_steps
+    from autotune.trial.measuring import whole_steps
+    from autotune.workload.steps import StepRunner
 
     torch.manual_seed(0)
     model = nn.Linear(3, 1)

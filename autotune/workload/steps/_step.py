@@ -34,12 +34,20 @@ class StepState:
 
 
 class Step(ABC):
-    """One kind of step. Subclass it in a module of this package, and pick it in `step_of`."""
+    """One kind of step. Subclass it in a module of its own and decorate it with `register_step`: `step_of` then
+    asks it, in the order of `priority`, whether it `serves` a workload."""
 
     trains: ClassVar[bool]
     """Whether the step trains: the model is in training mode, an optimizer steps, gradients are checked."""
     checks: ClassVar[str]
     """What the accuracy check compares with eager's, in words: 'loss' or 'output'."""
+    priority: ClassVar[int] = 100
+    """Kinds are asked highest first: a kind that serves some of the workloads another serves ranks above it."""
+
+    @classmethod
+    @abstractmethod
+    def serves(cls, workload: Workload) -> bool:
+        """Whether this kind runs the workload's steps."""
 
     def __init__(self, workload: Workload) -> None:
         self.workload = workload
@@ -51,7 +59,12 @@ class Step(ABC):
 
     @abstractmethod
     def run(self, state: StepState, model: nn.Module, optimizer: torch.optim.Optimizer | None, batch: Any) -> Any:
-        """One step on one batch; what it returns is read (cloned), as a user's loop would read it."""
+        """One step on one batch; what it returns is read (cloned), as a user's loop would read it.
+
+        A training kind returns the micro-batch's loss, and steps the optimizer once every
+        `workload.accumulation_steps` calls (every call where the workload has no accumulation): the
+        whole-step check reads the losses it returns and the weights after each optimizer step.
+        """
 
 
 def tensor_leaves(value: Any) -> Iterator[torch.Tensor]:

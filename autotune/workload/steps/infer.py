@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
+from autotune.workload.steps._kinds import register_step
+
+if TYPE_CHECKING:
+    from autotune.workload.contract import Workload
+
 from autotune.workload.steps._step import Step, StepState, tensor_leaves
 
 
+@register_step
 class InferStep(Step):
     trains = False
     checks = "output"
+    priority = 0
+
+    @classmethod
+    def serves(cls, workload: Workload) -> bool:
+        return not workload.trains
 
     def run(self, state: StepState, model: nn.Module, optimizer: torch.optim.Optimizer | None, batch: Any) -> Any:
         with torch.no_grad():

@@ -3,17 +3,28 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
+from autotune.workload.steps._kinds import register_step
+
+if TYPE_CHECKING:
+    from autotune.workload.contract import Workload
+
 from autotune.workload.steps._step import Step, StepState
 
 
+@register_step
 class TrainStep(Step):
     trains = True
     checks = "loss"
+    priority = 0
+
+    @classmethod
+    def serves(cls, workload: Workload) -> bool:
+        return workload.trains
 
     def run(self, state: StepState, model: nn.Module, optimizer: torch.optim.Optimizer | None, batch: Any) -> Any:
         loss = self.workload.compute_loss(self.forward(state, model, batch), batch)
