@@ -54,6 +54,7 @@ from autotune.errors import WorkloadError
 from autotune.runtime.config import InputKey
 from autotune.runtime.summary import TRAIN
 from autotune.workload.contract import Workload, seed_everything
+from autotune.workload.targets import TargetKind, register_target
 from autotune.workload.trainer import INFERENCE_BATCHES, PaddingGuess, chosen_padding, infer_padding
 
 __all__ = ["BATCH_INDEX", "PRECISIONS", "is_lightning_target", "lightning_workload", "target_workload"]
@@ -410,3 +411,14 @@ def _optimizer_factory(module: Any, trainer: Any) -> Callable[[Iterable[nn.Param
         return optimizer
 
     return build
+
+
+LIGHTNING = register_target(
+    TargetKind(
+        name="a LightningModule with its own train_dataloader, a tuple (lightning Trainer, LightningModule) or "
+        "(lightning Trainer, LightningModule, LightningDataModule)",
+        recognises=is_lightning_target,
+        build=target_workload,
+    )
+)
+"""Lightning's objects as a `--model` target."""

@@ -22,9 +22,10 @@ from torch import nn
 from autotune.errors import Terminated, WorkloadError
 from autotune.runtime.limits import printable
 from autotune.runtime.processes import command_line, group_processes, running, signal_group
-from autotune.workload import hf, lightning, trainer
+from autotune.workload import hf, lightning, trainer  # noqa: F401  (each registers its kind of target)
 from autotune.workload.contract import Workload
 from autotune.workload.module import module_workload, refusal
+from autotune.workload.targets import target_kinds, target_of
 
 __all__ = ["preimport", "resolve", "split_inputs", "with_inputs"]
 
@@ -259,20 +260,17 @@ def _public_callables(module: Any) -> list[str]:
 
 
 def _as_workload(target: Any, spec: str, called: bool, inputs: Any = None) -> Workload:
-    if inputs is not None and (
-        isinstance(target, Workload) or trainer.is_trainer(target) or lightning.is_lightning_target(target)
-    ):
+    # Before plain modules: a LightningModule is one, and says itself what batches and step it runs.
+    kind = target_of(target)
+    if inputs is not None and (isinstance(target, Workload) or kind is not None):
         raise WorkloadError(
             f"--model {split_inputs(spec)[0]!r} gives a {type(target).__name__}, which says its own batches: "
             f"--inputs {split_inputs(spec)[1]!r} applies to a bare nn.Module; leave it out."
         )
     if isinstance(target, Workload):
         return target
-    if trainer.is_trainer(target):
-        return trainer.trainer_workload(target, report=_reporter())
-    # Before plain modules: a LightningModule is one, and says itself what batches and step it runs.
-    if lightning.is_lightning_target(target):
-        return lightning.target_workload(target, report=_reporter())
+    if kind is not None:
+        return kind.build(target, report=_reporter())
     if isinstance(target, nn.Module):
         if inputs is not None:
             return module_workload(target, inputs, spec, report=_reporter())
@@ -308,12 +306,11 @@ def _as_workload(target: Any, spec: str, called: bool, inputs: Any = None) -> Wo
             ) from None
         return _as_workload(result, spec, called=True, inputs=inputs)
     what = "the factory returned" if called else "the target is"
-    kind = f"the class {target.__name__}" if isinstance(target, type) else f"an object of type {type(target).__name__}"
+    found = f"the class {target.__name__}" if isinstance(target, type) else f"an object of type {type(target).__name__}"
     raise WorkloadError(
-        f"--model {spec!r}: {what} {kind}; accepted: an autotune.Workload, a torch.nn.Module, "
-        "a transformers.Trainer, a LightningModule with its own train_dataloader, a tuple (lightning Trainer, "
-        "LightningModule) or (lightning Trainer, LightningModule, LightningDataModule), or a zero-argument "
-        "callable returning one of them."
+        f"--model {spec!r}: {what} {found}; accepted: an autotune.Workload, a torch.nn.Module, "
+        + "".join(f"{kind.name}, " for kind in target_kinds())
+        + "or a zero-argument callable returning one of them."
     )
 
 

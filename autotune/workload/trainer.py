@@ -39,6 +39,7 @@ from autotune.errors import WorkloadError
 from autotune.runtime.config import InputKey
 from autotune.runtime.summary import TRAIN
 from autotune.workload.contract import Workload, seed_everything
+from autotune.workload.targets import TargetKind, register_target
 
 __all__ = [
     "INFERENCE_BATCHES",
@@ -259,3 +260,7 @@ def _optimizer_factory(trainer: Any) -> Callable[[Iterable[nn.Parameter]], torch
         return cls([g for g in groups if g["params"]], **kwargs)
 
     return build
+
+
+TRAINER = register_target(TargetKind(name="a transformers.Trainer", recognises=is_trainer, build=trainer_workload))
+"""A Hugging Face `Trainer` as a `--model` target."""
