@@ -1,8 +1,8 @@
 """What crosses the boundary of a trial process: the request, the measuring protocol, and the run's record.
 
 `TrialRequest` goes to the worker (as JSON), `TrialRun` collects the typed records the worker
-reported (`autotune.trial.records`), and `RunRecord` is the plain figures of one run that
-studies, reports and the measurement campaign keep (`to_dict`/`from_dict`, JSON-safe).
+reported (`autotune.trial.records`) and turns them into the run's figures (`RunRecord`, in
+`autotune.trial.run_record`), which studies, reports and the measurement campaign keep.
 Nothing here imports torch or Optuna.
 """
 
@@ -24,6 +24,7 @@ from autotune.trial.records import (
     ResultReport,
     Window,
 )
+from autotune.trial.run_record import RunRecord
 
 __all__ = [
     "DOCTOR_PROGRAM",
@@ -190,7 +191,8 @@ class TrialRun:
             values.update(self.fresh.figures())
         if self.state == "failed":
             values["stderr_tail"] = self.stderr_tail[-3000:]
-        return RunRecord.from_dict(values)
+        values.setdefault("state", "failed")
+        return RunRecord(**{k: v for k, v in values.items() if v is not None})
 
     def _reported(self) -> dict[str, Any]:
         """The figures of the worker's compiled, ready and result records, later ones over earlier ones.
@@ -313,133 +315,8 @@ def noisy_reason(probes: list[float], rates: list[float]) -> str:
     return ""
 
 
-@dataclass(kw_only=True)
-class RunRecord:
-    """The figures of one run of one subject: what a study stores and every report reads."""
-
-    state: str
-    """'complete', 'failed' or 'pruned'."""
-    reason: str = ""
-    """Why it failed or was pruned (e.g. 'accuracy', 'oom', 'timeout')."""
-    message: str = ""
-    """What the worker said about it, in a line."""
-    samples_per_second: float | None = None
-    """The run's throughput over one pass of the fresh stream, recompiles of new shapes included (see
-    `window_figures`); the fixed batches' rate when there is no stream."""
-    batches_per_second: float | None = None
-    """Steps per second on the same batches as `samples_per_second`."""
-    steady_samples_per_second: float | None = None
-    """The rate of the steps that compiled nothing: on the stream's windows, or the fixed batches' settle windows."""
-    samples_per_second_min: float | None = None
-    """The slowest window that compiled nothing."""
-    samples_per_second_max: float | None = None
-    """The fastest window that compiled nothing."""
-    windows: list[float] = field(default_factory=list)
-    """Every window's samples/s, in order: slices of the fresh stream in a session (block by block), else the
-    settle windows on the fixed batches."""
-    window_probe_ms: list[float] = field(default_factory=list)
-    """The calibration probe timed just before each window, in milliseconds: the machine's state, window by window."""
-    window_recompiles: list[int] = field(default_factory=list)
-    """Frames compiled inside each window (a new shape of the stream)."""
-    window_others: list[float] = field(default_factory=list)
-    """Share of the machine's CPU that other processes used during each window (Linux /proc/stat)."""
-    settle_windows: list[float] = field(default_factory=list)
-    """The windows on the fixed batches before the run was ready, samples/s."""
-    windows_redone: int | None = None
-    """Settle windows measured again because something compiled inside them."""
-    stream_samples: int | None = None
-    """Samples in one pass over the fresh stream."""
-    stream_batches: int | None = None
-    """Batches in the fresh stream."""
-    warm: bool = False
-    """This run started from the subject's cache folder, filled by its first (cold) run: its compile time is the
-    warm one, not the subject's."""
-    compile_seconds: float | None = None
-    """Compile and warm-up on the fixed batches, without the accuracy check's eager reference (nor time stopped while
-    another worker measured)."""
-    compile_paused_seconds: float | None = None
-    """Seconds the compile stood stopped while another worker of the device measured (left out of compile_seconds)."""
-    shared_build_seconds: float | None = None
-    """Seconds the compile spent building what every later process of the environment reuses (Inductor's
-    precompiled C++ header): the environment's first compile pays it once; left out of compile_seconds."""
-    compile_concurrent_seconds: float | None = None
-    """Seconds of the compile during which another worker of the device ran too: such a compile is slower than alone."""
-    paused_seconds: float | None = None
-    """Seconds the whole run stood stopped while other workers of its device measured."""
-    quiet_pauses: list[int] | None = None
-    """On a shared GPU: [pauses before which the worker went quiet (its queued work done),
-    pauses it was stopped without answering in time]."""
-    warmup_passes: int | None = None
-    """Passes over the fixed batches until one compiled nothing."""
-    fresh_batches: int | None = None
-    """How many fresh batches were measured (a finite data source may have fewer than asked)."""
-    fresh_passes: int | None = None
-    """Passes over the fresh batches: the first one is fresh; more ran when it was shorter than `fresh_seconds`."""
-    fresh_recompiles: int | None = None
-    """Frames compiled while running the fresh batches: shapes the fixed batches did not have."""
-    fresh_compile_seconds: float | None = None
-    """Time spent in fresh-batch steps that compiled something."""
-    peak_memory_mb: float | None = None
-    """Peak memory of the compiled steps once compiled: CUDA's allocator, or the process's resident set on the CPU."""
-    peak_reserved_mb: float | None = None
-    """On CUDA, the steady peak the caching allocator reserved (CUDA-graph pools and slack included)."""
-    compile_peak_memory_mb: float | None = None
-    """Peak memory while compiling and warming up (as `peak_memory_mb` counts it), the accuracy check left out."""
-    compile_peak_reserved_mb: float | None = None
-    """On CUDA, the peak reserved while compiling and warming up."""
-    compile_split: dict[str, float] = field(default_factory=dict)
-    """Where the compile time went, in seconds per part (`autotune.trial.compile_split`), from torch's metrics."""
-    memory_kind: str | None = None
-    """'cuda_allocated' or 'process_rss'."""
-    graphs: int | None = None
-    """Graphs dynamo compiled."""
-    graph_breaks: int | None = None
-    """Graph breaks dynamo counted."""
-    recompiles: int | None = None
-    """Frames compiled again for new guards."""
-    cuda_graph_recordings: int | None = None
-    """CUDA graphs recorded (warm-up and each new shape's recording count as compiling)."""
-    cuda_graph_skips: int | None = None
-    """Graphs torch ran without CUDA graphs although the configuration asked for them."""
-    threads: int | None = None
-    """CPU threads torch used."""
-    device_free_mb: float | None = None
-    """Free memory of the device when the run was ready (CUDA: the driver's count), for choosing which subjects
-    can be alive together."""
-    probe_seconds: list[float] = field(default_factory=list)
-    """The calibration probe, timed before and after measuring: a slower probe means a busier machine."""
-    load: list[float] = field(default_factory=list)
-    """The 1-minute load average before and after measuring (empty where the system has none)."""
-    steal: float | None = None
-    """Share of CPU time the hypervisor gave to others while measuring (Linux /proc/stat), or None."""
-    noisy: str = ""
-    """Why this run's figures are not trusted (a slow probe, spread windows); empty when they are."""
-    wall_seconds: float = 0.0
-    """The whole worker process, start to exit."""
-    phase_seconds: dict[str, float] = field(default_factory=dict)
-    """Wall seconds per phase: start, build, compile, measure."""
-    stderr_tail: str = ""
-    """The last lines the worker printed, for a failed run."""
-
-    @property
-    def complete(self) -> bool:
-        return self.state == "complete" and self.samples_per_second is not None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON- and YAML-safe plain data (no NaN or infinity)."""
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
-        return {k: _finite(v) for k, v in data.items() if v not in (None, "", [], {}) or k == "state"}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RunRecord:
-        """Build from `to_dict` output (or a study's trial attributes); unknown keys are ignored."""
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known and v is not None}
-        values.setdefault("state", "failed")
-        return cls(**values)
-
-
 _FIGURES = {f.name for f in fields(RunRecord)} - {
+    "version",
     "state",
     "reason",
     "message",
@@ -452,12 +329,6 @@ _FIGURES = {f.name for f in fields(RunRecord)} - {
 def _seconds(value: Any) -> bool:
     """Whether `value` is a finite number (a bool is not one)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def check_device(device: str | None) -> str:

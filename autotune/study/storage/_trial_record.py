@@ -176,7 +176,8 @@ class TrialRecord:
     def flat(self) -> dict[str, Any]:
         """One flat mapping of every figure, for tables: the run's fields, then the trial's; `samples_per_second`
         is the scaled rate and `own_samples_per_second` the run's own beside it."""
-        data: dict[str, Any] = self.own.to_dict() if self.run is not None else {}
+        # The run record's version says how it was written, not what it measured: no column of a table.
+        data: dict[str, Any] = {k: v for k, v in self.own.to_dict().items() if k != "version"} if self.run else {}
         for f in fields(self):
             if f.name in ("run", "scaled_samples_per_second", "scaled_batches_per_second"):
                 continue
