@@ -438,3 +438,22 @@ def test_gradient_accumulation_is_refused_where_it_cannot_apply() -> None:
     built = Workload(**train, accumulation_steps=4)  # type: ignore[arg-type]
     assert built.summary("x:y", built.draw_batches()).accumulation_steps == 4
     assert WorkloadSummary.from_dict(built.summary("x:y", built.draw_batches()).to_dict()).accumulation_steps == 4
+
+
+def test_a_kind_of_target_registered_in_one_module_is_resolved_and_listed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from autotune.workload import targets
+
+    class Recipe:
+        """A stand-in for a library's training object, which says its own model and batches."""
+
+    monkeypatch.setattr(targets, "_KINDS", dict(targets._KINDS))  # the registry as it was, after the test
+    built = Workload(model=nn.Linear(4, 2), batches=lambda: iter([torch.randn(3, 4)] * 4), task="infer", num_batches=4)
+    targets.register_target(
+        targets.TargetKind(name="a Recipe", recognises=lambda obj: isinstance(obj, Recipe), build=lambda t, **_: built)
+    )
+    from tests.targets import workloads
+
+    monkeypatch.setattr(workloads, "recipe", Recipe(), raising=False)
+    assert resolve("tests.targets.workloads:recipe") is built
+    with pytest.raises(WorkloadError, match="a Recipe, or a zero-argument callable"):
+        resolve(f"{TARGETS}:returns_number")
