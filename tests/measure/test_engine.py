@@ -566,10 +566,16 @@ def test_a_campaign_stops_where_its_replicates_scatter_too_widely_for_its_last_l
     assert result.rounds == 3, result.stopped
     assert "would show a gain at the last look in under 1% of campaigns (the stop asks under 5%)" in result.stopped
     stand(rates)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_statistics, "FUTILITY_RULE", "band")
-        banded = engine.measure(harness, subjects(), objective=THROUGHPUT, rules=rules)
+    banded = engine.measure(harness, subjects(), objective=THROUGHPUT, rules=replace(rules, futility_rule="band"))
     assert banded.rounds > 3 and "inside the +/-2% band" in banded.stopped, banded.stopped
+
+
+def test_the_stop_for_want_of_a_gain_is_one_the_rules_know() -> None:
+    assert (CampaignRules().futility_rule, CampaignRules().futility_chance) == ("chance", 0.05)
+    with pytest.raises(ValueError, match=r"futility_rule: 'sometimes' is not one of \('band', 'chance'\)"):
+        CampaignRules(futility_rule="sometimes")
+    with pytest.raises(ValueError, match=r"futility_chance: 1.5 must lie in \(0, 1\)"):
+        CampaignRules(futility_chance=1.5)
 
 
 def test_a_candidate_that_may_still_be_a_gain_keeps_the_campaign_going_to_the_next_look(harness, stand) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autotune.measure.stats import BAND
+from autotune.measure.stats import BAND, FUTILITY_CHANCE, FUTILITY_RULE, FUTILITY_RULES
 from autotune.trial.request import RunProtocol
 
 __all__ = [
@@ -55,6 +55,13 @@ class CampaignRules:
     futility: bool = False
     """Stop at a look once no subject can be shown faster than `reference` any more: every one's upper bound
     (`upper_bound`) lies inside the band. It claims nothing: the campaign exports what it would have without a gain."""
+    futility_rule: str = FUTILITY_RULE
+    """How `futility` judges that no gain is left (`FUTILITY_RULES`): `chance`, once no subject would be claimed a gain
+    at the last look in `futility_chance` of campaigns even at its upper bound; `band`, once every upper bound lies
+    inside the band."""
+    futility_chance: float = FUTILITY_CHANCE
+    """Under the `chance` rule, the chance of a gain at the last look (were a subject as fast as its upper bound) below
+    which the subject no longer keeps the campaign going."""
     cold_compiles: bool = False
     """Before each replicate, compile every configuration it runs again, alone and cold in an empty folder, in a new
     random order: compile time then has one measurement per replicate, paired like the throughput, and an interval
@@ -71,6 +78,10 @@ class CampaignRules:
             raise ValueError(f"windows: {self.windows} must be >= 2: a replicate's variance needs two windows")
         if self.looks is not None and self.looks < 1:
             raise ValueError(f"looks: {self.looks} must be >= 1 (None: a look after every replicate)")
+        if self.futility_rule not in FUTILITY_RULES:
+            raise ValueError(f"futility_rule: {self.futility_rule!r} is not one of {FUTILITY_RULES}")
+        if not 0 < self.futility_chance < 1:
+            raise ValueError(f"futility_chance: {self.futility_chance} must lie in (0, 1), e.g. 0.05")
 
 
 def first_windows(protocol: RunProtocol) -> int:

@@ -11,7 +11,6 @@ from autotune.measure.stats import (
     FUTILITY_ERROR,
     Looks,
     claim_chance,
-    futility_rule,
     outcome,
     spaced_looks,
     upper_bound,
@@ -86,13 +85,13 @@ def why_stop(campaign: Campaign, rules: CampaignRules, spent: float, ahead: floa
 
 def _no_gain_left(campaign: Campaign, rules: CampaignRules) -> str:
     """Why no subject still measured can be shown faster than the reference any more ('' while one can): under the
-    `chance` rule (`FUTILITY_RULE`), each one's `claim_chance` at the last look is under `FUTILITY_CHANCE`; under
-    `band`, or where the campaign plans no looks, each one's upper bound (`upper_bound`, one-sided at
-    `FUTILITY_ERROR`) lies inside the band."""
+    `chance` rule (`CampaignRules.futility_rule`), each one's `claim_chance` at the last look is under
+    `CampaignRules.futility_chance`; under `band`, or where the campaign plans no looks, each one's upper bound
+    (`upper_bound`, one-sided at `FUTILITY_ERROR`) lies inside the band."""
     if campaign.rounds >= rules.max_rounds:
         return ""  # the campaign ends here anyway, its replicates spent: the stop is the budget's, not this one
     reference = rules.reference
-    rule, least = futility_rule()
+    rule, least = rules.futility_rule, rules.futility_chance
     looks = campaign.looks if rule == "chance" else None  # the chance needs the looks' last one
     found: list[tuple[float, float, str]] = []
     for name in campaign.racing():
