@@ -68,7 +68,7 @@ from autotune.measure import (
 )
 from autotune.measure.choice import DEFAULT_PICK, choose_point, decide, parse_pick
 from autotune.measure.engine import Replicate, ReplicatePlan, validation_rules
-from autotune.measure.stats import _statistics
+from autotune.measure.stats import FUTILITY_CHANCE, FUTILITY_RULE, _statistics
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search._effort import EFFORTS
@@ -238,19 +238,32 @@ class Case:
         return 1 if self.design == "validate" else EFFORTS[self.design].confirm
 
 
-def rules_of(design: str, protocol: RunProtocol) -> CampaignRules:
-    """The rules the real command gives this design."""
+def rules_of(
+    design: str, protocol: RunProtocol, *, futility_rule: str = FUTILITY_RULE, futility_chance: float = FUTILITY_CHANCE
+) -> CampaignRules:
+    """The rules the real command gives this design, stopping for want of a gain by `futility_rule` (where its rules
+    stop so)."""
     if design == "validate":
-        return validation_rules(protocol)
-    effort = EFFORTS[design]
-    return confirmation_rules(protocol, min_rounds=effort.rounds, max_rounds=effort.max_rounds)
+        rules = validation_rules(protocol)
+    else:
+        effort = EFFORTS[design]
+        rules = confirmation_rules(protocol, min_rounds=effort.rounds, max_rounds=effort.max_rounds)
+    return dataclasses.replace(rules, futility_rule=futility_rule, futility_chance=futility_chance)
 
 
-def run_case(case: Case, campaigns: int, seed: int) -> dict[str, Any]:
-    """One row: `campaigns` campaigns of the real engine on stand-ins."""
+def run_case(
+    case: Case,
+    campaigns: int,
+    seed: int,
+    *,
+    futility_rule: str = FUTILITY_RULE,
+    futility_chance: float = FUTILITY_CHANCE,
+) -> dict[str, Any]:
+    """One row: `campaigns` campaigns of the real engine on stand-ins, stopping for want of a gain by `futility_rule`
+    and `futility_chance` (`CampaignRules`)."""
     harness = Harness(spec="stand-in", summary=WorkloadSummary(spec="stand-in", task="train"))
     protocol = harness.protocol
-    rules = rules_of(case.design, protocol)
+    rules = rules_of(case.design, protocol, futility_rule=futility_rule, futility_chance=futility_chance)
     time_to, pareto = case.objective == "time-to", case.objective == "pareto"
     objective = TimeTo(TIME_TO_STEPS) if time_to else Throughput()
     if time_to:
@@ -349,11 +362,18 @@ TUNED = 1.15
 """The incumbent's speed against plain compile on the day it was tuned."""
 
 
-def run_retune_case(case: RetuneCase, campaigns: int, seed: int) -> dict[str, Any]:
+def run_retune_case(
+    case: RetuneCase,
+    campaigns: int,
+    seed: int,
+    *,
+    futility_rule: str = FUTILITY_RULE,
+    futility_chance: float = FUTILITY_CHANCE,
+) -> dict[str, Any]:
     """One row: `campaigns` pairs of days, each the real engine on stand-ins and the real retune rule (`decide`).
 
-    The tuning day is a confirmation of the incumbent against both baselines (`--effort default`'s budget); its
-    intervals are what best.yaml records. The retune's day measures eager, plain compile, the incumbent and a
+    The tuning day is a confirmation of the incumbent against both baselines (`--effort default`'s budget, stopping
+    for want of a gain by `futility_rule` and `futility_chance`); its intervals are what best.yaml records. The retune's day measures eager, plain compile, the incumbent and a
     challenger in the budget `autotune retune` gives them (3 to 6 replicates), and `decide` says regression,
     improved or unchanged."""
     harness = Harness(spec="stand-in", summary=WorkloadSummary(spec="stand-in", task="train"))
@@ -372,7 +392,11 @@ def run_retune_case(case: RetuneCase, campaigns: int, seed: int) -> dict[str, An
                [*subjects, incumbent, challenger]}  # fmt: skip
     named = {source: name for name, source in sources.items()}
     effort = EFFORTS["default"]
-    confirm = confirmation_rules(harness.protocol, min_rounds=effort.rounds, max_rounds=effort.max_rounds)
+    confirm = dataclasses.replace(
+        confirmation_rules(harness.protocol, min_rounds=effort.rounds, max_rounds=effort.max_rounds),
+        futility_rule=futility_rule,
+        futility_chance=futility_chance,
+    )
     retune = CampaignRules(min_rounds=3, max_rounds=6, reference="incumbent", windows=confirm.windows)
     rng = random.Random(f"{seed}:{case}")
     regression = replaced = false_regression = false_replaced = 0
@@ -466,32 +490,25 @@ def check_retune(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return broken
 
 
-def _retune_row(job: tuple[RetuneCase, int, int]) -> dict[str, Any]:
-    return run_retune_case(*job)
+def _retune_row(job: tuple[RetuneCase, int, int, str, float]) -> dict[str, Any]:
+    case, campaigns, seed, rule, chance = job
+    return run_retune_case(case, campaigns, seed, futility_rule=rule, futility_chance=chance)
 
 
-def _set_margin(
-    margin: float,
-    default_max_rounds: int | None = None,
-    spread_rule: str | None = None,
-    futility_rule: str | None = None,
-    futility_chance: float | None = None,
-) -> None:
-    """The margin the engine's gains must clear, the `default` effort's most replicates, the rule for a pair's
-    spread and the stop for want of a gain, in this process (each of the pool's too)."""
+def _set_margin(margin: float, default_max_rounds: int | None = None, spread_rule: str | None = None) -> None:
+    """The margin the engine's gains must clear, the `default` effort's most replicates and the rule for a pair's
+    spread, in this process (each of the pool's too). The stop for want of a gain travels with each job, into the
+    campaign's rules."""
     _statistics.GAIN_MARGIN = margin
     if spread_rule is not None:
         _statistics.SPREAD_RULE = spread_rule
-    if futility_rule is not None:
-        _statistics.FUTILITY_RULE = futility_rule
-    if futility_chance is not None:
-        _statistics.FUTILITY_CHANCE = futility_chance
     if default_max_rounds is not None:
         EFFORTS["default"] = dataclasses.replace(EFFORTS["default"], max_rounds=default_max_rounds)
 
 
-def _row(job: tuple[Case, int, int]) -> dict[str, Any]:
-    return run_case(*job)
+def _row(job: tuple[Case, int, int, str, float]) -> dict[str, Any]:
+    case, campaigns, seed, rule, chance = job
+    return run_case(case, campaigns, seed, futility_rule=rule, futility_chance=chance)
 
 
 def table(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -622,6 +639,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 <= args.margin < 0.5:
         parser.error(f"--margin {args.margin}: must lie in [0, 0.5), e.g. 0.005 for half a percent")
     _set_margin(*_settings(args))
+    futility = (args.futility_rule, args.futility_chance)
     started = time.monotonic()
     if args.retune:
         retunes = [
@@ -631,7 +649,7 @@ def main(argv: list[str] | None = None) -> int:
             for day in DAY_SDS
             for scenario in RETUNE_SCENARIOS
         ]
-        rows = _map(_retune_row, [(case, args.campaigns, args.seed) for case in retunes], args)
+        rows = _map(_retune_row, [(case, args.campaigns, args.seed, *futility) for case in retunes], args)
         print(retune_table(rows))
     else:
         cases = [
@@ -642,7 +660,7 @@ def main(argv: list[str] | None = None) -> int:
             for r in args.ratios
             if not (args.objective == "pareto" and d == "validate")
         ]
-        rows = _map(_row, [(case, args.campaigns, args.seed) for case in cases], args)
+        rows = _map(_row, [(case, args.campaigns, args.seed, *futility) for case in cases], args)
         print(table(rows))
     print(f"\n{len(rows)} rows of {args.campaigns} campaigns in {time.monotonic() - started:.0f} s")
     if args.json:
@@ -654,9 +672,9 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if broken else 0
 
 
-def _settings(args: argparse.Namespace) -> tuple[float, int | None, str, str, float]:
+def _settings(args: argparse.Namespace) -> tuple[float, int | None, str]:
     """What `_set_margin` sets in each process, from the command line."""
-    return (args.margin, args.default_max_rounds, args.spread_rule, args.futility_rule, args.futility_chance)
+    return (args.margin, args.default_max_rounds, args.spread_rule)
 
 
 def _map(function: Any, jobs: list[Any], args: argparse.Namespace) -> list[dict[str, Any]]:

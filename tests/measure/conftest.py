@@ -1,4 +1,4 @@
-"""Fixtures of the measurement tests: a harness for the toy, and `stands.Stand` installed in the engine."""
+"""Fixtures of the measurement tests: a harness for the toy, and `stands.Stand` installed as the engine's lab of processes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from autotune.measure import Harness
-from autotune.measure.engine import _engine as engine
+from autotune.measure.engine import _lab
 from autotune.runtime.summary import WorkloadSummary
 from tests.measure.stands import Stand
 
@@ -21,8 +21,8 @@ def harness(toy_summary: WorkloadSummary) -> Harness:
 def stand(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Stand]:
     def install(rates: dict[str, list[float | None]], failing: tuple[str, ...] = ()) -> Stand:
         fake = Stand(rates, failing)
-        monkeypatch.setattr(engine, "run_trial", fake.first_run)
-        monkeypatch.setattr(engine, "run_replicate", fake.replicate)
+        monkeypatch.setattr(_lab, "run_trial", fake.first_run)
+        monkeypatch.setattr(_lab, "run_replicate", fake.replicate)
         return fake
 
     return install

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from autotune import CompileConfig
-from autotune.measure import Campaign, CampaignRules, Objective, Subject, TimeTo, choose, outcome
-from autotune.measure.engine import CacheProof, Replicate
-from autotune.measure.engine import _engine as engine
+from autotune.measure import Campaign, CampaignRules, Objective, Subject, TimeTo, choose, engine, outcome
+from autotune.measure.engine import CacheProof, Replicate, _lab, _sizing
+from autotune.measure.engine._racing import retire
+from autotune.measure.engine._rules import CONFIRMATION_LAST_SHARE
 from autotune.measure.report import confirmation_rows
 from autotune.measure.stats import Interval, Looks, _statistics, replicate_interval
 from autotune.trial.records import CacheLoaded, CacheSaved
@@ -47,7 +48,7 @@ def test_a_configuration_that_failed_leads_nothing() -> None:
     measured.subjects["trial 2"] = Subject(name="trial 2", config=REGIONAL, trial=8)
     measured.runs["trial 2"] = [run(v) for v in (120.0, 121.0, 122.0)]
     assert measured.leader() == "trial 2"
-    assert "trial 2" not in engine.retire(measured, "compile")
+    assert "trial 2" not in retire(measured, "compile")
 
 
 def test_plain_compile_runs_again_after_one_failed_replicate_and_a_configuration_does_not(harness, stand) -> None:
@@ -149,7 +150,7 @@ def test_a_cache_proof_saves_in_the_first_replicate_and_starts_the_leader_from_i
                 runs[name] = replace(runs[name], cache_loaded=loaded, compiled=compiled)
         return done, runs, partners
 
-    monkeypatch.setattr(engine, "run_replicate", replicate)
+    monkeypatch.setattr(_lab, "run_replicate", replicate)
     proof = CacheProof(tmp_path / "proof")
     engine.measure(
         harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=3, max_rounds=6), cache_proof=proof,
@@ -188,8 +189,8 @@ def test_the_cache_proof_s_start_up_does_not_size_later_replicates(harness, stan
         sized.append(replicate_seconds)
         return least
 
-    monkeypatch.setattr(engine, "run_replicate", replicate)
-    monkeypatch.setattr(engine, "windows_per_replicate", windows_per_replicate)
+    monkeypatch.setattr(_lab, "run_replicate", replicate)
+    monkeypatch.setattr(_sizing, "windows_per_replicate", windows_per_replicate)
     result = engine.measure(
         harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=4, max_rounds=4),
         cache_proof=CacheProof(tmp_path / "proof"), cache_root=tmp_path / "caches",
@@ -203,7 +204,7 @@ def test_the_cache_proof_s_start_up_does_not_size_later_replicates(harness, stan
     assert again.loaded_cache and not Replicate.from_dict(result.replicates[0].to_dict()).loaded_cache
     # What the next replicate will take, just after the proof's: a warm start-up, not the proof's.
     just_after = replace(result, replicates=result.replicates[:2])
-    assert engine._next_seconds(just_after, 4) == pytest.approx(8.0 + 12.0 * 4 / result.replicates[1].windows)
+    assert _sizing.next_seconds(just_after, 4) == pytest.approx(8.0 + 12.0 * 4 / result.replicates[1].windows)
 
 
 def _cold_seconds(fake: Stand, monkeypatch, seconds: dict[str, list[float]]) -> list[tuple[str, TrialRequest]]:
@@ -219,7 +220,7 @@ def _cold_seconds(fake: Stand, monkeypatch, seconds: dict[str, list[float]]) -> 
             run.compiled = fake_records.compiled(compile_seconds=next(turns[name]))
         return run
 
-    monkeypatch.setattr(engine, "run_trial", first_run)
+    monkeypatch.setattr(_lab, "run_trial", first_run)
     return asked
 
 
@@ -543,7 +544,7 @@ def test_a_confirmation_with_no_gain_to_find_stops_at_its_first_look(harness, st
     stand(rates)
     rules = engine.confirmation_rules(harness.protocol, min_rounds=3, max_rounds=8)
     result = engine.measure(harness, subjects(), objective=THROUGHPUT, rules=rules)
-    assert result.looks == Looks(candidates=1, first=3, last=8, last_share=engine.CONFIRMATION_LAST_SHARE)
+    assert result.looks == Looks(candidates=1, first=3, last=8, last_share=CONFIRMATION_LAST_SHARE)
     assert result.rounds == 3, result.stopped
     assert result.stopped.startswith("no gain left to find after 3 replicates: the fastest, trial 7, runs at most")
     assert choose(result).subject == "compile"
@@ -565,10 +566,16 @@ def test_a_campaign_stops_where_its_replicates_scatter_too_widely_for_its_last_l
     assert result.rounds == 3, result.stopped
     assert "would show a gain at the last look in under 1% of campaigns (the stop asks under 5%)" in result.stopped
     stand(rates)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_statistics, "FUTILITY_RULE", "band")
-        banded = engine.measure(harness, subjects(), objective=THROUGHPUT, rules=rules)
+    banded = engine.measure(harness, subjects(), objective=THROUGHPUT, rules=replace(rules, futility_rule="band"))
     assert banded.rounds > 3 and "inside the +/-2% band" in banded.stopped, banded.stopped
+
+
+def test_the_stop_for_want_of_a_gain_is_one_the_rules_know() -> None:
+    assert (CampaignRules().futility_rule, CampaignRules().futility_chance) == ("chance", 0.05)
+    with pytest.raises(ValueError, match=r"futility_rule: 'sometimes' is not one of \('band', 'chance'\)"):
+        CampaignRules(futility_rule="sometimes")
+    with pytest.raises(ValueError, match=r"futility_chance: 1.5 must lie in \(0, 1\)"):
+        CampaignRules(futility_chance=1.5)
 
 
 def test_a_candidate_that_may_still_be_a_gain_keeps_the_campaign_going_to_the_next_look(harness, stand) -> None:

@@ -20,7 +20,6 @@ from autotune.measure.stats import (
     Interval,
     Looks,
     Objectives,
-    _statistics,
     claim_chance,
     replicate_interval,
     spaced_looks,
@@ -441,13 +440,12 @@ def test_the_upper_bound_that_stops_a_campaign_for_want_of_a_gain_is_one_sided_a
     assert upper_bound(wide, error=0.1) > upper_bound(wide, error=0.3)
 
 
-def test_a_null_campaign_at_a_wide_spread_stops_at_its_first_look_where_the_bands_rule_ran_on(monkeypatch) -> None:
+def test_a_null_campaign_at_a_wide_spread_stops_at_its_first_look_where_the_bands_rule_ran_on() -> None:
     # Replicates scattering by 0.05, every candidate as fast as plain compile: the last look would need an estimate
     # above about 7.7% for a gain, so the chance rule stops most campaigns after 3 replicates; the band's rule waited
     # for the upper bound to fall under 1.02 and ran about 6.
     case = decision_error.Case("default", 0.05, 1.0)
     chance = decision_error.run_case(case, 150, seed=5)
-    monkeypatch.setattr(_statistics, "FUTILITY_RULE", "band")
-    band = decision_error.run_case(case, 150, seed=5)
+    band = decision_error.run_case(case, 150, seed=5, futility_rule="band")
     assert chance["mean_replicates"] < 4.2 < 5.5 < band["mean_replicates"], (chance, band)
     assert chance["exported"] <= 0.01, chance

@@ -13,7 +13,7 @@ import select
 import pytest
 
 from autotune.measure.engine import _replicate, block_orders, co_residence
-from autotune.measure.engine._engine import _peak
+from autotune.measure.engine._next_replicate import _peak
 from autotune.trial.live import LiveWorker
 from autotune.trial.request import RunProtocol, RunRecord, TrialRequest, TrialRun, noisy_reason, window_figures
 from tests import fake_records

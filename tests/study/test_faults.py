@@ -148,12 +148,12 @@ def test_a_truncated_study_is_named_as_damaged_by_every_command_with_exit_code_2
 
 @pytest.mark.parallel  # times nothing and waits on no tight deadline
 def test_an_unexpected_error_still_exits_with_a_documented_code(monkeypatch, capsys) -> None:
-    from autotune.study.search import _space as space
+    from autotune.study.search import _space_file
 
     def broken() -> dict[str, Path]:
         raise OSError("disk on fire")
 
-    monkeypatch.setattr(space, "bundled_spaces", broken)
+    monkeypatch.setattr(_space_file, "bundled_spaces", broken)
     # The command takes the name from the package, which bound it when first imported: patched there too, so that
     # what this process read of the spaces before (another test beside it) cannot answer instead.
     monkeypatch.setattr("autotune.study.search.bundled_spaces", broken)

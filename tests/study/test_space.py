@@ -8,9 +8,9 @@ import optuna
 import pytest
 
 from autotune.errors import SearchError, SpaceError
+from autotune.runtime.features import FEATURES, has_feature
 from autotune.runtime.summary import WorkloadSummary
-from autotune.study.search import _space as space_module
-from autotune.study.search import bundled_spaces, load_space, params_for
+from autotune.study.search import _dropped, bundled_spaces, load_space, params_for
 from autotune.study.search._loop import suggest_in
 from tests.study.summaries import SHARED, TOY_LIKE
 
@@ -169,7 +169,7 @@ NEWER = ("mark_as", "recompile_limit", "stance_after_warmup", "compiled_autograd
 def test_the_thorough_space_keeps_every_newer_dimension_the_installed_torch_has() -> None:
     # torch 2.13 has them all; torch 2.11 lacks per-axis sources and the recompile_limit keyword
     # (tests/runtime/test_features.py checks which this torch has).
-    sources, limit = space_module.has_feature("mark_as", "sources"), space_module.has_feature("recompile_limit")
+    sources, limit = has_feature("mark_as", "sources"), has_feature("recompile_limit")
     space = load_space("thorough").adapt(TOY_LIKE, "cpu", shared_lengths=SHARED, allow_precision_changes=True)
     dims = space.dimensions()
     assert "lite" in dims["mode"]
@@ -186,17 +186,15 @@ def test_the_thorough_space_keeps_every_newer_dimension_the_installed_torch_has(
 
 def test_what_the_installed_torch_lacks_is_dropped_with_a_note_and_never_sampled(monkeypatch) -> None:
     """Probe names this torch does not have, as an older release would answer."""
-    modes = tuple(m for m in space_module.available_modes() if m != "lite")
-    monkeypatch.setattr(space_module, "available_modes", lambda: modes)
-    defaults = {k: v for k, v in space_module.inductor_option_defaults().items() if k != "cpp_wrapper"}
-    monkeypatch.setattr(space_module, "inductor_option_defaults", lambda: defaults)
-    monkeypatch.setitem(space_module.FEATURES, "mark_as=unbacked", ("torch._dynamo.decorators", "mark_no_such_thing"))
-    monkeypatch.setitem(
-        space_module.FEATURES, "mark_as=sources", ("torch._dynamo.variables.builder", "_no_such_parser")
-    )
-    monkeypatch.setitem(space_module.FEATURES, "recompile_limit", ("torch", "compile:no_such_keyword"))
-    monkeypatch.setitem(space_module.FEATURES, "stance_after_warmup", ("torch.compiler", "set_stance:no_such_stance"))
-    monkeypatch.setitem(space_module.FEATURES, "compiled_autograd", ("torch._dynamo.no_such_module", "_enable"))
+    modes = tuple(m for m in _dropped.available_modes() if m != "lite")
+    monkeypatch.setattr(_dropped, "available_modes", lambda: modes)
+    defaults = {k: v for k, v in _dropped.inductor_option_defaults().items() if k != "cpp_wrapper"}
+    monkeypatch.setattr(_dropped, "inductor_option_defaults", lambda: defaults)
+    monkeypatch.setitem(FEATURES, "mark_as=unbacked", ("torch._dynamo.decorators", "mark_no_such_thing"))
+    monkeypatch.setitem(FEATURES, "mark_as=sources", ("torch._dynamo.variables.builder", "_no_such_parser"))
+    monkeypatch.setitem(FEATURES, "recompile_limit", ("torch", "compile:no_such_keyword"))
+    monkeypatch.setitem(FEATURES, "stance_after_warmup", ("torch.compiler", "set_stance:no_such_stance"))
+    monkeypatch.setitem(FEATURES, "compiled_autograd", ("torch._dynamo.no_such_module", "_enable"))
 
     space = load_space("thorough").adapt(TOY_LIKE, "cpu", shared_lengths=SHARED)
 
@@ -213,9 +211,7 @@ def test_what_the_installed_torch_lacks_is_dropped_with_a_note_and_never_sampled
 
 def test_each_choice_of_a_dimension_is_probed_on_its_own(monkeypatch) -> None:
     """A torch with mark_unbacked but without per-axis dynamic sources keeps the one and drops the other."""
-    monkeypatch.setitem(
-        space_module.FEATURES, "mark_as=sources", ("torch._dynamo.variables.builder", "_no_such_parser")
-    )
+    monkeypatch.setitem(FEATURES, "mark_as=sources", ("torch._dynamo.variables.builder", "_no_such_parser"))
     space = load_space("thorough").adapt(TOY_LIKE, "cpu", shared_lengths=SHARED)
     assert space.mark_as == ("dynamic", "unbacked")
     assert any(note.startswith("mark_as ['sources']: not in the installed torch") for note in space.dropped)

@@ -290,7 +290,7 @@ def test_speedups_name_the_host_whose_baselines_they_compare_with(monkeypatch) -
 
 def test_a_trial_is_told_its_ratio_on_the_study_scale_and_the_reused_plain_run_stands_at_it(monkeypatch) -> None:
     from autotune.study.search import _loop as trials_module
-    from autotune.study.search._space import params_for
+    from autotune.study.search import params_for
     from autotune.study.storage import VALUE_SCALE
     from autotune.trial.request import TrialRun
 

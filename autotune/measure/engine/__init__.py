@@ -2,24 +2,9 @@
 
 from __future__ import annotations
 
+from autotune.measure.engine._callbacks import COLD_COMPILE, ReplicateCallback, RunCallback, run_label, run_text
 from autotune.measure.engine._campaign import BASELINES, Campaign, Harness, Subject, with_protocol
-from autotune.measure.engine._engine import (
-    COLD_COMPILE,
-    VALIDATION_MAX_ROUNDS,
-    VALIDATION_PRECISION,
-    VALIDATION_REPEATS,
-    VALIDATION_SECONDS,
-    CampaignRules,
-    ReplicateCallback,
-    RunCallback,
-    confirmation_rules,
-    first_windows,
-    has_warm_cache,
-    measure,
-    run_label,
-    run_text,
-    validation_rules,
-)
+from autotune.measure.engine._engine import measure
 from autotune.measure.engine._proof import CacheProof, Loaded, Saved
 from autotune.measure.engine._replicate import (
     Replicate,
@@ -31,6 +16,17 @@ from autotune.measure.engine._replicate import (
     expected_replicate_seconds,
     take_turns,
 )
+from autotune.measure.engine._rules import (
+    VALIDATION_MAX_ROUNDS,
+    VALIDATION_PRECISION,
+    VALIDATION_REPEATS,
+    VALIDATION_SECONDS,
+    CampaignRules,
+    confirmation_rules,
+    first_windows,
+    validation_rules,
+)
+from autotune.measure.engine._starts import has_warm_cache
 
 __all__ = [
     "BASELINES",

@@ -183,7 +183,7 @@ class Campaign:
     """Files of earlier versions: the order of each rotated round (their runs were one per round)."""
     retired: dict[str, str] = field(default_factory=dict)
     """Subjects left out of later replicates because they no longer bear on the question, and why (racing: see
-    `autotune.measure.engine._engine`). Their figures rest on the replicates they ran in."""
+    `autotune.measure.engine._racing`). Their figures rest on the replicates they ran in."""
     looks: Looks | None = None
     """The looks and candidates the campaign spends its error over: its intervals are simultaneous over them.
     None (files of earlier versions): plain 95% intervals of one look."""

@@ -69,7 +69,6 @@ __all__ = [
     "t_cdf",
     "t_quantile",
     "claim_chance",
-    "futility_rule",
     "upper_bound",
     "windows_per_replicate",
 ]
@@ -89,19 +88,21 @@ a spread of 0.02 is still found in 87% of `--effort default` campaigns (the trad
 outputs/benchmarks/decision-error.md)."""
 FUTILITY_ERROR = 0.3
 """How often `upper_bound` may fall below a candidate's true ratio: the bound a campaign's stop for want of a gain
-supposes the candidate may reach (`FUTILITY_RULE`). Chosen under the `band` rule, where a real 5% gain at a spread of
+supposes the candidate may reach (`FUTILITY_RULES`). Chosen under the `band` rule, where a real 5% gain at a spread of
 0.02 was found as often as without the stop (92%; outputs/benchmarks/decision-error.md, which also has 0.2 and 0.4)."""
 FUTILITY_RULES = ("band", "chance")
 """When a campaign stops for want of a gain: `band`, once every candidate's `upper_bound` lies inside the band;
 `chance`, once every candidate's `claim_chance` is under `FUTILITY_CHANCE`."""
 FUTILITY_RULE = "chance"
-"""The rule in force (`FUTILITY_RULES`); the simulation's `--futility-rule` sets it per process."""
+"""The rule a campaign stops by unless its rules say otherwise (`CampaignRules.futility_rule`; the simulation's
+`--futility-rule`)."""
 FUTILITY_CHANCE = 0.05
-"""Under the `chance` rule, a campaign stops for want of a gain once no candidate would be claimed a gain at its last
-look in as much as this share of campaigns, were its true ratio as high as its `upper_bound`. At 5% a `default`
-campaign with no gain to find stops after 3.1 replicates on average at a spread of 0.02 and 3.8 at 0.06 (4.0 and 6.3
-under the `band` rule), and a real 5% gain at 0.02 is found in 91.2% of campaigns, as under the band's (10% let it
-fall under 90%; outputs/benchmarks/decision-error.md, *The stop for want of a gain, by the chance at the last look*)."""
+"""The default `CampaignRules.futility_chance`: under the `chance` rule, a campaign stops for want of a gain once no
+candidate would be claimed a gain at its last look in as much as this share of campaigns, were its true ratio as high
+as its `upper_bound`. At 5% a `default` campaign with no gain to find stops after 3.1 replicates on average at a
+spread of 0.02 and 3.8 at 0.06 (4.0 and 6.3 under the `band` rule), and a real 5% gain at 0.02 is found in 91.2% of
+campaigns, as under the band's (10% let it fall under 90%; outputs/benchmarks/decision-error.md, *The stop for want of
+a gain, by the chance at the last look*)."""
 SPREAD_RULES = ("floor", "pooled", "pooled-floor")
 """How a campaign's interval takes a pair's spread between replicates: `floor`, the pair's own replicates with the spread
 never below `REPLICATE_SD_FLOOR`; `pooled`, borrowed from every pair against the same reference (`Pooled`), on their
@@ -433,12 +434,6 @@ def upper_bound(
     at = max(len(log_ratios), 1)
     looks = Looks(first=at, last=at, error=FUTILITY_ERROR if error is None else error)
     return replicate_interval(log_ratios, windows, looks, parts).high
-
-
-def futility_rule() -> tuple[str, float]:
-    """The `FUTILITY_RULE` in force and its `FUTILITY_CHANCE`, read when asked (the simulation sets them after this
-    module is loaded)."""
-    return FUTILITY_RULE, FUTILITY_CHANCE
 
 
 def claim_chance(

@@ -7,6 +7,7 @@ asks it, codegen writes what it changes, the feature probes and the docs' table 
 from autotune.runtime.knobs._knob import (
     APPLIES_ONLY_WITH,
     BackwardWrapper,
+    ConfigView,
     Knob,
     Need,
     ProcessSetting,
@@ -18,6 +19,7 @@ from autotune.runtime.knobs._knob import (
 __all__ = [
     "APPLIES_ONLY_WITH",
     "BackwardWrapper",
+    "ConfigView",
     "Knob",
     "Need",
     "ProcessSetting",

@@ -16,16 +16,14 @@ import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 from autotune.runtime.registry import declared_in
-
-if TYPE_CHECKING:
-    from autotune.runtime.config import CompileConfig
 
 __all__ = [
     "APPLIES_ONLY_WITH",
     "BackwardWrapper",
+    "ConfigView",
     "Knob",
     "Need",
     "ProcessSetting",
@@ -42,6 +40,39 @@ APPLIES_ONLY_WITH: frozenset[Need] = frozenset({"training", "autotune's backward
 only make a setting worth searching: shapes can vary without declared dynamic inputs (a recompile limit still
 applies), precision changes are the search's to allow, and one graph (no graph break where plain torch.compile
 ran) is what the search saw first."""
+
+
+class ConfigView(Protocol):
+    """What a knob reads of the configuration it is part of; `autotune.runtime.config.CompileConfig` is one.
+
+    The configuration imports the registry to check and apply its knobs, so a knob names this
+    instead of the configuration's class: the registry stays below the configuration.
+    """
+
+    @property
+    def compile_optimizer(self) -> bool:
+        """Whether `optimizer.step` is compiled too."""
+        ...
+
+    @property
+    def padding_alignment(self) -> object:
+        """How dynamic inputs are padded: None, a multiple, 'pow2', 'max' or 'buckets'."""
+        ...
+
+    @property
+    def padding_buckets(self) -> Mapping[Any, Mapping[int, tuple[int, ...]]]:
+        """Under 'buckets' padding, the lengths each input's axis is padded up to."""
+        ...
+
+    @property
+    def uses_cuda_graphs(self) -> bool:
+        """Whether any compiled region replays CUDA graphs."""
+        ...
+
+    def compile_kwargs(self, module_path: str | None = None) -> dict[str, Any]:
+        """Keyword arguments for `torch.compile`, for the whole model or one module."""
+        ...
+
 
 _TARGET = re.compile(r"torch(\.[A-Za-z_][A-Za-z0-9_]*)+\Z")
 
@@ -153,16 +184,16 @@ class Knob:
         default `device_setting`, for every value alike."""
         return self.device_setting
 
-    def why_not(self, config: CompileConfig) -> str | None:
+    def why_not(self, config: ConfigView) -> str | None:
         """Why a non-neutral value cannot go with the rest of `config`, or None where it can; a search asks the
         knob only where this is None."""
         return None
 
-    def compile_kwargs(self, value: Any, kwargs: dict[str, Any], config: CompileConfig) -> dict[str, Any]:
+    def compile_kwargs(self, value: Any, kwargs: dict[str, Any], config: ConfigView) -> dict[str, Any]:
         """`torch.compile`'s keyword arguments for a region, with this knob's non-neutral `value` applied."""
         return kwargs
 
-    def optimizer_compile_kwargs(self, value: Any, kwargs: dict[str, Any], config: CompileConfig) -> dict[str, Any]:
+    def optimizer_compile_kwargs(self, value: Any, kwargs: dict[str, Any], config: ConfigView) -> dict[str, Any]:
         """`torch.compile`'s keyword arguments for the compiled `optimizer.step`, with this knob's non-neutral `value`
         applied (asked only where the configuration compiles the step)."""
         return kwargs
@@ -177,7 +208,7 @@ class Knob:
         or None."""
         return None
 
-    def backward_wrapper(self, value: Any, config: CompileConfig) -> BackwardWrapper | None:
+    def backward_wrapper(self, value: Any, config: ConfigView) -> BackwardWrapper | None:
         """The context the generated `backward(loss)` runs the backward pass in for a non-neutral `value` (the
         worker and the integrations call that function instead of loss.backward()), or None."""
         return None

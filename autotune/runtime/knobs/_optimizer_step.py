@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
-from autotune.runtime.knobs._knob import Knob, Need
-
-if TYPE_CHECKING:
-    from autotune.runtime.config import CompileConfig
+from autotune.runtime.knobs._knob import ConfigView, Knob, Need
 
 
 class OptimizerStepKnob(Knob):
@@ -16,7 +13,7 @@ class OptimizerStepKnob(Knob):
 
     needs: ClassVar[Need | None] = "training"
 
-    def why_not(self, config: CompileConfig) -> str | None:
+    def why_not(self, config: ConfigView) -> str | None:
         if config.compile_optimizer:
             return None
         return "it sets how optimizer.step is compiled, but compile_optimizer is false"

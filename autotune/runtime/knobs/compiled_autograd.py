@@ -10,12 +10,9 @@ offered it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from autotune.runtime.knobs._knob import BackwardWrapper, Knob
-
-if TYPE_CHECKING:
-    from autotune.runtime.config import CompileConfig
+from autotune.runtime.knobs._knob import BackwardWrapper, ConfigView, Knob
 
 
 class CompiledAutograd(Knob):
@@ -32,7 +29,7 @@ class CompiledAutograd(Knob):
     def allowed_text(self) -> str:
         return "true or false"
 
-    def backward_wrapper(self, value: Any, config: CompileConfig) -> BackwardWrapper:
+    def backward_wrapper(self, value: Any, config: ConfigView) -> BackwardWrapper:
         # The backward graph is compiled like the model, less what applies only to a forward frame.
         kwargs = {k: v for k, v in config.compile_kwargs().items() if k not in ("fullgraph", "recompile_limit")}
         return BackwardWrapper(

@@ -10,12 +10,9 @@ dynamic sizes, so the padded inputs must share one set of buckets.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from autotune.runtime.knobs._knob import Knob
-
-if TYPE_CHECKING:
-    from autotune.runtime.config import CompileConfig
+from autotune.runtime.knobs._knob import ConfigView, Knob
 
 OPTION = "triton.cudagraph_capture_sizes"
 
@@ -42,7 +39,7 @@ class CudagraphCaptureSizes(Knob):
         True,
     )
 
-    def why_not(self, config: CompileConfig) -> str | None:
+    def why_not(self, config: ConfigView) -> str | None:
         if config.padding_alignment != "buckets":
             return "it names the lengths of 'buckets' padding, which this configuration does not pad to"
         if not config.uses_cuda_graphs:
@@ -51,7 +48,7 @@ class CudagraphCaptureSizes(Knob):
             return "the padded inputs have different buckets, and the capture sizes name one length per graph"
         return None
 
-    def compile_kwargs(self, value: Any, kwargs: dict[str, Any], config: CompileConfig) -> dict[str, Any]:
+    def compile_kwargs(self, value: Any, kwargs: dict[str, Any], config: ConfigView) -> dict[str, Any]:
         import torch._inductor  # loaded already by anything that compiles; not on `import autotune`
 
         # torch.compile takes a mode or options: a mode is spelled as its options to add this one.
@@ -64,7 +61,7 @@ class CudagraphCaptureSizes(Knob):
         return "cudagraphs at the buckets only"
 
 
-def _sizes(config: CompileConfig) -> set[tuple[int, ...]]:
+def _sizes(config: ConfigView) -> set[tuple[int, ...]]:
     return {tuple(bounds) for axes in config.padding_buckets.values() for bounds in axes.values()}
 
 

@@ -9,12 +9,9 @@ that must trace whole guards and specialises differently.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from autotune.runtime.knobs._knob import Knob
-
-if TYPE_CHECKING:
-    from autotune.runtime.config import CompileConfig
+from autotune.runtime.knobs._knob import ConfigView, Knob
 
 
 class Fullgraph(Knob):
@@ -30,7 +27,7 @@ class Fullgraph(Knob):
     def allowed_text(self) -> str:
         return "true or false"
 
-    def compile_kwargs(self, value: Any, kwargs: dict[str, Any], config: CompileConfig) -> dict[str, Any]:
+    def compile_kwargs(self, value: Any, kwargs: dict[str, Any], config: ConfigView) -> dict[str, Any]:
         return {**kwargs, "fullgraph": True}
 
     def describe(self, value: Any) -> str:

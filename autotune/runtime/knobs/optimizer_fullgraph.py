@@ -8,12 +8,10 @@ bundled spaces do not offer it: it is there for optimizers of your own that trac
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from autotune.runtime.knobs._knob import ConfigView
 from autotune.runtime.knobs._optimizer_step import OptimizerStepKnob
-
-if TYPE_CHECKING:
-    from autotune.runtime.config import CompileConfig
 
 
 class OptimizerFullgraph(OptimizerStepKnob):
@@ -29,7 +27,7 @@ class OptimizerFullgraph(OptimizerStepKnob):
     def allowed_text(self) -> str:
         return "true or false"
 
-    def optimizer_compile_kwargs(self, value: Any, kwargs: dict[str, Any], config: CompileConfig) -> dict[str, Any]:
+    def optimizer_compile_kwargs(self, value: Any, kwargs: dict[str, Any], config: ConfigView) -> dict[str, Any]:
         return {**kwargs, "fullgraph": True}
 
     def describe(self, value: Any) -> str:

@@ -8,12 +8,10 @@ where autotune compiles `optimizer.step`, and its default is the model's usual: 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from autotune.runtime.knobs._knob import ConfigView
 from autotune.runtime.knobs._optimizer_step import OptimizerStepKnob
-
-if TYPE_CHECKING:
-    from autotune.runtime.config import CompileConfig
 
 
 class OptimizerMode(OptimizerStepKnob):
@@ -34,7 +32,7 @@ class OptimizerMode(OptimizerStepKnob):
     def device_setting_for(self, value: Any) -> str | None:
         return str(value)
 
-    def optimizer_compile_kwargs(self, value: Any, kwargs: dict[str, Any], config: CompileConfig) -> dict[str, Any]:
+    def optimizer_compile_kwargs(self, value: Any, kwargs: dict[str, Any], config: ConfigView) -> dict[str, Any]:
         return {**kwargs, "mode": value}
 
     def describe(self, value: Any) -> str:

@@ -8,12 +8,9 @@ long tail of lengths, at the price of running those lengths uncompiled.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from autotune.runtime.knobs._knob import Knob
-
-if TYPE_CHECKING:
-    from autotune.runtime.config import CompileConfig
+from autotune.runtime.knobs._knob import ConfigView, Knob
 
 
 class RecompileLimit(Knob):
@@ -34,7 +31,7 @@ class RecompileLimit(Knob):
     def allowed_text(self) -> str:
         return "null (torch's default) or an integer >= 1"
 
-    def compile_kwargs(self, value: Any, kwargs: dict[str, Any], config: CompileConfig) -> dict[str, Any]:
+    def compile_kwargs(self, value: Any, kwargs: dict[str, Any], config: ConfigView) -> dict[str, Any]:
         return {**kwargs, "recompile_limit": int(value)}
 
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from autotune.runtime.features import FEATURES, has_feature
 from autotune.study.search._budget import SearchBudget
 from autotune.study.search._dry_run import DryRun, Estimate, dry_run, estimate
 from autotune.study.search._effort import EFFORTS, Effort, effort
+from autotune.study.search._known import INFERENCE_ONLY_OPTIONS, KNOWN_MODES, KNOWN_OPTIONS, KnownOption
 from autotune.study.search._ledger import FINISHED, StudyLedger
+from autotune.study.search._lengths import observed_lengths, shared_length_groups
 from autotune.study.search._loop import DETERMINISTIC_FAILURES, TrialLoop
 from autotune.study.search._monitor import MIN_COMPILE_BUDGET, LoopOptions, Monitor, Watched, compile_limit
 from autotune.study.search._opening import forget_new_study, open_search_study
 from autotune.study.search._options import PRUNERS, SAMPLERS, SearchOptions, default_study_name
+from autotune.study.search._params import params_for
 from autotune.study.search._pool import TrialPool, worker_devices
 from autotune.study.search._prepare import Prepared, prepare_workload
 from autotune.study.search._seeds import (
@@ -22,24 +26,8 @@ from autotune.study.search._seeds import (
     study_seeds,
 )
 from autotune.study.search._session import CACHES_FOLDER, explore, search
-from autotune.study.search._space import (
-    BUNDLED_DIR,
-    FEATURES,
-    INFERENCE_ONLY_OPTIONS,
-    KNOWN_MODES,
-    KNOWN_OPTIONS,
-    MAX_CHOICES,
-    KnownOption,
-    SearchSpace,
-    adapt,
-    bundled_spaces,
-    has_feature,
-    load_space,
-    observed_lengths,
-    params_for,
-    resolve_space_path,
-    shared_length_groups,
-)
+from autotune.study.search._space import SearchSpace, adapt
+from autotune.study.search._space_file import BUNDLED_DIR, MAX_CHOICES, bundled_spaces, load_space, resolve_space_path
 
 __all__ = [
     "BUNDLED_DIR",

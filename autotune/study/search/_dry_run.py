@@ -23,7 +23,7 @@ from autotune.study.report import ProgressCallback, confirmation_guess, duration
 from autotune.study.search._options import SearchOptions
 from autotune.study.search._prepare import prepare
 from autotune.study.search._seeds import planned_seeds, study_seeds
-from autotune.study.search._space import load_space
+from autotune.study.search._space_file import load_space
 from autotune.trial.request import RunProtocol, RunRecord
 
 __all__ = ["DryRun", "Estimate", "dry_run", "estimate"]

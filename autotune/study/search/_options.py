@@ -14,7 +14,7 @@ import optuna
 from autotune.errors import ConfigError, SearchError
 from autotune.measure import DEFAULT_PICK, CampaignRules, Objectives, parse_pick
 from autotune.runtime.device import Device, parse_device
-from autotune.study.search._space import load_space
+from autotune.study.search._space_file import load_space
 from autotune.study.storage import Liveness, check_storage_url
 from autotune.trial.devices import default_workers, refuse_shared_exclusive
 from autotune.trial.request import RunProtocol, check_device

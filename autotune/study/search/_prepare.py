@@ -8,8 +8,9 @@ from typing import Any
 from autotune.measure import Harness
 from autotune.runtime import environment
 from autotune.runtime.summary import InputKey, WorkloadSummary
+from autotune.study.search._lengths import observed_lengths, shared_length_groups
 from autotune.study.search._options import SearchOptions
-from autotune.study.search._space import SearchSpace, observed_lengths, shared_length_groups
+from autotune.study.search._space import SearchSpace
 from autotune.trial.request import RunProtocol
 from autotune.workload import resolve
 

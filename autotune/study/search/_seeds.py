@@ -36,7 +36,8 @@ from autotune.measure.tasks import Recipe
 from autotune.runtime.config import CompileConfig, inductor_option_defaults, spelled_mode
 from autotune.runtime.knobs import registered
 from autotune.runtime.summary import WorkloadSummary
-from autotune.study.search._space import SearchSpace, params_for
+from autotune.study.search._params import params_for
+from autotune.study.search._space import SearchSpace
 from autotune.study.storage import TrialRecord, queued_attrs, record_of, trial_rank
 
 __all__ = [

@@ -68,7 +68,7 @@ from autotune.study.search._options import SearchOptions
 from autotune.study.search._pool import TrialPool, worker_devices
 from autotune.study.search._prepare import prepare
 from autotune.study.search._seeds import recipes_pending, seed_study, stacked_recipes, study_seeds
-from autotune.study.search._space import load_space
+from autotune.study.search._space_file import load_space
 from autotune.study.storage import (
     REFERENCES,
     ValueScale,

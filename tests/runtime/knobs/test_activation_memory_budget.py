@@ -15,8 +15,7 @@ from torch._dynamo.backends.common import aot_autograd
 
 from autotune.runtime import codegen
 from autotune.runtime.config import CompileConfig
-from autotune.study.search import load_space
-from autotune.study.search._space import params_for
+from autotune.study.search import load_space, params_for
 from tests.study.summaries import SHARED, TOY_LIKE
 
 pytestmark = pytest.mark.parallel

@@ -11,8 +11,7 @@ import pytest
 from autotune.errors import ConfigError
 from autotune.runtime import codegen
 from autotune.runtime.config import CompileConfig, mode_options
-from autotune.study.search import load_space
-from autotune.study.search._space import params_for
+from autotune.study.search import load_space, params_for
 from tests.study.summaries import SHARED, TOY_LIKE
 
 pytestmark = pytest.mark.parallel

@@ -15,8 +15,7 @@ from autotune.runtime import codegen
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.features import has_feature, torch_lacks
 from autotune.runtime.knobs import BackwardWrapper, Knob, ProcessSetting, registered
-from autotune.study.search import load_space
-from autotune.study.search._space import bundled_spaces
+from autotune.study.search import bundled_spaces, load_space
 from tests.study.summaries import TOY_LIKE
 from tests.study.test_dimensions import code_without_docstrings
 
