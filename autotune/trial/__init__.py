@@ -1,7 +1,8 @@
 """The trial layer: one run of one configuration in a fresh process.
 
 `request` (what goes in and the figures that come out), `runner` (spawn, isolate, time out,
-kill), `worker` (the process itself), `measure` (clocks, load, accuracy) and `events` (the
-worker's JSON-lines channel); what differs between devices is asked of
+kill), `worker` (the process itself), `clocks` (synchronised time and the machine's load),
+`compile_counts` (dynamo's counters), `accuracy` (the comparison against eager) and `events`
+(the worker's JSON-lines channel); what differs between devices is asked of
 `autotune.runtime.device`. It never imports Optuna.
 """
