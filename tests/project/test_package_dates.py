@@ -25,7 +25,7 @@ write a date, is not a date and is left alone."""
 
 def _files() -> list[Path]:
     # Followed links too: `autotune/search_spaces` links to the bundled spaces the package installs.
-    found = []
+    found: list[Path] = []
     for folder, _, names in os.walk(PACKAGE, followlinks=True):
         found.extend(Path(folder) / name for name in names if not name.endswith((".pyc", ".pyo")))
     return sorted(found)
