@@ -102,7 +102,7 @@ COMPILE_FACTOR = 1.5
 """A `time-to` candidate compiles 1.5 times as long as plain compile, and makes up for it in its steps, or not."""
 COMPILE_SD = 0.07
 """Each cold compile's own scatter (log scale): before a validation's three replicates, plain compile compiled in
-64.1 to 66.8 s and the configuration in 60.7 to 74.0 s (outputs/benchmarks/validate-cold-compiles-2026-11-27.log)."""
+64.1 to 66.8 s and the configuration in 60.7 to 74.0 s (outputs/benchmarks/archive/validate-cold-compiles-2026-11-27.log)."""
 
 
 def throughput_for(time_to_ratio: float) -> float:

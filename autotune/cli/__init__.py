@@ -2,7 +2,7 @@
 
 Each command imports what it runs with when it runs (`# lazy:` in its module), so that
 `autotune --help` loads only what the parsers need: torch and Optuna, for the defaults they
-read from the options (about 2 s on a 2-core CPU), but not dynamo, Inductor or a workload.
+read from the options, but not dynamo, Inductor or a workload.
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@
 With its default, adaptive thresholds, glibc's malloc hands the top of its heap back to the
 operating system whenever more than 128 KiB lie free there, and takes it again on the next
 step: every step of a small CPU training loop then faults its activations' pages in anew and
-has the kernel zero them. On the 2-core machine this was built on, eager training steps of
-`examples.convnet` took about 1,200 minor page faults each; with the thresholds fixed they
-took none and ran about 1.3x faster. How many pages a step faults also changed from one
-process to the next, and with it each process's own speed, by about 9% (sd): the variation
-between measurement replicates that no pairing inside a process can cancel.
+has the kernel zero them. Eager training steps of `examples.convnet` took hundreds of minor
+page faults each; with the thresholds fixed they took none and ran faster. How many pages a
+step faults also changed from one process to the next, and with it each process's own speed:
+the variation between measurement replicates that no pairing inside a process can cancel
+(`outputs/benchmarks/noise.md`, *The allocator*).
 
 Fixing both thresholds turns the adaptation off: blocks under `MMAP_THRESHOLD` come from
 the heap, and the heap keeps up to `TRIM_THRESHOLD` free at its top. Every process autotune

@@ -421,7 +421,7 @@ class Peaks:
     """A run's peak memory with its calibration probes left out.
 
     The probe runs before every window, and on a GPU its matrices take about 64 MiB: read after it, the
-    peak of a small model was mostly the probe's (99 MiB for the toy on an H200). So around each probe the
+    peak of a small model was mostly the probe's. So around each probe the
     peaks so far are carried here and the device's are reset after it. On a GPU the probe's freed blocks
     stay in the caching allocator, so the reserved peak may still hold up to their size.
     """

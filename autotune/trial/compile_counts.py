@@ -48,8 +48,8 @@ def watch_compiles() -> None:
     each CUDA graph recording (CUDA-graph trees warm a compiled function up on its first call and record it on the
     next, and again for each new input shape). Its frame counter (`counters["frames"]["ok"]`) misses compiles:
     under `fullgraph=True` torch.compile converts frames without it, so a fullgraph model's recompile for a new
-    shape moved no counter, and a warm-up pass that spent 27 s recompiling the toy's forward for three new lengths
-    looked settled (its seconds left out of the compile time, 24 s counted of 51 s spent).
+    shape moved no counter, and a warm-up pass that recompiled the toy's forward for new lengths looked settled, its
+    seconds left out of the compile time.
     """
     handler = getattr(torch._dynamo, "callback_handler", None)
     if handler is not None and _count_compile not in handler.end_callbacks:

@@ -1,8 +1,8 @@
 """Workers forked from a pre-imported server: a new process per run, without paying the imports again.
 
 Starting `python -m autotune.trial.worker` costs seconds of CPU before the run does anything:
-the interpreter, torch, dynamo, Inductor and the workload's module import (about 5 s on a
-2-core CPU), and every subject of every replicate pays them. A fork server pays them once.
+the interpreter, torch, dynamo, Inductor and the workload's module import, and every subject of
+every replicate pays them. A fork server pays them once.
 `python -m autotune.trial.forkserver` imports what a worker needs, the workload's module
 included, then forks one child per run. Each child is a new process as `python -m` would
 start it: a session of its own, its own environment, descriptors, working directory and

@@ -1,13 +1,13 @@
 """What a compile builds once for every later process of the environment, timed so that no subject is charged for it.
 
 Inductor compiles every CPU kernel against one large header, which it precompiles (`g++ -x
-c++-header`: about 150 MB, and 8 s on a 2-core CPU) the first time any process of a Python
+c++-header`: a large file, seconds of compiling) the first time any process of a Python
 environment needs it. It keeps the result under the system's temporary folder, shared by every
 process whatever its TORCHINDUCTOR_CACHE_DIR, since it depends only on the compiler, its flags and
 torch's headers. So in a new environment (a fresh clone, the first search after the temporary
 folder was cleared, a new torch) the first subject to compile pays it for every subject after it:
-plain compile, the first baseline, whose cold compile of the toy then ran 68.5 to 71.1 s against
-60.7 to 61.6 s once the header was there (2-core AMD EPYC, torch 2.13). The build is the
+plain compile, the first baseline, whose cold compile then counted the build too
+(`outputs/benchmarks/noise.md`, *The first compile of an environment paid for the rest*). The build is the
 environment's, not the configuration's: `watch_shared_builds` times it, and the worker leaves it
 out of the compile time, as it leaves out the accuracy check's eager reference.
 
@@ -17,12 +17,12 @@ Inductor's private `_precompile_header` and `_worker_compile_cpp`; a torch witho
 shared header this way, and nothing is left out.
 
 The host's vector instructions are the same kind of cost. Before its first CPU kernel, a process
-asks which vector instruction sets (AVX512-VNNI, AVX512, AVX2 on an AMD EPYC) the compiler can build
+asks which vector instruction sets (AVX512-VNNI, AVX512 and AVX2 on x86) the compiler can build
 and the machine load: per set it builds a test library in the process's cache folder, then loads it
-in a new Python process. With a trial's empty cache folder that took 5 to 6 s on a 2-core CPU, with
-a filled one 1 s, and every worker paid it again: a cold compile of the toy took 32.4 s with it and
-24.7 s without, a warm start 2.9 s and 2.0 s (2-core AMD EPYC, torch 2.13). A user's own processes,
-whose cache folder persists, pay the 1 s. `check_host_isa` asks once: the fork server asks before it
+in a new Python process. With a trial's empty cache folder that took seconds, with a filled one
+less, and every worker paid it again, in its cold compile and in its warm start (the demo before and after
+the change: `outputs/benchmarks/timings.md`). A user's own processes, whose cache folder persists, pay the
+lesser cost. `check_host_isa` asks once: the fork server asks before it
 forks, so every child keeps the answer, and a worker started by `python -m` asks before its compile
 clock starts.
 """

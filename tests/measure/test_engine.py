@@ -654,7 +654,7 @@ def test_a_precise_campaign_claims_no_gain_whose_estimate_lies_inside_the_band(h
 
 
 def test_a_borrowed_spread_decides_the_demos_gain_at_its_first_look_where_its_own_spread_does_not(monkeypatch) -> None:
-    # The demo's confirmation of 2026-11-29 18:55 (outputs/benchmarks/demo-2026-11-29-evening.log), its first look.
+    # The demo's confirmation of 2026-11-29 18:55 (outputs/benchmarks/archive/demo-2026-11-29-evening.log), its first look.
     # Its own spread, floored at 0.015, on 2 degrees of freedom, left the gain undecided until 6 replicates (the
     # engine's rule); the spread borrowed from both pairs against plain compile (eager's and the candidate's), on
     # about 3 and still floored, decides it here, and eager's loss with it (the simulation's `--spread-rule`).

@@ -97,7 +97,7 @@ class Replicate:
     def from_dict(cls, data: Mapping[str, Any]) -> Replicate:
         return cls(
             design=str(data.get("design", "together")),
-            windows=int(data.get("windows", data.get("blocks", 0))),  # "blocks" before 2026-11-30
+            windows=int(data.get("windows", data.get("blocks", 0))),  # "blocks" in records written before the rename
             batches_per_window=int(data.get("batches_per_window", 0)),
             orders=[list(o) for o in data.get("orders", [])],
             started=float(data.get("started", 0.0)),

@@ -1,9 +1,9 @@
 """The version of the measurement method: what a best.yaml's figures were measured with.
 
 Ratios measured under one method are not comparable with ratios measured under another:
-the steady allocator alone moved convnet's plain compile from 1.31x eager to 1.20x, because
-eager gained more from it. best.yaml records the method (`METHOD`), and a retune that finds
-another one re-measures the incumbent and compares nothing with the recorded figures
+the steady allocator alone moved plain compile's ratio to eager on a CPU, because eager gained
+more from it (`outputs/benchmarks/noise.md`, *The allocator*). best.yaml records the method
+(`METHOD`), and a retune that finds another one re-measures the incumbent and compares nothing with the recorded figures
 (`method_change`), instead of reporting the difference as a regression.
 
 Versions:
@@ -17,8 +17,8 @@ Versions:
 6. a compile's time leaves out the C++ header Inductor precompiles once for every later process of the
    environment (`autotune.trial.shared_builds`): the first subject to compile no longer pays it for the rest.
 
-A confirmation's planned looks and its stop for want of a gain (2026-11-29), and its look after every replicate
-(2026-11-30), changed no version: they move how many replicates a confirmation takes and how wide its intervals are, not
+A confirmation's planned looks, its stop for want of a gain and its look after every replicate changed no
+version: they move how many replicates a confirmation takes and how wide its intervals are, not
 what a replicate measures, so ratios recorded before them stay comparable and a retune keeps judging against them.
 """
 

@@ -81,15 +81,14 @@ ERROR = 0.025
 """The chance, over a whole campaign, that an interval misses on one side: 2.5% each side, 95% in all."""
 GAIN_MARGIN = 0.015
 """How far beyond 1 an interval's lower end must lie for a gain (its upper end below 1 / (1 + it) for a loss): a gain
-is claimed only where the campaign is sure of at least 1.5%. Without it, a candidate 1% slower than plain compile was
-exported in about one campaign in a thousand at a replicate spread of 0.04, whenever a few of its replicates scattered
-high; with it and a default confirmation of up to 8 replicates, in none of 4,000 in any design, while a real 5% gain at
-a spread of 0.02 is still found in 87% of `--effort default` campaigns (the trade-off's table is in
-outputs/benchmarks/decision-error.md)."""
+is claimed only where the campaign is sure of at least 1.5%. Without it, a candidate slightly slower than plain
+compile was exported whenever a few of its replicates scattered high; what the margin costs in power and saves in
+slower exports is simulated in outputs/benchmarks/decision-error.md (*The trade-off: a margin against slower exports
+and power*)."""
 FUTILITY_ERROR = 0.3
 """How often `upper_bound` may fall below a candidate's true ratio: the bound a campaign's stop for want of a gain
-supposes the candidate may reach (`FUTILITY_RULES`). Chosen under the `band` rule, where a real 5% gain at a spread of
-0.02 was found as often as without the stop (92%; outputs/benchmarks/decision-error.md, which also has 0.2 and 0.4)."""
+supposes the candidate may reach (`FUTILITY_RULES`). Chosen under the `band` rule, where a real gain was found as
+often as without the stop (outputs/benchmarks/decision-error.md, which also has 0.2 and 0.4)."""
 FUTILITY_RULES = ("band", "chance")
 """When a campaign stops for want of a gain: `band`, once every candidate's `upper_bound` lies inside the band;
 `chance`, once every candidate's `claim_chance` is under `FUTILITY_CHANCE`."""
@@ -99,10 +98,9 @@ FUTILITY_RULE = "chance"
 FUTILITY_CHANCE = 0.05
 """The default `CampaignRules.futility_chance`: under the `chance` rule, a campaign stops for want of a gain once no
 candidate would be claimed a gain at its last look in as much as this share of campaigns, were its true ratio as high
-as its `upper_bound`. At 5% a `default` campaign with no gain to find stops after 3.1 replicates on average at a
-spread of 0.02 and 3.8 at 0.06 (4.0 and 6.3 under the `band` rule), and a real 5% gain at 0.02 is found in 91.2% of
-campaigns, as under the band's (10% let it fall under 90%; outputs/benchmarks/decision-error.md, *The stop for want of
-a gain, by the chance at the last look*)."""
+as its `upper_bound`. At 5% a campaign with no gain to find stops sooner than under the `band` rule, and a real gain is
+found as often; 10% cost power (outputs/benchmarks/decision-error.md, *The stop for want of a gain, by the chance at
+the last look*)."""
 SPREAD_RULES = ("floor", "pooled", "pooled-floor")
 """How a campaign's interval takes a pair's spread between replicates: `floor`, the pair's own replicates with the spread
 never below `REPLICATE_SD_FLOOR`; `pooled`, borrowed from every pair against the same reference (`Pooled`), on their
@@ -116,8 +114,7 @@ sets it per process."""
 REPLICATE_SD_FLOOR = 0.015
 """The least standard deviation between replicates' paired log-ratios that a campaign's windows per replicate, its stop
 for want of a gain, its compile-time ratios and (under the `floor` and `pooled-floor` rules) its intervals assume:
-the smallest seen between new pairs of identical processes on the 2-core machine this was built on
-(outputs/benchmarks/noise.md: 0.015 to 0.076)."""
+the smallest seen between new pairs of identical processes (recorded in outputs/benchmarks/noise.md)."""
 
 
 def spread_rule() -> str:
@@ -390,8 +387,8 @@ def replicate_interval(
     campaign's simultaneous interval at the look after replicate `at` (None: as many as the
     log-ratios; `Looks.quantile`), whose spread is never
     taken below `REPLICATE_SD_FLOOR`: a few replicates that happen to agree more closely than
-    new processes ever did on this machine are luck, and a campaign that stopped on them (a
-    precision stop, an early gain) would print an interval that covers less than it says.
+    new processes were ever seen to (outputs/benchmarks/noise.md) are luck, and a campaign
+    that stopped on them (a precision stop, an early gain) would print an interval that covers less than it says.
 
     With a spread `borrowed` from the campaign's pairs (`pooled`) and a `SPREAD_RULE` that borrows, the interval
     takes that spread on its degrees of freedom instead of the pair's own, floored under `pooled-floor` as under
@@ -601,7 +598,7 @@ def windows_per_replicate(
     n = sqrt(c_replicate / c_window * window / replicate) (Kalibera and Jones).
 
     The variance between replicates is estimated from few of them, and often comes out 0; it
-    is never taken below `REPLICATE_SD_FLOOR` squared, the least this machine showed between
+    is never taken below `REPLICATE_SD_FLOOR` squared, the least seen between
     processes, or the rule would put every window into ever longer replicates.
     """
     replicate = max(parts.replicate, REPLICATE_SD_FLOOR**2)

@@ -126,9 +126,8 @@ class LiveReference:
         A process can settle at a level of its own, and every trial paired with this worker
         would share it; dividing by one factor keeps the trials' order and reads their ratios
         against plain compile as a fresh process runs it, as the confirmation measures. But an
-        anchor is one short restart: over 18 anchors of three references, the references sat
-        within the anchors' own noise (levels 1.00, 0.98, 0.98; one anchor's error about 4%),
-        and dividing by two anchors would add about 3% to every trial's figure
+        anchor is one short restart: measured, the references sat within the anchors' own noise,
+        and dividing by two anchors would add their error to every trial's figure
         (`outputs/benchmarks/noise.md`, *Does the live reference sit at a level of its own?*).
         So the level is taken out only where the anchors decide it differs from 1.
         """
@@ -139,8 +138,8 @@ class LiveReference:
         """Whether another anchor could still change a figure: before any anchor has read a level, or while the
         anchors so far read one at least half their band from 1 (decided, or one more anchor could decide it).
 
-        Anchors that read their reference within their own noise change nothing (`level` stays 1), and over 14
-        anchors of seven searches of the toy none was decided: each further one cost a warm restart and its windows.
+        Anchors that read their reference within their own noise change nothing (`level` stays 1), and in the
+        recorded searches of the toy that was every anchor: each further one costs a warm restart and its windows.
         """
         band = self.level_band
         if not self.levels or band is None:
@@ -270,8 +269,8 @@ class Paired:
 def worth_more_pairs(paired: Paired) -> bool:
     """Whether a pairing past its first blocks should go on: a contender whose figure is not yet precise.
 
-    Five blocks leave a trial's ratio about +/-9% (a window's rate varies by about 10% on a
-    2-core CPU, `outputs/benchmarks/noise.md`): enough to tell a trial far behind plain compile,
+    Five blocks leave a trial's ratio imprecise (a window's rate varies from one window to the
+    next, `outputs/benchmarks/noise.md`): enough to tell a trial far behind plain compile,
     not to rank the ones near the top as their confirmation will. A trial at `CONTENDER_FLOOR`
     or better goes on until its standard error is `BLOCK_PRECISION` or less; a quiet device
     gets there in its first blocks and pays nothing.

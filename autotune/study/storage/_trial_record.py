@@ -28,7 +28,7 @@ TRIAL_KEY = "trial"
 """The one user attribute of an Optuna trial that holds its record."""
 
 VERSION = 2
-"""The record's layout; a record of a later version is refused by name, not misread. Version 2 (2026-11-30) names
+"""The record's layout; a record of a later version is refused by name, not misread. Version 2 names
 the paired windows' count `paired_windows` where version 1 had `paired_blocks`."""
 _RENAMED = {"paired_blocks": "paired_windows"}
 """Fields of version 1, and of the loose attributes before the record, by their name since."""
