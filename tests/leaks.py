@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import importlib
 import sys
-from dataclasses import dataclass, field
 import sysconfig
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import torch
 
-LIBRARIES = tuple({str(Path(torch.__file__).parents[1]), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+LIBRARIES = tuple(
+    {str(Path(torch.__file__).parents[1]), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+)
 """Where installed libraries live: PyTorch's folder's parent, and the environment's site-packages."""
 
 WATCHED = (
