@@ -136,6 +136,13 @@ class RunRecord:
         return {k: _finite(v) for k, v in data.items() if v not in (None, "", [], {}) or k == "state"}
 
     @classmethod
+    def from_figures(cls, data: Mapping[str, Any]) -> RunRecord:
+        """The run's record inside a mapping that keeps more figures beside it (a baseline's ratio to eager): its
+        own fields, read as `from_dict` reads them; the rest is the caller's."""
+        known = {f.name for f in fields(cls)}
+        return cls.from_dict({k: v for k, v in data.items() if k in known})
+
+    @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunRecord:
         """The record `to_dict` wrote. One of this version with a key it does not know, or of another version, is a
         `RecordError` that names it; one written before records had a version is read as it always was, its keys

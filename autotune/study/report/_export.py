@@ -137,7 +137,7 @@ def campaign_of(study: optuna.Study) -> tuple[Campaign, bool]:
     )
     searched = scaled_baselines(attrs)  # where the trials' search-time rates stand, whichever session measured them
     for subject in Subject.baselines():
-        record = RunRecord.from_dict(searched[subject.name])
+        record = RunRecord.from_figures(searched[subject.name])
         campaign.subjects[subject.name] = subject
         campaign.runs[subject.name] = [record]
         if not record.complete:

@@ -519,7 +519,7 @@ def _subjects(search: _Search, top: list[optuna.trial.FrozenTrial]) -> list[Subj
             name=name,
             config=config,
             cache_dir=str(caches / name),
-            cold=RunRecord.from_dict(search.study.user_attrs.get(f"baseline.{name}") or {}),
+            cold=RunRecord.from_figures(search.study.user_attrs.get(f"baseline.{name}") or {}),
             reproduce=True,
         )
         for name, config in (("eager", None), ("compile", CompileConfig()))
