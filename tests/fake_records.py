@@ -56,6 +56,7 @@ def compiled(**fields: Any) -> Compiled:
         "check_span": None,
         "shared_build_spans": [],
         "counts": COUNTS,
+        "notes": [],
     }
     return Compiled(**{**values, **fields})
 

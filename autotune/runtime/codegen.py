@@ -189,8 +189,9 @@ def _header(config: CompileConfig, workload: WorkloadSummary, created: str, vers
     if config.compile_optimizer:
         lines += [
             "",
-            "optimizer.step is compiled: keep the learning rate a tensor (lr=torch.tensor(...)) if a",
-            "scheduler changes it, or every new value recompiles the step.",
+            "optimizer.step is compiled. A schedule that sets a Python float (a learning rate, betas) may",
+            "compile it again at new values: the search counted what compiled over your schedule's values,",
+            "and a tensor learning rate (lr=torch.tensor(...)) is read afresh without any.",
         ]
     return '"""' + "\n".join(lines) + '\n"""\n'
 

@@ -221,6 +221,7 @@ class WorkerRun:
         check_started = time.time()
         excluded = reference.check(self.model, self.optimizer, self.prepare) if reference is not None else 0.0
         check_span = [check_started, check_started + excluded]
+        notes = list(getattr(reference, "notes", []))
         del reference
         self.model.train(self.step.kind.trains)
         if self.generated is None:
@@ -252,6 +253,7 @@ class WorkerRun:
             check_span=check_span,
             shared_build_spans=built,
             counts=DynamoCounts(**dynamo_counts()),
+            notes=notes,
         )
         self.peaks.reset()
         self.events.emit(compiled)

@@ -52,7 +52,7 @@ __all__ = [
     "parse_event",
 ]
 
-EVENT_VERSION = 2
+EVENT_VERSION = 3
 """The wire form's version, carried by every event line. Change it whenever a record below gains, loses or renames a
 field or changes a field's meaning: a worker and a parent of different versions then refuse each other at once."""
 
@@ -259,6 +259,9 @@ class Compiled(WireRecord):
     header, `autotune.trial.shared_builds`): left out of compile_seconds and of the split's Inductor part."""
     counts: DynamoCounts
     """Dynamo's counts once compiled."""
+    notes: list[str]
+    """What the accuracy check found that passes but is worth saying, in a line each (a recompile of the optimizer's
+    step when the schedule first changed a float)."""
 
     @property
     def shared_build_seconds(self) -> float:

@@ -18,7 +18,7 @@ from autotune.trial.accuracy import compare, tensor_leaves, tolerance_for, worki
 from autotune.trial.compile_counts import (
     frames_compiled,
 )
-from autotune.trial.failure import TrialFailure
+from autotune.trial.failure import TrialFailure, classify
 from autotune.workload import Workload
 from autotune.workload.steps import StepRunner
 
@@ -133,8 +133,10 @@ class StepFigures:
     """One piece of the optimizer's state after the last step (name, tensor), where it keeps any."""
     compiling_seconds: float
     """Seconds of the micro-batches that compiled (or recorded) something: compile time, as in a warm-up."""
-    float_rates: list[tuple[int, float, float]] = field(default_factory=list)
-    """Parameter groups whose learning rate is a Python float that the steps changed: (group, first, last)."""
+    compiles: list[int] = field(default_factory=list)
+    """Frames compiled during each optimizer step (its whole accumulation cycle), in order."""
+    changed: list[str] = field(default_factory=list)
+    """The optimizer's settings held as Python floats that the steps changed ('lr', 'betas', ...), in group order."""
 
 
 @dataclass
@@ -164,6 +166,8 @@ class WholeStepReference:
     """Said after a failed comparison when the tolerance is not the dtype's own."""
     optimizer_compiled: bool = False
     """Whether the configuration compiles optimizer.step."""
+    notes: list[str] = field(default_factory=list)
+    """What the check found that passes but is worth saying (a recompile when the schedule first changed a float)."""
 
     @classmethod
     def of(
@@ -214,8 +218,11 @@ class WholeStepReference:
 
             return hook
 
-        rates = [group["lr"] for group in optimizer.param_groups]
+        settings = float_settings(optimizer)
+        compiles: list[int] = []
         for index, batch in enumerate(self.micro_batches):
+            if index % accumulation == 0:
+                compiles.append(0)
             hooks = (
                 [p.register_post_accumulate_grad_hook(keep(n)) for n, p in model.named_parameters() if p.requires_grad]
                 if index < accumulation
@@ -231,13 +238,17 @@ class WholeStepReference:
                 first_updates = self._updates(model)
             if frames_compiled() != frames:
                 compiling += time.perf_counter() - started
-        floats = [
-            (index, float(rate), float(group["lr"]))
-            for index, (rate, group) in enumerate(zip(rates, optimizer.param_groups, strict=True))
-            if not isinstance(group["lr"], torch.Tensor) and group["lr"] != rate
-        ]
+                compiles[-1] += frames_compiled() - frames
+        changed = changed_settings(settings, float_settings(optimizer))
         return StepFigures(
-            losses, grads, first_updates, self._updates(model), _state_piece(model, optimizer), compiling, floats
+            losses,
+            grads,
+            first_updates,
+            self._updates(model),
+            _state_piece(model, optimizer),
+            compiling,
+            compiles,
+            changed,
         )
 
     def _updates(self, model: nn.Module) -> dict[str, torch.Tensor]:
@@ -249,17 +260,6 @@ class WholeStepReference:
         """Run the same steps compiled and compare; returns the seconds to leave out of the compile time: the
         steps that compiled nothing, or all of them in eval mode (a mode training does not use), and the comparing."""
         assert self.expected is not None and optimizer is not None, "a training reference checks a training step"
-        if self.expected.float_rates and self.optimizer_compiled:
-            # A float rate that the step changes is a constant to the compiled optimizer step, and every new value
-            # compiles it again.
-            group, first, last = self.expected.float_rates[0]
-            raise TrialFailure(
-                "invalid_config",
-                f"your step changes the learning rate of parameter group {group} as a Python float ({first:g} -> "
-                f"{last:g} over {len(self.micro_batches)} steps), and this configuration compiles optimizer.step: "
-                "every new value would compile the step again. Build the optimizer with a tensor learning rate "
-                "(lr=torch.tensor(...)); torch's schedulers then update it in place.",
-            )
         started = time.perf_counter()
         actual = self._run(model, optimizer, self.step, prepare)
         # In the order they were computed, so that the first difference is the one named: the first step's losses,
@@ -272,9 +272,60 @@ class WholeStepReference:
         self._compare_losses(expected, actual, steps, range(first, len(self.micro_batches)))
         self._compare_updates(expected.updates, actual.updates, expected, f"after step {steps} of {steps}")
         self._compare_state(expected, actual, steps)
+        probed = 0.0
+        if expected.changed and self.optimizer_compiled:
+            probed = self._probe_schedule(model, optimizer, prepare, actual)
         model.zero_grad(set_to_none=True)
         spent = time.perf_counter() - started
-        return spent if self.eval_mode else max(spent - actual.compiling_seconds, 0.0)
+        # The probe's compiles are the configuration's own (the schedule's next values), in either mode.
+        return spent - probed if self.eval_mode else max(spent - actual.compiling_seconds - probed, 0.0)
+
+    def _probe_schedule(
+        self, model: nn.Module, optimizer: torch.optim.Optimizer, prepare: Callable[[Any], Any], actual: StepFigures
+    ) -> float:
+        """The step changes some of the optimizer's settings as Python floats, and optimizer.step is compiled: run
+        `PROBED_VALUES` more optimizer steps, each with the schedule's next values, and count what compiles.
+
+        Whether a new float value compiles the step again depends on the release, the backend and
+        the setting: on some, the step compiles once more at the first change and reads every later
+        value; on others each new value compiles again until the recompile limit. Compiles that
+        keep coming to the last value refuse the configuration, saying how many; otherwise what
+        compiled is noted. Returns the seconds of the probe's steps that compiled.
+        """
+        accumulation = self.workload.accumulation_steps
+        counts, compiling = list(actual.compiles), 0.0
+        what = _settings_in_words(self.expected.changed if self.expected else [])
+        try:
+            for extra in range(PROBED_VALUES):
+                frames, started = frames_compiled(), time.perf_counter()
+                for micro in range(accumulation):
+                    batch = self.micro_batches[(extra * accumulation + micro) % len(self.micro_batches)]
+                    self.step(model, optimizer, prepare(batch))
+                counts.append(frames_compiled() - frames)
+                if counts[-1]:
+                    compiling += time.perf_counter() - started
+        except Exception as exc:
+            if classify(exc, "compile") != "recompile_limit":
+                raise
+            counts.append(-1)  # the limit was reached: compiles kept coming
+        later = counts[1:]
+        if all(count != 0 for count in later[-PROBED_VALUES:]):
+            made = sum(count for count in later if count > 0)
+            raise TrialFailure(
+                "invalid_config",
+                f"your step changes {what} as Python floats, and this configuration compiles optimizer.step: it "
+                f"compiled again at every new value, {made} recompile(s) over {len(later)} steps after the first"
+                + (", up to the recompile limit" if counts[-1] < 0 else "")
+                + ". Compile the model without the optimizer step, or keep these settings tensors "
+                "(lr=torch.tensor(...)) where the optimizer takes them.",
+            )
+        recompiles = sum(later)
+        if recompiles:
+            self.notes.append(
+                f"{'one recompile' if recompiles == 1 else f'{recompiles} recompiles'} of the step when {what} first "
+                f"changed; none in the {PROBED_VALUES} steps after"
+            )
+        return compiling
 
     def _compare_losses(self, expected: StepFigures, actual: StepFigures, steps: int, indices: range) -> None:
         for index in indices:
@@ -332,6 +383,43 @@ class WholeStepReference:
     def _fail(self, what: str, error: float | None = None) -> NoReturn:
         said = f": relative error {error:.3g} > tolerance{self.why}" if error is not None else ""
         raise TrialFailure("accuracy", what + said)
+
+
+PROBED_VALUES = 3
+"""Optimizer steps run after the check, each with its schedule's next values, where the step changes a float setting
+and optimizer.step is compiled: compiles at every one of them keep coming."""
+
+_SETTING_WORDS = {"lr": "the learning rate", "betas": "betas", "momentum": "the momentum"}
+
+
+def float_settings(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
+    """Each parameter group's settings held as Python floats (or tuples of them): what a compiled step may specialise
+    on. Tensors, which a compiled step reads afresh, and the parameters themselves are left out."""
+    found = []
+    for group in optimizer.param_groups:
+        kept = {}
+        for key, value in group.items():
+            if isinstance(value, float) or (
+                isinstance(value, tuple) and value and all(isinstance(v, float) for v in value)
+            ):
+                kept[key] = value
+        found.append(kept)
+    return found
+
+
+def changed_settings(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[str]:
+    """The settings whose float value differs between two readings of `float_settings`, each named once."""
+    changed: list[str] = []
+    for old, new in zip(before, after, strict=False):
+        for key, value in old.items():
+            if key in new and new[key] != value and key not in changed:
+                changed.append(key)
+    return changed
+
+
+def _settings_in_words(keys: list[str]) -> str:
+    named = [_SETTING_WORDS.get(key, f"`{key}`") for key in keys] or ["a setting"]
+    return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
 
 
 def _typical(tensors: Iterable[torch.Tensor | None]) -> float:

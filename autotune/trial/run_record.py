@@ -11,9 +11,11 @@ from autotune.errors import RecordError
 
 __all__ = ["RUN_RECORD_VERSION", "RunRecord"]
 
-RUN_RECORD_VERSION = 1
+RUN_RECORD_VERSION = 2
 """The form of a run's record. Change it whenever a field is added, removed or renamed, or changes its meaning, and
-say in `from_dict` how the records of the version before are read."""
+say in `from_dict` how the records of the versions before are read."""
+READ_VERSIONS = (1, RUN_RECORD_VERSION)
+"""Versions read as this one: 1 had no `notes`, which it reads as none."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,6 +127,9 @@ class RunRecord:
     """Wall seconds per phase: start, build, compile, measure."""
     stderr_tail: str = ""
     """The last lines the worker printed, for a failed run."""
+    notes: list[str] = field(default_factory=list)
+    """What the accuracy check found that passes but is worth saying, a line each (a recompile of the optimizer's step
+    when the schedule first changed a float)."""
 
     @property
     def complete(self) -> bool:
@@ -151,10 +156,11 @@ class RunRecord:
             raise RecordError(f"a run's record must be a mapping, got {type(data).__name__}: {data!r:.200}")
         known = {f.name for f in fields(cls)}
         version = data.get("version")
-        if version is not None and version != RUN_RECORD_VERSION:
+        if version is not None and version not in READ_VERSIONS:
             raise RecordError(
-                f"a run's record of version {version!r}: this autotune reads version {RUN_RECORD_VERSION} and the "
-                "records written before versions were kept; a newer autotune wrote it"
+                f"a run's record of version {version!r}: this autotune reads versions "
+                f"{', '.join(map(str, READ_VERSIONS))} and the records written before versions were kept; a newer "
+                "autotune wrote it"
             )
         unknown = sorted(set(data) - known)
         if version is not None and unknown:

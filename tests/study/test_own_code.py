@@ -24,7 +24,10 @@ import torch
 from autotune import CompileConfig, cli, load, resolve
 from autotune.errors import WorkloadError
 from autotune.trial.accuracy import compare, tolerance_for
-from examples import loop
+from autotune.trial.compile_counts import frames_compiled, watch_compiles
+from autotune.trial.request import TrialRequest
+from autotune.trial.runner import run_trial
+from examples import loop, nanogpt_loop
 from tests.short_runs import source_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,6 +109,50 @@ def test_the_loop_example_is_searched_as_its_docstring_says_and_trains_as_eager_
     assert done.returncode == 0, done.stderr[-3000:]
     assert "accuracy" not in _failed_reasons(tmp_path / "out" / "trials.csv"), "every configuration trains as eager"
     _same_losses(loop.train(20), loop.train(20, _exported(tmp_path / "out" / "apply_compilation.py")))
+
+
+# -- nanoGPT's loop: a Python-float learning rate set every step ------------------------------
+
+
+@pytest.mark.parallel  # waits on no clock
+def test_nanogpts_loop_with_a_float_rate_has_its_compiled_optimizer_step_checked_and_noted_not_refused() -> None:
+    # The whole-step check runs the loop's own step, compiled, over the schedule's next values and counts what
+    # compiles: once more at the first new rate, then nothing; the configuration is measured, with that noted.
+    spec = "tests.trial_targets.examples_eagerly:nanogpt_loop"
+    config = CompileConfig(compile_optimizer=True)
+    run = run_trial(TrialRequest(spec=spec, source=source_for(spec, config), timeout=600)).record()
+    assert run.state == "complete", run.message + run.stderr_tail
+    assert run.notes == ["one recompile of the step when the learning rate first changed; none in the 3 steps after"]
+
+
+@pytest.mark.parallel  # times nothing
+def test_nanogpts_loop_with_the_export_trains_as_eager_over_16_steps_compiling_again_only_at_the_first_new_rate(
+    tmp_path: Path, eager_backend: None
+) -> None:
+    (tmp_path / "apply_compilation.py").write_text(
+        source_for("examples.nanogpt_loop:workload", CompileConfig(compile_optimizer=True))
+    )
+    exported = _exported(tmp_path / "apply_compilation.py")
+    torch._dynamo.reset()
+    watch_compiles()
+    counts: list[int] = []
+    real_step = nanogpt_loop.train_step
+
+    def counted(*args: Any) -> Any:
+        before = frames_compiled()
+        loss = real_step(*args)
+        counts.append(frames_compiled() - before)
+        return loss
+
+    try:
+        nanogpt_loop.train_step = counted  # type: ignore[assignment]
+        tuned = nanogpt_loop.train(16, exported)
+    finally:
+        nanogpt_loop.train_step = real_step  # type: ignore[assignment]
+        torch._dynamo.reset()
+    _same_losses(nanogpt_loop.train(16), tuned)
+    assert counts[0] > 0, "the first iteration compiles the model and the optimizer step"
+    assert counts[1:] == [1] + [0] * 14, f"frames compiled per iteration: {counts}"
 
 
 def _failed_reasons(csv: Path) -> str:

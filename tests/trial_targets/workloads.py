@@ -241,6 +241,41 @@ def own_step_float_schedule() -> Workload:
     return _own_step_workload(_own_setup(torch.optim.AdamW, 0.01))
 
 
+def own_step_one_cycle() -> Workload:
+    """Training by its own step with AdamW under torch's OneCycleLR, which sets the learning rate and the first beta
+    as Python floats every step."""
+
+    def setup(model: nn.Module) -> tuple[torch.optim.Optimizer, Any]:
+        built = torch.optim.AdamW(model.parameters(), lr=torch.tensor(0.01))
+        return built, torch.optim.lr_scheduler.OneCycleLR(built, max_lr=0.01, total_steps=1000)
+
+    return _own_step_workload(setup)
+
+
+class CountsItsLearningRate(torch.optim.SGD):
+    """Plain SGD, whose step counts its learning rate out in thousandths with a Python loop. Traced, the loop's length
+    guards on the rate's value, so a compiled step compiles again at every new rate: a stand-in, on any backend, for
+    a step that Inductor specialises on a float a schedule changes (OneCycleLR's betas)."""
+
+    @torch.no_grad()
+    def step(self, closure=None):  # type: ignore[no-untyped-def, override]
+        for group in self.param_groups:
+            thousandths = sum(1 for _ in range(round(group["lr"] * 1000)))
+            for parameter in group["params"]:
+                if parameter.grad is not None:
+                    parameter.sub_(parameter.grad * (thousandths / 1000))
+
+
+def own_step_rising_schedule() -> Workload:
+    """Training by its own step with `CountsItsLearningRate`, whose rate a schedule raises by 0.01 every step."""
+
+    def setup(model: nn.Module) -> tuple[torch.optim.Optimizer, Any]:
+        built = CountsItsLearningRate(model.parameters(), lr=0.01)
+        return built, torch.optim.lr_scheduler.LambdaLR(built, lambda step: 1.0 + step)
+
+    return _own_step_workload(setup)
+
+
 class DetourBlock(nn.Module):
     def __init__(self, broken: bool) -> None:
         super().__init__()

@@ -321,6 +321,8 @@ def trial_rows(
             # Where its compile time went, one column per part (empty for a run that never compiled).
             **{f"compile_{part}_s": (attrs.get("compile_split") or {}).get(part) for part in SPLIT_PARTS},
             "message": message,
+            # What the accuracy check noted of a run that passed it, joined into one cell.
+            "notes": "; ".join(attrs.get("notes") or []),
         }
         if isinstance(attrs.get("config"), dict):
             row.update(config_columns(attrs["config"]))
@@ -442,11 +444,11 @@ def _study_summary(
 
 
 def _csv(rows: list[dict[str, Any]]) -> str:
-    known = {*_CSV_COLUMNS, "message", "configuration"}
+    known = {*_CSV_COLUMNS, "message", "notes", "configuration"}
     settings: list[str] = []
     for row in rows:
         settings += [k for k in row if k not in known and k not in settings]
-    columns = [*_CSV_COLUMNS, "configuration", *settings, "message"]
+    columns = [*_CSV_COLUMNS, "configuration", *settings, "message", "notes"]
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore")
     writer.writeheader()

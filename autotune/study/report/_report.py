@@ -77,6 +77,13 @@ def write_report(
     if retunes:
         title_, name = plots.retune_history(out_dir, retunes)
         lines += ["## Retune history", "", _history_table(retunes), "", f"![{title_}]({name})", ""]
+    noted = [row for row in rows if row.get("notes")]
+    if noted:
+        lines += ["## What the checks noted", ""]
+        for row in noted:
+            for note in str(row["notes"]).split("; "):
+                lines.append(f"- trial {row.get('number')} ({row.get('configuration', '')}): {note}")
+        lines.append("")
     lines += [
         "## Study",
         "",

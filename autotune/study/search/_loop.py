@@ -330,6 +330,8 @@ class TrialLoop:
             self._tell(trial, values)
             shown = ", ".join(f"{v:.4g} {o.unit}" for v, o in zip(values, self.objectives, strict=True))
             self._note(f"trial {trial.number}: {shown}  {config.describe()}{also}")
+            for note in record.notes:
+                self._note(f"trial {trial.number}: note: {note}")
         elif record.state == "pruned":
             self._tell(trial, state=optuna.trial.TrialState.PRUNED)
             self._note(f"trial {trial.number}: pruned ({record.message})  {config.describe()}")
