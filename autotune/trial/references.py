@@ -25,6 +25,7 @@ from autotune.workload.steps import StepRunner
 __all__ = [
     "CHECKED_STEPS",
     "CHECKED_STEPS_UNDER_CUDA_GRAPHS",
+    "TRACED_STEPS",
     "EagerReference",
     "StepFigures",
     "WholeStepReference",
@@ -108,7 +109,12 @@ class EagerReference:
 
 
 CHECKED_STEPS = 2
-"""Whole optimizer steps a training configuration runs on the same batches as eager before its speed counts."""
+"""Whole optimizer steps after which a training configuration's gradients, updates and optimizer state must match
+eager's before its speed counts."""
+TRACED_STEPS = 8
+"""Consecutive optimizer steps, from the same weights and batches, whose every loss must match eager's: a fault that
+appears from a later step on (a value gone stale after a recompile, a schedule whose effect starts later) shows there,
+and the first step that differs is named."""
 CHECKED_STEPS_UNDER_CUDA_GRAPHS = 3
 """Under CUDA graphs: their trees warm up on a function's first call and record on its second, so that the third
 step replays a recording, on another batch than the one it was recorded on."""
@@ -161,6 +167,9 @@ class WholeStepReference:
     eval_mode: bool
     tolerance: float
     before: dict[str, torch.Tensor]
+    compared: int = CHECKED_STEPS
+    """The optimizer steps after which the updates and the optimizer's state are compared; the losses of all
+    `TRACED_STEPS` are."""
     expected: StepFigures | None = None
     why: str = ""
     """Said after a failed comparison when the tolerance is not the dtype's own."""
@@ -168,6 +177,7 @@ class WholeStepReference:
     """Whether the configuration compiles optimizer.step."""
     notes: list[str] = field(default_factory=list)
     """What the check found that passes but is worth saying (a recompile when the schedule first changed a float)."""
+    _compiles: list[int] = field(default_factory=list)
 
     @classmethod
     def of(
@@ -183,12 +193,12 @@ class WholeStepReference:
         eval_mode = has_dropout(model)
         first = batches[0]
         other = next((b for b in batches[1:] if same_shapes(b, first)), first)
-        steps = CHECKED_STEPS_UNDER_CUDA_GRAPHS if step.cuda_graphs else CHECKED_STEPS
-        micro_batches = [(first, other)[i % 2] for i in range(steps * workload.accumulation_steps)]
+        compared = CHECKED_STEPS_UNDER_CUDA_GRAPHS if step.cuda_graphs else CHECKED_STEPS
+        micro_batches = [(first, other)[i % 2] for i in range(TRACED_STEPS * workload.accumulation_steps)]
         weights = {name: t.detach().cpu().clone() for name, t in model.state_dict().items()}
         before = {name: p.detach().cpu().clone() for name, p in model.named_parameters() if p.requires_grad}
         tolerance = tolerance_for(working_dtype(workload.autocast, model))
-        reference = cls(workload, step, micro_batches, eval_mode, tolerance, before)
+        reference = cls(workload, step, micro_batches, eval_mode, tolerance, before, compared)
         # The same kind of step, run eagerly: eager's own backward, since the configuration's (compiled autograd)
         # is what is being checked.
         reference.expected = reference._run(model, optimizer, step.eager(), lambda batch: batch)
@@ -209,6 +219,8 @@ class WholeStepReference:
         losses: list[torch.Tensor] = []
         grads: dict[str, torch.Tensor | None] = {n: None for n, p in model.named_parameters() if p.requires_grad}
         first_updates: dict[str, torch.Tensor] = {}
+        updates: dict[str, torch.Tensor] = {}
+        state: tuple[str, torch.Tensor] | None = None
         compiling = 0.0
 
         def keep(name: str) -> Callable[[torch.Tensor], None]:
@@ -220,6 +232,7 @@ class WholeStepReference:
 
         settings = float_settings(optimizer)
         compiles: list[int] = []
+        self._compiles = compiles  # read where the recompile limit ends the run early
         for index, batch in enumerate(self.micro_batches):
             if index % accumulation == 0:
                 compiles.append(0)
@@ -236,20 +249,13 @@ class WholeStepReference:
                     hook.remove()
             if index + 1 == accumulation:
                 first_updates = self._updates(model)
+            if index + 1 == self.compared * accumulation:
+                updates, state = self._updates(model), _state_piece(model, optimizer)
             if frames_compiled() != frames:
                 compiling += time.perf_counter() - started
                 compiles[-1] += frames_compiled() - frames
         changed = changed_settings(settings, float_settings(optimizer))
-        return StepFigures(
-            losses,
-            grads,
-            first_updates,
-            self._updates(model),
-            _state_piece(model, optimizer),
-            compiling,
-            compiles,
-            changed,
-        )
+        return StepFigures(losses, grads, first_updates, updates, state, compiling, compiles, changed)
 
     def _updates(self, model: nn.Module) -> dict[str, torch.Tensor]:
         """Each trainable parameter now, less what it was before the first step."""
@@ -261,71 +267,61 @@ class WholeStepReference:
         steps that compiled nothing, or all of them in eval mode (a mode training does not use), and the comparing."""
         assert self.expected is not None and optimizer is not None, "a training reference checks a training step"
         started = time.perf_counter()
-        actual = self._run(model, optimizer, self.step, prepare)
+        judging = bool(self.expected.changed) and self.optimizer_compiled
+        try:
+            actual = self._run(model, optimizer, self.step, prepare)
+        except Exception as exc:
+            if judging and classify(exc, "compile") == "recompile_limit":
+                self._judge_schedule([*self._compiles, -1])
+            raise
+        if judging:
+            self._judge_schedule(actual.compiles)
         # In the order they were computed, so that the first difference is the one named: the first step's losses,
         # its gradients and its updates, then the later losses, the last updates and the optimizer's state.
-        expected, steps = self.expected, len(self.micro_batches) // self.workload.accumulation_steps
-        first = self.workload.accumulation_steps
-        self._compare_losses(expected, actual, steps, range(first))
+        # Then the losses of the steps after those, each named against all the steps traced.
+        expected, steps = self.expected, self.compared
+        first, traced = self.workload.accumulation_steps, len(self.micro_batches) // self.workload.accumulation_steps
+        self._compare_losses(expected, actual, traced, range(first))
         self._compare_grads(expected, actual, steps)
         self._compare_updates(expected.first_updates, actual.first_updates, expected, f"after step 1 of {steps}")
-        self._compare_losses(expected, actual, steps, range(first, len(self.micro_batches)))
+        self._compare_losses(expected, actual, traced, range(first, steps * first))
         self._compare_updates(expected.updates, actual.updates, expected, f"after step {steps} of {steps}")
         self._compare_state(expected, actual, steps)
-        probed = 0.0
-        if expected.changed and self.optimizer_compiled:
-            probed = self._probe_schedule(model, optimizer, prepare, actual)
+        self._compare_losses(expected, actual, traced, range(steps * first, len(self.micro_batches)))
         model.zero_grad(set_to_none=True)
         spent = time.perf_counter() - started
-        # The probe's compiles are the configuration's own (the schedule's next values), in either mode.
-        return spent - probed if self.eval_mode else max(spent - actual.compiling_seconds - probed, 0.0)
+        return spent if self.eval_mode else max(spent - actual.compiling_seconds, 0.0)
 
-    def _probe_schedule(
-        self, model: nn.Module, optimizer: torch.optim.Optimizer, prepare: Callable[[Any], Any], actual: StepFigures
-    ) -> float:
-        """The step changes some of the optimizer's settings as Python floats, and optimizer.step is compiled: run
-        `PROBED_VALUES` more optimizer steps, each with the schedule's next values, and count what compiles.
+    def _judge_schedule(self, counts: list[int]) -> None:
+        """The step changed some of the optimizer's settings as Python floats, and optimizer.step is compiled: judge
+        the frames compiled at each traced step (`counts`; -1 where the recompile limit stopped the trace).
 
         Whether a new float value compiles the step again depends on the release, the backend and
         the setting: on some, the step compiles once more at the first change and reads every later
-        value; on others each new value compiles again until the recompile limit. Compiles that
-        keep coming to the last value refuse the configuration, saying how many; otherwise what
-        compiled is noted. Returns the seconds of the probe's steps that compiled.
+        value; on others each new value compiles again until the recompile limit. Compiles at each
+        of the last `SCHEDULE_VALUES` steps (or the limit reached) refuse the configuration, saying
+        how many; otherwise what compiled after the first step is noted.
         """
-        accumulation = self.workload.accumulation_steps
-        counts, compiling = list(actual.compiles), 0.0
-        what = _settings_in_words(self.expected.changed if self.expected else [])
-        try:
-            for extra in range(PROBED_VALUES):
-                frames, started = frames_compiled(), time.perf_counter()
-                for micro in range(accumulation):
-                    batch = self.micro_batches[(extra * accumulation + micro) % len(self.micro_batches)]
-                    self.step(model, optimizer, prepare(batch))
-                counts.append(frames_compiled() - frames)
-                if counts[-1]:
-                    compiling += time.perf_counter() - started
-        except Exception as exc:
-            if classify(exc, "compile") != "recompile_limit":
-                raise
-            counts.append(-1)  # the limit was reached: compiles kept coming
         later = counts[1:]
-        if all(count != 0 for count in later[-PROBED_VALUES:]):
+        what = _settings_in_words(self.expected.changed if self.expected else [])
+        limit = bool(later) and later[-1] < 0
+        if limit or (len(later) >= SCHEDULE_VALUES and all(count > 0 for count in later[-SCHEDULE_VALUES:])):
             made = sum(count for count in later if count > 0)
             raise TrialFailure(
                 "invalid_config",
                 f"your step changes {what} as Python floats, and this configuration compiles optimizer.step: it "
                 f"compiled again at every new value, {made} recompile(s) over {len(later)} steps after the first"
-                + (", up to the recompile limit" if counts[-1] < 0 else "")
+                + (", up to the recompile limit" if limit else "")
                 + ". Compile the model without the optimizer step, or keep these settings tensors "
                 "(lr=torch.tensor(...)) where the optimizer takes them.",
             )
         recompiles = sum(later)
         if recompiles:
+            quiet = len(later) - max(index for index, count in enumerate(later) if count) - 1
             self.notes.append(
                 f"{'one recompile' if recompiles == 1 else f'{recompiles} recompiles'} of the step when {what} first "
-                f"changed; none in the {PROBED_VALUES} steps after"
+                f"changed; none in the {quiet} steps after"
             )
-        return compiling
 
     def _compare_losses(self, expected: StepFigures, actual: StepFigures, steps: int, indices: range) -> None:
         for index in indices:
@@ -358,6 +354,18 @@ class WholeStepReference:
             grad = expected.grads.get(name)
             kept[name] = grad.abs() > noise if grad is not None else torch.ones_like(want, dtype=torch.bool)
         scale = _typical(want * kept[name] for name, want in wanted.items())
+        # First the whole update's size. Rounding changes an update element by element, and its size hardly at all
+        # (bfloat16 training measured within 2% for single tensors, 0.01% for the whole update); an update of the
+        # wrong size, which a low precision's tolerance lets through element by element, changes the whole size.
+        size = math.sqrt(sum(float((want * kept[name]).double().square().sum()) for name, want in wanted.items()))
+        if size > 0:
+            ratio = math.sqrt(sum(float((got[name] * kept[name]).double().square().sum()) for name in wanted)) / size
+            if abs(ratio - 1.0) > UPDATE_SIZE_LIMIT:
+                raise TrialFailure(
+                    "accuracy",
+                    f"{when}: the whole update is {ratio:.3g}x the size of eager's (at most {UPDATE_SIZE_LIMIT:.0%} "
+                    "off under any precision)",
+                )
         for name, want in wanted.items():
             error = compare(want * kept[name], got[name] * kept[name], 10 * self.tolerance, scale)
             if error is not None:
@@ -385,9 +393,13 @@ class WholeStepReference:
         raise TrialFailure("accuracy", what + said)
 
 
-PROBED_VALUES = 3
-"""Optimizer steps run after the check, each with its schedule's next values, where the step changes a float setting
-and optimizer.step is compiled: compiles at every one of them keep coming."""
+UPDATE_SIZE_LIMIT = 0.05
+"""How far the size (norm) of a compiled step's whole update may be from eager's, under every precision: a step that
+updates 10% too much or too little fails even where the element-wise tolerance is loose (bfloat16's)."""
+
+SCHEDULE_VALUES = 3
+"""Where the step changes a float setting of the optimizer and optimizer.step is compiled: compiles at each of the last
+this many traced steps, each a new value, are compiles that keep coming."""
 
 _SETTING_WORDS = {"lr": "the learning rate", "betas": "betas", "momentum": "the momentum"}
 

@@ -122,7 +122,7 @@ def test_nanogpts_loop_with_a_float_rate_has_its_compiled_optimizer_step_checked
     config = CompileConfig(compile_optimizer=True)
     run = run_trial(TrialRequest(spec=spec, source=source_for(spec, config), timeout=600)).record()
     assert run.state == "complete", run.message + run.stderr_tail
-    assert run.notes == ["one recompile of the step when the learning rate first changed; none in the 3 steps after"]
+    assert run.notes == ["one recompile of the step when the learning rate first changed; none in the 6 steps after"]
 
 
 @pytest.mark.parallel  # times nothing

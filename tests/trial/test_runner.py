@@ -231,3 +231,42 @@ def test_a_worker_ends_without_teardown_yet_loses_none_of_its_output(tmp_path) -
     assert done.returncode == 3
     assert done.stdout == "result sent\n" and done.stderr.endswith("no newline")
     assert not (tmp_path / "teardown").exists(), "the interpreter's teardown ran"
+
+
+@pytest.mark.parallel  # waits on no clock
+@pytest.mark.parametrize(
+    ("workload", "said"),
+    [
+        ("bfloat16_half_update_when_compiled", "the whole update is 0.5x the size of eager's"),
+        ("bfloat16_tenth_too_large_update_when_compiled", "the whole update is 1.1x the size of eager's"),
+    ],
+)
+def test_an_update_of_the_wrong_size_fails_under_bfloat16_whose_element_tolerance_lets_it_through(
+    workload: str, said: str
+) -> None:
+    spec = f"tests.trial_targets.dynamo_only:{workload}"
+    run = run_trial(
+        TrialRequest(spec=spec, source=source_for(spec, CompileConfig(compile_optimizer=True)), timeout=300)
+    ).record()
+    assert (run.state, run.reason) == ("failed", "accuracy"), run.message + run.stderr_tail
+    assert "after step 1 of 2: " + said in run.message, run.message
+
+
+@pytest.mark.parallel  # waits on no clock
+def test_a_right_bfloat16_step_with_a_compiled_optimizer_passes_the_update_size_check() -> None:
+    spec = "tests.trial_targets.dynamo_only:bfloat16_train"
+    run = run_trial(
+        TrialRequest(spec=spec, source=source_for(spec, CompileConfig(compile_optimizer=True)), timeout=300)
+    ).record()
+    assert run.state == "complete", run.message + run.stderr_tail
+
+
+@pytest.mark.slow  # Inductor compiles the model and its optimizer step
+@pytest.mark.parallel  # waits on no clock
+def test_a_right_bfloat16_step_compiled_by_inductor_passes_the_update_size_check() -> None:
+    # Inductor's bfloat16 kernels round otherwise than eager's: the updates differ element by element, not in size.
+    spec = "tests.trial_targets.workloads:bfloat16_train"
+    run = run_trial(
+        TrialRequest(spec=spec, source=source_for(spec, CompileConfig(compile_optimizer=True)), timeout=900)
+    ).record()
+    assert run.state == "complete", run.message + run.stderr_tail

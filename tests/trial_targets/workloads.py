@@ -141,6 +141,40 @@ class IgnoresItsLearningRateWhenCompiled(torch.optim.SGD):
                     parameter.sub_(parameter.grad * lr)
 
 
+class ScalesItsUpdateWhenCompiled(torch.optim.SGD):
+    """Plain SGD eagerly; compiled, its step updates by `factor` times its learning rate."""
+
+    factor = 1.0
+
+    @torch.no_grad()
+    def step(self, closure=None):  # type: ignore[no-untyped-def, override]
+        for group in self.param_groups:
+            lr = group["lr"] * (self.factor if torch.compiler.is_compiling() else 1.0)
+            for parameter in group["params"]:
+                if parameter.grad is not None:
+                    parameter.sub_(parameter.grad * lr)
+
+
+def _bfloat16_scaled(factor: float) -> Workload:
+    optimizer = type(f"Scales{factor}", (ScalesItsUpdateWhenCompiled,), {"factor": factor})
+    return tiny("train", autocast=torch.bfloat16, optimizer=lambda params: optimizer(params, lr=0.05))
+
+
+def bfloat16_half_update_when_compiled() -> Workload:
+    """Training under bfloat16 autocast, whose compiled optimizer step updates half as much as eager's."""
+    return _bfloat16_scaled(0.5)
+
+
+def bfloat16_tenth_too_large_update_when_compiled() -> Workload:
+    """Training under bfloat16 autocast, whose compiled optimizer step updates 10% more than eager's."""
+    return _bfloat16_scaled(1.1)
+
+
+def bfloat16_train() -> Workload:
+    """Training under bfloat16 autocast, right eagerly and compiled."""
+    return _bfloat16_scaled(1.0)
+
+
 class SkipsAGroupWhenCompiled(torch.optim.SGD):
     """Plain SGD eagerly over its two parameter groups; compiled, its step updates the first group only."""
 

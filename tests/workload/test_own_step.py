@@ -143,7 +143,7 @@ def test_a_float_learning_rate_that_compiles_the_step_once_more_is_searched_and_
     ).record()
     assert compiled.state == "complete", compiled.message + compiled.stderr_tail
     assert compiled.notes == [
-        "one recompile of the step when the learning rate first changed; none in the 3 steps after"
+        "one recompile of the step when the learning rate first changed; none in the 6 steps after"
     ]
 
 
@@ -155,7 +155,7 @@ def test_a_float_setting_that_compiles_the_step_at_every_new_value_is_refused_wi
     ).record()
     assert (compiled.state, compiled.reason) == ("failed", "invalid_config"), compiled.message + compiled.stderr_tail
     assert "changes the learning rate as Python floats" in compiled.message, compiled.message
-    assert "compiled again at every new value, 4 recompile(s) over 4 steps after the first" in compiled.message
+    assert "compiled again at every new value, 7 recompile(s) over 7 steps after the first" in compiled.message
     # The same step with the optimizer step left alone compiles nothing per value: it is searched.
     plain = run_trial(TrialRequest(spec=spec, source=source_for(spec, CompileConfig()), timeout=300)).record()
     assert plain.state == "complete", plain.message + plain.stderr_tail
@@ -173,4 +173,4 @@ def test_one_cycle_betas_that_inductor_compiles_again_at_every_value_refuse_the_
     ).record()
     assert (compiled.state, compiled.reason) == ("failed", "invalid_config"), compiled.message + compiled.stderr_tail
     assert "changes betas as Python floats" in compiled.message, compiled.message
-    assert "compiled again at every new value, 4 recompile(s) over 4 steps after the first" in compiled.message
+    assert "compiled again at every new value, 7 recompile(s) over 7 steps after the first" in compiled.message
