@@ -30,6 +30,7 @@ from autotune.trial.events import (
     command_channel,
 )
 from autotune.trial.failure import TrialFailure
+from autotune.trial.recorded import RecordedReference, recorded_path
 from autotune.trial.records import (
     CacheLoaded,
     CacheSaved,
@@ -51,6 +52,7 @@ from autotune.trial.references import EagerReference, WholeStepReference, same_s
 from autotune.trial.request import RunProtocol, noisy_reason
 from autotune.trial.shared_builds import SharedBuilds, check_host_isa, watch_shared_builds
 from autotune.workload import resolve, samples_in
+from autotune.workload.contract import seed_everything
 from autotune.workload.steps import StepRunner
 
 __all__ = [
@@ -160,6 +162,8 @@ class WorkerRun:
         if self.protocol.threads:
             torch.set_num_threads(self.protocol.threads)
         self._set_phase("build")
+        # Every run of a study builds the same weights: a later run's first steps are checked against the first's.
+        seed_everything(self.request.seed)
         self.workload = resolve(self.request.spec)
         seed = self.request.seed
         self.batches = [to_device(b, self.device.torch_device) for b in self.workload.draw_batches(seed=seed)]
@@ -202,9 +206,22 @@ class WorkerRun:
         elif checking:
             reference = EagerReference.of(self.workload, self.model, self.batches[0], self.step)
             reference.other = next((b for b in self.batches[1:] if same_shapes(b, self.batches[0])), None)
-        if reference is not None and self.request.changes_precision:
-            reference.tolerance = max(reference.tolerance, PRECISION_TOLERANCE)
-            reference.why = f" (a precision-changing configuration: tolerance {reference.tolerance:g})"
+        # A later run of a configuration whose first run was checked: its first steps against what eager computed.
+        recorded_at = recorded_path() if self.generated is not None else None
+        later: RecordedReference | None = None
+        if reference is None and recorded_at is not None and recorded_at.exists():
+            started_from = (
+                "a run started from the saved compile cache"
+                if self.request.load_cache_path
+                else "a run started from the configuration's warm cache folder"
+            )
+            later = RecordedReference.load(recorded_at, started_from)
+        if self.request.changes_precision:
+            for checked in (reference, later):
+                if checked is not None:
+                    checked.tolerance = max(checked.tolerance, PRECISION_TOLERANCE)
+            if reference is not None:
+                reference.why = f" (a precision-changing configuration: tolerance {reference.tolerance:g})"
         if not self.request.falls_back_to_eager:
             fail_on_recompile_limit()
         watch_compiles()
@@ -219,10 +236,16 @@ class WorkerRun:
         if self.generated is not None:
             self.model, self.optimizer = self.generated.apply_compilation(self.model, self.optimizer)
         check_started = time.time()
-        excluded = reference.check(self.model, self.optimizer, self.prepare) if reference is not None else 0.0
+        excluded = 0.0
+        if reference is not None:
+            excluded = reference.check(self.model, self.optimizer, self.prepare)
+            if recorded_at is not None:
+                RecordedReference.of(reference).save(recorded_at)
+        elif later is not None:
+            excluded = later.check(self.model, self.optimizer, self.step, self.batches, self.prepare)
         check_span = [check_started, check_started + excluded]
         notes = list(getattr(reference, "notes", []))
-        del reference
+        del reference, later
         self.model.train(self.step.kind.trains)
         if self.generated is None:
             eager_is_finite(self)

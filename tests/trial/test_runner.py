@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,8 +17,10 @@ from autotune import CompileConfig, resolve
 from autotune.measure import Harness
 from autotune.trial.accuracy import PRECISION_TOLERANCE
 from autotune.trial.live import LiveWorker
+from autotune.trial.recorded import RECORDED_FILE
 from autotune.trial.records import SettleWindow
 from autotune.trial.request import RunProtocol, TrialRun
+from autotune.trial.run_record import RunRecord
 from autotune.trial.runner import TrialRequest, run_trial
 from tests.processes import gone, living_members
 from tests.short_runs import SHORT, source_for
@@ -270,3 +275,70 @@ def test_a_right_bfloat16_step_compiled_by_inductor_passes_the_update_size_check
         TrialRequest(spec=spec, source=source_for(spec, CompileConfig(compile_optimizer=True)), timeout=900)
     ).record()
     assert run.state == "complete", run.message + run.stderr_tail
+
+
+@pytest.mark.parallel  # waits on no clock
+def test_a_fault_that_appears_at_the_third_step_fails_the_check_naming_that_step() -> None:
+    spec = "tests.trial_targets.dynamo_only:wrong_from_the_third_step"
+    run = run_trial(TrialRequest(spec=spec, source=source_for(spec, CompileConfig()), timeout=300)).record()
+    assert (run.state, run.reason) == ("failed", "accuracy"), run.message + run.stderr_tail
+    assert run.message.startswith("step 3 of 8: the loss differs from eager"), run.message
+
+
+def _first_then_warm(spec: str, folder: str, **warm: Any) -> tuple[RunRecord, RunRecord]:
+    """A configuration's first run (checked at length), then a later run from the same folder, as a replicate's."""
+    request = TrialRequest(spec=spec, source=source_for(spec, CompileConfig()), timeout=300, cache_dir=folder)
+    first = run_trial(request).record()
+    later = replace(request, protocol={**request.protocol, "check_accuracy": False}, **warm)
+    return first, run_trial(later).record()
+
+
+@pytest.mark.parallel  # waits on no clock
+@pytest.mark.parametrize(
+    ("workload", "said"),
+    [
+        ("wrong_when_warm_train", "step 1 of 8: the loss differs from eager"),
+        ("wrong_when_warm_infer", "output 0 differs from eager"),
+    ],
+)
+def test_a_fault_that_appears_only_in_a_later_run_fails_it_against_what_eager_computed_first(
+    tmp_path: Path, workload: str, said: str
+) -> None:
+    first, later = _first_then_warm(f"tests.trial_targets.dynamo_only:{workload}", str(tmp_path / "cache"))
+    assert first.state == "complete", first.message + first.stderr_tail
+    assert (tmp_path / "cache" / RECORDED_FILE).exists()
+    assert (later.state, later.reason) == ("failed", "accuracy"), later.message + later.stderr_tail
+    assert later.message.startswith(
+        "a run started from the configuration's warm cache folder, checked against what eager computed: " + said
+    ), later.message
+
+
+@pytest.mark.parallel  # waits on no clock
+@pytest.mark.parametrize("workload", ["tiny_train", "tiny_infer", "own_step_train"])
+def test_a_later_run_of_a_right_configuration_passes_its_check_from_the_same_seeded_weights(
+    tmp_path: Path, workload: str
+) -> None:
+    first, later = _first_then_warm(f"tests.trial_targets.dynamo_only:{workload}", str(tmp_path / "cache"))
+    assert first.state == later.state == "complete", later.message + later.stderr_tail
+
+
+@pytest.mark.parallel  # waits on no clock
+def test_a_fault_that_appears_only_in_a_run_from_the_saved_compile_cache_fails_it_by_name(tmp_path: Path) -> None:
+    # As a confirmation proves the cache: the first run saves its artifacts; a run from an empty folder loads them,
+    # with what eager computed copied beside it (and, here, the workload's mark of a run made before).
+    spec = "tests.trial_targets.dynamo_only:wrong_when_warm_train"
+    saved = tmp_path / "artifacts.bin"
+    first, _ = _first_then_warm(spec, str(tmp_path / "cache"), save_cache_path=str(saved))
+    assert first.state == "complete", first.message + first.stderr_tail
+    empty = tmp_path / "loaded"
+    empty.mkdir()
+    for name in (RECORDED_FILE, "built-before"):
+        shutil.copy2(tmp_path / "cache" / name, empty / name)
+    request = TrialRequest(spec=spec, source=source_for(spec, CompileConfig()), timeout=300, cache_dir=str(empty))
+    loaded = run_trial(
+        replace(request, protocol={**request.protocol, "check_accuracy": False}, load_cache_path=str(saved))
+    ).record()
+    assert (loaded.state, loaded.reason) == ("failed", "accuracy"), loaded.message + loaded.stderr_tail
+    assert loaded.message.startswith("a run started from the saved compile cache, checked against what eager"), (
+        loaded.message
+    )

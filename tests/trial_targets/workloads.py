@@ -141,6 +141,53 @@ class IgnoresItsLearningRateWhenCompiled(torch.optim.SGD):
                     parameter.sub_(parameter.grad * lr)
 
 
+class WrongFromTheThirdCall(TinyMLP):
+    """Right eagerly; compiled, its output is 10% off from its third call on (a counter in a buffer, so no guard and no
+    recompile: what a value gone stale after the first steps looks like)."""
+
+    def __init__(self, bias: bool = True) -> None:
+        super().__init__(bias=bias)
+        self.register_buffer("calls", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls.add_(1)
+        y = super().forward(x)
+        if torch.compiler.is_compiling():
+            y = torch.where(self.calls >= 3, y * 1.1, y)
+        return y
+
+
+def wrong_from_the_third_step() -> Workload:
+    """Training whose compiled model goes wrong from its third step on."""
+    return tiny("train", model=WrongFromTheThirdCall(bias=False))
+
+
+class WrongWhenWarm(TinyMLP):
+    """Right eagerly and in its configuration's first run; compiled in a later run from the same cache folder (as a
+    cache entry loaded wrong would be), its output is 10% off."""
+
+    def __init__(self, bias: bool = True) -> None:
+        super().__init__(bias=bias)
+        folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR") if "AUTOTUNE_EVENT_FD" in os.environ else None
+        marker = Path(folder).parent / "built-before" if folder else None
+        self.warm = bool(marker and marker.exists())
+        if marker is not None:  # a worker's, in its run's cache folder
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = super().forward(x)
+        return y * 1.1 if self.warm and torch.compiler.is_compiling() else y
+
+
+def wrong_when_warm_train() -> Workload:
+    return tiny("train", model=WrongWhenWarm(bias=False))
+
+
+def wrong_when_warm_infer() -> Workload:
+    return tiny("infer", model=WrongWhenWarm())
+
+
 class ScalesItsUpdateWhenCompiled(torch.optim.SGD):
     """Plain SGD eagerly; compiled, its step updates by `factor` times its learning rate."""
 

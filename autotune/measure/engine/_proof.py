@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from autotune.trial.recorded import RECORDED_FILE
 from autotune.trial.records import CacheLoaded, CacheSaved
 from autotune.trial.request import TrialRequest, TrialRun
 
@@ -79,6 +80,11 @@ class CacheProof:
         elif self.replicates == 1 and leader in asked and leader in self.saved:
             empty = Path(tempfile.mkdtemp(prefix=f"loaded-{path_name(leader)}-", dir=self.folder))
             self._scratch.append(empty)
+            # What eager computed, as the configuration's first run recorded it: the loaded run checks its first
+            # steps against it, as every replicate's run does.
+            recorded = Path(asked[leader].cache_dir or "") / RECORDED_FILE
+            if asked[leader].cache_dir and recorded.exists():
+                shutil.copy2(recorded, empty / RECORDED_FILE)
             asked[leader] = replace(asked[leader], cache_dir=str(empty), load_cache_path=str(self.saved[leader].path))
         return asked
 
