@@ -56,6 +56,7 @@ def compiled(**fields: Any) -> Compiled:
         "check_span": None,
         "shared_build_spans": [],
         "counts": COUNTS,
+        "check_seconds": 0.0,
         "notes": [],
     }
     return Compiled(**{**values, **fields})

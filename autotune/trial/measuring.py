@@ -196,6 +196,7 @@ class WorkerRun:
         # The reference is the model itself, run eagerly before it is compiled: no second copy
         # of the weights on the device, and its time is not part of the compile time.
         reference: EagerReference | WholeStepReference | None = None
+        referencing = time.perf_counter()
         if checking and self.step.kind.trains:
             assert self.optimizer is not None, "a training workload builds its optimizer"
             reference = WholeStepReference.of(self.workload, self.model, self.optimizer, self.batches, self.step)
@@ -206,6 +207,7 @@ class WorkerRun:
         elif checking:
             reference = EagerReference.of(self.workload, self.model, self.batches[0], self.step)
             reference.other = next((b for b in self.batches[1:] if same_shapes(b, self.batches[0])), None)
+        referencing = time.perf_counter() - referencing
         # A later run of a configuration whose first run was checked: its first steps against what eager computed.
         recorded_at = recorded_path() if self.generated is not None else None
         later: RecordedReference | None = None
@@ -274,6 +276,7 @@ class WorkerRun:
             # Wall-clock spans, so that a parent that stopped this process for a while can leave that out.
             compile_span=[started_epoch, ended_epoch],
             check_span=check_span,
+            check_seconds=referencing + excluded,
             shared_build_spans=built,
             counts=DynamoCounts(**dynamo_counts()),
             notes=notes,

@@ -259,6 +259,9 @@ class Compiled(WireRecord):
     header, `autotune.trial.shared_builds`): left out of compile_seconds and of the split's Inductor part."""
     counts: DynamoCounts
     """Dynamo's counts once compiled."""
+    check_seconds: float
+    """Seconds of the accuracy check outside the compile time: eager's reference, and the compared steps that compiled
+    nothing (or a later run's check of its first steps)."""
     notes: list[str]
     """What the accuracy check found that passes but is worth saying, in a line each (a recompile of the optimizer's
     step when the schedule first changed a float)."""

@@ -205,6 +205,8 @@ class TrialRun:
             compiled = self.compiled.to_json()
             values.update({k: v for k, v in compiled.items() if k in _FIGURES})
             values.update(self.compiled.counts.figures())
+            if self.compiled.check_seconds:
+                values["check_seconds"] = round(self.compiled.check_seconds, 3)
             if self.compiled.shared_build_spans:
                 values["shared_build_seconds"] = round(self.compiled.shared_build_seconds, 3)
         if self.compile_stops is not None:

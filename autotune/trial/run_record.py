@@ -127,6 +127,9 @@ class RunRecord:
     """Wall seconds per phase: start, build, compile, measure."""
     stderr_tail: str = ""
     """The last lines the worker printed, for a failed run."""
+    check_seconds: float | None = None
+    """Seconds the accuracy check took inside the compile span (eager's reference and the compared steps, or a later
+    run's check of its first steps): what checking costs beside the compile."""
     notes: list[str] = field(default_factory=list)
     """What the accuracy check found that passes but is worth saying, a line each (a recompile of the optimizer's step
     when the schedule first changed a float)."""
