@@ -92,15 +92,28 @@ def train(steps: int, exported: Any = None, seed: int = 0) -> list[float]:
     """The loop itself: `steps` steps over the same seeded batches. With `exported` (an exported
     apply_compilation.py, loaded), the model and the optimizer are compiled as it says and each batch
     goes through its `prepare_batch`. Returns every step's loss."""
+    return run_loop(steps, exported, seed, setup=setup, step=train_step, batches=make_batches)
+
+
+def run_loop(
+    steps: int,
+    exported: Any,
+    seed: int,
+    *,
+    setup: Callable[[nn.Module], tuple[torch.optim.Optimizer, Any]],
+    step: Callable[..., Any],
+    batches: Callable[..., list[Any]],
+) -> list[float]:
+    """A script's loop around its `step` on ToyLM: seeded, `setup` before it, `exported` applied where given."""
     torch.manual_seed(seed)
     model = ToyLM()
-    batches = make_batches(count=steps)
-    optimizer, schedule = setup(model)
+    drawn = batches(count=steps)
+    optimizer, extras = setup(model)
     if exported is not None:
         model, optimizer = exported.apply_compilation(model, optimizer)
     prepare: Callable[[Any], Any] = exported.prepare_batch if exported is not None else (lambda batch: batch)
     model.train()
-    return [float(train_step(model, optimizer, prepare(batch), schedule)) for batch in batches]
+    return [float(step(model, optimizer, prepare(batch), extras)) for batch in drawn]
 
 
 def load(path: str) -> Any:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +27,7 @@ import torch
 from torch import nn
 
 from autotune import Workload
-from examples.loop import configure_optimizers, load
+from examples.loop import configure_optimizers, load, run_loop
 from examples.toy import ToyLM, make_batches
 
 LEARNING_RATE = 6e-4
@@ -103,15 +102,8 @@ def workload() -> Workload:
 def train(steps: int, exported: Any = None, seed: int = 0) -> list[float]:
     """The loop itself: `steps` iterations over the same seeded batches, with `exported` (an apply_compilation.py,
     loaded) applied to the model and the optimizer where given. Returns every iteration's loss."""
-    torch.manual_seed(seed)
-    model = ToyLM()
-    drawn = batches(count=steps)
-    optimizer, state = setup(model)
-    if exported is not None:
-        model, optimizer = exported.apply_compilation(model, optimizer)
-    prepare: Callable[[Any], Any] = exported.prepare_batch if exported is not None else (lambda batch: batch)
-    model.train()
-    return [float(train_step(model, optimizer, prepare(batch), state)) for batch in drawn]
+    # The step is looked up when called, so that a caller may wrap it (the tests count its compiles).
+    return run_loop(steps, exported, seed, setup=setup, step=lambda *args: train_step(*args), batches=batches)
 
 
 def main(argv: list[str] | None = None) -> None:

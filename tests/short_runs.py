@@ -6,8 +6,12 @@ within a quarter of that, and most of a test's time would otherwise go to measur
 
 from __future__ import annotations
 
+from typing import Any
+
 from autotune import CompileConfig
 from autotune.runtime import codegen
+from autotune.trial.request import TrialRequest
+from autotune.trial.run_record import RunRecord
 from autotune.workload import resolve
 
 SHORT = {"window_seconds": 0.25}
@@ -22,3 +26,11 @@ def source_for(spec: str, config: CompileConfig) -> str:
     workload = resolve(spec)
     summary = workload.summary(spec, workload.draw_batches())
     return codegen.generate(config, summary, created="2026-01-01T00:00:00+00:00", version="test")
+
+
+def run_config(spec: str, config: CompileConfig | None = None, timeout: float = 300, **fields: Any) -> RunRecord:
+    """One run of `config` (plain compile by default) of the workload `spec`, to its end, as a trial's first run."""
+    from autotune.trial.runner import run_trial
+
+    source = source_for(spec, config or CompileConfig())
+    return run_trial(TrialRequest(spec=spec, source=source, timeout=timeout, **fields)).record()

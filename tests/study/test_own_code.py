@@ -25,10 +25,8 @@ from autotune import CompileConfig, cli, load, resolve
 from autotune.errors import WorkloadError
 from autotune.trial.accuracy import compare, tolerance_for
 from autotune.trial.compile_counts import frames_compiled, watch_compiles
-from autotune.trial.request import TrialRequest
-from autotune.trial.runner import run_trial
 from examples import loop, nanogpt_loop
-from tests.short_runs import source_for
+from tests.short_runs import run_config, source_for
 
 ROOT = Path(__file__).resolve().parents[2]
 ONE_OF_EACH = str(ROOT / "tests" / "search_spaces" / "trainer.yaml")
@@ -120,7 +118,7 @@ def test_nanogpts_loop_with_a_float_rate_has_its_compiled_optimizer_step_checked
     # compiles: once more at the first new rate, then nothing; the configuration is measured, with that noted.
     spec = "tests.trial_targets.examples_eagerly:nanogpt_loop"
     config = CompileConfig(compile_optimizer=True)
-    run = run_trial(TrialRequest(spec=spec, source=source_for(spec, config), timeout=600)).record()
+    run = run_config(spec, config, timeout=600)
     assert run.state == "complete", run.message + run.stderr_tail
     assert run.notes == ["one recompile of the step when the learning rate first changed; none in the 6 steps after"]
 

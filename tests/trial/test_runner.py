@@ -23,7 +23,7 @@ from autotune.trial.request import RunProtocol, TrialRun
 from autotune.trial.run_record import RunRecord
 from autotune.trial.runner import TrialRequest, run_trial
 from tests.processes import gone, living_members
-from tests.short_runs import SHORT, source_for
+from tests.short_runs import SHORT, run_config, source_for
 
 
 @pytest.mark.parallel  # waits on no clock
@@ -250,9 +250,7 @@ def test_an_update_of_the_wrong_size_fails_under_bfloat16_whose_element_toleranc
     workload: str, said: str
 ) -> None:
     spec = f"tests.trial_targets.dynamo_only:{workload}"
-    run = run_trial(
-        TrialRequest(spec=spec, source=source_for(spec, CompileConfig(compile_optimizer=True)), timeout=300)
-    ).record()
+    run = run_config(spec, CompileConfig(compile_optimizer=True))
     assert (run.state, run.reason) == ("failed", "accuracy"), run.message + run.stderr_tail
     assert "after step 1 of 2: " + said in run.message, run.message
 
@@ -260,9 +258,7 @@ def test_an_update_of_the_wrong_size_fails_under_bfloat16_whose_element_toleranc
 @pytest.mark.parallel  # waits on no clock
 def test_a_right_bfloat16_step_with_a_compiled_optimizer_passes_the_update_size_check() -> None:
     spec = "tests.trial_targets.dynamo_only:bfloat16_train"
-    run = run_trial(
-        TrialRequest(spec=spec, source=source_for(spec, CompileConfig(compile_optimizer=True)), timeout=300)
-    ).record()
+    run = run_config(spec, CompileConfig(compile_optimizer=True))
     assert run.state == "complete", run.message + run.stderr_tail
 
 
@@ -271,16 +267,14 @@ def test_a_right_bfloat16_step_with_a_compiled_optimizer_passes_the_update_size_
 def test_a_right_bfloat16_step_compiled_by_inductor_passes_the_update_size_check() -> None:
     # Inductor's bfloat16 kernels round otherwise than eager's: the updates differ element by element, not in size.
     spec = "tests.trial_targets.workloads:bfloat16_train"
-    run = run_trial(
-        TrialRequest(spec=spec, source=source_for(spec, CompileConfig(compile_optimizer=True)), timeout=900)
-    ).record()
+    run = run_config(spec, CompileConfig(compile_optimizer=True), timeout=900)
     assert run.state == "complete", run.message + run.stderr_tail
 
 
 @pytest.mark.parallel  # waits on no clock
 def test_a_fault_that_appears_at_the_third_step_fails_the_check_naming_that_step() -> None:
     spec = "tests.trial_targets.dynamo_only:wrong_from_the_third_step"
-    run = run_trial(TrialRequest(spec=spec, source=source_for(spec, CompileConfig()), timeout=300)).record()
+    run = run_config(spec)
     assert (run.state, run.reason) == ("failed", "accuracy"), run.message + run.stderr_tail
     assert run.message.startswith("step 3 of 8: the loss differs from eager"), run.message
 

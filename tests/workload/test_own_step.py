@@ -11,7 +11,7 @@ from autotune.errors import WorkloadError
 from autotune.runtime.device import parse_device
 from autotune.study.search import adapt, load_space
 from autotune.trial.runner import TrialRequest, run_trial
-from tests.short_runs import source_for
+from tests.short_runs import run_config, source_for
 from tests.trial_targets import workloads
 
 
@@ -138,9 +138,7 @@ def test_a_float_learning_rate_that_compiles_the_step_once_more_is_searched_and_
     # A schedule that sets a Python float every step: the compiled optimizer step compiles again when the rate first
     # changes and reads every later value (what dynamo does on this release). Counted, not assumed.
     spec = "tests.trial_targets.dynamo_only:own_step_float_schedule"
-    compiled = run_trial(
-        TrialRequest(spec=spec, source=source_for(spec, CompileConfig(compile_optimizer=True)), timeout=300)
-    ).record()
+    compiled = run_config(spec, CompileConfig(compile_optimizer=True))
     assert compiled.state == "complete", compiled.message + compiled.stderr_tail
     assert compiled.notes == [
         "one recompile of the step when the learning rate first changed; none in the 6 steps after"
@@ -150,14 +148,12 @@ def test_a_float_learning_rate_that_compiles_the_step_once_more_is_searched_and_
 @pytest.mark.parallel  # waits on no clock
 def test_a_float_setting_that_compiles_the_step_at_every_new_value_is_refused_with_the_count() -> None:
     spec = "tests.trial_targets.dynamo_only:own_step_rising_schedule"
-    compiled = run_trial(
-        TrialRequest(spec=spec, source=source_for(spec, CompileConfig(compile_optimizer=True)), timeout=300)
-    ).record()
+    compiled = run_config(spec, CompileConfig(compile_optimizer=True))
     assert (compiled.state, compiled.reason) == ("failed", "invalid_config"), compiled.message + compiled.stderr_tail
     assert "changes the learning rate as Python floats" in compiled.message, compiled.message
     assert "compiled again at every new value, 7 recompile(s) over 7 steps after the first" in compiled.message
     # The same step with the optimizer step left alone compiles nothing per value: it is searched.
-    plain = run_trial(TrialRequest(spec=spec, source=source_for(spec, CompileConfig()), timeout=300)).record()
+    plain = run_config(spec)
     assert plain.state == "complete", plain.message + plain.stderr_tail
     assert plain.notes == []
 
@@ -168,9 +164,7 @@ def test_one_cycle_betas_that_inductor_compiles_again_at_every_value_refuse_the_
     # OneCycleLR sets AdamW's first beta as a Python float every step; Inductor specialises on it, so each new value
     # compiles the step again (counted here on the running release, as the search counts it).
     spec = "tests.trial_targets.workloads:own_step_one_cycle"
-    compiled = run_trial(
-        TrialRequest(spec=spec, source=source_for(spec, CompileConfig(compile_optimizer=True)), timeout=900)
-    ).record()
+    compiled = run_config(spec, CompileConfig(compile_optimizer=True), timeout=900)
     assert (compiled.state, compiled.reason) == ("failed", "invalid_config"), compiled.message + compiled.stderr_tail
     assert "changes betas as Python floats" in compiled.message, compiled.message
     assert "compiled again at every new value, 7 recompile(s) over 7 steps after the first" in compiled.message
