@@ -52,7 +52,6 @@ from autotune.trial.references import EagerReference, WholeStepReference, same_s
 from autotune.trial.request import RunProtocol, noisy_reason
 from autotune.trial.shared_builds import SharedBuilds, check_host_isa, watch_shared_builds
 from autotune.workload import resolve, samples_in
-from autotune.workload.contract import seed_everything
 from autotune.workload.steps import StepRunner
 
 __all__ = [
@@ -163,7 +162,8 @@ class WorkerRun:
             torch.set_num_threads(self.protocol.threads)
         self._set_phase("build")
         # Every run of a study builds the same weights: a later run's first steps are checked against the first's.
-        seed_everything(self.request.seed)
+        # torch's generator alone: what initialises a module's weights, and nothing else a workload draws.
+        torch.manual_seed(self.request.seed)
         self.workload = resolve(self.request.spec)
         seed = self.request.seed
         self.batches = [to_device(b, self.device.torch_device) for b in self.workload.draw_batches(seed=seed)]
@@ -191,12 +191,13 @@ class WorkerRun:
 
     # -- compiling ------------------------------------------------------------------------------
 
-    def _compile(self) -> None:
+    def _references(self) -> tuple[EagerReference | WholeStepReference | None, RecordedReference | None, float]:
+        """What the compiled steps will be checked against: a first run's eager reference, run here before the compile
+        clock (the model itself, so no second copy of the weights on the device); or, for a later run of a
+        configuration whose first run was checked, what that run recorded. And the seconds eager's reference took."""
         checking = self.generated is not None and self.protocol.check_accuracy
-        # The reference is the model itself, run eagerly before it is compiled: no second copy
-        # of the weights on the device, and its time is not part of the compile time.
         reference: EagerReference | WholeStepReference | None = None
-        referencing = time.perf_counter()
+        began = time.perf_counter()
         if checking and self.step.kind.trains:
             assert self.optimizer is not None, "a training workload builds its optimizer"
             reference = WholeStepReference.of(self.workload, self.model, self.optimizer, self.batches, self.step)
@@ -207,23 +208,26 @@ class WorkerRun:
         elif checking:
             reference = EagerReference.of(self.workload, self.model, self.batches[0], self.step)
             reference.other = next((b for b in self.batches[1:] if same_shapes(b, self.batches[0])), None)
-        referencing = time.perf_counter() - referencing
-        # A later run of a configuration whose first run was checked: its first steps against what eager computed.
-        recorded_at = recorded_path() if self.generated is not None else None
+        referencing = time.perf_counter() - began
         later: RecordedReference | None = None
-        if reference is None and recorded_at is not None and recorded_at.exists():
+        if reference is None and self.recorded_at is not None and self.recorded_at.exists():
             started_from = (
                 "a run started from the saved compile cache"
                 if self.request.load_cache_path
                 else "a run started from the configuration's warm cache folder"
             )
-            later = RecordedReference.load(recorded_at, started_from)
+            later = RecordedReference.load(self.recorded_at, started_from)
         if self.request.changes_precision:
             for checked in (reference, later):
                 if checked is not None:
                     checked.tolerance = max(checked.tolerance, PRECISION_TOLERANCE)
             if reference is not None:
                 reference.why = f" (a precision-changing configuration: tolerance {reference.tolerance:g})"
+        return reference, later, referencing
+
+    def _compile(self) -> None:
+        self.recorded_at = recorded_path() if self.generated is not None else None
+        reference, later, referencing = self._references()
         if not self.request.falls_back_to_eager:
             fail_on_recompile_limit()
         watch_compiles()
@@ -241,8 +245,8 @@ class WorkerRun:
         excluded = 0.0
         if reference is not None:
             excluded = reference.check(self.model, self.optimizer, self.prepare)
-            if recorded_at is not None:
-                RecordedReference.of(reference).save(recorded_at)
+            if self.recorded_at is not None:
+                RecordedReference.of(reference).save(self.recorded_at)
         elif later is not None:
             excluded = later.check(self.model, self.optimizer, self.step, self.batches, self.prepare)
         check_span = [check_started, check_started + excluded]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -124,10 +125,8 @@ def test_a_campaign_reads_its_windows_into_the_least_spread_of_a_ratio() -> None
     # The same three close replicates, each of eight windows alternating 0.8x and 1.3x: the campaign's interval
     # is as wide as those windows make a replicate's mean, not as narrow as the three replicates agree.
     made = campaign_of({"compile": [100.0, 100.0, 100.0], "trial 7": [106.1, 106.0, 105.9]}, Looks(first=3, last=3))
-    for record in made.runs["compile"]:
-        record.windows = [100.0] * 8
-    for record in made.runs["trial 7"]:
-        record.windows = [80.0, 130.0] * 4
+    made.runs["compile"] = [replace(r, windows=[100.0] * 8) if r else r for r in made.runs["compile"]]
+    made.runs["trial 7"] = [replace(r, windows=[80.0, 130.0] * 4) if r else r for r in made.runs["trial 7"]]
     parts = made.components("trial 7", "compile")
     assert parts is not None and parts.least_replicate_sd > 0.05
     interval = made.ratio("trial 7", "compile")
@@ -249,8 +248,8 @@ def test_a_ratio_pairs_with_the_reference_run_of_its_own_group() -> None:
 
 def test_an_undecided_slower_configuration_that_compiled_sooner_does_not_push_plain_compile_off_the_front() -> None:
     made = campaign_of({"eager": [50.0] * 3, "compile": [100.0, 100.0, 100.0], "trial 7": [90.0, 104.0, 95.0]})
-    for record in made.runs["trial 7"]:
-        record.compile_seconds = 9.5  # half a second sooner than plain compile's 10
+    # Half a second sooner than plain compile's 10.
+    made.runs["trial 7"] = [replace(r, compile_seconds=9.5) if r else r for r in made.runs["trial 7"]]
     objectives = Objectives.parse("throughput,compile-time")
     on_front = [p.subject for p in front(made, objectives)]
     assert "compile" in on_front, on_front
