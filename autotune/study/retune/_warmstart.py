@@ -26,7 +26,7 @@ from autotune.study.storage import (
     SearchSettings,
     TrialRecord,
     load_search_study,
-    queued_attrs,
+    queue_trial,
     record_of,
     trial_rank,
     trial_value,
@@ -180,6 +180,6 @@ class WarmStart:
                     f"{config.describe()} is not in the space '{self.space.name}' any more, so it is not searched again"
                 )
                 continue
-            self.study.enqueue_trial(params, user_attrs=queued_attrs(why))
+            queue_trial(self.study, params, why)
             queued += 1
         return queued

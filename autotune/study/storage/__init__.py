@@ -45,6 +45,7 @@ from autotune.study.storage._study_record import (
 from autotune.study.storage._trial_record import (
     TRIAL_KEY,
     TrialRecord,
+    queue_trial,
     queued_attrs,
     record_of,
     update_record,
@@ -79,6 +80,7 @@ __all__ = [
     "grace_period",
     "load_search_study",
     "open_storage",
+    "queue_trial",
     "queued_attrs",
     "read_study_record",
     "record_of",
