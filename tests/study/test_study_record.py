@@ -109,6 +109,8 @@ def test_a_record_of_another_version_or_with_a_field_it_lacks_is_refused_by_name
     levels = {"cpu": {"levels": [1.0], "errors": [], "colour": "blue"}}
     with pytest.raises(RecordError, match=r"reference_levels.cpu has unknown field\(s\) colour"):
         StudyRecord.from_dict({**stored, "reference_levels": levels})
+    with pytest.raises(RecordError, match=r"a study record's scales must be a mapping by key, got list"):
+        StudyRecord.from_dict({**stored, "scales": [200.0]})
     with pytest.raises(RecordError, match=r"a study record's workload cannot be read: .*task"):
         StudyRecord.from_dict({**stored, "workload": {"spec": "m:w"}})
     with pytest.raises(RecordError, match=r"a study record must be a mapping, got list"):

@@ -21,7 +21,7 @@ the same few milliseconds can still lose one of them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Protocol
 
@@ -453,13 +453,13 @@ def _run(data: object, where: str) -> RunRecord:
     return RunRecord.from_dict(data)
 
 
-def _keyed(part: Any) -> Any:
-    """A reader of a field of `KEYED_FIELDS`: each entry read by `part(key, value, where)`."""
+def _keyed(name: str, part: Callable[[str, object], Any]) -> Callable[[object], dict[str, Any]]:
+    """A reader of field `name` of `KEYED_FIELDS`: a mapping whose every entry is read by `part(key, value)`."""
 
-    def read(data: object) -> dict[Any, Any]:
+    def read(data: object) -> dict[str, Any]:
         if not isinstance(data, Mapping):
-            raise RecordError(f"a study record's entries must be a mapping, got {type(data).__name__}")
-        return {key: part(key, value) for key, value in data.items()}
+            raise RecordError(f"a study record's {name} must be a mapping by key, got {type(data).__name__}")
+        return {str(key): part(str(key), value) for key, value in data.items()}
 
     return read
 
@@ -474,9 +474,11 @@ _READERS: dict[str, Any] = {
     "settings": SearchSettings.from_dict,
     "workload": WorkloadSummary.from_dict,
     "baselines": SessionBaselines.from_dict,
-    "host_baselines": _keyed(lambda key, value: SessionBaselines.from_dict(value, f"host_baselines.{key}")),
-    "scales": _keyed(lambda key, value: ValueScale.from_dict(str(key), value)),
-    "reference_levels": _keyed(lambda key, value: ReferenceLevels.from_dict(value, f"reference_levels.{key}")),
+    "host_baselines": _keyed("host_baselines", lambda key, v: SessionBaselines.from_dict(v, f"host_baselines.{key}")),
+    "scales": _keyed("scales", ValueScale.from_dict),
+    "reference_levels": _keyed(
+        "reference_levels", lambda key, v: ReferenceLevels.from_dict(v, f"reference_levels.{key}")
+    ),
     "abandoned": _abandoned,
     "confirmation": Campaign.from_dict,
     "compile_cache": CompileCacheRecord.from_dict,
