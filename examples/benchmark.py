@@ -44,7 +44,7 @@ from autotune.runtime.config import CompileConfig
 from autotune.runtime.device import parse_device
 from autotune.study.report import pruning_savings, savings_text
 from autotune.study.search import SearchOptions, search
-from autotune.study.storage import record_of
+from autotune.study.storage import read_study_record, record_of
 from autotune.trial.request import check_device
 from autotune.workload import resolve
 
@@ -224,9 +224,7 @@ def bench_workload(
         "search_time": {name: _search_ratio(record_of(trials[number]).flat()) for number, name in names.items()},
         "search_time_raw": {name: record_of(trials[number]).paired_ratio for number, name in names.items()},
         "reference_levels": {
-            key.split(":", 1)[1]: value
-            for key, value in study.user_attrs.items()
-            if key.startswith("reference_levels:")
+            device: found.levels for device, found in read_study_record(study).reference_levels.items()
         },
         "trial_states": {s: sum(1 for t in trials if t.state.name == s) for s in ("COMPLETE", "PRUNED", "FAIL")},
         "failure_reasons": _count((record_of(t).reason or "?") for t in trials if t.state.name == "FAIL"),
@@ -299,7 +297,7 @@ def reference(
         "space": "quick",
         "configurations_measured": len(distinct),
         "best_samples_per_second": best,
-        "best_description": max(complete, key=lambda t: t.value).user_attrs.get("description") if complete else None,
+        "best_description": record_of(max(complete, key=lambda t: t.value)).description if complete else None,
         "benchmark_study_trials_to_98_percent": reached,
         "benchmark_study_trials": args.trials,
         "seconds": round(time.monotonic() - started, 1),

@@ -21,7 +21,7 @@ from autotune import CompileConfig, cli, load, resolve
 from autotune.measure import CampaignRules, Harness, Subject, Throughput, choose, outcome, validate
 from autotune.measure.engine import _engine as engine
 from autotune.measure.engine import with_protocol
-from autotune.study.storage import record_of
+from autotune.study.storage import read_study_record, record_of
 from autotune.trial.live import LiveWorker
 from autotune.trial.request import RunProtocol, RunRecord, TrialRequest
 from autotune.trial.runner import run_trial
@@ -277,7 +277,7 @@ def test_a_search_does_not_prune_a_trial_as_fast_as_plain_compile_when_the_machi
         tmp_path / "busy", "spins_and_hogs_when_faster", "--slow-ratio", "0.7", "--windows", "8"
     )
     assert busy.state == optuna.trial.TrialState.COMPLETE, record_of(busy).message
-    eager = study.user_attrs["baseline.eager"]["samples_per_second"]
+    eager = read_study_record(study).baselines.of("eager").samples_per_second
     own = record_of(busy).own.samples_per_second
     assert own < 0.7 * eager, f"alone, the busy machine made it look slow: {own:.0f} against eager's {eager:.0f}"
     # Beside plain compile, on the same busy machine, it is about 1.4 times as fast; four paired windows under
@@ -347,7 +347,7 @@ def test_a_search_takes_the_live_reference_own_level_out_of_a_trial_ratio_to_pla
     # The spin is CPU time, so the premise holds on any machine.
     study, high = precision_search(tmp_path / "anchored", "slower_in_the_reference")
     assert high.state == optuna.trial.TrialState.COMPLETE, record_of(high).message
-    (level,) = study.user_attrs["reference_levels:cpu"]
+    (level,) = read_study_record(study).reference_levels["cpu"].levels
     assert 1.12 < level < 1.4, "the anchor saw the reference run slower than a fresh plain compile"
     assert record_of(high).reference_level == pytest.approx(level, abs=1e-3)
     assert record_of(high).paired_ratio > 1.15, "raw, the trial reads the reference's level as its own"
@@ -393,7 +393,7 @@ def test_too_many_failures_stop_the_search_but_still_export(tmp_path: Path) -> N
     # The seeded plain trial fails as the compile baseline did, for a reason a second compile would repeat.
     study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
     assert record_of(study.trials[0]).recipe == "plain" and record_of(study.trials[0]).reused_run
-    assert study.user_attrs["baseline.compile"]["reason"] == record_of(study.trials[0]).reason == "accuracy"
+    assert read_study_record(study).baselines.of("compile").reason == record_of(study.trials[0]).reason == "accuracy"
     best = load(out / "best.yaml")
     assert "more than --max-failure-rate 50%" in best.metrics["stopped"]
     # Every compiled configuration is wrong here, plain torch.compile included: nothing is compiled.

@@ -155,3 +155,37 @@ def test_each_integration_importing_the_other_library_breaks_a_contract(tmp_path
     report = broken_by(tmp_path / "lightning", "autotune/integrations/lightning.py", anchor, "import transformers\n")
     assert "autotune.integrations.lightning is not allowed to import transformers" in report
     assert "autotune.integrations.lightning -> transformers" in report
+
+
+STORAGE = Path("autotune") / "study" / "storage"
+"""The one folder that reads and writes Optuna's user attributes: studies and trials keep their records there."""
+ATTRIBUTE_WORDS = ("user_attrs", "set_user_attr")
+
+
+def loose_attribute_uses(root: Path) -> list[str]:
+    """'path:line' for every line of a module of `root`/autotune outside STORAGE that names an Optuna user attribute."""
+    found = []
+    for path in sorted((root / "autotune").rglob("*.py")):
+        relative = path.relative_to(root)
+        if relative.is_relative_to(STORAGE):
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if any(word in line for word in ATTRIBUTE_WORDS):
+                found.append(f"{relative}:{number}: {line.strip()}")
+    return found
+
+
+def test_only_the_storage_reads_or_writes_user_attributes() -> None:
+    # A study's state is its StudyRecord and a trial's its TrialRecord: read and written through their functions,
+    # never as loose attributes with a default at each reader.
+    found = loose_attribute_uses(ROOT)
+    assert not found, "read or write the records through autotune.study.storage instead:\n" + "\n".join(found)
+
+
+def test_the_attribute_check_finds_a_module_that_reads_a_study_attribute(tmp_path: Path) -> None:
+    root = copy_of_package(tmp_path)
+    export = root / "autotune" / "study" / "report" / "_export.py"
+    export.write_text(export.read_text() + '\n\ndef _model(study):\n    return study.user_attrs.get("model")\n')
+    (found,) = loose_attribute_uses(root)
+    assert found.startswith("autotune/study/report/_export.py:") and 'study.user_attrs.get("model")' in found
+    assert "user_attrs" in (root / STORAGE / "_study_record.py").read_text(), "the storage itself does, and may"

@@ -14,6 +14,7 @@ from autotune.errors import SearchError
 from autotune.study.report import Plan
 from autotune.study.search import SearchBudget, SearchOptions, StudyLedger
 from autotune.study.search._budget import confirmation_seconds
+from autotune.study.storage import read_study_record
 from tests.study.test_ledger import ledger_of, trial
 
 pytestmark = pytest.mark.parallel
@@ -101,7 +102,7 @@ def test_more_failures_than_the_rate_allows_stop_the_search_naming_the_count_and
         "what completed is still confirmed"
     )
     assert notes == [expected]
-    assert ledger.study.user_attrs["stopped"] == expected, "the study remembers why it stopped"
+    assert read_study_record(ledger.study).stopped == expected, "the study remembers why it stopped"
 
 
 def test_the_failure_rate_is_judged_from_five_trials_and_only_above_the_limit() -> None:

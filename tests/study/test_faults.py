@@ -32,7 +32,7 @@ from autotune.runtime.tuned import read
 from autotune.study.retune import _publish as publish
 from autotune.study.search import TrialLoop, load_space
 from autotune.study.search import _loop as trials
-from autotune.study.storage import create_study, failure_of, record_of
+from autotune.study.storage import create_study, failure_of, read_study_record, record_of, update_study_record
 from autotune.trial import live, runner
 from autotune.trial.request import RunProtocol, TrialRequest
 from tests.best_yaml import tuned_config, write_best
@@ -106,7 +106,7 @@ def _damaged_study(folder: Path) -> str:
     folder.mkdir(parents=True, exist_ok=True)
     url = f"sqlite:///{folder / 'study.db'}"
     study = optuna.create_study(study_name="examples.toy-model", storage=url, direction="maximize")
-    study.set_user_attr("workload", {"spec": "examples.toy:model"})
+    update_study_record(study, workload=WorkloadSummary(spec="examples.toy:model", task="infer"))
     for value in range(20):
         study.tell(study.ask(), float(value))
     size = (folder / "study.db").stat().st_size
@@ -303,7 +303,7 @@ def test_a_trial_left_running_by_a_killed_search_is_failed_with_a_reason(tmp_pat
     assert _loop(study).ledger.reap_abandoned() == 1
     trial = study.trials[number]
     assert trial.state == optuna.trial.TrialState.FAIL
-    reason, message = failure_of(trial, study.user_attrs)
+    reason, message = failure_of(trial, read_study_record(study))
     assert reason == "abandoned" and f"pid {dead.pid}" in message and "was killed" in message
 
 
@@ -345,7 +345,7 @@ def test_a_search_killed_during_a_trial_resumes_and_reports_the_abandoned_trial(
     assert resumed.returncode == cli.EXIT_OK, resumed.stderr[-3000:]
     study = optuna.load_study(study_name=f"{TARGETS}-tiny_infer", storage=url)
     trials = study.trials
-    abandoned = [t for t in trials if failure_of(t, study.user_attrs)[0] == "abandoned"]
+    abandoned = [t for t in trials if failure_of(t, read_study_record(study))[0] == "abandoned"]
     assert [t.number for t in abandoned] == [running[0].number]
     assert f"FAIL abandoned: the search that ran it (pid {search.pid}) was killed" in resumed.stderr + resumed.stdout
     assert len(trials) == 2, "the abandoned trial counts towards --trials"

@@ -19,6 +19,7 @@ import pytest
 
 from autotune.errors import SearchError
 from autotune.measure import Objective
+from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search import SearchOptions, TrialLoop
 from autotune.study.storage import (
     Heartbeat,
@@ -28,9 +29,11 @@ from autotune.study.storage import (
     failure_of,
     load_search_study,
     opened_in,
+    read_study_record,
     record_of,
     trial_id,
     update_record,
+    update_study_record,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
@@ -79,7 +82,7 @@ def test_a_trial_whose_search_stopped_beating_is_failed_with_its_reason_and_queu
     failed = study.trials[silent.number]
     assert failed.state == optuna.trial.TrialState.FAIL
     # Optuna fails the trial before its callback runs: the reason is the study's, read back as the trial's.
-    reason, message = failure_of(failed, study.user_attrs)
+    reason, message = failure_of(failed, read_study_record(study))
     assert reason == "abandoned" and "pid 999999 on host-b" in message and "no heartbeat for 2 s" in message
     (retry,) = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
     assert retry.params == failed.params
@@ -102,7 +105,7 @@ def test_a_retry_whose_search_died_too_is_not_queued_a_third_time(postgres_url: 
     _beat(study, retry)
     time.sleep(FAST.grace + 1.5)
     assert loop.ledger.reap_abandoned() == 1
-    assert "not queued again" in failure_of(study.trials[retry.number], study.user_attrs)[1]
+    assert "not queued again" in failure_of(study.trials[retry.number], read_study_record(study))[1]
     assert not study.get_trials(states=(optuna.trial.TrialState.WAITING,))
     assert loop.ledger.started() == 1, "the last retry counts: it is the configuration's one place in the budget"
 
@@ -155,7 +158,7 @@ def test_a_search_whose_trial_was_failed_by_another_host_drops_its_outcome_and_g
 
 def test_any_host_can_read_a_shared_study_and_its_trials_own_host_and_pid(postgres_url: str) -> None:
     study = _study(postgres_url)
-    study.set_user_attr("workload", {"target": "tests"})
+    update_study_record(study, workload=WorkloadSummary(spec="tests.trial_targets.workloads:tiny_infer", task="infer"))
     trial = study.ask()
     trial.set_user_attr("host", socket.gethostname())
     study.tell(trial, 1.0)

@@ -14,7 +14,7 @@ import pytest
 from autotune import CompileConfig
 from autotune.measure import Objectives
 from autotune.study.search import StudyLedger
-from autotune.study.storage import failure_of
+from autotune.study.storage import failure_of, read_study_record
 
 pytestmark = pytest.mark.parallel
 
@@ -101,7 +101,7 @@ def test_a_trial_whose_search_process_is_gone_is_failed_as_abandoned_naming_the_
     assert ledger.reap_abandoned() == 1
     states = [t.state for t in ledger.study.get_trials()]
     assert states == [State.FAIL, State.RUNNING, State.RUNNING]
-    reason, message = failure_of(ledger.study.get_trials()[0], ledger.study.user_attrs)
+    reason, message = failure_of(ledger.study.get_trials()[0], read_study_record(ledger.study))
     assert reason == "abandoned" and f"(pid {dead}) was killed" in message
     assert notes == [f"trial 0: FAIL {message}"]
     assert ledger.reap_abandoned() == 0, "a trial is reaped once"

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import optuna
 import pytest
 
-from autotune.study.storage import VALUE_SCALE, ValueScale, adopt_scale, scaled_baselines, study_scale
+from autotune.study.storage import (
+    SessionBaselines,
+    StudyRecord,
+    ValueScale,
+    adopt_scale,
+    scaled_baselines,
+    study_scale,
+)
+from autotune.trial.request import RunRecord
 
 pytestmark = pytest.mark.parallel
 
@@ -67,11 +76,12 @@ def test_a_study_begun_before_scales_were_recorded_takes_its_first_paired_trial_
 @pytest.mark.parametrize(
     "raw", ["fast", {"compile": "fast"}, {"compile": {"samples_per_second": 1.0}}, {"compile": _scale(0.0).to_dict()}]
 )
-def test_an_unreadable_or_empty_scale_is_none(tmp_path: Path, raw: object) -> None:
+def test_an_unreadable_or_empty_scale_of_a_study_written_before_the_record_is_none(tmp_path: Path, raw: object) -> None:
     study = _study(tmp_path)
-    study.set_user_attr(VALUE_SCALE, raw)
+    study.set_user_attr("value_scale", raw)  # the loose attribute that held the scales before the study's record
     assert study_scale(study) is None
-    assert ValueScale.read({VALUE_SCALE: {"other": _scale(1.0).to_dict()}}, "other") is None, "no such baseline"
+    other = StudyRecord.from_loose({"value_scale": {"other": _scale(1.0).to_dict()}})
+    assert other.scales == {}, "no such baseline"
 
 
 def test_a_rate_of_zero_is_not_recorded(tmp_path: Path) -> None:
@@ -82,14 +92,17 @@ def test_a_rate_of_zero_is_not_recorded(tmp_path: Path) -> None:
 
 def test_the_search_time_baselines_are_placed_on_the_study_scale() -> None:
     # The latest session measured plain compile at 350 samples/s, 2x eager; the study's rates are on 500.
-    attrs = {
-        "baseline.compile": {"state": "complete", "samples_per_second": 350.0, "speedup_vs_eager": 2.0},
-        "baseline.eager": {"state": "complete", "samples_per_second": 175.0},
-    }
-    assert scaled_baselines(attrs)["compile"]["samples_per_second"] == 350.0, "no scale: the session's own"
-    placed = scaled_baselines({**attrs, VALUE_SCALE: {"compile": _scale(500.0).to_dict()}})
+    record = StudyRecord(
+        baselines=SessionBaselines(
+            compile=RunRecord(state="complete", samples_per_second=350.0),
+            eager=RunRecord(state="complete", samples_per_second=175.0),
+            compile_over_eager=2.0,
+        )
+    )
+    assert scaled_baselines(record)["compile"]["samples_per_second"] == 350.0, "no scale: the session's own"
+    placed = scaled_baselines(replace(record, scales={"compile": _scale(500.0)}))
     assert placed["compile"]["samples_per_second"] == 500.0 and placed["eager"]["samples_per_second"] == 250.0
     assert placed["compile"]["batches_per_second"] == 62.5 and placed["compile"]["speedup_vs_eager"] == 2.0
-    assert attrs["baseline.compile"]["samples_per_second"] == 350.0, "the study's records are untouched"
-    on_eager = scaled_baselines({**attrs, VALUE_SCALE: {"eager": _scale(100.0, "eager").to_dict()}})
+    assert record.baselines.of("compile").samples_per_second == 350.0, "the study's records are untouched"
+    on_eager = scaled_baselines(replace(record, scales={"eager": _scale(100.0, "eager")}))
     assert on_eager["eager"]["samples_per_second"] == 100.0 and on_eager["compile"]["samples_per_second"] == 200.0

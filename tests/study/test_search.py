@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import hashlib
 import io
 import json
@@ -34,7 +35,7 @@ from autotune import CompileConfig, cli, load
 from autotune.errors import SearchError
 from autotune.study.report import duration, export_from_storage, render_summary
 from autotune.study.search import SearchOptions, search
-from autotune.study.storage import record_of, study_scale
+from autotune.study.storage import read_study_record, record_of, study_scale, write_study_record
 from autotune.trial.request import RunProtocol
 from tests.blocked_imports import blocker_source
 from tests.short_runs import SHORT_FLAGS
@@ -121,16 +122,16 @@ def test_search_exports_the_decided_gain_with_every_file_and_its_baselines(searc
         assert not any(column.startswith("param.") for column in row)
     assert "Verdict" in (out / "report.md").read_text()
     # The first trial, seeded plain torch.compile, is the compile baseline's run: not compiled a second time.
-    plain, baseline = study.trials[0], study.user_attrs["baseline.compile"]
+    plain, baseline = study.trials[0], read_study_record(study).baselines.of("compile")
     assert record_of(plain).recipe == "plain" and record_of(plain).reused_run
     # It stands where a trial level with the live reference would: the study's scale, this first session's rate.
     scale = study_scale(study)
     assert scale is not None and plain.value == scale.samples_per_second
-    assert plain.value == pytest.approx(baseline["samples_per_second"]) and record_of(plain).speedup_vs_compile == 1.0
-    assert record_of(plain).own.wall_seconds == baseline["wall_seconds"]
+    assert plain.value == pytest.approx(baseline.samples_per_second) and record_of(plain).speedup_vs_compile == 1.0
+    assert record_of(plain).own.wall_seconds == baseline.wall_seconds
     # Plain compile against itself at every block: what the pruner judges later trials against.
-    blocks = study.user_attrs["settings"]["protocol"]["windows"]
-    assert plain.intermediate_values == {step: pytest.approx(baseline["samples_per_second"]) for step in range(blocks)}
+    blocks = read_study_record(study).settings.run_protocol.windows
+    assert plain.intermediate_values == {step: pytest.approx(baseline.samples_per_second) for step in range(blocks)}
     progress = (out.parent / "stderr.txt").read_text()
     assert "trial 0: starting" not in progress and "trial 1: starting" in progress
     assert "(the run of the plain torch.compile baseline, reused)" in progress
@@ -141,12 +142,14 @@ def test_the_search_says_what_it_cost_against_its_cold_compiles(searched) -> Non
     cost = load(out / "best.yaml").metrics["cost"]
     study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
     # Plain compile compiled once (its trial reuses the baseline's run), trial 1 once: two cold compiles.
-    compiled = study.user_attrs["baseline.compile"]["compile_seconds"] + record_of(study.trials[1]).own.compile_seconds
+    record = read_study_record(study)
+    compiled = (record.baselines.of("compile").compile_seconds or 0.0) + record_of(study.trials[1]).own.compile_seconds
     assert cost["cold_compiles"] == 2 and cost["cold_compile_seconds"] == pytest.approx(compiled, abs=0.1)
-    stages = study.user_attrs["search_stages"]
+    stages = record.search_stages
     assert set(stages) == {"doctor", "baselines", "trials", "confirmation"}, "--no-compile-cache: no cache stage"
     assert cost["wall_seconds"] == pytest.approx(sum(stages.values()), abs=0.2)
-    assert cost["wall_seconds"] <= study.user_attrs["search_wall_seconds"] + 0.2, "the stages lie inside the session"
+    assert record.search_wall_seconds is not None
+    assert cost["wall_seconds"] <= record.search_wall_seconds + 0.2, "the stages lie inside the session"
     # Both figures are rounded to 0.1 s and the ratio to 0.01 from the unrounded ones: a cold compile of about a
     # second moves the recomputed ratio by 5%, so the check is the interval the rounding allows.
     wall, cold = cost["wall_seconds"], cost["cold_compile_seconds"]
@@ -181,9 +184,10 @@ def test_exported_code_is_the_measured_code_and_runs_without_autotune(searched, 
     _, out = searched
     source = (out / "apply_compilation.py").read_text()
     study = optuna.load_study(study_name=STUDY, storage=f"sqlite:///{out / 'study.db'}")
-    confirmation = study.user_attrs["confirmation"]["subjects"]
-    measured = {entry["source_sha256"] for entry in confirmation.values()}
-    assert hashlib.sha256(source.encode()).hexdigest() == confirmation["trial 1"]["source_sha256"]
+    campaign = read_study_record(study).confirmation
+    assert campaign is not None
+    measured = {subject.source_sha256 for subject in campaign.subjects.values()}
+    assert hashlib.sha256(source.encode()).hexdigest() == campaign.subjects["trial 1"].source_sha256
     assert len(measured) == 3, "eager, plain compile and trial 1: the file is the one trial 1 was measured with"
     script = blocker_source("autotune") + textwrap.dedent(f"""
         sys.path.insert(0, {str(out)!r})
@@ -270,7 +274,7 @@ def test_rerunning_resumes_the_study_and_export_rebuilds_the_files(searched, tmp
     assert not [phase for phase in phases if phase.startswith("doctor")], "the study kept the doctor's findings"
     # The study began with plain torch.compile as a recipe (half of 2 trials); resuming seeds nothing again.
     assert [record_of(t).recipe for t in study.trials] == ["plain", None, None]
-    assert "doctor" in study.user_attrs
+    assert read_study_record(study).doctor is not None
     assert result.summary["trials"]["total"] == 3
     again = export_from_storage(f"sqlite:///{out / 'study.db'}", STUDY, tmp_path / "again")
     assert (tmp_path / "again" / "best.yaml").is_file()
@@ -290,8 +294,11 @@ def test_rerunning_resumes_the_study_and_export_rebuilds_the_files(searched, tmp
     # not exported on them: its gains were false in 11 to 18% of such campaigns.
     shutil.copy(out / "study.db", tmp_path / "old.db")
     old = optuna.load_study(study_name=STUDY, storage=f"sqlite:///{tmp_path / 'old.db'}")
-    confirmation = {k: v for k, v in old.user_attrs["confirmation"].items() if k != "looks"}
-    old.set_user_attr("confirmation", confirmation)
+    record = read_study_record(old)
+    assert record.confirmation is not None
+    write_study_record(
+        old, dataclasses.replace(record, confirmation=dataclasses.replace(record.confirmation, looks=None))
+    )
     with pytest.raises(SearchError, match="before autotune's intervals held over a campaign's looks .* --new"):
         export_from_storage(f"sqlite:///{tmp_path / 'old.db'}", STUDY, tmp_path / "old")
     assert not (tmp_path / "old" / "best.yaml").exists()
@@ -327,7 +334,8 @@ def test_the_plain_recipe_with_inductor_options_at_their_defaults_is_the_compile
     plain = study.trials[0]
     assert record_of(plain).recipe == "plain" and record_of(plain).config["options"] == {"epilogue_fusion": True}
     assert record_of(plain).reused_run == "the plain torch.compile baseline"
-    assert set(study.user_attrs["confirmation"]["subjects"]) == {"eager", "compile"}
+    campaign = read_study_record(study).confirmation
+    assert campaign is not None and set(campaign.subjects) == {"eager", "compile"}
     progress = capsys.readouterr().err
     assert "trial 0: starting" not in progress
     assert "confirming eager against plain torch.compile" in progress
@@ -381,7 +389,9 @@ def test_a_time_to_search_confirms_with_a_cold_compile_before_each_replicate(tmp
     assert rows["compile"]["compile_interval"]["rounds"] == 2
     assert "compile_interval" not in rows["eager"], "eager compiles nothing"
     study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
-    compiles = study.user_attrs["confirmation"]["compiles"]
+    campaign = read_study_record(study).confirmation
+    assert campaign is not None
+    compiles = campaign.compiles
     assert len(compiles["compile"]) == 2 and all(seconds > 0 for seconds in compiles["compile"])
     # Where compile time went, from torch's metrics: Inductor's part is there, and inside the compile time.
     split = load(out / "best.yaml").baselines["compile"]["compile_split"]
@@ -462,5 +472,5 @@ def test_a_time_budget_stops_starting_trials_and_the_search_still_confirms_and_e
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     assert len(study.trials) < 200 and (tmp_path / "budget" / "best.yaml").is_file()
     if complete:
-        assert "confirmation" in study.user_attrs, "the confirmation ran, on what the budget left"
+        assert read_study_record(study).confirmation is not None, "the confirmation ran, on what the budget left"
     assert wall < 60 * 3, f"{wall:.0f} s: the budget bounded the run (a trial or the confirmation may overrun it)"

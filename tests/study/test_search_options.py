@@ -9,6 +9,7 @@ from autotune import cli
 from autotune.errors import SearchError
 from autotune.study.report import export_from_storage
 from autotune.study.search import SearchOptions
+from autotune.study.storage import read_study_record, update_study_record
 
 pytestmark = pytest.mark.parallel  # nothing here is timed, and nothing runs a worker
 
@@ -128,8 +129,7 @@ def test_a_study_is_never_resumed_on_another_device_or_environment(tmp_path, cap
     study = optuna.create_study(
         study_name="tests.trial_targets.workloads-tiny_infer", storage=f"sqlite:///{out / 'study.db'}"
     )
-    for key, value in {"objective": "throughput", "model": spec, "device": "cpu", **recorded}.items():
-        study.set_user_attr(key, value)
+    update_study_record(study, **{"objective": "throughput", "model": spec, "device": "cpu", **recorded})
     study.tell(study.ask(), 1.0)
     (out / "best.yaml").write_text("kept\n")
     assert cli.main(["search", "--model", spec, "--trials", "2", "--device", "cpu", "--out", str(out)]) == 2
@@ -203,7 +203,7 @@ def test_a_library_caller_passes_optuna_sampler_and_pruner_objects_as_they_are(t
         options, Objectives.parse("throughput"), WorkloadSummary(spec="m:w", task="infer"), {}, "default"
     )
     assert study.sampler is sampler and study.pruner is pruner, "used as they are, not rebuilt from a name"
-    assert study.user_attrs["settings"]["sampler"] == "RandomSampler"
+    assert read_study_record(study).settings.sampler == "RandomSampler"
     brute = SearchOptions(model="m:w", device="cpu", sampler=optuna.samplers.BruteForceSampler(seed=0))
     assert brute.brute_force, "a brute-force object, like the name, is seeded with no recipe"
     with pytest.raises(SearchError, match=r"--sampler 42: must be one of .* or an Optuna BaseSampler object; got int"):
@@ -226,7 +226,7 @@ def test_a_library_caller_passes_an_optuna_storage_object_and_the_study_is_opene
         options, Objectives.parse("throughput"), WorkloadSummary(spec="m:w", task="infer"), {}, "default"
     )
     assert opened_in(study) is storage, "used as it is, with its own engine settings, not opened again from its URL"
-    assert optuna.load_study(study_name=study.study_name, storage=url).user_attrs["model"] == "m:w"
+    assert read_study_record(optuna.load_study(study_name=study.study_name, storage=url)).model == "m:w"
     assert not (tmp_path / "out" / "study.db").exists(), "nothing is written beside it"
     with pytest.raises(SearchError, match="storage: InMemoryStorage is not allowed; give a database URL or an "):
         SearchOptions(model="m:w", device="cpu", storage=optuna.storages.InMemoryStorage())  # type: ignore[arg-type]

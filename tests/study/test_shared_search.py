@@ -24,7 +24,7 @@ import sqlalchemy
 import yaml
 
 from autotune import cli
-from autotune.study.storage import failure_of, open_storage, record_of
+from autotune.study.storage import StudyRecord, failure_of, open_storage, read_study_record, record_of
 from tests.short_runs import SHORT_FLAGS
 
 TARGET = "tests.trial_targets.workloads:tiny_infer"
@@ -61,8 +61,8 @@ def _storage(url: str) -> optuna.storages.RDBStorage:
     return open_storage(url)
 
 
-def _study_attrs(url: str, study: str) -> dict:
-    return optuna.load_study(study_name=study, storage=_storage(url)).user_attrs
+def _study_record(url: str, study: str) -> StudyRecord:
+    return read_study_record(optuna.load_study(study_name=study, storage=_storage(url)))
 
 
 def _trials(url: str, study: str) -> list[optuna.trial.FrozenTrial]:
@@ -181,7 +181,7 @@ def test_a_search_killed_mid_trial_has_it_failed_within_the_grace_period_and_run
         assert survivor.poll() is None, "the other search ended and left the killed trial running"
         time.sleep(0.3)
     failed_after = time.monotonic() - killed
-    reason, message = failure_of(trial, _study_attrs(postgres_url, study))
+    reason, message = failure_of(trial, _study_record(postgres_url, study))
     assert trial.state == optuna.trial.TrialState.FAIL and reason == "abandoned" and f"pid {doomed.pid}" in message
     # The grace period runs from the last beat, at most one interval before the kill; the
     # survivor, in its trials by now, checks at each of its own beats and between trials.

@@ -19,7 +19,7 @@ import optuna
 import pytest
 
 from autotune import cli
-from autotune.study.storage import failure_of
+from autotune.study.storage import failure_of, read_study_record
 from tests.postgres import PostgresMissing, Server
 from tests.processes import workers_of
 
@@ -77,6 +77,6 @@ def test_a_server_stopped_mid_trial_ends_the_search_with_exit_2_and_the_same_com
     again = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert again.returncode == cli.EXIT_OK, again.stderr[-3000:]
     study = optuna.load_study(study_name="lost", storage=server.url)
-    states = [(t.state.name, failure_of(t, study.user_attrs)[0] or None) for t in study.trials]
+    states = [(t.state.name, failure_of(t, read_study_record(study))[0] or None) for t in study.trials]
     assert states[number] == ("FAIL", "abandoned"), states
     assert all(state != "RUNNING" for state, _ in states) and (tmp_path / "out" / "best.yaml").is_file(), states

@@ -10,7 +10,7 @@ import optuna
 import pytest
 
 from autotune.errors import RecordError
-from autotune.study.storage import TRIAL_KEY, TrialRecord, queued_attrs, record_of, update_record
+from autotune.study.storage import TRIAL_KEY, TrialRecord, queue_trial, record_of, update_record
 from autotune.trial.request import RunRecord
 
 pytestmark = pytest.mark.parallel
@@ -97,7 +97,7 @@ def test_a_study_written_today_holds_each_trial_in_one_attribute_and_reads_it_ba
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = optuna.storages.InMemoryStorage()
     study = optuna.create_study(direction="maximize", storage=storage)
-    study.enqueue_trial({}, user_attrs=queued_attrs(TrialRecord(recipe="plain")))
+    queue_trial(study, {}, TrialRecord(recipe="plain"))
     trial = study.ask()
     update_record(trial, host="here", pid=41)
     update_record(trial, config={"scope": "whole"}, run=_full().run, scaled_samples_per_second=432.0)

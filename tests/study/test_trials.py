@@ -16,7 +16,7 @@ from autotune.measure import Harness, Objective, Paired, Throughput
 from autotune.measure.tasks import LiveReference
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search import Monitor, SearchOptions, TrialLoop, compile_limit
-from autotune.study.storage import TRIAL_KEY, TrialRecord, record_of
+from autotune.study.storage import TRIAL_KEY, ReferenceLevels, TrialRecord, read_study_record, record_of
 from autotune.trial.records import Event, Paused, PhaseChange
 from tests import fake_records
 
@@ -291,16 +291,15 @@ def test_speedups_name_the_host_whose_baselines_they_compare_with(monkeypatch) -
 def test_a_trial_is_told_its_ratio_on_the_study_scale_and_the_reused_plain_run_stands_at_it(monkeypatch) -> None:
     from autotune.study.search import _loop as trials_module
     from autotune.study.search import params_for
-    from autotune.study.storage import VALUE_SCALE
+    from autotune.study.storage import ValueScale, update_study_record
     from autotune.trial.request import TrialRun
 
     loop, _ = measuring_loop(monkeypatch)  # 1.5x the live reference, which this session measured at 200
     monkeypatch.setattr(trials_module, "anchor_reference", lambda reference, **kwargs: None)
     # The study's scale is 500 samples/s: recorded by the session that began it, or by a host that began a shared
     # study at the same moment after this session adopted its own. The next trial reads it again.
-    loop.study.set_user_attr(
-        VALUE_SCALE, {"compile": {"samples_per_second": 500.0, "batches_per_second": 50.0, "host": "h", "measured": ""}}
-    )
+    scale = ValueScale(reference="compile", samples_per_second=500.0, batches_per_second=50.0, host="h", measured="")
+    update_study_record(loop.study, scales={"compile": scale})
     # Every answer given: one left to the sampler might make this plain compile, and the next trial its duplicate.
     loop.study.enqueue_trial(params_for(loop.space, CompileConfig(mode="max-autotune-no-cudagraphs")))
     loop.one_trial()
@@ -409,8 +408,8 @@ def test_a_trial_is_told_its_raw_pairing_and_shown_its_ratio_against_the_anchore
     assert record_of(first).speedup_vs_compile == pytest.approx(1.2), "against plain compile as a fresh process"
     # The sampler is told the raw pairing, which every trial shares: the order holds whatever the anchors say.
     assert first.value == pytest.approx(300.0) and second.value == pytest.approx(300.0)
-    assert loop.study.user_attrs[f"reference_levels:{loop.harness.device}"] == [1.25]
-    assert loop.study.user_attrs[f"reference_level_errors:{loop.harness.device}"] == [0.02]
+    levels = read_study_record(loop.study).reference_levels[loop.harness.device]
+    assert levels == ReferenceLevels(levels=[1.25], errors=[0.02])
     assert beside.reference.paired_trials == 2
 
 

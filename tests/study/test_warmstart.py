@@ -13,7 +13,7 @@ from autotune.measure import Throughput
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.retune._warmstart import WarmStart
 from autotune.study.search import load_space, params_for
-from autotune.study.storage import record_of
+from autotune.study.storage import SearchSettings, record_of
 
 pytestmark = pytest.mark.parallel  # nothing runs: a study in memory
 
@@ -51,7 +51,7 @@ def _warm_start(study: optuna.Study, space: Any, incumbent: CompileConfig, top: 
         harness=None,  # type: ignore[arg-type]
         space=space,
         space_name="default",
-        settings={},
+        settings=SearchSettings(),
         objective=Throughput(),
         trials=0,
         top=top,
@@ -109,14 +109,14 @@ def test_a_brute_force_study_is_warm_started_at_random_once_its_space_asks_other
     study = _study(narrow, [(CompileConfig(scope="regional"), 30.0)])
     notes: list[str] = []
     same = _warm_start(study, narrow, CompileConfig(scope="regional"), top=1, notes=notes)
-    same.settings = {"sampler": "bruteforce"}
+    same.settings = SearchSettings(sampler="bruteforce")
     assert same._sampler() == "bruteforce" and notes == []
     grown = _warm_start(study, wide, CompileConfig(scope="regional"), top=1, notes=notes)
-    grown.settings = {"sampler": "bruteforce"}
+    grown.settings = SearchSettings(sampler="bruteforce")
     assert grown._sampler() == "random"
     assert notes == [
         "the study's brute-force sampler cannot enumerate the space 'whole_or_regional' with the study's trials, "
         "which answered other questions (param_name mismatch: scope != None): the new trials are drawn at random"
     ]
-    grown.settings = {"sampler": "tpe"}
+    grown.settings = SearchSettings(sampler="tpe")
     assert grown._sampler() == "tpe", "any other sampler takes trials of any space"

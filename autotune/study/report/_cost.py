@@ -16,7 +16,7 @@ from typing import Any
 import optuna
 
 from autotune.study.report._display import duration
-from autotune.study.storage import record_of
+from autotune.study.storage import read_study_record, record_of
 
 __all__ = ["SESSION_STAGES", "cost_text", "search_cost"]
 
@@ -31,19 +31,19 @@ def search_cost(study: optuna.Study) -> dict[str, Any] | None:
     before them and the export after are left out. With several workers the trials' parts are summed over them,
     so they can exceed the trials' stage, and the ratio can fall below 1.
     """
-    attrs = study.user_attrs
-    stages: Mapping[str, float] = attrs.get("search_stages") or {}
-    session: Mapping[str, Any] = attrs.get("search_session") or {}
-    if not stages or not session:
+    study_record = read_study_record(study)
+    stages: Mapping[str, float] = study_record.search_stages
+    session = study_record.search_session
+    if not stages or session is None:
         return None
     records = [record_of(t) for t in study.get_trials(deepcopy=False)]
     ran = [
         r.own.to_dict()
         for r in records
         # The session's own runs: not plain compile's run reused, nor an earlier trial's outcome copied.
-        if r.pid == session.get("pid") and r.host == session.get("host") and r.measured
+        if r.pid == session.pid and r.host == session.host and r.measured
     ]
-    plain = float((attrs.get("baseline.compile") or {}).get("compile_seconds") or 0.0)
+    plain = float(study_record.baselines.of("compile").compile_seconds or 0.0)
     compiles = [float(t.get("compile_seconds") or 0.0) for t in ran if (t.get("compile_seconds") or 0.0) > 0]
     cold = plain + sum(compiles)
     restarts = windows = others = 0.0
@@ -73,7 +73,7 @@ def search_cost(study: optuna.Study) -> dict[str, Any] | None:
         "cold_compile_seconds": round(cold, 1),
         "cold_compiles": len(compiles) + (1 if plain else 0),
         "ratio": round(wall / cold, 2) if cold > 0 else None,
-        "workers": int(session.get("workers") or 1),
+        "workers": session.workers or 1,
         "rest_seconds": {part: round(seconds, 1) for part, seconds in rest.items()},
     }
 

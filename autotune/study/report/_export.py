@@ -1,6 +1,6 @@
 """Exporting a study: best.yaml, apply_compilation.py, trials.csv, report.md and its plots.
 
-Everything is read back from the study's storage (trial and study user attributes), so
+Everything is read back from the study's storage (its record and its trials' records), so
 `autotune export --storage URL --study-name NAME` gives the same files as the search. What
 is exported is decided by `choice.choose` on the confirmation campaign: never worse than
 plain torch.compile or eager.
@@ -40,8 +40,10 @@ from autotune.study.report._cost import search_cost
 from autotune.study.report._files import written_together
 from autotune.study.report._verdict import best_trials
 from autotune.study.storage import (
+    StudyRecord,
     failure_of,
     load_search_study,
+    read_study_record,
     record_of,
     scaled_baselines,
     trial_rank,
@@ -116,7 +118,7 @@ def export_from_storage(
     if pick is not None:
         parse_pick(pick)  # a bad rule is refused before the storage is opened
     study = load_search_study(storage, study_name)
-    objectives = Objectives.parse(study.user_attrs.get("objective", "throughput"))
+    objectives = read_study_record(study).objectives
     if pick is not None and not objectives.multi:
         raise SearchError(
             f"--pick {pick}: study {study_name!r} has one objective ({objectives}), so there is no Pareto front to "
@@ -127,15 +129,17 @@ def export_from_storage(
 
 def campaign_of(study: optuna.Study) -> tuple[Campaign, bool]:
     """The study's confirmation campaign, and whether it is one (else the search-time runs of the best trial)."""
-    attrs = study.user_attrs
-    if attrs.get("confirmation", {}).get("subjects"):
-        return Campaign.from_dict(attrs["confirmation"]), True
-    objective = Objectives.parse(attrs["objective"]).primary
-    method = attrs.get("method")
+    study_record = read_study_record(study)
+    if study_record.confirmation is not None and study_record.confirmation.subjects:
+        return study_record.confirmation, True
+    objective = study_record.objectives.primary
     campaign = Campaign(
-        objective=objective, orders=[["eager", "compile"]], method=dict(method) if isinstance(method, dict) else None
+        objective=objective,
+        orders=[["eager", "compile"]],
+        method=dict(study_record.method) if study_record.method is not None else None,
     )
-    searched = scaled_baselines(attrs)  # where the trials' search-time rates stand, whichever session measured them
+    # Where the trials' search-time rates stand, whichever session measured them.
+    searched = scaled_baselines(study_record)
     for subject in Subject.baselines():
         record = RunRecord.from_figures(searched[subject.name])
         campaign.subjects[subject.name] = subject
@@ -162,11 +166,11 @@ def campaign_of(study: optuna.Study) -> tuple[Campaign, bool]:
 
 def exported_choice(study: optuna.Study, campaign: Campaign, pick: str | None = None) -> Choice:
     """What best.yaml ships: the never-worse choice, or for a multi-objective study the picked Pareto point."""
-    objectives = Objectives.parse(study.user_attrs.get("objective", "throughput"))
-    if not objectives.multi:
+    record = read_study_record(study)
+    if not record.objectives.multi:
         return choose(campaign)
-    rule = parse_pick(pick or study.user_attrs.get("pick") or DEFAULT_PICK)
-    return choose_point(campaign, objectives, rule)[0]
+    rule = parse_pick(pick or record.pick or DEFAULT_PICK)
+    return choose_point(campaign, record.objectives, rule)[0]
 
 
 def export_study(study: optuna.Study, out_dir: Path, *, pick: str | None = None) -> SearchResult:
@@ -174,7 +178,7 @@ def export_study(study: optuna.Study, out_dir: Path, *, pick: str | None = None)
 
     `pick` chooses the Pareto point of a multi-objective study (default: the one the search was given).
     """
-    attrs = study.user_attrs
+    record = read_study_record(study)
     campaign, confirmed = campaign_of(study)
     if confirmed and campaign.looks is None:
         # Before method version 3 a confirmation judged plain 95% intervals after every replicate and over every
@@ -184,29 +188,31 @@ def export_study(study: optuna.Study, out_dir: Path, *, pick: str | None = None)
             "campaign's looks and candidates (method version 2 or earlier), and is not exported on them: search "
             "again with --new, or measure its best configuration with `autotune validate`"
         )
-    objectives = Objectives.parse(attrs.get("objective", "throughput"))
+    objectives = record.objectives
     choice = exported_choice(study, campaign, pick)
     trials = study.get_trials(deepcopy=False)
-    rows = trial_rows(trials, study.user_attrs)
+    rows = trial_rows(trials, record)
     summary = study_summary(study)
     extra: dict[str, Any] = {"confirmed": confirmed}
     if objectives.multi:
         extra["objectives"] = str(objectives)
-        extra["pick"] = str(parse_pick(pick or attrs.get("pick") or DEFAULT_PICK))
+        extra["pick"] = str(parse_pick(pick or record.pick or DEFAULT_PICK))
     figures = metrics(campaign, choice, extra=extra)
-    if attrs.get("stopped"):
-        figures["stopped"] = attrs["stopped"]
+    if record.stopped:
+        figures["stopped"] = record.stopped
     cost = search_cost(study)
     if cost is not None:
         figures["cost"] = cost
     baselines = {name: baseline_figures(campaign, name) for name in ("eager", "compile")}
-    cache = dict(attrs.get("compile_cache") or {})
-    if cache.pop("subject", None) != choice.subject:
-        cache = {}  # saved for another configuration (an older winner): it would not fit this one
-    recorded = dict(attrs.get("environment", {}))
-    if "model_fingerprint" in attrs:
-        recorded["model"] = attrs["model_fingerprint"]
-    workload = WorkloadSummary.from_dict(attrs["workload"])
+    saved = record.compile_cache
+    # Saved for another configuration (an older winner), it would not fit this one.
+    cache = dict(saved.section) if saved is not None and saved.subject == choice.subject else {}
+    recorded = dict(record.environment)
+    if record.model_fingerprint is not None:
+        recorded["model"] = record.model_fingerprint
+    if record.workload is None:
+        raise SearchError(f"study {study.study_name!r} records no workload: it was not made by `autotune search`")
+    workload: WorkloadSummary = record.workload
 
     def tuned_for(chosen: Choice, figures: dict[str, Any], cache: dict[str, Any]) -> TunedConfig:
         return TunedConfig(
@@ -300,18 +306,16 @@ def _drop_stale_points(folder: Path, front: list[dict[str, Any]]) -> None:
 def _created(study: optuna.Study, choice: Choice) -> str:
     if choice.trial is not None:
         return str(record_of(study.trials[choice.trial]).created or utc_now())
-    return str(study.user_attrs.get("confirmation", {}).get("created") or utc_now())
+    return utc_now()
 
 
-def trial_rows(
-    trials: list[optuna.trial.FrozenTrial], study_attrs: Mapping[str, Any] | None = None
-) -> list[dict[str, Any]]:
+def trial_rows(trials: list[optuna.trial.FrozenTrial], study: StudyRecord | None = None) -> list[dict[str, Any]]:
     """One flat row per trial: its figures, its speedups over the baselines of its session, its parameters; why a
-    trial failed as `failure_of` reads it with the study's attributes (`study_attrs`)."""
+    trial failed as `failure_of` reads it with the study's record (`study`)."""
     rows = []
     for trial in trials:
         attrs = record_of(trial).flat()
-        reason, message = failure_of(trial, study_attrs or {})
+        reason, message = failure_of(trial, study or StudyRecord())
         row: dict[str, Any] = {
             "number": trial.number,
             "state": trial.state.name,
@@ -360,8 +364,8 @@ def write_trials_csv(out_dir: Path, rows: list[dict[str, Any]]) -> Path:
 def study_summary(study: optuna.Study) -> dict[str, Any]:
     """best.yaml's `study` section: name, storage, space, trial counts, failure reasons, pruning savings."""
     trials = study.get_trials(deepcopy=False)
-    protocol = (study.user_attrs.get("settings") or {}).get("protocol") or {}
-    return _study_summary(study, trials, pruning_savings(trials, protocol))
+    record = read_study_record(study)
+    return _study_summary(study, record, trials, pruning_savings(trials, record.settings.protocol))
 
 
 def pruning_savings(trials: list[optuna.trial.FrozenTrial], protocol: Mapping[str, Any]) -> dict[str, Any]:
@@ -407,23 +411,23 @@ def pruning_savings(trials: list[optuna.trial.FrozenTrial], protocol: Mapping[st
 
 
 def _study_summary(
-    study: optuna.Study, trials: list[optuna.trial.FrozenTrial], saved: dict[str, Any]
+    study: optuna.Study, record: StudyRecord, trials: list[optuna.trial.FrozenTrial], saved: dict[str, Any]
 ) -> dict[str, Any]:
     counts = {state: sum(1 for t in trials if t.state.name == state) for state in ("COMPLETE", "PRUNED", "FAIL")}
-    settings = study.user_attrs.get("settings", {})
+    settings = record.settings
     reasons: dict[str, int] = {}
     for trial in trials:
         if trial.state.name == "FAIL":
-            reason = failure_of(trial, study.user_attrs)[0] or "unknown"
+            reason = failure_of(trial, record)[0] or "unknown"
             reasons[reason] = reasons.get(reason, 0) + 1
     return {
         "name": study.study_name,
-        "storage": settings.get("storage", ""),
-        "space": study.user_attrs.get("space", ""),
-        "sampler": settings.get("sampler", ""),
-        "pruner": settings.get("pruner", ""),
-        "seed": settings.get("seed", 0),
-        "device": study.user_attrs.get("device", ""),
+        "storage": settings.storage,
+        "space": record.space,
+        "sampler": settings.sampler,
+        "pruner": settings.pruner,
+        "seed": settings.seed,
+        "device": record.device,
         "trials": {
             "total": len(trials),
             "complete": counts["COMPLETE"],
@@ -434,11 +438,11 @@ def _study_summary(
         "pruning_saved_seconds": saved["saved_seconds"],
         "pruning": saved,
         "trial_seconds": round(sum(record_of(t).own.wall_seconds for t in trials), 1),
-        "search_wall_seconds": study.user_attrs.get("search_wall_seconds"),
-        "protocol": settings.get("protocol", {}),
-        **({"doctor": study.user_attrs["doctor"]} if study.user_attrs.get("doctor") else {}),
+        "search_wall_seconds": record.search_wall_seconds,
+        "protocol": settings.protocol,
+        **({"doctor": record.doctor} if record.doctor else {}),
         "best_trials": best_trials(
-            trial_rows(trials, study.user_attrs), study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
+            trial_rows(trials, record), study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
         ),
     }
 

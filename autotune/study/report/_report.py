@@ -18,7 +18,7 @@ from autotune.runtime.tuned import TunedConfig, write_atomic
 from autotune.study.doctor import Diagnosis
 from autotune.study.report import _plots as plots
 from autotune.study.report._verdict import render_summary, savings_text
-from autotune.study.storage import read_history, scaled_baselines
+from autotune.study.storage import read_history, read_study_record, scaled_baselines
 from autotune.trial.compile_split import ALWAYS_SHOWN, SPLIT_LABELS
 
 __all__ = ["write_report"]
@@ -44,14 +44,14 @@ def write_report(
     objective = campaign.objective
     summary = dict(tuned.study)
     winner = metrics.get("trial")
+    record = read_study_record(study)
     lines = [f"# autotune report: {study.study_name}", ""]
     if metrics.get("objectives"):
         aim = f"objectives {metrics['objectives']} (the first, in {objective.unit}, decides the confirmation)."
     else:
         aim = f"objective {objective} ({objective.unit})."
     lines += [
-        f"Workload `{study.user_attrs.get('model')}`, space `{summary.get('space')}`, device `{summary.get('device')}`, "
-        + aim,
+        f"Workload `{record.model or '?'}`, space `{summary.get('space')}`, device `{summary.get('device')}`, " + aim,
         "",
         "## Verdict",
         "",
@@ -93,7 +93,7 @@ def write_report(
         "",
     ]
     # The search's plots place each trial's search-time figure beside the baselines, on the study's one scale.
-    searched = scaled_baselines(study.user_attrs)
+    searched = scaled_baselines(record)
     drawn = [
         plots.history(out_dir, study, rows, searched, objective, winner),
         plots.throughput_vs_compile(out_dir, rows, searched, winner),

@@ -8,10 +8,10 @@ from pathlib import Path
 import optuna
 import sqlalchemy
 
-from autotune.errors import AutotuneError, SearchError
+from autotune.errors import AutotuneError, RecordError, SearchError
 from autotune.runtime.limits import printable
 from autotune.runtime.tuned import read
-from autotune.study.storage import check_storage_url, open_storage, shown
+from autotune.study.storage import check_storage_url, open_storage, read_study_record, shown
 
 __all__ = ["StudyRow", "studies_in", "studies_in_storage"]
 
@@ -53,13 +53,18 @@ def studies_in_storage(storage: str, best: Path | None = None) -> list[StudyRow]
             counts: dict[str, int] = {}
             for trial in study.get_trials(deepcopy=False):
                 counts[trial.state.name.lower()] = counts.get(trial.state.name.lower(), 0) + 1
-            model = str(study.user_attrs.get("model", "?"))
+            try:
+                record = read_study_record(study)
+            except RecordError as exc:  # one study a later autotune wrote does not hide the others
+                rows.append(StudyRow(summary.study_name, shown(storage), "?", "?", counts, printable(str(exc))[:160]))
+                continue
+            model = record.model or "?"
             rows.append(
                 StudyRow(
                     name=summary.study_name,
                     storage=shown(storage),
                     model=model,
-                    device=str(study.user_attrs.get("device", "?")),
+                    device=record.device or "?",
                     trials=counts,
                     verdict=_verdict(best, model),
                 )

@@ -34,7 +34,6 @@ from autotune.measure import (
     CampaignRules,
     Choice,
     Objective,
-    Objectives,
     Subject,
     baseline_figures,
     confirmation_table,
@@ -61,8 +60,15 @@ from autotune.study.report import (
 from autotune.study.retune import _publish as publish
 from autotune.study.retune._warmstart import WarmStart
 from autotune.study.search import CACHES_FOLDER, bundled_spaces, load_space, prepare_workload
-from autotune.study.storage import HISTORY_FILE, append_history, load_search_study, storage_failures_named
-from autotune.trial.request import RunProtocol, check_device
+from autotune.study.storage import (
+    HISTORY_FILE,
+    append_history,
+    load_search_study,
+    read_study_record,
+    storage_failures_named,
+    update_study_record,
+)
+from autotune.trial.request import check_device
 
 __all__ = ["DECISIONS", "RetuneOptions", "RetuneResult", "retune"]
 
@@ -253,16 +259,16 @@ class _Retune:
             self._note(f"finished an interrupted replacement of the files in {self.out_dir} first")
         self.tuned = tuned.read(self.path)
         self.study, self.storage, self.storage_url = _open_study(self.path, self.tuned, options.storage)
-        attrs = self.study.user_attrs
-        self.objective = Objectives.parse(str(attrs.get("objective", "throughput"))).primary
-        self.settings = attrs.get("settings") or {}
-        device = check_device(options.device or self.tuned.study.get("device") or attrs.get("device") or None)
+        record = read_study_record(self.study)
+        self.objective = record.objectives.primary
+        self.settings = record.settings
+        device = check_device(options.device or self.tuned.study.get("device") or record.device or None)
         self.spec = options.model or self.tuned.workload.spec
         self.prepared = prepare_workload(
             self.spec,
             device=device,
-            seed=int(self.settings.get("seed", 0)),
-            protocol=RunProtocol.from_dict(self.settings.get("protocol") or {}),
+            seed=self.settings.seed,
+            protocol=self.settings.run_protocol,
             timeout=options.trial_timeout,
         )
         self.harness, self.model_fingerprint = self.prepared.harness, self.prepared.model_fingerprint
@@ -282,7 +288,7 @@ class _Retune:
     def _run(self) -> RetuneResult:
         challenger = self._challenger()
         campaign, verdict = self._measure(challenger)
-        current = dict(campaign.environment or self.study.user_attrs.get("environment") or {})
+        current = dict(campaign.environment or read_study_record(self.study).environment)
         written = not verdict.regressions or verdict.replaced
         shipped, cache = _publish(self, campaign, verdict, current) if written else (self.tuned, {})
         environment_changes, model_changes = self._changes(current)
@@ -302,7 +308,7 @@ class _Retune:
         )
         try:
             append_history(self.out_dir, result.to_history())
-            rows = trial_rows(self.study.get_trials(deepcopy=False), self.study.user_attrs)
+            rows = trial_rows(self.study.get_trials(deepcopy=False), read_study_record(self.study))
             with written_together(self.out_dir, "trials.csv and report.md") as staging:
                 write_trials_csv(staging, rows)
                 write_report(staging, self.study, rows, campaign, shipped, history_from=self.out_dir)
@@ -319,7 +325,7 @@ class _Retune:
         space = self.prepared.space(
             load_space(self.space_name),
             graph_breaks=0,
-            allow_precision_changes=bool(self.settings.get("allow_precision_changes")),
+            allow_precision_changes=self.settings.allow_precision_changes,
         )
         warm = WarmStart(
             study=self.study,
@@ -518,8 +524,7 @@ def _publish(
     )
     # The study records where the files were measured; its confirmation stays the search's, so `autotune export`
     # rebuilds the search's choice, and best.yaml is the record of a retune's (docs/retune.md says so).
-    run.study.set_user_attr("environment", current)
-    run.study.set_user_attr("model_fingerprint", run.model_fingerprint)
+    update_study_record(run.study, environment=current, model_fingerprint=run.model_fingerprint)
     return new, cache
 
 
@@ -550,7 +555,7 @@ def _space_name(path: Path, option: str | None, recorded: tuned.TunedConfig, stu
     """The space of the new trials: --space, or the study's own when it is a bundled one."""
     if option:
         return option
-    name = str(recorded.study.get("space") or study.user_attrs.get("space") or "")
+    name = str(recorded.study.get("space") or read_study_record(study).space)
     if name in bundled_spaces():
         return name
     raise RetuneError(

@@ -13,7 +13,6 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import optuna
 
@@ -23,7 +22,15 @@ from autotune.runtime.config import CompileConfig
 from autotune.runtime.tuned import TunedConfig
 from autotune.study.report import ProgressCallback
 from autotune.study.search import CACHES_FOLDER, PRUNERS, SAMPLERS, SearchOptions, SearchSpace, explore, params_for
-from autotune.study.storage import TrialRecord, load_search_study, queued_attrs, record_of, trial_rank, trial_value
+from autotune.study.storage import (
+    SearchSettings,
+    TrialRecord,
+    load_search_study,
+    queue_trial,
+    record_of,
+    trial_rank,
+    trial_value,
+)
 
 __all__ = ["WarmStart"]
 
@@ -42,7 +49,7 @@ class WarmStart:
     space: SearchSpace
     space_name: str
     """A bundled space's name or a file's path, as the search takes it."""
-    settings: dict[str, Any]
+    settings: SearchSettings
     objective: Objective
     trials: int
     top: int
@@ -115,7 +122,7 @@ class WarmStart:
 
     def _pruner(self) -> str:
         """The study's pruner, or the default, median, where a library caller passed an object of its own."""
-        pruner = str(self.settings.get("pruner", "median"))
+        pruner = self.settings.pruner or "median"
         return pruner if pruner in PRUNERS else "median"
 
     def _sampler(self) -> str:
@@ -125,7 +132,7 @@ class WarmStart:
         other questions (a narrower one, before the space grew) makes it fail. Whether it would is tried on a
         copy of the trials in memory; if so, the warm start draws at random, and says so.
         """
-        sampler = str(self.settings.get("sampler", "tpe"))
+        sampler = self.settings.sampler or "tpe"
         if sampler not in SAMPLERS:  # an object a library caller passed: its settings are not recorded
             self.note(f"the study's sampler was a {sampler} object: the new trials use the default, tpe")
             return "tpe"
@@ -173,6 +180,6 @@ class WarmStart:
                     f"{config.describe()} is not in the space '{self.space.name}' any more, so it is not searched again"
                 )
                 continue
-            self.study.enqueue_trial(params, user_attrs=queued_attrs(why))
+            queue_trial(self.study, params, why)
             queued += 1
         return queued

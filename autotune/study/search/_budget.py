@@ -13,7 +13,7 @@ import optuna
 from autotune.study.report import Plan
 from autotune.study.search._loop import TrialLoop
 from autotune.study.search._options import SearchOptions
-from autotune.study.storage import failure_of, record_of, shown
+from autotune.study.storage import failure_of, read_study_record, record_of, shown, update_study_record
 
 __all__ = ["SearchBudget", "confirmation_seconds"]
 
@@ -70,11 +70,11 @@ class SearchBudget:
             return False
         # A trial failed as abandoned was ended by whoever noticed, and one interrupted ended with its search (Ctrl-C):
         # neither search is there to confirm.
-        attrs = self.study.user_attrs
+        study = read_study_record(self.study)
         done = [
             t
             for t in self.loop.ledger.finished()
-            if t.datetime_complete and failure_of(t, attrs)[0] not in ("abandoned", "interrupted")
+            if t.datetime_complete and failure_of(t, study)[0] not in ("abandoned", "interrupted")
         ]
         last = max(done, key=lambda t: (t.datetime_complete, t.number), default=None)
         mine = (socket.gethostname(), os.getpid())
@@ -104,12 +104,13 @@ class SearchBudget:
             return False
         failed = [t for t in finished if t.state == optuna.trial.TrialState.FAIL]
         if len(finished) >= 5 and len(failed) / len(finished) > self.options.max_failure_rate:
-            reasons = sorted({failure_of(t, self.study.user_attrs)[0] or "?" for t in failed})
+            study = read_study_record(self.study)
+            reasons = sorted({failure_of(t, study)[0] or "?" for t in failed})
             note = (
                 f"stopped searching: {len(failed)} of {len(finished)} trials failed, more than --max-failure-rate "
                 f"{self.options.max_failure_rate:.0%} (reasons: {', '.join(reasons)}); what completed is still confirmed"
             )
-            self.study.set_user_attr("stopped", note)
+            update_study_record(self.study, stopped=note)
             self.note(note)
             return False
         return True

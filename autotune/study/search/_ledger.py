@@ -21,13 +21,13 @@ from autotune.measure import Objective, Objectives
 from autotune.measure.choice import subjects_to_confirm
 from autotune.runtime.config import CompileConfig, is_plain_compile
 from autotune.study.storage import (
-    ABANDONED,
     beats,
     fail_stale,
     grace_period,
     record_of,
     retried_numbers,
     trial_value,
+    update_study_record,
 )
 from autotune.trial.runner import process_alive
 
@@ -114,7 +114,7 @@ class StudyLedger:
                 continue
             message = f"abandoned: the search that ran it (pid {pid}) was killed before the trial finished"
             # Another process's trial: why it failed is the study's to say (`failure_of`), as for a stale one.
-            self.study.set_user_attr(f"{ABANDONED}{frozen.number}", message)
+            update_study_record(self.study, abandoned={frozen.number: message})
             with contextlib.suppress(RuntimeError, ValueError):  # finished meanwhile by someone else
                 self.study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
                 reaped += 1

@@ -40,7 +40,15 @@ from autotune.runtime.config import CompileConfig, is_plain_compile
 from autotune.study.search._ledger import StudyLedger
 from autotune.study.search._monitor import LoopOptions, Monitor
 from autotune.study.search._space import SearchSpace
-from autotune.study.storage import Heartbeat, record_of, study_scale, update_record, write_record
+from autotune.study.storage import (
+    Heartbeat,
+    ReferenceLevels,
+    record_of,
+    study_scale,
+    update_record,
+    update_study_record,
+    write_record,
+)
 from autotune.trial.gate import GateClosed, MeasurementGate
 from autotune.trial.request import RunRecord, TrialRequest, TrialRun
 
@@ -289,9 +297,11 @@ class TrialLoop:
         self._note(
             f"reference{where}: a fresh plain-compile restart ran {ratio:.3f}x the live one; {_level_text(reference)}"
         )
-        self.study.set_user_attr(f"reference_levels:{harness.device}", [round(x, 4) for x in reference.levels])
-        errors = [round(e, 4) if e is not None else None for e in reference.level_errors]
-        self.study.set_user_attr(f"reference_level_errors:{harness.device}", errors)
+        levels = ReferenceLevels(
+            levels=[round(x, 4) for x in reference.levels],
+            errors=[round(e, 4) if e is not None else None for e in reference.level_errors],
+        )
+        update_study_record(self.study, reference_levels={harness.device: levels})
 
     def _tell_run(
         self,

@@ -17,7 +17,14 @@ from autotune.measure.stats import METHOD
 from autotune.runtime import environment
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search._options import SearchOptions
-from autotune.study.storage import create_study, open_storage
+from autotune.study.storage import (
+    SearchSettings,
+    StudyRecord,
+    create_study,
+    open_storage,
+    read_study_record,
+    update_study_record,
+)
 
 __all__ = ["forget_new_study", "open_search_study"]
 
@@ -50,38 +57,47 @@ def open_search_study(
         pruner=pruner,
         **directions,
     )
-    attrs = study.user_attrs
-    _check_resumed(options, str(objectives), attrs)
-    study.set_user_attr("objective", str(objectives))
-    if "method" not in attrs:  # the method its search-time figures are measured with: the first session's
-        study.set_user_attr("method", dict(METHOD))
-    study.set_user_attr("pick", str(parse_pick(options.pick)))
-    study.set_user_attr("model", options.model)
-    study.set_user_attr("device", options.device)
-    study.set_user_attr("workload", summary.to_dict())
-    study.set_user_attr("model_fingerprint", model_fingerprint)
-    settings = {"sampler": options.sampler_name, "pruner": options.pruner_name, "seed": options.seed}
-    settings["protocol"] = options.protocol.to_dict()
-    settings["allow_precision_changes"] = options.allow_precision_changes
-    settings["storage"] = options.storage_url if options.storage else "study.db"
-    study.set_user_attr("settings", settings)
-    study.set_user_attr("space", space_name)
-    return study, created or not attrs
+    record = read_study_record(study)
+    resumed = record != StudyRecord()  # a study no search has opened holds nothing: its record is the defaults
+    if resumed:
+        _check_resumed(options, str(objectives), record)
+    settings = SearchSettings(
+        sampler=options.sampler_name,
+        pruner=options.pruner_name,
+        seed=options.seed,
+        protocol=options.protocol.to_dict(),
+        allow_precision_changes=options.allow_precision_changes,
+        storage=options.storage_url if options.storage else "study.db",
+    )
+    update_study_record(
+        study,
+        objective=str(objectives),
+        # The method its search-time figures are measured with: the first session's.
+        method=record.method if record.method is not None else dict(METHOD),
+        pick=str(parse_pick(options.pick)),
+        model=options.model,
+        device=options.device or "",
+        workload=summary,
+        model_fingerprint=model_fingerprint,
+        settings=settings,
+        space=space_name,
+    )
+    return study, created or not resumed
 
 
-def _check_resumed(options: SearchOptions, objectives: str, attrs: dict[str, Any]) -> None:
+def _check_resumed(options: SearchOptions, objectives: str, record: StudyRecord) -> None:
     """A study started with another objective, model, device or environment is refused, naming what differs."""
-    for key, wanted, flag in (
-        ("objective", objectives, "--objective"),
-        ("model", options.model, "--model"),
-        ("device", options.device, "--device"),
+    for recorded_value, wanted, flag in (
+        (record.objective, objectives, "--objective"),
+        (record.model, options.model, "--model"),
+        (record.device, options.device, "--device"),
     ):
-        if attrs.get(key) is not None and attrs.get(key) != wanted:
+        if recorded_value and recorded_value != wanted:
             raise SearchError(
-                f"study {options.name!r} was started with {flag} {attrs[key]}, not {wanted}: its trials would not "
-                "compare with new ones; use another --study-name (or --out), or the same setting."
+                f"study {options.name!r} was started with {flag} {recorded_value}, not {wanted}: its trials would "
+                "not compare with new ones; use another --study-name (or --out), or the same setting."
             )
-    recorded = attrs.get("environment") or {}
+    recorded = record.environment
     compared = [key for key in ("torch", "cuda", "python") if key in recorded]
     changed = environment.differences(recorded, environment.fingerprint("cpu"), compared)
     if changed and not options.reuse_since:

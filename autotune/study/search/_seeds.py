@@ -38,7 +38,7 @@ from autotune.runtime.knobs import registered
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search._params import params_for
 from autotune.study.search._space import SearchSpace
-from autotune.study.storage import TrialRecord, queued_attrs, record_of, trial_rank
+from autotune.study.storage import TrialRecord, queue_trial, record_of, trial_rank
 
 __all__ = [
     "PAD_MULTIPLE",
@@ -213,7 +213,7 @@ def seed_study(study: optuna.Study, space: SearchSpace, seeds: Sequence[Recipe],
     """Enqueue up to `limit` seeds as the study's first trials; returns what was done, in words."""
     queued, notes = planned_seeds(space, seeds, limit)
     for seed, params in queued:
-        study.enqueue_trial(params, user_attrs=queued_attrs(TrialRecord(recipe=seed.name)), skip_if_exists=True)
+        queue_trial(study, params, TrialRecord(recipe=seed.name), skip_if_exists=True)
     return notes
 
 

@@ -71,11 +71,16 @@ from autotune.study.search._seeds import recipes_pending, seed_study, stacked_re
 from autotune.study.search._space_file import load_space
 from autotune.study.storage import (
     REFERENCES,
+    CompileCacheRecord,
+    SearchSession,
+    SessionBaselines,
     ValueScale,
     adopt_scale,
+    read_study_record,
     record_of,
     storage_failures_named,
     study_scale,
+    update_study_record,
 )
 from autotune.trial.request import RunRecord
 from autotune.trial.runner import remove_abandoned_workdirs
@@ -147,8 +152,8 @@ class _Search:
 
     def _run(self) -> SearchResult | None:
         # What an earlier session cost is not this one's: a session that ends before its export records none.
-        self.study.set_user_attr("search_stages", {})
-        if self.options.doctor and "doctor" not in self.study.user_attrs:
+        update_study_record(self.study, search_stages={})
+        if self.options.doctor and read_study_record(self.study).doctor is None:
             with self._stage("doctor"):
                 self._diagnose()
         self.explore()
@@ -167,10 +172,11 @@ class _Search:
         if self.options.compile_cache:
             with self._stage("compile cache"):
                 self._save_compile_cache(campaign_of(self.study)[0], campaign)
-        self.study.set_user_attr("search_wall_seconds", round(time.monotonic() - self.started, 1))
-        self.study.set_user_attr("search_stages", {name: round(s, 1) for name, s in self.stages.items()})
-        self.study.set_user_attr(
-            "search_session", {"host": socket.gethostname(), "pid": os.getpid(), "workers": self.plan.workers}
+        update_study_record(
+            self.study,
+            search_wall_seconds=round(time.monotonic() - self.started, 1),
+            search_stages={name: round(s, 1) for name, s in self.stages.items()},
+            search_session=SearchSession(host=socket.gethostname(), pid=os.getpid(), workers=self.plan.workers),
         )
         return export_study(self.study, self.options.out_dir)
 
@@ -199,7 +205,7 @@ class _Search:
         except AutotuneError as exc:
             self._note(f"doctor: could not analyse the workload ({exc}); searching anyway")
             return
-        self.study.set_user_attr("doctor", found.to_dict())
+        update_study_record(self.study, doctor=found.to_dict())
         self._note(f"doctor: {found.verdict()}{'' if found.clean else ' (`autotune doctor` for details)'}")
 
     def explore(self) -> None:
@@ -277,14 +283,14 @@ class _Search:
         They take at most half the trials left, so the sampler keeps the rest.
         """
         stacking = self.options.recipes and not self.options.brute_force
-        if not stacking or "stacked" in self.study.user_attrs or recipes_pending(self.study):
+        if not stacking or read_study_record(self.study).stacked is not None or recipes_pending(self.study):
             return
         assert self.loop.space is not None
         seeds, _ = study_seeds(self.loop.space, self.summary, self.options.trials)
         stacked = stacked_recipes(self.study, seeds, self.objective)
         left = max(self.options.trials - self.loop.ledger.started(), 0)
         notes = seed_study(self.study, self.loop.space, stacked, limit=left // 2)
-        self.study.set_user_attr("stacked", [seed.name for seed in stacked])
+        update_study_record(self.study, stacked=[seed.name for seed in stacked])
         for note in notes:
             self._note(note.replace("recipe ", "stacked recipe ", 1))
 
@@ -334,7 +340,7 @@ class _Search:
         )
         if staged is not None:
             os.replace(staged, self.options.out_dir / "compile_cache.bin")
-        self.study.set_user_attr("compile_cache", {**section, "subject": choice.subject})
+        update_study_record(self.study, compile_cache=CompileCacheRecord(subject=choice.subject, section=dict(section)))
         self._note(compile_cache.describe(section))
 
     # -- display -----------------------------------------------------------------------------
@@ -400,17 +406,21 @@ def _baselines(search: _Search) -> dict[str, dict[str, Any]]:
     if measured.compile.complete or measured.compile.reason in DETERMINISTIC_FAILURES:
         # A plain trial would compile the same code again: its outcome is this run's (see `TrialLoop.plain_run`).
         loop.plain_run = (measured.compile_run, created)
-    for name, figures in baselines.items():
-        search.study.set_user_attr(f"baseline.{name}", figures)
     seen = measured.compile_run.environment or {}
     if seen:
-        search.study.set_user_attr("environment", seen)
         loop.host = environment.host_key(seen)
-    # Each host's own baselines, under its key: a study several hosts share compares every
+    session = SessionBaselines(
+        eager=measured.eager,
+        compile=measured.compile,
+        compile_over_eager=baselines["compile"].get("speedup_vs_eager"),
+        host=socket.gethostname(),
+        environment=dict(seen),
+        measured=utc_now(),
+    )
+    # Each host's own baselines too, under its key: a study several hosts share compares every
     # trial with the baselines of the host that ran it (the trial's `baselines_of`).
-    search.study.set_user_attr(
-        f"baselines.{loop.host}",
-        {"host": socket.gethostname(), "environment": seen, "measured": utc_now(), **baselines},
+    update_study_record(
+        search.study, baselines=session, host_baselines={loop.host: session}, **({"environment": seen} if seen else {})
     )
     ratio = measured.reference.over_eager if measured.reference is not None else None
     if ratio:
@@ -500,7 +510,7 @@ def _confirm(search: _Search) -> Campaign | None:
         cache_proof=search.cache_proof,
     )
     search.plan.confirmation_seconds, search.plan.run_started = 0.0, None
-    search.study.set_user_attr("confirmation", campaign.to_dict())
+    update_study_record(search.study, confirmation=campaign)
     search._note(f"confirmation: {campaign.stopped}")
     noise = campaign.noise()
     if noise["noisy_runs"]:
@@ -514,12 +524,13 @@ def _confirm(search: _Search) -> Campaign | None:
 def _subjects(search: _Search, top: list[optuna.trial.FrozenTrial]) -> list[Subject]:
     """Both baselines and the trials to confirm, each with its first run and its own cache folder."""
     caches = search.loop.caches
+    measured = read_study_record(search.study).baselines
     baselines = [
         Subject(
             name=name,
             config=config,
             cache_dir=str(caches / name),
-            cold=RunRecord.from_figures(search.study.user_attrs.get(f"baseline.{name}") or {}),
+            cold=measured.of(name),
             reproduce=True,
         )
         for name, config in (("eager", None), ("compile", CompileConfig()))

@@ -1,10 +1,12 @@
-"""Where a study's records live: opening Optuna storages, the liveness of a shared study's trials, the scale of its
-search-time figures, and the retune history file."""
+"""Where a study's records live: opening Optuna storages, the study's record and each trial's, the liveness of a shared
+study's trials, the scale of its search-time figures, and the retune history file.
+
+Nothing outside this package reads or writes an Optuna study's or trial's user attributes: it reads and writes the
+records (`read_study_record`, `update_study_record`; `record_of`, `update_record`, `queue_trial`)."""
 
 from __future__ import annotations
 
 from autotune.study.storage._heartbeat import (
-    ABANDONED,
     MAX_RETRIES,
     Heartbeat,
     Liveness,
@@ -16,14 +18,7 @@ from autotune.study.storage._heartbeat import (
     trial_id,
 )
 from autotune.study.storage._history import HISTORY_FILE, append_history, read_history
-from autotune.study.storage._scale import (
-    REFERENCES,
-    VALUE_SCALE,
-    ValueScale,
-    adopt_scale,
-    scaled_baselines,
-    study_scale,
-)
+from autotune.study.storage._scale import REFERENCES, adopt_scale, scaled_baselines, study_scale
 from autotune.study.storage._storage import (
     check_storage_url,
     create_study,
@@ -34,9 +29,23 @@ from autotune.study.storage._storage import (
     shown,
     storage_failures_named,
 )
+from autotune.study.storage._study_record import (
+    STUDY_KEY,
+    CompileCacheRecord,
+    ReferenceLevels,
+    SearchSession,
+    SearchSettings,
+    SessionBaselines,
+    StudyRecord,
+    ValueScale,
+    read_study_record,
+    update_study_record,
+    write_study_record,
+)
 from autotune.study.storage._trial_record import (
     TRIAL_KEY,
     TrialRecord,
+    queue_trial,
     queued_attrs,
     record_of,
     update_record,
@@ -45,15 +54,20 @@ from autotune.study.storage._trial_record import (
 from autotune.study.storage._values import trial_rank, trial_value
 
 __all__ = [
-    "ABANDONED",
+    "CompileCacheRecord",
     "HISTORY_FILE",
     "Heartbeat",
     "Liveness",
     "TrialRecord",
     "MAX_RETRIES",
     "REFERENCES",
+    "ReferenceLevels",
+    "STUDY_KEY",
+    "SearchSession",
+    "SearchSettings",
+    "SessionBaselines",
+    "StudyRecord",
     "TRIAL_KEY",
-    "VALUE_SCALE",
     "ValueScale",
     "adopt_scale",
     "append_history",
@@ -66,7 +80,9 @@ __all__ = [
     "grace_period",
     "load_search_study",
     "open_storage",
+    "queue_trial",
     "queued_attrs",
+    "read_study_record",
     "record_of",
     "opened_in",
     "read_history",
@@ -79,5 +95,7 @@ __all__ = [
     "trial_rank",
     "trial_value",
     "update_record",
+    "update_study_record",
     "write_record",
+    "write_study_record",
 ]

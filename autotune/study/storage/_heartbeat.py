@@ -12,9 +12,9 @@ search's trial on SQLite is recorded (`abandoned`), and queues each configuratio
 once, with Optuna's retry callback: a host that died is no fault of the configuration, but
 one that took its host down twice is not tried a third time. Optuna fails the trial before
 calling back, so its attributes can no longer be written: the reason is kept in the study's
-attributes under the trial's number (`failure_of` reads either). A SQLite study lives on
+record (`StudyRecord.abandoned`) under the trial's number (`failure_of` reads either). A SQLite study lives on
 one host, where the search's process id says more, sooner: `TrialLoop.reap_abandoned` uses
-that, and records why in the study the same way.
+that, and records why in the study record the same way.
 
 Everything goes through Optuna's public API: the storage the study was opened in
 (`opened_in`), its heartbeat methods, and trial ids looked up by study name and number.
@@ -27,7 +27,6 @@ import copy
 import inspect
 import threading
 import warnings
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
@@ -35,11 +34,11 @@ from typing import Any
 import optuna
 
 from autotune.study.storage._storage import opened_in
+from autotune.study.storage._study_record import StudyRecord, update_study_record
 from autotune.study.storage._trial_record import TRIAL_KEY, queued_attrs, record_of
 from autotune.trial.request import RunRecord
 
 __all__ = [
-    "ABANDONED",
     "MAX_RETRIES",
     "Heartbeat",
     "Liveness",
@@ -53,8 +52,6 @@ __all__ = [
 
 MAX_RETRIES = 1
 """How many times an abandoned trial's configuration is queued again."""
-ABANDONED = "abandoned:"
-"""The study attribute, followed by a trial's number, that says why a stale trial was failed."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,7 +99,7 @@ def _stale(study: optuna.Study, frozen: optuna.trial.FrozenTrial) -> None:
         f"{record.host}) sent no heartbeat for {grace_period(study)} s"
         + ("; its configuration is queued again" if retry else "; not queued again: it was a retry already")
     )
-    study.set_user_attr(f"{ABANDONED}{frozen.number}", message)
+    update_study_record(study, abandoned={frozen.number: message})
     if retry:
         _queue_again(study, frozen)
     shown = copy.deepcopy(frozen)
@@ -111,10 +108,11 @@ def _stale(study: optuna.Study, frozen: optuna.trial.FrozenTrial) -> None:
     getattr(_failed_here, "trials", []).append(shown)
 
 
-def failure_of(trial: optuna.trial.FrozenTrial, study_attrs: Mapping[str, Any]) -> tuple[str, str]:
-    """Why a trial failed, and the message: its own attributes', or for a trial failed as stale by another search's
-    heartbeat, what that search recorded in the study; ('', '') for a trial that did not fail."""
-    message = study_attrs.get(f"{ABANDONED}{trial.number}")
+def failure_of(trial: optuna.trial.FrozenTrial, study: StudyRecord) -> tuple[str, str]:
+    """Why a trial failed, and the message: its own record's, or for a trial failed as stale by another search's
+    heartbeat, or left by a killed search, what was recorded in the study's record; ('', '') for a trial that did
+    not fail."""
+    message = study.abandoned.get(trial.number)
     record = record_of(trial)
     if trial.state == optuna.trial.TrialState.FAIL and record.run is None and isinstance(message, str):
         return "abandoned", message

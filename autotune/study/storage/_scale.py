@@ -4,72 +4,34 @@ A trial's search-time rate is its paired ratio to the live reference times a rat
 rate each session's own, a study resumed the next night, or shared by a faster host, would mix
 scales: a machine 20% slower that night puts every new trial 20% below the old ones, and the
 pruner's medians, the sampler and the choice of trials to confirm would read it as the trials'.
-So the first session records its reference's rates in the study (`VALUE_SCALE`, one scale per
-baseline the trials were paired with), and every later session multiplies its ratios by them,
+So the first session records its reference's rates in the study record (`StudyRecord.scales`, one
+scale per baseline the trials were paired with), and every later session multiplies its ratios by them,
 whatever its own machine measured. Only rates are on it: compile seconds (a `time-to:N`
 objective's first term, a Pareto front's compile time) are each session's own.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import optuna
 
+from autotune.study.storage._study_record import (
+    REFERENCES,
+    StudyRecord,
+    ValueScale,
+    read_study_record,
+    update_study_record,
+)
 from autotune.study.storage._trial_record import record_of
 
-__all__ = ["REFERENCES", "VALUE_SCALE", "ValueScale", "adopt_scale", "scaled_baselines", "study_scale"]
-
-VALUE_SCALE = "value_scale"
-"""The study attribute that holds the scales: {reference: `ValueScale.to_dict()`}."""
-REFERENCES = ("compile", "eager")
-"""The baselines a search pairs trials with: plain torch.compile, or eager where plain compile failed."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class ValueScale:
-    """A reference's rates in the session that began the study: what a search-time ratio of 1 reads as."""
-
-    reference: str
-    """The baseline the trials were paired with: one of `REFERENCES`."""
-    samples_per_second: float
-    batches_per_second: float
-    host: str
-    measured: str
-    """When (UTC, ISO 8601), or which trial it was read from in a study begun before scales were recorded."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "samples_per_second": self.samples_per_second,
-            "batches_per_second": self.batches_per_second,
-            "host": self.host,
-            "measured": self.measured,
-        }
-
-    @classmethod
-    def read(cls, attrs: dict[str, Any], reference: str) -> ValueScale | None:
-        """The scale of `reference` that a study's attributes hold; None where none was recorded or it is unreadable."""
-        scales = attrs.get(VALUE_SCALE)
-        raw = scales.get(reference) if isinstance(scales, dict) and reference in REFERENCES else None
-        if not isinstance(raw, dict):
-            return None
-        try:
-            scale = cls(
-                reference=reference,
-                samples_per_second=float(raw["samples_per_second"]),
-                batches_per_second=float(raw["batches_per_second"]),
-                host=str(raw.get("host", "")),
-                measured=str(raw.get("measured", "")),
-            )
-        except (KeyError, TypeError, ValueError):
-            return None
-        return scale if scale.samples_per_second > 0 and scale.batches_per_second > 0 else None
+__all__ = ["REFERENCES", "ValueScale", "adopt_scale", "scaled_baselines", "study_scale"]
 
 
 def study_scale(study: optuna.Study, reference: str = "compile") -> ValueScale | None:
     """The scale `study`'s search-time rates paired with `reference` are on, if one was recorded."""
-    return ValueScale.read(study.user_attrs, reference)
+    scale = read_study_record(study).scales.get(reference)
+    return scale if scale is not None and scale.usable else None
 
 
 def adopt_scale(study: optuna.Study, measured: ValueScale) -> tuple[ValueScale, bool]:
@@ -86,12 +48,9 @@ def adopt_scale(study: optuna.Study, measured: ValueScale) -> tuple[ValueScale, 
         return recorded, False
     first = _earliest_paired(study) if measured.reference == "compile" else None
     chosen = first or measured
-    if chosen.samples_per_second <= 0 or chosen.batches_per_second <= 0:
+    if not chosen.usable:
         return measured, True  # nothing to scale by: the trials' rates stay this session's
-    scales = study.user_attrs.get(VALUE_SCALE)
-    study.set_user_attr(
-        VALUE_SCALE, {**(scales if isinstance(scales, dict) else {}), chosen.reference: chosen.to_dict()}
-    )
+    update_study_record(study, scales={chosen.reference: chosen})
     stored = study_scale(study, measured.reference) or chosen  # read back: another host may have written since
     return stored, stored == measured
 
@@ -119,14 +78,15 @@ def _earliest_paired(study: optuna.Study) -> ValueScale | None:
     return None
 
 
-def scaled_baselines(attrs: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The search-time baselines a study's attributes hold (`baseline.eager`, `baseline.compile`), their rates put on
-    the study's scale where it has one: where the search's trials stand against them, whichever session measured."""
-    baselines = {name: dict(attrs.get(f"baseline.{name}") or {}) for name in REFERENCES}
-    over_eager = baselines["compile"].get("speedup_vs_eager")  # plain compile's paired ratio to eager, latest session
+def scaled_baselines(record: StudyRecord) -> dict[str, dict[str, Any]]:
+    """The search-time baselines a study's record holds, each as flat figures (`SessionBaselines.figures`), their
+    rates put on the study's scale where it has one: where the search's trials stand against them, whichever session
+    measured."""
+    baselines = {name: record.baselines.figures(name) for name in REFERENCES}
+    over_eager = record.baselines.compile_over_eager  # plain compile's paired ratio to eager, latest session
     for reference in REFERENCES:  # plain compile's scale first: the one a search pairs with
-        scale = ValueScale.read(attrs, reference)
-        if scale is None:
+        scale = record.scales.get(reference)
+        if scale is None or not scale.usable:
             continue
         factors = {reference: 1.0}
         if isinstance(over_eager, int | float) and over_eager > 0:

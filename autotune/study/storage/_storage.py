@@ -23,6 +23,7 @@ import sqlalchemy.engine
 import sqlalchemy.exc
 
 from autotune.errors import SearchError
+from autotune.study.storage._study_record import read_study_record
 
 __all__ = [
     "check_storage_url",
@@ -173,7 +174,7 @@ def load_search_study(storage: str, study_name: str) -> optuna.Study:
     except sqlalchemy.exc.SQLAlchemyError as exc:
         _refuse_damaged(storage, exc)
         raise SearchError(f"cannot read study {study_name!r} from {shown(storage)}: {_first_line(exc)}") from None
-    if "workload" not in study.user_attrs:
+    if read_study_record(study).workload is None:
         raise SearchError(
             f"study {study_name!r} in {shown(storage)} was not made by `autotune search`: it records no workload."
         )

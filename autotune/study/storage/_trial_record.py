@@ -22,7 +22,7 @@ from autotune.errors import ConfigError, RecordError
 from autotune.runtime.config import CompileConfig
 from autotune.trial.request import RunRecord
 
-__all__ = ["TRIAL_KEY", "TrialRecord", "queued_attrs", "record_of", "update_record", "write_record"]
+__all__ = ["TRIAL_KEY", "TrialRecord", "queue_trial", "queued_attrs", "record_of", "update_record", "write_record"]
 
 TRIAL_KEY = "trial"
 """The one user attribute of an Optuna trial that holds its record."""
@@ -41,6 +41,12 @@ class _HasUserAttrs(Protocol):
 
 class _Settable(_HasUserAttrs, Protocol):
     def set_user_attr(self, key: str, value: Any) -> None: ...
+
+
+class _Queue(Protocol):
+    def enqueue_trial(
+        self, params: dict[str, Any], user_attrs: dict[str, Any] | None = None, skip_if_exists: bool = False
+    ) -> None: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -283,3 +289,9 @@ def write_record(trial: _Settable, record: TrialRecord) -> TrialRecord:
 def queued_attrs(record: TrialRecord) -> dict[str, Any]:
     """The user attributes to queue a trial with (`Study.enqueue_trial`): its record, as asked."""
     return {TRIAL_KEY: record.to_dict()}
+
+
+def queue_trial(study: _Queue, params: dict[str, Any], record: TrialRecord, *, skip_if_exists: bool = False) -> None:
+    """Queue a trial of `params` in `study` (`Study.enqueue_trial`) with `record` as its record: why it was asked.
+    `skip_if_exists`: not where a trial of the same parameters is already there, run or waiting."""
+    study.enqueue_trial(params, user_attrs=queued_attrs(record), skip_if_exists=skip_if_exists)
