@@ -27,7 +27,7 @@ def _study() -> optuna.Study:
     # Trial 0 reuses the baseline's run: it compiled nothing of its own.
     _trial(study, 0, reused_run="the plain compile baseline", compile_seconds=40.0, wall_seconds=60.0)
     phases = {"start": 2.0, "compile": 50.0, "restart": 12.0, "measure": 8.0}
-    _trial(study, 1, compile_seconds=50.0, wall_seconds=75.0, phase_seconds=phases)
+    _trial(study, 1, compile_seconds=50.0, wall_seconds=75.0, phase_seconds=phases, check_seconds=3.0)
     # Trial 2 stood stopped 2 s while another worker of its device measured: not its own time.
     _trial(
         study,
@@ -54,7 +54,8 @@ def test_the_cost_is_the_sessions_wall_time_over_its_own_cold_compiles() -> None
     rest = cost["rest_seconds"]
     assert rest["baselines beyond plain compile's compile"] == 50.0
     assert rest["warm restarts"] == 20.0 and rest["paired windows"] == 16.0
-    assert rest["trials' starts, checks and stream passes"] == (75 - 50 - 12 - 8) + (50 - 2 - 30 - 8 - 8)
+    assert rest["trials' accuracy checks"] == 3.0
+    assert rest["trials' starts and stream passes"] == (75 - 50 - 12 - 8) + (50 - 2 - 30 - 8 - 8) - 3
     assert rest["anchors and the study's bookkeeping"] == 200 - 80 - 7 - 20 - 16
     assert sum(rest.values()) + cost["cold_compile_seconds"] == pytest.approx(cost["wall_seconds"])
 

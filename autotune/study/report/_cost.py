@@ -46,8 +46,10 @@ def search_cost(study: optuna.Study) -> dict[str, Any] | None:
     plain = float(study_record.baselines.of("compile").compile_seconds or 0.0)
     compiles = [float(t.get("compile_seconds") or 0.0) for t in ran if (t.get("compile_seconds") or 0.0) > 0]
     cold = plain + sum(compiles)
-    restarts = windows = others = 0.0
+    restarts = windows = others = checks = 0.0
     for figures in ran:
+        # The accuracy check of the trial's first run: eager's reference and the compared steps beside the compile.
+        checks += float(figures.get("check_seconds") or 0.0)
         phases = figures.get("phase_seconds") or {}
         restart, measure = float(phases.get("restart", 0.0)), float(phases.get("measure", 0.0))
         restarts += restart
@@ -60,7 +62,8 @@ def search_cost(study: optuna.Study) -> dict[str, Any] | None:
     rest = {
         "doctor": float(stages.get("doctor", 0.0)),
         "baselines beyond plain compile's compile": max(float(stages.get("baselines", 0.0)) - plain, 0.0),
-        "trials' starts, checks and stream passes": others,
+        "trials' accuracy checks": checks,
+        "trials' starts and stream passes": max(others - checks, 0.0),
         "warm restarts": restarts,
         "paired windows": windows,
         "anchors and the study's bookkeeping": max(trials_stage - sum(compiles) - others - restarts - windows, 0.0),
