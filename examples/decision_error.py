@@ -72,7 +72,8 @@ from autotune.measure.stats import FUTILITY_CHANCE, FUTILITY_RULE, _statistics
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search._effort import EFFORTS
-from autotune.trial.request import RunProtocol, RunRecord, TrialRequest, TrialRun
+from autotune.trial.request import RunProtocol, TrialRequest, TrialRun
+from autotune.trial.run_record import RunRecord
 
 RATIOS = (0.98, 0.99, 1.00, 1.05, 1.10)
 SPREADS = (0.005, 0.01, 0.02, 0.04, 0.05, 0.06)

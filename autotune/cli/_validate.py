@@ -14,7 +14,7 @@ EXIT_SLOWER = EXIT_REGRESSION
 """validate's 3: the configuration works but is decided slower than plain compile (worse, as retune's 3 is)."""
 
 if TYPE_CHECKING:
-    from autotune.trial.request import RunRecord
+    from autotune.trial.run_record import RunRecord
 
 __all__ = ["DESCRIPTION", "EPILOG", "HELP", "NAME", "add_flags", "run"]
 

@@ -32,7 +32,6 @@ __all__ = [
     "OTHERS_BUSY",
     "WINDOW_SPREAD",
     "RunProtocol",
-    "RunRecord",
     "TrialRequest",
     "TrialRun",
     "WORKER_PROGRAM",

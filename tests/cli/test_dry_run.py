@@ -12,7 +12,7 @@ import pytest
 
 from autotune import cli
 from autotune.study.search import SearchOptions, estimate
-from autotune.trial.request import RunRecord
+from autotune.trial.run_record import RunRecord
 
 pytestmark = pytest.mark.parallel  # times nothing it asserts on
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from autotune import CompileConfig
 from autotune.measure import Campaign, Subject, Throughput
 from autotune.measure.engine import Replicate
-from autotune.trial.request import RunRecord, TrialRun
+from autotune.trial.request import TrialRun
+from autotune.trial.run_record import RunRecord
 from tests import fake_records
 
 THROUGHPUT = Throughput()

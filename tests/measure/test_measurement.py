@@ -23,7 +23,8 @@ from autotune.measure.engine import _engine as engine
 from autotune.measure.engine import with_protocol
 from autotune.study.storage import read_study_record, record_of
 from autotune.trial.live import LiveWorker
-from autotune.trial.request import RunProtocol, RunRecord, TrialRequest
+from autotune.trial.request import RunProtocol, TrialRequest
+from autotune.trial.run_record import RunRecord
 from autotune.trial.runner import run_trial
 from tests.short_runs import SHORT, SHORT_FLAGS, source_for
 

@@ -20,7 +20,7 @@ from autotune.measure.stats import (
     objective_help,
     objective_kinds,
 )
-from autotune.trial.request import RunRecord
+from autotune.trial.run_record import RunRecord
 
 pytestmark = pytest.mark.parallel
 

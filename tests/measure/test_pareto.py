@@ -15,7 +15,7 @@ from autotune.errors import SearchError
 from autotune.measure import Campaign, Objectives, Subject, Throughput, parse_pick
 from autotune.measure.choice import choose_point, front, subjects_to_confirm
 from autotune.measure.stats import Looks, outcome
-from autotune.trial.request import RunRecord
+from autotune.trial.run_record import RunRecord
 
 pytestmark = pytest.mark.parallel
 

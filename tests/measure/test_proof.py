@@ -28,7 +28,8 @@ from autotune.measure.stats import (
     upper_bound,
 )
 from autotune.runtime.config import CompileConfig
-from autotune.trial.request import RunRecord, TrialRun
+from autotune.trial.request import TrialRun
+from autotune.trial.run_record import RunRecord
 from examples import decision_error
 from tests import fake_records
 

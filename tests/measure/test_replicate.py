@@ -15,7 +15,8 @@ import pytest
 from autotune.measure.engine import _replicate, block_orders, co_residence
 from autotune.measure.engine._next_replicate import _peak
 from autotune.trial.live import LiveWorker
-from autotune.trial.request import RunProtocol, RunRecord, TrialRequest, TrialRun, noisy_reason, window_figures
+from autotune.trial.request import RunProtocol, TrialRequest, TrialRun, noisy_reason, window_figures
+from autotune.trial.run_record import RunRecord
 from tests import fake_records
 
 pytestmark = pytest.mark.parallel

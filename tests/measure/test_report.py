@@ -12,7 +12,7 @@ from autotune import CompileConfig
 from autotune.measure import Campaign, Subject, TimeTo, choose
 from autotune.measure.engine import Replicate
 from autotune.measure.report import confirmation_cells, confirmation_rows
-from autotune.trial.request import RunRecord
+from autotune.trial.run_record import RunRecord
 from tests.measure.stands import REGIONAL, THROUGHPUT
 
 pytestmark = pytest.mark.parallel

@@ -12,7 +12,7 @@ import pytest
 from autotune.measure import Campaign, Subject, Throughput
 from autotune.measure.engine import Replicate
 from autotune.runtime.config import CompileConfig
-from autotune.trial.request import RunRecord
+from autotune.trial.run_record import RunRecord
 from examples.benchmark import _agreement_text, main, rank_swaps, render, search_agreement, unordered_pairs
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,8 @@ from autotune.study.report import Plan, Progress, SearchDisplay, duration
 from autotune.study.report import _display as display_module
 from autotune.study.report._display import QUIET, VERBOSE
 from autotune.study.search import _session as _search_session
-from autotune.trial.request import RunProtocol, RunRecord
+from autotune.trial.request import RunProtocol
+from autotune.trial.run_record import RunRecord
 
 pytestmark = pytest.mark.parallel
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from autotune.study.report import Plan, confirmation_guess
-from autotune.trial.request import RunProtocol, RunRecord
+from autotune.trial.request import RunProtocol
+from autotune.trial.run_record import RunRecord
 
 pytestmark = pytest.mark.parallel  # nothing here is timed: the times are a recording's
 

@@ -16,7 +16,7 @@ from autotune.study.storage import (
     scaled_baselines,
     study_scale,
 )
-from autotune.trial.request import RunRecord
+from autotune.trial.run_record import RunRecord
 
 pytestmark = pytest.mark.parallel
 

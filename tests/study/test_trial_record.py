@@ -11,7 +11,7 @@ import pytest
 
 from autotune.errors import RecordError
 from autotune.study.storage import TRIAL_KEY, TrialRecord, queue_trial, record_of, update_record
-from autotune.trial.request import RunRecord
+from autotune.trial.run_record import RunRecord
 
 pytestmark = pytest.mark.parallel
 

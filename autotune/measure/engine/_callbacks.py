@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from autotune.measure.engine._campaign import Campaign
 from autotune.measure.engine._rules import CampaignRules
-from autotune.trial.request import RunRecord
+from autotune.trial.run_record import RunRecord
 
 __all__ = ["COLD_COMPILE", "ReplicateCallback", "RunCallback", "run_label", "run_text"]
 

@@ -44,7 +44,8 @@ from autotune.measure.stats import (
 from autotune.runtime import codegen, environment
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.summary import WorkloadSummary
-from autotune.trial.request import PROBE_SLOWDOWN, WORKER_PROGRAM, RunProtocol, RunRecord, TrialRequest
+from autotune.trial.request import PROBE_SLOWDOWN, WORKER_PROGRAM, RunProtocol, TrialRequest
+from autotune.trial.run_record import RunRecord
 
 __all__ = ["BASELINES", "PROBE_SLOWDOWN", "Campaign", "Harness", "Subject", "with_protocol"]
 

@@ -15,7 +15,8 @@ from autotune.measure.engine._proof import CacheProof
 from autotune.measure.engine._replicate import ReplicatePlan, batches_for, co_residence
 from autotune.measure.engine._rules import CampaignRules
 from autotune.measure.engine._sizing import next_windows
-from autotune.trial.request import RunRecord, TrialRequest
+from autotune.trial.request import TrialRequest
+from autotune.trial.run_record import RunRecord
 
 __all__ = ["next_replicate"]
 

@@ -32,7 +32,8 @@ from autotune.runtime.device import parse_device
 from autotune.trial.events import MAX_PASSES
 from autotune.trial.live import LiveWorker
 from autotune.trial.records import ReadyReport, Window
-from autotune.trial.request import RunRecord, TrialRequest, TrialRun
+from autotune.trial.request import TrialRequest, TrialRun
+from autotune.trial.run_record import RunRecord
 
 __all__ = [
     "DESIGNS",

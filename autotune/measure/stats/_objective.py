@@ -18,7 +18,7 @@ from typing import ClassVar
 
 from autotune.errors import SearchError
 from autotune.runtime.registry import declared_in
-from autotune.trial.request import RunRecord
+from autotune.trial.run_record import RunRecord
 
 __all__ = ["Objective", "Objectives", "faster", "objective_help", "objective_kinds"]
 

@@ -20,7 +20,8 @@ from pathlib import Path
 from autotune.measure.engine import Harness, Subject, batches_for, calibrate
 from autotune.measure.tasks._pairing import LiveReference, first_run, joined_run, pair_windows
 from autotune.trial.live import LiveWorker
-from autotune.trial.request import RunRecord, TrialRequest, TrialRun, window_figures
+from autotune.trial.request import TrialRequest, TrialRun, window_figures
+from autotune.trial.run_record import RunRecord
 
 __all__ = ["Baselines", "measure_baselines"]
 

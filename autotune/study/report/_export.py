@@ -50,7 +50,7 @@ from autotune.study.storage import (
     trial_value,
 )
 from autotune.trial.compile_split import SPLIT_PARTS
-from autotune.trial.request import RunRecord
+from autotune.trial.run_record import RunRecord
 
 __all__ = [
     "SearchResult",

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from autotune.measure.engine import expected_replicate_seconds, first_windows
-from autotune.trial.request import RunProtocol, RunRecord
+from autotune.trial.request import RunProtocol
+from autotune.trial.run_record import RunRecord
 
 __all__ = ["Plan", "Progress", "ProgressCallback", "confirmation_guess", "quiet"]
 

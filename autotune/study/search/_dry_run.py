@@ -24,7 +24,8 @@ from autotune.study.search._options import SearchOptions
 from autotune.study.search._prepare import prepare
 from autotune.study.search._seeds import planned_seeds, study_seeds
 from autotune.study.search._space_file import load_space
-from autotune.trial.request import RunProtocol, RunRecord
+from autotune.trial.request import RunProtocol
+from autotune.trial.run_record import RunRecord
 
 __all__ = ["DryRun", "Estimate", "dry_run", "estimate"]
 

@@ -50,7 +50,8 @@ from autotune.study.storage import (
     write_record,
 )
 from autotune.trial.gate import GateClosed, MeasurementGate
-from autotune.trial.request import RunRecord, TrialRequest, TrialRun
+from autotune.trial.request import TrialRequest, TrialRun
+from autotune.trial.run_record import RunRecord
 
 __all__ = ["DETERMINISTIC_FAILURES", "TrialLoop", "crowded_out"]
 

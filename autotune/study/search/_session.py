@@ -82,7 +82,7 @@ from autotune.study.storage import (
     study_scale,
     update_study_record,
 )
-from autotune.trial.request import RunRecord
+from autotune.trial.run_record import RunRecord
 from autotune.trial.runner import remove_abandoned_workdirs
 
 __all__ = ["CACHES_FOLDER", "explore", "search"]

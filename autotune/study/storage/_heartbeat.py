@@ -36,7 +36,7 @@ import optuna
 from autotune.study.storage._storage import opened_in
 from autotune.study.storage._study_record import StudyRecord, update_study_record
 from autotune.study.storage._trial_record import TRIAL_KEY, queued_attrs, record_of
-from autotune.trial.request import RunRecord
+from autotune.trial.run_record import RunRecord
 
 __all__ = [
     "MAX_RETRIES",

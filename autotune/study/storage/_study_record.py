@@ -28,7 +28,8 @@ from typing import Any, Protocol
 from autotune.errors import AutotuneError, RecordError
 from autotune.measure import DEFAULT_PICK, Campaign, Objectives
 from autotune.runtime.summary import WorkloadSummary
-from autotune.trial.request import RunProtocol, RunRecord
+from autotune.trial.request import RunProtocol
+from autotune.trial.run_record import RunRecord
 
 __all__ = [
     "KEYED_FIELDS",
@@ -125,7 +126,8 @@ class SessionBaselines:
         run: RunRecord | None = getattr(self, name) if name in REFERENCES else None
         if run is None:
             return {}
-        data = run.to_dict()
+        # The run's version says how it was written, not what it measured: no figure of a table.
+        data = {k: v for k, v in run.to_dict().items() if k != "version"}
         if name == "compile" and self.compile_over_eager is not None:
             data["speedup_vs_eager"] = self.compile_over_eager
         return data

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from autotune.errors import ConfigError, RecordError
 from autotune.runtime.config import CompileConfig
-from autotune.trial.request import RunRecord
+from autotune.trial.run_record import RunRecord
 
 __all__ = ["TRIAL_KEY", "TrialRecord", "queue_trial", "queued_attrs", "record_of", "update_record", "write_record"]
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from autotune.measure.stats._objective import Objective
 from autotune.measure.stats._statistics import BAND
-from autotune.trial.request import RunRecord
+from autotune.trial.run_record import RunRecord
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autotune.measure.stats._objective import Objective
-from autotune.trial.request import RunRecord
+from autotune.trial.run_record import RunRecord
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from autotune.errors import SearchError
 from autotune.measure.stats._objective import Objective
-from autotune.trial.request import RunRecord
+from autotune.trial.run_record import RunRecord
 
 
 @dataclass(frozen=True)
