@@ -36,8 +36,9 @@ from autotune.study.storage import create_study, failure_of, record_of
 from autotune.trial import live, runner
 from autotune.trial.request import RunProtocol, TrialRequest
 from tests.best_yaml import tuned_config, write_best
-from tests.processes import gone, workers_of
+from tests.processes import alive, command_line, gone, with_command_line, workers_of
 from tests.short_runs import SHORT_FLAGS
+from tests.trial_targets import workloads
 
 TARGETS = "tests.trial_targets.workloads"
 
@@ -495,6 +496,36 @@ def test_a_workload_whose_own_eager_step_is_wrong_is_named_before_any_trial(
     assert "the workload does not run eagerly" in err and "workload_error" in err and said in err, err
     assert "Traceback" not in err
     assert not out.exists(), "no trial was spent: no study, no folder"
+
+
+def _sleeping(seconds: str) -> list[int]:
+    """The live `sleep SECONDS` processes (the daemons of `trial_targets.workloads`, each with its own SECONDS)."""
+    return [pid for pid in with_command_line(seconds) if command_line(pid) == ["sleep", seconds] and alive(pid)]
+
+
+@pytest.mark.parametrize("how", ["new_session", "double_fork"])
+@pytest.mark.parallel  # times nothing and waits on no tight deadline
+def test_a_target_that_starts_a_detached_daemon_is_refused_and_the_daemon_killed(how: str, tmp_path: Path) -> None:
+    # A daemon in a session of its own left the process group that was checked: the search exited 0, and every
+    # process that built the target (the search, each worker) left one more running.
+    seconds = workloads.DAEMON_SECONDS[how]
+    factory = "starts_a_daemon_in_factory" if how == "new_session" else "double_forks_a_daemon_in_factory"
+    argv = ["search", "--model", f"{TARGETS}:{factory}", "--trials", "2", "--device", "cpu", "--out", str(tmp_path)]
+    try:
+        done = subprocess.run([sys.executable, "-m", "autotune", *argv], capture_output=True, text=True, timeout=600)
+        output = done.stdout + done.stderr
+        assert done.returncode == cli.EXIT_ERROR, output
+        said = re.search(
+            rf"started 1 process\(es\) that were still running after it was built: pid (\d+): sleep {seconds}\.", output
+        )
+        assert said, output
+        assert "they were killed" in output and "Traceback" not in output, output
+        assert gone(int(said.group(1)), within=5), "the daemon was killed"
+        assert not _sleeping(seconds), "nothing is left running"
+        assert not (tmp_path / "study.db").exists(), "nothing is created for a workload that does not build cleanly"
+    finally:
+        for pid in _sleeping(seconds):
+            os.kill(pid, signal.SIGKILL)
 
 
 # -- 8. terminal escape sequences in best.yaml --------------------------------------------------

@@ -509,6 +509,41 @@ def leaves_a_process_in_factory() -> Workload:
     return tiny_infer()
 
 
+DAEMON_SECONDS = {"new_session": "3137", "double_fork": "3138", "in_every_build": "3139"}
+"""How long each detached `sleep` of the daemon factories sleeps: an argument no other process has, to find it by."""
+
+
+def starts_a_daemon_in_factory() -> Workload:
+    """Starts a `sleep` in a session of its own (as a logging or data-loading helper starts its daemon) and returns
+    without ending it: it leaves the process group of the process that built the workload."""
+    _sleep_detached(DAEMON_SECONDS["new_session"])
+    return tiny_infer()
+
+
+def double_forks_a_daemon_in_factory() -> Workload:
+    """Starts a `sleep` the way a Unix daemon does, by a double fork: a child starts a new session, forks the `sleep`
+    and ends at once, so the `sleep` has neither the builder's group nor the builder as its parent."""
+    child = os.fork()
+    if child == 0:
+        try:
+            os.setsid()
+            _sleep_detached(DAEMON_SECONDS["double_fork"])
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
+    return tiny_infer()
+
+
+def _sleep_detached(seconds: str) -> None:
+    subprocess.Popen(
+        ["sleep", seconds],
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 class FailsLater(TinyMLP):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.broken:
