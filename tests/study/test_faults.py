@@ -29,6 +29,7 @@ from autotune.measure import Objective
 from autotune.runtime import compile_cache, limits
 from autotune.runtime.summary import WorkloadSummary
 from autotune.runtime.tuned import read
+from autotune.study.doctor import diagnose
 from autotune.study.retune import _publish as publish
 from autotune.study.search import TrialLoop, load_space
 from autotune.study.search import _loop as trials
@@ -523,6 +524,19 @@ def test_a_target_that_starts_a_detached_daemon_is_refused_and_the_daemon_killed
         assert gone(int(said.group(1)), within=5), "the daemon was killed"
         assert not _sleeping(seconds), "nothing is left running"
         assert not (tmp_path / "study.db").exists(), "nothing is created for a workload that does not build cleanly"
+    finally:
+        for pid in _sleeping(seconds):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parallel  # times nothing and waits on no tight deadline
+def test_a_trial_process_ends_the_daemons_its_build_detached() -> None:
+    # The doctor checks nothing before it builds the target in its process, as a trial's worker would if the check
+    # before the search let such a target through: each such process left its daemon running.
+    seconds = workloads.DAEMON_SECONDS["in_every_build"]
+    try:
+        diagnose(f"{TARGETS}:starts_a_daemon_in_every_build", "cpu", protocol=RunProtocol(fresh_batches=0))
+        assert not _sleeping(seconds), "the process that built the target ended the daemon it detached"
     finally:
         for pid in _sleeping(seconds):
             os.kill(pid, signal.SIGKILL)

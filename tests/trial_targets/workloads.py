@@ -509,7 +509,12 @@ def leaves_a_process_in_factory() -> Workload:
     return tiny_infer()
 
 
-DAEMON_SECONDS = {"new_session": "3137", "double_fork": "3138", "in_every_build": "3139"}
+DAEMON_SECONDS = {
+    "new_session": "3137",
+    "double_fork": "3138",
+    "in_every_build": "3139",
+    "killed_with_its_worker": "3140",
+}
 """How long each detached `sleep` of the daemon factories sleeps: an argument no other process has, to find it by."""
 
 
@@ -532,6 +537,24 @@ def double_forks_a_daemon_in_factory() -> Workload:
             os._exit(0)
     os.waitpid(child, 0)
     return tiny_infer()
+
+
+def starts_a_daemon_in_every_build() -> Workload:
+    """starts_a_daemon_in_factory, with a `sleep` of its own to look for."""
+    _sleep_detached(DAEMON_SECONDS["in_every_build"])
+    return tiny_infer()
+
+
+class HangsWhenRun(TinyMLP):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        time.sleep(600)
+        return super().forward(x)
+
+
+def hangs_beside_a_daemon() -> Workload:
+    """Starts a detached `sleep` when built, then hangs: its worker is killed at its time limit while it lives."""
+    _sleep_detached(DAEMON_SECONDS["killed_with_its_worker"])
+    return tiny(model=HangsWhenRun())
 
 
 def _sleep_detached(seconds: str) -> None:
