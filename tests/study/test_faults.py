@@ -499,6 +499,33 @@ def test_a_workload_whose_own_eager_step_is_wrong_is_named_before_any_trial(
     assert not out.exists(), "no trial was spent: no study, no folder"
 
 
+@pytest.mark.parametrize(
+    ("target", "said"),
+    [
+        ("loss_is_none", "Workload.loss returned None; it must return the loss as a tensor of one element"),
+        ("own_step_returns_none", "Workload.step returned None; it must return the step's loss"),
+        ("raises", "RuntimeError: the model refuses this batch (raised at tests/trial_targets/workloads.py:"),
+    ],
+)
+@pytest.mark.parallel  # times nothing and waits on no tight deadline
+def test_a_workload_that_does_not_run_eagerly_stops_the_search_at_the_doctor_in_one_message(
+    target: str, said: str, tmp_path: Path
+) -> None:
+    # The doctor, which runs first, printed the worker's traceback, then "searching anyway"; the baselines then
+    # stopped the search with the same error a second time.
+    out = tmp_path / "out"
+    argv = ["search", "--model", f"tests.trial_targets.dynamo_only:{target}", "--trials", "2", "--device", "cpu"]
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune", *argv, "--out", str(out)], capture_output=True, text=True, timeout=600
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == cli.EXIT_ERROR, output
+    errors = [line for line in output.splitlines() if line.startswith("autotune: error:")]
+    assert len(errors) == 1 and "the workload does not run eagerly" in errors[0] and said in errors[0], output
+    assert "Traceback" not in output and "searching anyway" not in output and "baselines" not in output, output
+    assert not out.exists(), "no trial was spent: no study, no folder"
+
+
 def _sleeping(seconds: str) -> list[int]:
     """The live `sleep SECONDS` processes (the daemons of `trial_targets.workloads`, each with its own SECONDS)."""
     return [pid for pid in with_command_line(seconds) if command_line(pid) == ["sleep", seconds] and alive(pid)]

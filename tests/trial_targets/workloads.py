@@ -479,6 +479,18 @@ def loss_is_none() -> Workload:
     return tiny("train", loss=lambda output, batch: None)
 
 
+def own_step_returns_none() -> Workload:
+    """Training by its own step, which forgets to return the loss."""
+
+    def step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: torch.Tensor) -> None:
+        model(batch).pow(2).mean().backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    optimizer = lambda params: torch.optim.SGD(params, lr=0.01)  # noqa: E731
+    return Workload(model=TinyMLP(bias=False), batches=_batches, step=step, optimizer=optimizer, num_batches=4)
+
+
 def loss_is_nan() -> Workload:
     """Training on a broken data pipeline: every batch is NaN, so eager's own loss is NaN from the first step."""
     return tiny("train", batches=lambda: [torch.full((6, 16), float("nan")) for _ in range(4)])
