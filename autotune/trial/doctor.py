@@ -1,6 +1,8 @@
 """The compile doctor's process: `python -m autotune.trial.doctor REQUEST.json`.
 
-It builds the workload, compiles the model the way a user's plain `torch.compile(model)`
+It builds the workload and runs its step once eagerly, on the first fixed batch: a workload whose
+own step fails with nothing compiled is reported as the workload's error, in a line, since no trial
+could run it either. It then compiles the model the way a user's plain `torch.compile(model)`
 would, but with dynamo's `eager` backend (graph breaks and recompiles are decided by
 dynamo before any backend runs, so they are the same as with Inductor, found in seconds
 instead of minutes), then runs the workload's steps: two passes over the fixed batches,
@@ -32,10 +34,11 @@ import torch._dynamo
 from torch import nn
 from torch._dynamo.utils import clear_compilation_metrics, counters
 
+from autotune.errors import WorkloadError
 from autotune.runtime.device import Device, parse_device, to_device
 from autotune.trial.compile_split import compile_split
 from autotune.trial.events import open_request
-from autotune.trial.failure import classify
+from autotune.trial.failure import classify, one_line, raised_at
 from autotune.trial.records import DoctorFindings, Failure, PhaseChange
 from autotune.trial.request import RunProtocol
 from autotune.trial.worker import exit_now
@@ -159,6 +162,10 @@ def main(argv: list[str] | None = None) -> int:
         model.train(workload.trains)
         step = StepRunner(workload, device.torch_device, cuda_graphs=False)
         optimizer, step.extras = workload.build_optimizer(model)
+        phase = "eager"
+        events.emit(PhaseChange(phase=phase))
+        if fixed:
+            step.eager()(model, optimizer, fixed[0])
         compiled = compiled_as_generated(model, backend="eager")
         seen: set[str] = set()
         recompiles: list[dict[str, Any]] = []
@@ -194,12 +201,22 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
     except Exception as exc:
-        traceback.print_exc()
-        events.emit(
-            Failure(reason=classify(exc, "build" if phase == "build" else "run"), message=f"{exc}"[:2000], phase=phase)
-        )
+        reason = classify(exc, "build" if phase == "build" else "run")
+        if phase == "eager" and reason != "oom":
+            # Its own step fails with nothing compiled: the workload's error, whatever raised it. What it is and
+            # where it was raised say it; a traceback through autotune's frames would only bury that.
+            said = str(exc) if isinstance(exc, WorkloadError) else f"{one_line(exc)} (raised at {raised_at(exc)})"
+            events.emit(Failure(reason="workload_error", message=f"{NOT_EAGER}: {said}"[:2000], phase=phase))
+            return 1
+        if not isinstance(exc, WorkloadError):  # the workload's own code said what is wrong with it: no traceback
+            traceback.print_exc()
+        events.emit(Failure(reason=reason, message=f"{exc}"[:2000], phase=phase))
         return 1
     return 0
+
+
+NOT_EAGER = "the workload does not run eagerly: its step failed on the first fixed batch before anything was compiled"
+"""How the doctor's message starts when the workload's own step fails before anything is compiled."""
 
 
 def _timed_compile(

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
+from autotune.runtime.processes import adopt_orphans, kill_descendants
 from autotune.trial.records import GoCommand, WireRecord, WorkerOrder, event_line, parse_command, parse_event
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "PAUSE_FD_VARIABLE",
     "Events",
     "die_with_parent",
+    "end_detached",
     "open_request",
     "parse_event",
     "command_channel",
@@ -79,14 +81,23 @@ def die_with_parent() -> None:
     threading.Thread(target=watch, name="autotune-parent-watch", daemon=True).start()
 
 
+def end_detached() -> None:
+    """Kill what this trial process started that left its process group: a daemon in a session of its own, which
+    the parent's kill of the group does not reach. `open_request` made this process the subreaper of such
+    processes, so they are still found below it once the process that detached them has ended."""
+    kill_descendants(os.getpid(), outside_group=os.getpgrp())
+
+
 def open_request(argv: list[str] | None) -> tuple[WorkerOrder, Events]:
     """A trial process's start: its order (the JSON file named first in `argv`), and the channel to its parent.
 
-    From here on the process also ends when its parent is gone (`die_with_parent`).
+    From here on the process also ends when its parent is gone (`die_with_parent`), and adopts what
+    its descendants leave behind (`end_detached` ends them).
     """
     args = sys.argv[1:] if argv is None else argv
     request = WorkerOrder.from_json(json.loads(Path(args[0]).read_text()))
     die_with_parent()
+    adopt_orphans()
     fd = os.environ.get(EVENT_FD_VARIABLE)
     return request, Events(os.fdopen(int(fd), "w", buffering=1) if fd else sys.stdout)
 

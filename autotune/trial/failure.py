@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import traceback
+from pathlib import Path
+
 import torch
 
 from autotune.errors import WorkloadError
 
-__all__ = ["TrialFailure", "classify", "one_line"]
+__all__ = ["TrialFailure", "classify", "one_line", "raised_at"]
 
 
 class TrialFailure(Exception):
@@ -44,3 +48,16 @@ def one_line(exc: BaseException) -> str:
     lines = [line for line in str(exc).strip().splitlines() if line.strip()]
     detail = " ".join(lines[:3])[:600]
     return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+
+
+def raised_at(exc: BaseException) -> str:
+    """Where `exc` was raised, as 'file:line in function': the innermost frame of the user's code, outside autotune
+    and torch (a model's `forward`, a loss, a step), else the innermost frame of all; '?' without a traceback."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "?"
+    libraries = tuple(f"{folder}{os.sep}" for folder in (Path(__file__).parents[1], Path(torch.__file__).parent))
+    own = [frame for frame in frames if not frame.filename.startswith(libraries)]
+    frame = (own or frames)[-1]
+    here = f"{os.getcwd()}{os.sep}"
+    return f"{frame.filename.removeprefix(here)}:{frame.lineno} in {frame.name}"

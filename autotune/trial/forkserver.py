@@ -55,6 +55,7 @@ from autotune.trial.events import (
     HOLD_VARIABLE,
     PARENT_PID_VARIABLE,
     PAUSE_FD_VARIABLE,
+    end_detached,
 )
 from autotune.trial.records import WireRecord
 from autotune.trial.request import DOCTOR_PROGRAM, WORKER_PROGRAM
@@ -548,6 +549,8 @@ def _child(request: ForkRequest, fds: list[int], closing: Sequence[int]) -> int:
         code = program.main(list(request.args))
     except SystemExit as exit_:
         code = exit_.code
+    finally:
+        end_detached()  # as `exit_now` does when the program runs by `python -m`
     with contextlib.suppress(Exception):
         atexit._run_exitfuncs()
     if code is None:

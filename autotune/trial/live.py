@@ -32,7 +32,7 @@ from typing import Any
 
 from autotune.runtime import allocator
 from autotune.runtime.device import parse_device
-from autotune.runtime.processes import signal_group
+from autotune.runtime.processes import kill_descendants, signal_group
 from autotune.trial.events import (
     COMMAND_FD_VARIABLE,
     EVENT_FD_VARIABLE,
@@ -325,7 +325,7 @@ class LiveWorker:
             return self.run
         self.ended = True
         if self.stop_reason:
-            _kill_group(self.process)
+            _kill_run(self.process)
         self.resume()
         with contextlib.suppress(OSError, ValueError):
             self.commands.close()  # end of input: a worker still reading commands ends by itself
@@ -493,11 +493,21 @@ def _kill_group(process: WorkerProcess) -> None:
     signal_group(process.pid, signal.SIGKILL)
 
 
+def _kill_run(process: WorkerProcess) -> None:
+    """Kill a worker that still runs, with its process group and what it adopted outside that group.
+
+    A daemon that detached from the worker's group (a session of its own) is the worker's while the
+    worker lives (`end_detached`): killed first, before it would pass to init with the worker's death.
+    """
+    kill_descendants(process.pid, outside_group=process.pid)
+    _kill_group(process)
+
+
 def _wait(process: WorkerProcess, seconds: float) -> int | None:
     try:
         return process.wait(timeout=max(seconds, 5.0))
     except subprocess.TimeoutExpired:
-        _kill_group(process)
+        _kill_run(process)
         return process.wait()
 
 

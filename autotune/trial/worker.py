@@ -49,6 +49,7 @@ from autotune.trial.events import (
     HOLD_VARIABLE,
     PAUSE_FD_VARIABLE,
     Events,
+    end_detached,
     open_request,
     wait_for_go,
 )
@@ -135,11 +136,13 @@ def exit_now(code: int) -> None:
 
     Once the result is sent there is nothing left to do, yet finalising what dynamo and
     Inductor built takes about a second after a compile, in every run. The parent removes
-    the run's caches and ends its process group; only the output streams need flushing.
+    the run's caches and ends its process group; only the output streams need flushing, and
+    what left that group (a daemon in a session of its own) ending (`end_detached`).
     """
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+    end_detached()
     os._exit(code)
 
 

@@ -21,7 +21,15 @@ from torch import nn
 
 from autotune.errors import Terminated, WorkloadError
 from autotune.runtime.limits import printable
-from autotune.runtime.processes import command_line, group_processes, running, signal_group
+from autotune.runtime.processes import (
+    adopt_orphans,
+    command_line,
+    descendants,
+    group_processes,
+    kill_descendants,
+    running,
+    signal_group,
+)
 from autotune.workload import hf, lightning, trainer  # noqa: F401  (each registers its kind of target)
 from autotune.workload.contract import Workload
 from autotune.workload.module import module_workload, refusal
@@ -140,12 +148,7 @@ def _builds_in_a_child(spec: str, cwd: str) -> None:
     done = _run_alone([sys.executable, "-c", _CHILD, spec], cwd)
     left = _left_behind(done.pid)
     if left:
-        raise WorkloadError(
-            f"--model {spec!r}: building the workload started {len(left)} process(es) that were still running after "
-            f"the process building it had ended: {'; '.join(left)}. autotune builds the workload once per trial, so "
-            "they would pile up; they were killed. End every process the module or the factory starts before the "
-            "factory returns (a DataLoader used to read the batches: num_workers=0, or read them all first)."
-        )
+        raise WorkloadError(_left_running(spec, left))
     tail = "\n".join(done.stderr.strip().splitlines()[-15:])
     if done.returncode == 0 and done.stdout.rstrip().endswith(_BUILT):
         return
@@ -204,20 +207,53 @@ def _run_alone(argv: list[str], cwd: str) -> _Done:
 
 
 _LINGER_SECONDS = 2.0
-"""How long processes of the child's group may take to end after it: a pool's workers stop a moment later."""
+"""How long processes the build started may take to end after it: a pool's workers stop a moment later."""
+
+
+def _left_running(spec: str, left: list[str]) -> str:
+    """What is wrong with a target that left the processes `left` ('pid N: command line') running once built."""
+    return (
+        f"--model {spec!r}: building the workload started {len(left)} process(es) that were still running after it "
+        f"was built: {'; '.join(left)}. autotune builds the workload once per trial, so they would pile up; they "
+        "were killed. End every process the module or the factory starts before the factory returns, detached ones "
+        "(a new session, a daemon) included (a DataLoader used to read the batches: num_workers=0, or read them all "
+        "first)."
+    )
 
 
 def _left_behind(group: int) -> list[str]:
     """'pid N: command line' of the processes of `group` still alive after a grace period; they are then killed."""
-    deadline = time.monotonic() + _LINGER_SECONDS
-    while True:
-        alive = [pid for pid, fields in group_processes(group) if running(fields)]
-        if not alive or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    described = [f"pid {pid}: {printable(command_line(pid)) or '(gone)'}" for pid in alive]
+    alive = _lingering(lambda: [pid for pid, fields in group_processes(group) if running(fields)])
+    described = _described(alive)
     signal_group(group, signal.SIGKILL)
     return described
+
+
+def _descendants_left() -> list[str]:
+    """'pid N: command line' of this process's descendants still alive after a grace period; they are then killed.
+
+    Detached ones included, where this process adopted them (`adopt_orphans`): a daemon that started a
+    session of its own has left the process group the parent checks after this process ends.
+    """
+    me = os.getpid()
+    alive = _lingering(lambda: [pid for pid, fields in descendants(me) if running(fields)])
+    described = _described(alive)
+    kill_descendants(me)
+    return described
+
+
+def _lingering(alive: Callable[[], list[int]]) -> list[int]:
+    """What `alive()` lists once it lists nothing or the grace period (`_LINGER_SECONDS`) is over."""
+    deadline = time.monotonic() + _LINGER_SECONDS
+    while True:
+        found = alive()
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
+def _described(pids: list[int]) -> list[str]:
+    return [f"pid {pid}: {printable(command_line(pid)) or '(gone)'}" for pid in pids]
 
 
 _CHILD_WORKLOAD_ERROR = 2
@@ -227,11 +263,18 @@ _BUILT = "autotune: the workload was built"
 
 
 def _main(argv: list[str]) -> int:
-    """The child's entry point: build the workload once; exit 2 with the message if it is broken."""
+    """The child's entry point: build the workload once; exit 2 with the message if it is broken or left processes
+    running."""
+    adopt_orphans()
     try:
         resolve(argv[0])
     except WorkloadError as exc:
         print(f"autotune: error: {exc}", file=sys.stderr)
+        return _CHILD_WORKLOAD_ERROR
+    finally:
+        left = _descendants_left()
+    if left:
+        print(f"autotune: error: {_left_running(argv[0], left)}", file=sys.stderr)
         return _CHILD_WORKLOAD_ERROR
     print(_BUILT, flush=True)
     return 0

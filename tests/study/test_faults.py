@@ -29,6 +29,7 @@ from autotune.measure import Objective
 from autotune.runtime import compile_cache, limits
 from autotune.runtime.summary import WorkloadSummary
 from autotune.runtime.tuned import read
+from autotune.study.doctor import diagnose
 from autotune.study.retune import _publish as publish
 from autotune.study.search import TrialLoop, load_space
 from autotune.study.search import _loop as trials
@@ -36,8 +37,9 @@ from autotune.study.storage import create_study, failure_of, read_study_record, 
 from autotune.trial import live, runner
 from autotune.trial.request import RunProtocol, TrialRequest
 from tests.best_yaml import tuned_config, write_best
-from tests.processes import gone, workers_of
+from tests.processes import alive, command_line, gone, with_command_line, workers_of
 from tests.short_runs import SHORT_FLAGS
+from tests.trial_targets import workloads
 
 TARGETS = "tests.trial_targets.workloads"
 
@@ -495,6 +497,76 @@ def test_a_workload_whose_own_eager_step_is_wrong_is_named_before_any_trial(
     assert "the workload does not run eagerly" in err and "workload_error" in err and said in err, err
     assert "Traceback" not in err
     assert not out.exists(), "no trial was spent: no study, no folder"
+
+
+@pytest.mark.parametrize(
+    ("target", "said"),
+    [
+        ("loss_is_none", "Workload.loss returned None; it must return the loss as a tensor of one element"),
+        ("own_step_returns_none", "Workload.step returned None; it must return the step's loss"),
+        ("raises", "RuntimeError: the model refuses this batch (raised at tests/trial_targets/workloads.py:"),
+    ],
+)
+@pytest.mark.parallel  # times nothing and waits on no tight deadline
+def test_a_workload_that_does_not_run_eagerly_stops_the_search_at_the_doctor_in_one_message(
+    target: str, said: str, tmp_path: Path
+) -> None:
+    # The doctor, which runs first, printed the worker's traceback, then "searching anyway"; the baselines then
+    # stopped the search with the same error a second time.
+    out = tmp_path / "out"
+    argv = ["search", "--model", f"tests.trial_targets.dynamo_only:{target}", "--trials", "2", "--device", "cpu"]
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune", *argv, "--out", str(out)], capture_output=True, text=True, timeout=600
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == cli.EXIT_ERROR, output
+    errors = [line for line in output.splitlines() if line.startswith("autotune: error:")]
+    assert len(errors) == 1 and "the workload does not run eagerly" in errors[0] and said in errors[0], output
+    assert "Traceback" not in output and "searching anyway" not in output and "baselines" not in output, output
+    assert not out.exists(), "no trial was spent: no study, no folder"
+
+
+def _sleeping(seconds: str) -> list[int]:
+    """The live `sleep SECONDS` processes (the daemons of `trial_targets.workloads`, each with its own SECONDS)."""
+    return [pid for pid in with_command_line(seconds) if command_line(pid) == ["sleep", seconds] and alive(pid)]
+
+
+@pytest.mark.parametrize("how", ["new_session", "double_fork"])
+@pytest.mark.parallel  # times nothing and waits on no tight deadline
+def test_a_target_that_starts_a_detached_daemon_is_refused_and_the_daemon_killed(how: str, tmp_path: Path) -> None:
+    # A daemon in a session of its own left the process group that was checked: the search exited 0, and every
+    # process that built the target (the search, each worker) left one more running.
+    seconds = workloads.DAEMON_SECONDS[how]
+    factory = "starts_a_daemon_in_factory" if how == "new_session" else "double_forks_a_daemon_in_factory"
+    argv = ["search", "--model", f"{TARGETS}:{factory}", "--trials", "2", "--device", "cpu", "--out", str(tmp_path)]
+    try:
+        done = subprocess.run([sys.executable, "-m", "autotune", *argv], capture_output=True, text=True, timeout=600)
+        output = done.stdout + done.stderr
+        assert done.returncode == cli.EXIT_ERROR, output
+        said = re.search(
+            rf"started 1 process\(es\) that were still running after it was built: pid (\d+): sleep {seconds}\.", output
+        )
+        assert said, output
+        assert "they were killed" in output and "Traceback" not in output, output
+        assert gone(int(said.group(1)), within=5), "the daemon was killed"
+        assert not _sleeping(seconds), "nothing is left running"
+        assert not (tmp_path / "study.db").exists(), "nothing is created for a workload that does not build cleanly"
+    finally:
+        for pid in _sleeping(seconds):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parallel  # times nothing and waits on no tight deadline
+def test_a_trial_process_ends_the_daemons_its_build_detached() -> None:
+    # The doctor checks nothing before it builds the target in its process, as a trial's worker would if the check
+    # before the search let such a target through: each such process left its daemon running.
+    seconds = workloads.DAEMON_SECONDS["in_every_build"]
+    try:
+        diagnose(f"{TARGETS}:starts_a_daemon_in_every_build", "cpu", protocol=RunProtocol(fresh_batches=0))
+        assert not _sleeping(seconds), "the process that built the target ended the daemon it detached"
+    finally:
+        for pid in _sleeping(seconds):
+            os.kill(pid, signal.SIGKILL)
 
 
 # -- 8. terminal escape sequences in best.yaml --------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -22,8 +23,9 @@ from autotune.trial.records import SettleWindow
 from autotune.trial.request import RunProtocol, TrialRun
 from autotune.trial.run_record import RunRecord
 from autotune.trial.runner import TrialRequest, run_trial
-from tests.processes import gone, living_members
+from tests.processes import alive, command_line, gone, living_members, with_command_line
 from tests.short_runs import SHORT, run_config, source_for
+from tests.trial_targets import workloads
 
 
 @pytest.mark.parallel  # waits on no clock
@@ -99,6 +101,24 @@ def test_hanging_trial_is_killed_at_its_timeout_with_its_process_group(tmp_path,
     worker, grandchild = map(int, pidfile.read_text().split())
     assert gone(worker) and gone(grandchild)
     assert living_members(worker) == []
+
+
+def test_a_worker_killed_at_its_timeout_takes_the_daemon_its_build_detached() -> None:
+    # A daemon in a session of its own is out of the group the runner kills: it outlived every killed worker.
+    seconds = workloads.DAEMON_SECONDS["killed_with_its_worker"]
+    try:
+        run = run_trial(
+            TrialRequest(spec="tests.trial_targets.workloads:hangs_beside_a_daemon", source=None, timeout=8)
+        )
+        assert run.state == "failed" and run.reason == "timeout"
+        assert not _sleeping(seconds), "the daemon was killed with the worker that adopted it"
+    finally:
+        for pid in _sleeping(seconds):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _sleeping(seconds: str) -> list[int]:
+    return [pid for pid in with_command_line(seconds) if command_line(pid) == ["sleep", seconds] and alive(pid)]
 
 
 @pytest.mark.parallel  # waits on no clock

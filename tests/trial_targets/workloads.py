@@ -560,6 +560,18 @@ def loss_is_none() -> Workload:
     return tiny("train", loss=lambda output, batch: None)
 
 
+def own_step_returns_none() -> Workload:
+    """Training by its own step, which forgets to return the loss."""
+
+    def step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: torch.Tensor) -> None:
+        model(batch).pow(2).mean().backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    optimizer = lambda params: torch.optim.SGD(params, lr=0.01)  # noqa: E731
+    return Workload(model=TinyMLP(bias=False), batches=_batches, step=step, optimizer=optimizer, num_batches=4)
+
+
 def loss_is_nan() -> Workload:
     """Training on a broken data pipeline: every batch is NaN, so eager's own loss is NaN from the first step."""
     return tiny("train", batches=lambda: [torch.full((6, 16), float("nan")) for _ in range(4)])
@@ -588,6 +600,64 @@ def leaves_a_process_in_factory() -> Workload:
     """Starts a helper process and returns without ending it, as a factory that spawns a data server would."""
     subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)  # left-behind helper"])
     return tiny_infer()
+
+
+DAEMON_SECONDS = {
+    "new_session": "3137",
+    "double_fork": "3138",
+    "in_every_build": "3139",
+    "killed_with_its_worker": "3140",
+}
+"""How long each detached `sleep` of the daemon factories sleeps: an argument no other process has, to find it by."""
+
+
+def starts_a_daemon_in_factory() -> Workload:
+    """Starts a `sleep` in a session of its own (as a logging or data-loading helper starts its daemon) and returns
+    without ending it: it leaves the process group of the process that built the workload."""
+    _sleep_detached(DAEMON_SECONDS["new_session"])
+    return tiny_infer()
+
+
+def double_forks_a_daemon_in_factory() -> Workload:
+    """Starts a `sleep` the way a Unix daemon does, by a double fork: a child starts a new session, forks the `sleep`
+    and ends at once, so the `sleep` has neither the builder's group nor the builder as its parent."""
+    child = os.fork()
+    if child == 0:
+        try:
+            os.setsid()
+            _sleep_detached(DAEMON_SECONDS["double_fork"])
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
+    return tiny_infer()
+
+
+def starts_a_daemon_in_every_build() -> Workload:
+    """starts_a_daemon_in_factory, with a `sleep` of its own to look for."""
+    _sleep_detached(DAEMON_SECONDS["in_every_build"])
+    return tiny_infer()
+
+
+class HangsWhenRun(TinyMLP):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        time.sleep(600)
+        return super().forward(x)
+
+
+def hangs_beside_a_daemon() -> Workload:
+    """Starts a detached `sleep` when built, then hangs: its worker is killed at its time limit while it lives."""
+    _sleep_detached(DAEMON_SECONDS["killed_with_its_worker"])
+    return tiny(model=HangsWhenRun())
+
+
+def _sleep_detached(seconds: str) -> None:
+    subprocess.Popen(
+        ["sleep", seconds],
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 class FailsLater(TinyMLP):

@@ -281,7 +281,8 @@ def diagnose(
 
     With `measure_compile`, it then compiles with plain torch.compile and splits where that time went.
 
-    Raises WorkloadError when the workload cannot be built, SearchError when it fails to run (with why).
+    Raises WorkloadError when the workload cannot be built or its own step fails eagerly (no trial could run it),
+    SearchError when the analysis fails (with why).
     """
     harness = Harness(
         spec=spec, summary=None, device=device, seed=seed, protocol=protocol or RunProtocol(), timeout=timeout
@@ -290,8 +291,9 @@ def diagnose(
     run = run_trial(request)
     if run.state != "complete":
         detail = f"\n{run.stderr_tail}" if run.stderr_tail else ""
-        error = WorkloadError if run.reason == "workload_error" else SearchError
-        raise error(f"the doctor could not run {spec!r}: {run.reason}: {run.message}{detail}")
+        if run.reason == "workload_error":
+            raise WorkloadError(f"--model {spec!r}: {run.message}{detail}")
+        raise SearchError(f"the doctor could not run {spec!r}: {run.reason}: {run.message}{detail}")
     if run.findings is None:
         raise SearchError(f"the doctor could not run {spec!r}: its process ended without its findings")
     return from_findings(spec, device, run.findings, seconds=run.wall_seconds)

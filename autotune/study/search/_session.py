@@ -28,7 +28,7 @@ from typing import Any
 
 import optuna
 
-from autotune.errors import AutotuneError, SearchError
+from autotune.errors import AutotuneError, SearchError, WorkloadError
 from autotune.measure import (
     Campaign,
     CampaignRules,
@@ -202,6 +202,11 @@ class _Search:
                 protocol=options.protocol,
                 timeout=options.trial_timeout,
             )
+        except WorkloadError:
+            # The workload does not build or run with nothing compiled: no trial, and no baseline, could run it.
+            if self.new_study:
+                forget_new_study(options, self.study)
+            raise
         except AutotuneError as exc:
             self._note(f"doctor: could not analyse the workload ({exc}); searching anyway")
             return
