@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         args.workloads = args.workloads or ["convnet"]
         args.space, args.trials, args.checkpoints = "quick", 1, [1]
-        args.reference, args.rounds, args.max_rounds, args.recipes = "", 1, 1, ["regional"]
+        args.reference, args.replicates, args.max_replicates, args.recipes = "", 1, 1, ["regional"]
         # One trial must complete for the pipeline to be checked, however a busy machine makes it look.
         args.pruner, args.slow_ratio = "none", 0.0
     args.workloads = args.workloads or list(WORKLOADS)
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         "trials": args.trials,
         "checkpoints": checkpoints,
         "space": args.space,
-        "rounds": args.rounds,
+        "rounds": args.replicates,
         "smoke": args.smoke,
         "workloads": {},
     }
@@ -191,12 +191,12 @@ def bench_workload(
         config = CompileConfig.from_dict(record_of(trial).config)
         subjects.append(Subject(name=name, config=config, created=record_of(trial).created, trial=trial.number))
         described[name] = config.describe()
-    print(f"   measuring {len(subjects)} subjects, {args.rounds} replicate(s) or more", file=sys.stderr, flush=True)
+    print(f"   measuring {len(subjects)} subjects, {args.replicates} replicate(s) or more", file=sys.stderr, flush=True)
     campaign = measure(
         harness,
         subjects,
         objective=Throughput(),
-        rules=CampaignRules(min_rounds=args.rounds, max_rounds=max(args.max_rounds, args.rounds)),
+        rules=CampaignRules(min_replicates=args.replicates, max_replicates=max(args.max_replicates, args.replicates)),
         on_run=lambda name, index, r: print(
             f"   {'first run' if index < 0 else f'replicate {index + 1}'}: {name}: {_outcome(r)}",
             file=sys.stderr,
@@ -214,7 +214,7 @@ def bench_workload(
         "rows": rows,
         "winner_after": {str(n): name for n, name in winners.items()},
         "exported_after": exported,
-        "rounds": campaign.rounds,
+        "rounds": campaign.replicate_count,
         "design": campaign.design(),
         "noise": campaign.noise(),
         "campaign": campaign.to_dict(),
@@ -346,7 +346,7 @@ def search_agreement(bench: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for name, ratio in (bench.get("search_time") or {}).items():
         confirmed = (bench["rows"].get(name) or {}).get("vs_compile")
-        if ratio is None or not confirmed or confirmed.get("rounds", 0) < 2:
+        if ratio is None or not confirmed or confirmed.get("replicates", confirmed.get("rounds", 0)) < 2:
             continue
         inside = confirmed["low"] <= ratio <= confirmed["high"]
         close = abs(ratio / confirmed["median"] - 1.0) <= AGREE_WITHIN
@@ -472,7 +472,7 @@ def _figures(campaign: Campaign, name: str, description: str) -> dict[str, Any]:
     )
     for reference in ("eager", "compile"):
         versus = campaign.ratio(name, reference) if name != reference else None
-        same = {"median": 1.0, "low": 1.0, "high": 1.0, "rounds": len(runs)}
+        same = {"median": 1.0, "low": 1.0, "high": 1.0, "replicates": len(runs)}
         row[f"vs_{reference}"] = versus.to_dict() if versus else (same if name == reference else None)
     recipes = [n for n in campaign.subjects if n.startswith("recipe") and campaign.complete_runs(n)]
     best_recipe = max(recipes, key=lambda n: campaign.value(n) or 0.0, default=None)
@@ -642,14 +642,18 @@ def _versus_seeded(bench: dict[str, Any]) -> list[str]:
             versus = "1.00x (the recipe itself)"
         elif name == "compile" and "vs_compile" in rows.get(seed, {}) and rows[seed]["vs_compile"]:
             ratio = rows[seed]["vs_compile"]
-            versus = interval({k: (1 / ratio[h] if k != "rounds" else ratio[k]) for k, h in _INVERSE.items()})
+            versus = interval(
+                {
+                    "median": 1 / ratio["median"],
+                    "low": 1 / ratio["high"],
+                    "high": 1 / ratio["low"],
+                    "replicates": ratio.get("replicates", ratio.get("rounds")),  # rounds: results of earlier versions
+                }
+            )
         else:
             versus = interval(row.get("vs_best_recipe")) if row.get("vs_best_recipe") else "–"
         lines.append(f"| {n} | {name} | {versus} | {interval(row.get('vs_compile')) if row else '–'} |")
     return lines
-
-
-_INVERSE = {"median": "median", "low": "high", "high": "low", "rounds": "rounds"}
 
 
 def _slower_than_recipe(bench: dict[str, Any]) -> str:
@@ -684,7 +688,7 @@ def _previous(out: Path, args: argparse.Namespace, device: str) -> dict[str, Any
         return None
     previous = json.loads(path.read_text())
     same = all(
-        previous.get(k) == v for k, v in (("trials", args.trials), ("space", args.space), ("rounds", args.rounds))
+        previous.get(k) == v for k, v in (("trials", args.trials), ("space", args.space), ("rounds", args.replicates))
     )
     return previous if same else None
 
@@ -762,9 +766,9 @@ def _parser() -> argparse.ArgumentParser:
         help="hand-written recipes from examples/recipes/ to measure too (default: none; the study's seeded "
         "recipes are measured anyway)",
     )
-    p.add_argument("--rounds", type=int, default=3, help="replicates of paired windows, at least (default: 3)")
+    p.add_argument("--replicates", type=int, default=3, help="replicates of paired windows, at least (default: 3)")
     p.add_argument(
-        "--max-rounds", type=int, default=8, help="replicates at most, while the best is undecided (default: 8)"
+        "--max-replicates", type=int, default=8, help="replicates at most, while the best is undecided (default: 8)"
     )
     p.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda when available)")
     p.add_argument("--seed", type=int, default=0)

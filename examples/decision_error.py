@@ -248,7 +248,7 @@ def rules_of(
         rules = validation_rules(protocol)
     else:
         effort = EFFORTS[design]
-        rules = confirmation_rules(protocol, min_rounds=effort.rounds, max_rounds=effort.max_rounds)
+        rules = confirmation_rules(protocol, min_replicates=effort.replicates, max_replicates=effort.max_replicates)
     return dataclasses.replace(rules, futility_rule=futility_rule, futility_chance=futility_chance)
 
 
@@ -312,10 +312,10 @@ def run_case(
         said = choice.decision if case.design != "validate" else outcome(versus)
         claimed += said == "gain"
         exported += choice.subject not in BASELINES
-        if versus is not None and versus.rounds >= 2:  # one replicate is a point, not an interval
+        if versus is not None and versus.replicates >= 2:  # one replicate is a point, not an interval
             intervals += 1
             covered += versus.low <= speeds[judged or ""] <= versus.high
-        replicates.append(campaign.rounds)
+        replicates.append(campaign.replicate_count)
         seconds.append(sum(r.seconds for r in campaign.replicates))
     shutil.rmtree(folders, ignore_errors=True)
     return {
@@ -394,11 +394,11 @@ def run_retune_case(
     named = {source: name for name, source in sources.items()}
     effort = EFFORTS["default"]
     confirm = dataclasses.replace(
-        confirmation_rules(harness.protocol, min_rounds=effort.rounds, max_rounds=effort.max_rounds),
+        confirmation_rules(harness.protocol, min_replicates=effort.replicates, max_replicates=effort.max_replicates),
         futility_rule=futility_rule,
         futility_chance=futility_chance,
     )
-    retune = CampaignRules(min_rounds=3, max_rounds=6, reference="incumbent", windows=confirm.windows)
+    retune = CampaignRules(min_replicates=3, max_replicates=6, reference="incumbent", windows=confirm.windows)
     rng = random.Random(f"{seed}:{case}")
     regression = replaced = false_regression = false_replaced = 0
     replicates: list[int] = []
@@ -431,7 +431,7 @@ def run_retune_case(
         # the challenger was faster than the incumbent, or not.
         false_regression += called and day["incumbent"] / TUNED >= 1 - MAX_REGRESSION
         false_replaced += verdict.replaced and day["challenger"] <= day["incumbent"]
-        replicates.append(today.rounds)
+        replicates.append(today.replicate_count)
     shutil.rmtree(folders, ignore_errors=True)
     return {
         "noise": case.noise,
@@ -504,7 +504,7 @@ def _set_margin(margin: float, default_max_rounds: int | None = None, spread_rul
     if spread_rule is not None:
         _statistics.SPREAD_RULE = spread_rule
     if default_max_rounds is not None:
-        EFFORTS["default"] = dataclasses.replace(EFFORTS["default"], max_rounds=default_max_rounds)
+        EFFORTS["default"] = dataclasses.replace(EFFORTS["default"], max_replicates=default_max_rounds)
 
 
 def _row(job: tuple[Case, int, int, str, float]) -> dict[str, Any]:
@@ -603,7 +603,7 @@ def main(argv: list[str] | None = None) -> int:
         "--default-max-rounds",
         type=int,
         help="the most replicates of an `--effort default` confirmation, for the trade-off of a margin against power "
-        f"(default: the engine's, {EFFORTS['default'].max_rounds})",
+        f"(default: the engine's, {EFFORTS['default'].max_replicates})",
     )
     parser.add_argument(
         "--spread-rule",
@@ -630,10 +630,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 0 < args.futility_chance < 1:
         parser.error(f"--futility-chance {args.futility_chance}: must lie in (0, 1), e.g. 0.1")
-    if args.default_max_rounds is not None and args.default_max_rounds < EFFORTS["default"].rounds:
+    if args.default_max_rounds is not None and args.default_max_rounds < EFFORTS["default"].replicates:
         parser.error(
             f"--default-max-rounds {args.default_max_rounds}: must be at least the default effort's first look, "
-            f"{EFFORTS['default'].rounds}"
+            f"{EFFORTS['default'].replicates}"
         )
     if args.campaigns < 1:
         parser.error(f"--campaigns {args.campaigns}: must be >= 1")

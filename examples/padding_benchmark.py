@@ -40,8 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m examples.padding_benchmark", description=__doc__.split("\n")[0])
     parser.add_argument("--model", default=DEFAULT_MODEL, help=f"the workload (default: {DEFAULT_MODEL})")
     parser.add_argument("--buckets", type=int, default=4, help="how many buckets to learn (default: 4)")
-    parser.add_argument("--rounds", type=int, default=3, help="least replicates (default: 3)")
-    parser.add_argument("--max-rounds", type=int, default=5, help="most replicates (default: 5)")
+    parser.add_argument("--replicates", type=int, default=3, help="least replicates (default: 3)")
+    parser.add_argument("--max-replicates", type=int, default=5, help="most replicates (default: 5)")
     parser.add_argument("--device", help="default: cuda when available, else cpu")
     parser.add_argument("--out", default="outputs/benchmarks", help="where the files go (default: %(default)s)")
     args = parser.parse_args(argv)
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         Harness(spec=args.model, summary=summary, device=device, protocol=protocol),
         subjects,
         objective=Throughput(),
-        rules=CampaignRules(min_rounds=args.rounds, max_rounds=args.max_rounds),
+        rules=CampaignRules(min_replicates=args.replicates, max_replicates=args.max_replicates),
     )
     rows = _rows(campaign, subjects)
     results = {

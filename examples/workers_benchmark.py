@@ -58,14 +58,14 @@ def main(argv: list[str] | None = None) -> int:
         trials=args.trials,
         space=args.space,
         seed=args.seed,
-        rounds=args.rounds,
+        replicates=args.replicates,
     )
     results.setdefault("workloads", {})
     results.setdefault("load", []).append({"when": _now(), "loadavg": _loadavg(), "event": "start"})
     for name in args.workloads:
         spec = WORKLOADS[name]
         entry = results["workloads"].setdefault(name, {"spec": spec})
-        entry.update(trials=args.trials, rounds=args.rounds, space=args.space, seed=args.seed)
+        entry.update(trials=args.trials, replicates=args.replicates, space=args.space, seed=args.seed)
         for workers in args.workers:
             key = f"workers_{workers}"
             print(f"== {name}: {args.trials} trials, {workers} worker(s)", file=sys.stderr, flush=True)
@@ -202,9 +202,12 @@ def compare_winners(args: argparse.Namespace, spec: str, device: str, entry: dic
             by_config[key] = f"winner w{workers}"
             subjects.append(Subject(name=by_config[key], config=CompileConfig.from_dict(best["config"])))
         names[f"workers_{workers}"] = by_config[key]
-    print(f"== measuring {len(subjects)} subjects, {args.rounds} replicates", file=sys.stderr, flush=True)
+    print(f"== measuring {len(subjects)} subjects, {args.replicates} replicates", file=sys.stderr, flush=True)
     campaign = measure(
-        harness, subjects, objective=Throughput(), rules=CampaignRules(min_rounds=args.rounds, max_rounds=args.rounds)
+        harness,
+        subjects,
+        objective=Throughput(),
+        rules=CampaignRules(min_replicates=args.replicates, max_replicates=args.replicates),
     )
     rows = {s.name: _figures(campaign, s.name, s.config.describe() if s.config else "eager") for s in subjects}
     return {"winner_of": names, "rows": rows, "noise": campaign.noise(), "campaign": campaign.to_dict()}
@@ -256,7 +259,7 @@ def render(results: dict[str, Any]) -> str:
         f"Machine: {machine_text(machine)}. Per workload: "
         + "; ".join(
             f"{name}: space `{e.get('space')}`, {e.get('trials')} trials per study, seed {e.get('seed')}, winners "
-            f"measured in {e.get('rounds')} rotated rounds"
+            f"measured in {e.get('replicates', e.get('rounds'))} replicates"
             for name, e in results["workloads"].items()
         )
         + ".",
@@ -347,7 +350,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=int, default=8, help="trials per study (default: 8)")
     p.add_argument("--space", default="default", help="search space (default: default)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--rounds", type=int, default=3, help="rounds of the winners' campaign (default: 3)")
+    p.add_argument("--replicates", type=int, default=3, help="replicates of the winners' campaign (default: 3)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--trial-timeout", type=float, default=900.0)
     p.add_argument("--bounds", metavar="WORKLOAD", help="also compare one study with and without the compile bounds")

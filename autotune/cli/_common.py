@@ -105,17 +105,17 @@ class _DeprecatedAlias(argparse.Action):
 def add_replicates(
     p: argparse.ArgumentParser | Any,
     *,
-    least: tuple[str, int | None, str],
+    least: tuple[int | None, str],
     most: tuple[int | None, str],
     old_least: str,
 ) -> None:
-    """--replicates and --max-replicates (`least` and `most`: dest, default and help; `most` is stored in
-    max_rounds), with their old spellings `old_least` and --max-rounds as deprecated aliases."""
-    dest, default, said = least
-    p.add_argument("--replicates", dest=dest, type=int, default=default, metavar="N", help=said)
-    p.add_argument("--max-replicates", dest="max_rounds", type=int, default=most[0], metavar="N", help=most[1])
-    add_deprecated_alias(p, old_least, "--replicates", dest)
-    add_deprecated_alias(p, "--max-rounds", "--max-replicates", "max_rounds")
+    """--replicates and --max-replicates (`least` and `most`: default and help), stored in `replicates` and
+    `max_replicates`, with their old spellings `old_least` and --max-rounds as deprecated aliases."""
+    default, said = least
+    p.add_argument("--replicates", dest="replicates", type=int, default=default, metavar="N", help=said)
+    p.add_argument("--max-replicates", dest="max_replicates", type=int, default=most[0], metavar="N", help=most[1])
+    add_deprecated_alias(p, old_least, "--replicates", "replicates")
+    add_deprecated_alias(p, "--max-rounds", "--max-replicates", "max_replicates")
 
 
 def add_deprecated_alias(p: argparse.ArgumentParser | Any, old: str, new: str, dest: str) -> None:

@@ -23,10 +23,14 @@ def emit(command: str, fields: dict[str, Any]) -> None:
 
 
 def _interval(value: Any) -> dict[str, Any] | None:
-    """An interval as best.yaml keeps it ({median, low, high, rounds}), or None."""
+    """An interval as best.yaml keeps it ({median, low, high, replicates}; files of earlier versions say `rounds`
+    for the replicates), or None."""
     if not isinstance(value, dict):
         return None
-    return {key: value.get(key) for key in ("median", "low", "high", "rounds") if key in value}
+    shown = {key: value.get(key) for key in ("median", "low", "high") if key in value}
+    if "replicates" in value or "rounds" in value:
+        shown["replicates"] = value.get("replicates", value.get("rounds"))
+    return shown
 
 
 def tuned_summary(path: Path) -> dict[str, Any]:
@@ -81,7 +85,7 @@ def validate_summary(report: Any, code: int) -> dict[str, Any]:
         "vs_compile": versus.to_dict() if versus is not None else None,
         "vs_eager": eager.to_dict() if eager is not None else None,
         "decision": outcome(versus, report.within) if failure is None else None,
-        "replicates": report.campaign.rounds,
+        "replicates": report.campaign.replicate_count,
     }
 
 

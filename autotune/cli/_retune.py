@@ -80,7 +80,6 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     add_replicates(
         p,
         least=(
-            "repeats",
             3,
             "replicates of eager, plain compile, incumbent and challenger before it may stop (default: 3)",
         ),

@@ -213,7 +213,6 @@ def _measurement(g: Any) -> None:
     add_replicates(
         g,
         least=(
-            "rounds",
             None,
             "replicates of the confirmation before it may stop: each is a new process per subject, warm from its "
             "own cache, taking turns window by window with the others (default: from --effort)",
@@ -339,11 +338,13 @@ def run(args: argparse.Namespace) -> int:
     for name in ("space", "trials", "confirm"):
         if getattr(args, name) is None:
             setattr(args, name, getattr(level, name))
-    if args.rounds is None:
-        args.rounds = level.rounds if args.max_rounds is None else min(level.rounds, args.max_rounds)
-    if args.max_rounds is None:
-        # More --replicates than the level's most: those rounds are what was asked for.
-        args.max_rounds = max(level.max_rounds, args.rounds)
+    if args.replicates is None:
+        args.replicates = (
+            level.replicates if args.max_replicates is None else min(level.replicates, args.max_replicates)
+        )
+    if args.max_replicates is None:
+        # More --replicates than the level's most: those replicates are what was asked for.
+        args.max_replicates = max(level.max_replicates, args.replicates)
     args.model = model_with_inputs(args)
     options = options_from(SearchOptions, args, protocol=protocol_from(args))
     if args.dry_run:

@@ -44,7 +44,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", metavar="cpu|cuda|cuda:N", help="default: cuda when available, else cpu")
     add_replicates(
         p,
-        least=("repeats", 3, "replicates before it may stop (default: 3; at least 2)"),
+        least=(3, "replicates before it may stop (default: 3; at least 2)"),
         most=(20, "replicates at most, while the interval is wider (default: 20)"),
         old_least="--repeats",
     )
@@ -88,8 +88,8 @@ def run(args: argparse.Namespace) -> int:
         args.path,
         model=args.model,
         device=args.device,
-        repeats=args.repeats,
-        max_rounds=args.max_rounds,
+        replicates=args.replicates,
+        max_replicates=args.max_replicates,
         precision=args.precision,
         measure_seconds=args.measure_seconds,
         cold_compiles=args.cold_compiles,

@@ -40,13 +40,13 @@ def interval(stat: Mapping[str, Any] | None) -> str:
     if not stat or stat.get("median") is None:
         return "–"
     text = ratio(stat["median"])
-    if stat.get("low") is not None and stat.get("high") is not None and stat.get("rounds", 0) > 1:
+    replicates = stat.get("replicates", stat.get("rounds")) or 0  # rounds: files of earlier versions
+    if stat.get("low") is not None and stat.get("high") is not None and replicates > 1:
         text += f" [{stat['low']:.2f}, {stat['high']:.2f}]"
-    rounds = stat.get("rounds")
-    if rounds:
+    if replicates:
         # Files of earlier versions measured rotated rounds of fresh processes; these measure replicates.
-        unit = "replicate" if "windows" in stat or stat.get("replicates") else "round"
-        text += f" ({rounds} {unit}{'s' if rounds != 1 else ''})"
+        unit = "replicate" if "windows" in stat or "replicates" in stat else "round"
+        text += f" ({replicates} {unit}{'s' if replicates != 1 else ''})"
     return text
 
 

@@ -65,8 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     validate.add_argument("path")
     validate.add_argument("--model", required=True)
     validate.add_argument("--device", required=True)
-    validate.add_argument("--repeats", type=int, default=2)
-    validate.add_argument("--max-rounds", type=int, default=3)
+    validate.add_argument("--replicates", type=int, default=2)
+    validate.add_argument("--max-replicates", type=int, default=3)
     validate.add_argument("--measure-seconds", type=float, default=20.0)
     validate.add_argument("--trial-timeout", type=float, default=60.0)
     validate.add_argument("--windows", type=int, default=3, help="paired windows (a replicate measures twice as many)")
@@ -203,13 +203,13 @@ def _validate(args: argparse.Namespace) -> int:
         args.path,
         model=args.model,
         device=args.device,
-        repeats=args.repeats,
-        max_rounds=args.max_rounds,
+        replicates=args.replicates,
+        max_replicates=args.max_replicates,
         measure_seconds=args.measure_seconds,
         trial_timeout=args.trial_timeout,
         protocol=protocol,
         on_run=_said_run,
-        on_replicate=lambda campaign, budget: print(f"replicate {campaign.rounds + 1} starts", flush=True),
+        on_replicate=lambda campaign, budget: print(f"replicate {campaign.replicate_count + 1} starts", flush=True),
     )
     print(report.render(), flush=True)
     _write_figures(validation_figures(report))

@@ -62,7 +62,7 @@ def search_figures(folder: str | Path) -> dict[str, Any]:
         "vs_eager": interval_text(metrics.get("vs_eager")),
         "compile_seconds": _rounded(metrics.get("compile_seconds")),
         "peak_memory_mb": _rounded(metrics.get("peak_memory_mb")),
-        "replicates": metrics.get("rounds"),
+        "replicates": metrics.get("replicates", metrics.get("rounds")),
         "configuration": (best.get("study") or {}).get("best_trials", [{}])[0].get("configuration")
         if metrics.get("trial") is not None
         else metrics.get("exported"),
@@ -142,7 +142,7 @@ def validation_figures(report: Any) -> dict[str, Any]:
         "vs_compile": interval_text(over_compile.to_dict() if over_compile else None),
         "vs_eager": interval_text(over_eager.to_dict() if over_eager else None),
         "decision": decision,
-        "replicates": campaign.rounds,
+        "replicates": campaign.replicate_count,
         "compile_seconds": {name: _rounded(campaign.compile_seconds(name)) for name in campaign.subjects},
         "cold": {name: run_figures(record.to_dict()) for name, record in campaign.cold.items()},
     }

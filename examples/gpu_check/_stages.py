@@ -214,13 +214,13 @@ def plan(*, dry_run: bool, python: str, site: Path | None, limits: Mapping[str, 
 
     def validate(work: Path) -> list[list[str]]:
         budget = (
-            ["--max-rounds", "2", "--measure-seconds", "3", "--windows", "2", "--window-seconds", "0.1"]
+            ["--max-replicates", "2", "--measure-seconds", "3", "--windows", "2", "--window-seconds", "0.1"]
             + ["--fresh-batches", "4"]
             if dry_run
-            else ["--max-rounds", "3", "--measure-seconds", "20", "--windows", "3", "--window-seconds", "0.25"]
+            else ["--max-replicates", "3", "--measure-seconds", "20", "--windows", "3", "--window-seconds", "0.25"]
         )
         return [
-            [*me, "validate", RECIPE, "--model", model, "--device", device, "--repeats", "2", *budget]
+            [*me, "validate", RECIPE, "--model", model, "--device", device, "--replicates", "2", *budget]
             + ["--trial-timeout", "60"]
         ]
 

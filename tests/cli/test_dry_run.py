@@ -86,7 +86,10 @@ def _cold_run() -> RunRecord:
 
 
 def _options(**changes: object) -> SearchOptions:
-    values: dict[str, object] = {"model": "examples.toy:model", "device": "cpu", **RECORDED["options"]}
+    # The recording names the replicates by their earlier name, rounds.
+    renamed = {"rounds": "replicates", "max_rounds": "max_replicates"}
+    recorded = {renamed.get(k, k): v for k, v in RECORDED["options"].items()}
+    values: dict[str, object] = {"model": "examples.toy:model", "device": "cpu", **recorded}
     values.update(changes)
     return SearchOptions(**values)  # type: ignore[arg-type]
 

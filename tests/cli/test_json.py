@@ -47,7 +47,9 @@ def test_show_json_is_the_export_its_figures_and_its_files(tmp_path: Path, capsy
     assert cli.main(["show", str(path), "--json"]) == cli.EXIT_OK
     summary = _only_json(capsys.readouterr().out)
     assert summary["command"] == "show" and summary["exported"] == "trial 3" and summary["decision"] == "gain"
-    assert summary["vs_compile"] == {"median": 1.12, "low": 1.05, "high": 1.19, "rounds": 4}
+    assert summary["vs_compile"] == {"median": 1.12, "low": 1.05, "high": 1.19, "replicates": 4}, (
+        "rounds: files of earlier versions"
+    )
     assert summary["config"]["scope"] == "regional" and summary["config"]["padding_alignment"] == 8
     assert summary["workload"] == {"spec": "examples.toy:model", "task": "train"}
     assert summary["files"]["apply_compilation"] == str(tmp_path / "apply_compilation.py")

@@ -177,11 +177,11 @@ def test_reduce_overhead_and_plain_compile_are_measured_paired_and_decided(tmp_p
         harness(),
         subjects,
         objective=Throughput(),
-        rules=CampaignRules(min_rounds=3, max_rounds=6),
+        rules=CampaignRules(min_replicates=3, max_replicates=6),
         cache_root=tmp_path,
     )
     cold = campaign.cold["reduce-overhead"]
     assert cold.complete, cold.message + cold.stderr_tail
     assert cold.peak_memory_mb and cold.peak_memory_mb > 0
     said = outcome(campaign.ratio("reduce-overhead", "compile"), 0.02)
-    assert said != "undecided" or campaign.rounds == 6, campaign.design()
+    assert said != "undecided" or campaign.replicate_count == 6, campaign.design()

@@ -96,7 +96,7 @@ def test_a_configuration_that_failed_one_replicate_is_never_exported() -> None:
 def test_the_metrics_record_ratios_the_decision_the_design_and_the_noise() -> None:
     measured = campaign(eager=[50, 52, 51], compile=[100, 101, 99], **{"trial 7": [120, 121, 119]})
     figures = metrics(measured, choose(measured))
-    assert figures["exported"] == "trial 7" and figures["rounds"] == 3 and figures["decision"] == "gain"
+    assert figures["exported"] == "trial 7" and figures["replicates"] == 3 and figures["decision"] == "gain"
     assert figures["vs_compile"]["low"] > 1 and figures["speedup_vs_compile"] == figures["vs_compile"]["median"]
     assert figures["design"]["replicates"] == 3 and figures["design"]["co_residence"] == "together"
     assert figures["verdict"].startswith("trial 7 is exported") and figures["noise"]["runs"] == 9

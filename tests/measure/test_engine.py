@@ -37,7 +37,7 @@ def test_ratios_pair_the_runs_of_one_replicate() -> None:
     # The machine got twice as fast after replicate 1; paired ratios do not notice, a ratio of medians would.
     drifting = campaign(compile=[100, 200, 200], **{"trial 7": [110, 220, 220]})
     versus = drifting.ratio("trial 7", "compile")
-    assert versus is not None and versus.median == pytest.approx(1.1) and versus.rounds == 3
+    assert versus is not None and versus.median == pytest.approx(1.1) and versus.replicates == 3
     assert versus.low == pytest.approx(1.1) and versus.gain
 
 
@@ -55,21 +55,25 @@ def test_plain_compile_runs_again_after_one_failed_replicate_and_a_configuration
     # Plain compile's failure would hand eager the lead, a claim: it runs again, and one failure decides nothing.
     # A configuration that failed once leaves the race: it is never exported.
     fake = stand({"eager": [50.0], "compile": [100.0, None, 100.0], "trial 7": [130.0, 131.0, None, 129.0]})
-    result = engine.measure(harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=4, max_rounds=4))
+    result = engine.measure(
+        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=4, max_replicates=4)
+    )
     assert all("compile" in names for names in fake.replicates), fake.replicates
     assert [("trial 7" in names) for names in fake.replicates] == [True, True, True, False]
     assert result.failure("compile") is not None and result.reproduced_failure("compile") is None
-    assert result.failed_replicates("compile") == [1] and result.ratio("eager", "compile").rounds == 3
+    assert result.failed_replicates("compile") == [1] and result.ratio("eager", "compile").replicates == 3
     assert result.reproduced_failure("trial 7") is None and result.failure("trial 7") is not None
     again = stand({"eager": [50.0], "compile": [100.0, None], "trial 7": [130.0]})
-    twice = engine.measure(harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=4, max_rounds=4))
+    twice = engine.measure(
+        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=4, max_replicates=4)
+    )
     assert twice.failure_note("compile") == "in replicates 2 and 4 (reproduced)"
     assert "compile" not in twice.racing() and len(again.replicates) == 4
 
 
 def test_replicates_where_either_side_failed_are_left_out_of_a_ratio() -> None:
     versus = campaign(compile=[100, None, 100], **{"trial 7": [120, 120, 130]}).ratio("trial 7", "compile")
-    assert versus is not None and versus.rounds == 2
+    assert versus is not None and versus.replicates == 2
 
 
 def test_time_to_objectives_count_the_first_runs_compile_time() -> None:
@@ -101,7 +105,7 @@ def test_a_campaign_round_trips_through_plain_data_and_old_files_still_load() ->
         "remeasured": [],
     }
     loaded = Campaign.from_dict(old)
-    assert loaded.rounds == 2 and loaded.ratio("compile", "eager").rounds == 2
+    assert loaded.replicate_count == 2 and loaded.ratio("compile", "eager").replicates == 2
 
 
 # -- the engine: first runs, replicates, when it stops ---------------------------------------------
@@ -109,9 +113,13 @@ def test_a_campaign_round_trips_through_plain_data_and_old_files_still_load() ->
 
 def test_first_runs_then_replicates_until_the_leader_is_decided(harness, stand) -> None:
     fake = stand({"eager": [50.0], "compile": [100.0], "trial 7": [130.0, 131.0, 129.0]})
-    result = engine.measure(harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=3, max_rounds=6))
+    result = engine.measure(
+        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=3, max_replicates=6)
+    )
     assert fake.first == ["eager", "compile", "trial 7"], "each subject alone and cold first"
-    assert result.rounds == 3 and result.stopped.startswith("decided after 3 replicates: trial 7 against compile: gain")
+    assert result.replicate_count == 3 and result.stopped.startswith(
+        "decided after 3 replicates: trial 7 against compile: gain"
+    )
     assert result.compile_seconds("trial 7") == 2.0, "the compile time is the first run's"
 
 
@@ -121,11 +129,11 @@ def test_a_subject_with_a_first_run_and_its_cache_is_not_run_cold_again(harness,
     (folder / "inductor").mkdir(parents=True)
     (folder / "inductor" / "entry").write_text("x")
     known = Subject(name="trial 7", config=REGIONAL, trial=7, cache_dir=str(folder), cold=run(130.0))
-    engine.measure(harness, [*Subject.baselines(), known], objective=THROUGHPUT, rules=CampaignRules(max_rounds=3))
+    engine.measure(harness, [*Subject.baselines(), known], objective=THROUGHPUT, rules=CampaignRules(max_replicates=3))
     assert fake.first == ["eager", "compile"]
     gone = replace(known, cache_dir=str(tmp_path / "removed"))
     fake = stand({"eager": [50.0], "compile": [100.0], "trial 7": [130.0]})
-    engine.measure(harness, [*Subject.baselines(), gone], objective=THROUGHPUT, rules=CampaignRules(max_rounds=3))
+    engine.measure(harness, [*Subject.baselines(), gone], objective=THROUGHPUT, rules=CampaignRules(max_replicates=3))
     assert fake.first == ["eager", "compile", "trial 7"], "its cache is gone: it runs cold again to fill one"
 
 
@@ -153,7 +161,7 @@ def test_a_cache_proof_saves_in_the_first_replicate_and_starts_the_leader_from_i
     monkeypatch.setattr(_lab, "run_replicate", replicate)
     proof = CacheProof(tmp_path / "proof")
     engine.measure(
-        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=3, max_rounds=6), cache_proof=proof,
+        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=3, max_replicates=6), cache_proof=proof,
         cache_root=tmp_path / "caches",
     )  # fmt: skip
     first, second, third = asked
@@ -192,7 +200,7 @@ def test_the_cache_proof_s_start_up_does_not_size_later_replicates(harness, stan
     monkeypatch.setattr(_lab, "run_replicate", replicate)
     monkeypatch.setattr(_sizing, "windows_per_replicate", windows_per_replicate)
     result = engine.measure(
-        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=4, max_rounds=4),
+        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=4, max_replicates=4),
         cache_proof=CacheProof(tmp_path / "proof"), cache_root=tmp_path / "caches",
     )  # fmt: skip
     assert [r.loaded_cache for r in result.replicates] == [False, True, False, False]
@@ -229,7 +237,7 @@ def test_with_cold_compiles_every_configuration_compiles_again_before_each_repli
 ) -> None:
     fake = stand({"eager": [50.0], "compile": [100.0], "trial 7": [130.0, 131.0, 129.0]})
     asked = _cold_seconds(fake, monkeypatch, {"compile": [20.0, 19.0, 21.0, 20.5], "trial 7": [30.0, 33.0, 27.0, 31]})
-    rules = CampaignRules(min_rounds=3, max_rounds=3, cold_compiles=True)
+    rules = CampaignRules(min_replicates=3, max_replicates=3, cold_compiles=True)
     result = engine.measure(harness, subjects(), objective=THROUGHPUT, rules=rules, cache_root=tmp_path)
     firsts, again = asked[:3], asked[3:]
     assert [name for name, _ in firsts] == ["eager", "compile", "trial 7"]
@@ -243,9 +251,9 @@ def test_with_cold_compiles_every_configuration_compiles_again_before_each_repli
     assert result.compile_samples("eager") == [0.0, 0.0, 0.0]
     assert result.compile_seconds("trial 7") == 31.0, "the median of the cold compiles, not the first run's 30"
     extra = result.extra_compile("trial 7", "compile")
-    assert extra.rounds == 3 and math.isclose(extra.median, 10.1666, rel_tol=1e-3) and extra.low < 10 < extra.high
+    assert extra.replicates == 3 and math.isclose(extra.median, 10.1666, rel_tol=1e-3) and extra.low < 10 < extra.high
     sooner = result.compile_ratio("compile", "trial 7")
-    assert sooner.rounds == 3 and 1.3 < sooner.median < 1.7
+    assert sooner.replicates == 3 and 1.3 < sooner.median < 1.7
     assert result.compile_ratio("eager", "compile") is None, "eager compiles nothing: no ratio"
     back = Campaign.from_dict(result.to_dict())
     assert back.compiles == result.compiles and back.extra_compile("trial 7", "compile") == extra
@@ -255,7 +263,7 @@ def test_time_to_reads_each_replicates_own_cold_compile(harness, stand, monkeypa
     fake = stand({"eager": [50.0], "compile": [100.0], "trial 7": [130.0, 131.0, 129.0]})
     _cold_seconds(fake, monkeypatch, {"compile": [20.0, 19.0, 21.0, 20.5], "trial 7": [30.0, 33.0, 27.0, 31]})
     objective = TimeTo(100)
-    rules = CampaignRules(min_rounds=3, max_rounds=3, cold_compiles=True)
+    rules = CampaignRules(min_replicates=3, max_replicates=3, cold_compiles=True)
     result = engine.measure(harness, subjects(), objective=objective, rules=rules, cache_root=tmp_path)
     for index, record in enumerate(result.runs["trial 7"]):
         own = result.compiles["trial 7"][index]
@@ -268,7 +276,11 @@ def test_time_to_reads_each_replicates_own_cold_compile(harness, stand, monkeypa
 def test_without_cold_compiles_compile_time_is_the_first_runs_one_measurement(harness, stand, tmp_path) -> None:
     stand({"eager": [50.0], "compile": [100.0], "trial 7": [130.0, 131.0, 129.0]})
     result = engine.measure(
-        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=3, max_rounds=3), cache_root=tmp_path
+        harness,
+        subjects(),
+        objective=THROUGHPUT,
+        rules=CampaignRules(min_replicates=3, max_replicates=3),
+        cache_root=tmp_path,
     )
     assert result.compiles == {} and result.compile_samples("eager") == []
     assert result.extra_compile("trial 7", "compile") is None and result.compile_ratio("trial 7", "compile") is None
@@ -276,8 +288,10 @@ def test_without_cold_compiles_compile_time_is_the_first_runs_one_measurement(ha
 
 def test_replicates_are_added_while_undecided_up_to_the_budget(harness, stand) -> None:
     stand({"eager": [50.0], "compile": [100.0], "trial 7": [90.0, 112.0, 95.0, 110.0]})
-    result = engine.measure(harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=3, max_rounds=5))
-    assert result.rounds == 5 and result.stopped.startswith("budget spent: 5 replicates")
+    result = engine.measure(
+        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=3, max_replicates=5)
+    )
+    assert result.replicate_count == 5 and result.stopped.startswith("budget spent: 5 replicates")
     assert result.stopped.endswith("undecided")
 
 
@@ -286,27 +300,27 @@ def test_a_replicate_that_would_pass_the_seconds_budget_is_not_started(harness, 
     # take about that, which a budget of 0.5 s cannot hold, once the least replicates ran.
     stand({"eager": [50.0], "compile": [100.0], "trial 7": [90.0, 112.0, 95.0, 110.0]})
     tight = engine.measure(
-        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=2, max_rounds=8, seconds=0.5)
+        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=2, max_replicates=8, seconds=0.5)
     )
-    assert tight.rounds == 2, tight.stopped
+    assert tight.replicate_count == 2, tight.stopped
     assert tight.stopped.startswith("budget spent: ") and "another replicate (about 1 s) would pass" in tight.stopped
     roomy = engine.measure(
-        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=2, max_rounds=8, seconds=600)
+        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=2, max_replicates=8, seconds=600)
     )
-    assert roomy.rounds == 8, "the undecided ratio is measured up to the most replicates"
+    assert roomy.replicate_count == 8, "the undecided ratio is measured up to the most replicates"
 
 
 def test_a_seconds_budget_plans_its_looks_up_to_the_replicates_it_can_hold(harness, stand) -> None:
     # The first runs say a replicate will take about 29 s (each subject's start, a third of its 2 s
     # cold compile for the warm one, 14 windows of 0.5 s): 100 s would hold three. The first replicate
-    # then took 30 s: the looks stay after replicates 2 and 3 only, not the 19 looks `max_rounds`
+    # then took 30 s: the looks stay after replicates 2 and 3 only, not the 19 looks `max_replicates`
     # would allow, and the campaign says why it stopped at the third.
     fake = stand({"eager": [50.0], "compile": [100.0], "trial 7": [90.0, 112.0, 95.0, 110.0]})
     fake.seconds = 30.0
-    rules = CampaignRules(min_rounds=2, max_rounds=20, seconds=100)
+    rules = CampaignRules(min_replicates=2, max_replicates=20, seconds=100)
     result = engine.measure(harness, subjects(), objective=THROUGHPUT, rules=rules)
     assert result.looks == Looks(candidates=1, first=2, last=3)
-    assert result.rounds == 3
+    assert result.replicate_count == 3
     assert "the most that 100 s of replicates hold" in result.stopped
     # A first replicate of 12 s, where the first runs guessed 29: the looks are planned again from what it took,
     # before any look was taken, and the budget's 100 s hold eight.
@@ -314,15 +328,17 @@ def test_a_seconds_budget_plans_its_looks_up_to_the_replicates_it_can_hold(harne
     fake.seconds = 12.0
     replanned = engine.measure(harness, subjects(), objective=THROUGHPUT, rules=rules)
     assert replanned.looks == Looks(candidates=1, first=2, last=8)
-    assert replanned.rounds == 8 and "the most that 100 s of replicates hold" in replanned.stopped
+    assert replanned.replicate_count == 8 and "the most that 100 s of replicates hold" in replanned.stopped
     unbounded = engine.measure(
-        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=2, max_rounds=5)
+        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=2, max_replicates=5)
     )
     assert unbounded.looks == Looks(candidates=1, first=2, last=5), "no seconds budget: every allowed look"
     roomy = engine.measure(
-        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=2, max_rounds=3, seconds=1000)
+        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=2, max_replicates=3, seconds=1000)
     )
-    assert roomy.rounds == 3 and "(the most allowed)" in roomy.stopped, "--max-rounds, not the seconds, set the last"
+    assert roomy.replicate_count == 3 and "(the most allowed)" in roomy.stopped, (
+        "--max-replicates, not the seconds, set the last"
+    )
 
 
 @pytest.mark.parametrize(("spread", "stops"), [(0.005, True), (0.02, False)])
@@ -335,9 +351,12 @@ def test_equivalence_stops_the_measurement_only_inside_the_band(harness, stand, 
     trial = [100.0 * (1 + spread), 100.0, 100.0 * (1 - spread)]
     stand({"eager": [50.0], "compile": [100.0], "trial 7": trial})
     result = engine.measure(
-        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=3, max_rounds=4, decide_within=0.06)
+        harness,
+        subjects(),
+        objective=THROUGHPUT,
+        rules=CampaignRules(min_replicates=3, max_replicates=4, decide_within=0.06),
     )
-    assert (result.rounds == 3) is stops
+    assert (result.replicate_count == 3) is stops
     assert result.stopped.startswith("decided after 3 replicates: trial 7 against compile: equivalent") is stops
 
 
@@ -347,28 +366,38 @@ def test_three_replicates_that_happen_to_agree_do_not_prove_equivalence_within_t
     # least spread allows, so the campaign goes on to its last look.
     stand({"eager": [50.0], "compile": [100.0], "trial 7": [100.1, 100.0, 99.9]})
     result = engine.measure(
-        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=3, max_rounds=4, decide_within=0.02)
+        harness,
+        subjects(),
+        objective=THROUGHPUT,
+        rules=CampaignRules(min_replicates=3, max_replicates=4, decide_within=0.02),
     )
-    assert result.rounds == 4, result.stopped
+    assert result.replicate_count == 4, result.stopped
     assert "undecided" in result.stopped
 
 
 def test_precision_keeps_measuring_a_decided_ratio_until_it_is_narrow(harness, stand) -> None:
     rates = [125.0, 126.0, 124.0, 125.5, 124.5, 125.0]
     stand({"eager": [50.0], "compile": [100.0], "trial 7": rates})
-    loose = engine.measure(harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=3, max_rounds=8))
+    loose = engine.measure(
+        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=3, max_replicates=8)
+    )
     stand({"eager": [50.0], "compile": [100.0], "trial 7": rates})
     tight = engine.measure(
-        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=3, max_rounds=8, precision=0.03)
+        harness,
+        subjects(),
+        objective=THROUGHPUT,
+        rules=CampaignRules(min_replicates=3, max_replicates=8, precision=0.03),
     )
-    assert loose.rounds == 3, "a gain is decided at once"
-    assert tight.rounds > 3 and tight.ratio("trial 7", "compile").half_width <= 0.03
+    assert loose.replicate_count == 3, "a gain is decided at once"
+    assert tight.replicate_count > 3 and tight.ratio("trial 7", "compile").half_width <= 0.03
     assert tight.stopped.startswith("precise after")
 
 
 def test_a_subject_that_fails_its_first_run_is_not_measured_again(harness, stand) -> None:
     fake = stand({"eager": [50.0], "compile": [100.0], "trial 7": [130.0]}, failing=("trial 7",))
-    result = engine.measure(harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=2, max_rounds=2))
+    result = engine.measure(
+        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=2, max_replicates=2)
+    )
     assert all(names == ["compile", "eager"] for names in fake.replicates)
     assert result.failure("trial 7").reason == "accuracy"
     assert choose(result).subject == "compile"
@@ -377,7 +406,7 @@ def test_a_subject_that_fails_its_first_run_is_not_measured_again(harness, stand
 def test_a_subject_that_is_a_baseline_is_not_run_again_and_shares_its_runs(harness, stand) -> None:
     fake = stand({"eager": [50.0, 52.0, 51.0], "compile": [100.0, 90.0, 95.0]})
     incumbent = Subject(name="incumbent", config=CompileConfig(), same_as="compile")
-    rules = CampaignRules(min_rounds=2, max_rounds=2)
+    rules = CampaignRules(min_replicates=2, max_replicates=2)
     result = engine.measure(harness, [*Subject.baselines(), incumbent], objective=THROUGHPUT, rules=rules)
     assert fake.first == ["eager", "compile"] and fake.replicates == [["compile", "eager"], ["compile", "eager"]]
     assert result.complete_runs("incumbent") == result.complete_runs("compile")
@@ -392,15 +421,15 @@ def test_a_subject_that_is_a_baseline_is_not_run_again_and_shares_its_runs(harne
         harness,
         [],
         objective=THROUGHPUT,
-        rules=CampaignRules(min_rounds=3, max_rounds=3),
+        rules=CampaignRules(min_replicates=3, max_replicates=3),
         campaign=Campaign.from_dict(again.to_dict()),
     )
-    assert len(fake.replicates) == 2 and capped.rounds == 2
+    assert len(fake.replicates) == 2 and capped.replicate_count == 2
     # More replicates within its looks (a retune making sure of a regression, planned up to --max-replicates) run the
     # baselines only, and the incumbent has them too.
     again.looks = replace(again.looks, last=3)
     more = engine.measure(
-        harness, [], objective=THROUGHPUT, rules=CampaignRules(min_rounds=3, max_rounds=3), campaign=again
+        harness, [], objective=THROUGHPUT, rules=CampaignRules(min_replicates=3, max_replicates=3), campaign=again
     )
     assert len(fake.replicates) == 3 and len(more.complete_runs("incumbent")) == 3
 
@@ -422,12 +451,12 @@ def test_a_configuration_decided_slower_than_the_leader_leaves_later_replicates(
     # (12.71 standard errors) is exp(log 0.9 + spread/2 + 6.35 * spread), below 1 only for spreads under 0.0154.
     rates = {"eager": [50.0], "compile": [100.0], "trial 7": [100.0], "trial 8": [90.0, 90.0 * (1 + spread)]}
     fake = stand(rates)
-    rules = CampaignRules(min_rounds=4, max_rounds=4, race=True)
+    rules = CampaignRules(min_replicates=4, max_replicates=4, race=True)
     result = engine.measure(harness, racers(), objective=THROUGHPUT, rules=rules)
     assert ("trial 8" in fake.replicates[2]) is not retired, fake.replicates
     assert result.retired.get("trial 8", "").startswith("after replicate 2: slower than trial 7, 0.9") is retired
     if retired:
-        assert result.ratio("trial 8", "compile").rounds == 2, "its figures rest on the replicates it ran in"
+        assert result.ratio("trial 8", "compile").replicates == 2, "its figures rest on the replicates it ran in"
         assert result.runs["trial 8"][2:] == [None, None]
     assert all("compile" in names and "trial 7" in names for names in fake.replicates), "reference and leader stay"
 
@@ -441,7 +470,7 @@ def test_eager_leaves_later_replicates_only_once_its_simultaneous_interval_puts_
     # interval of the second look lies just below 1 (and left eager out before); the simultaneous one does not.
     fake = stand({"eager": eager, "compile": [100.0], "trial 7": [100.0, 101.0, 99.0]})
     result = engine.measure(
-        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=2, max_rounds=5, race=True)
+        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=2, max_replicates=5, race=True)
     )
     plain = replicate_interval([math.log(e / 100.0) for e in eager])
     assert plain.high < 1.0, "the look's plain interval would leave it out"
@@ -451,7 +480,7 @@ def test_eager_leaves_later_replicates_only_once_its_simultaneous_interval_puts_
     # Where the campaign looks only after its fifth replicate, that claim waits for it: eager runs in all five.
     fake = stand({"eager": eager, "compile": [100.0], "trial 7": [100.0, 101.0, 99.0]})
     once = engine.measure(
-        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=5, max_rounds=5, race=True)
+        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=5, max_replicates=5, race=True)
     )
     assert all("eager" in names for names in fake.replicates) and "eager" not in once.retired
 
@@ -469,21 +498,23 @@ def test_eager_leaves_once_every_configuration_racing_is_decided_faster_than_it(
     rates = {"eager": [80.0, 95.0, 82.0, 94.0, 81.0], "compile": [100.0], "trial 7": trial}
     fake = stand(rates)
     result = engine.measure(
-        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=2, max_rounds=5, race=True)
+        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=2, max_replicates=5, race=True)
     )
     assert len(fake.replicates) > 3, result.stopped
     assert ("eager" in fake.replicates[3]) is not retired, fake.replicates
     assert result.retired.get("eager", "").startswith("after replicate 3: every configuration racing") is retired
     if retired:
         assert "trial 7 at 1.4" in result.retired["eager"] and "(simultaneous)" in result.retired["eager"]
-        assert result.ratio("trial 7", "eager").rounds == 3 and outcome(result.ratio("trial 7", "eager")) == "gain"
+        assert result.ratio("trial 7", "eager").replicates == 3 and outcome(result.ratio("trial 7", "eager")) == "gain"
         assert outcome(result.ratio("eager", "compile")) == "undecided"
 
 
 def test_without_racing_every_subject_runs_every_replicate(harness, stand) -> None:
     rates = {"eager": [50.0], "compile": [100.0], "trial 7": [100.0], "trial 8": [80.0]}
     fake = stand(rates)
-    result = engine.measure(harness, racers(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=4, max_rounds=4))
+    result = engine.measure(
+        harness, racers(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=4, max_replicates=4)
+    )
     assert all(len(names) == 4 for names in fake.replicates) and not result.retired
 
 
@@ -491,7 +522,7 @@ def test_a_retired_subject_is_not_the_leader_and_its_retirement_is_kept(harness,
     rates = {"eager": [50.0], "compile": [100.0], "trial 7": [100.0, 100.0, 60.0, 60.0], "trial 8": [90.0]}
     stand(rates)
     result = engine.measure(
-        harness, racers(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=4, max_rounds=4, race=True)
+        harness, racers(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=4, max_replicates=4, race=True)
     )
     # Trial 7 fell behind after trial 8 had left: trial 8, decided slower than it, is not made the leader again.
     assert "trial 8" in result.retired and result.leader() == "trial 7"
@@ -503,7 +534,7 @@ def test_a_configuration_decided_slower_than_plain_compile_leaves_even_when_clos
     # Both configurations lose to plain compile; trial 8 cannot be told from the leader, but it cannot be exported.
     rates = {"eager": [50.0], "compile": [100.0], "trial 7": [80.0, 81.0], "trial 8": [79.0, 81.5]}
     fake = stand(rates)
-    result = engine.measure(harness, racers(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=3, race=True))
+    result = engine.measure(harness, racers(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=3, race=True))
     assert result.ratio("trial 8", "trial 7").high > 1.0
     assert result.retired["trial 8"].startswith("after replicate 2: slower than compile")
     assert "trial 8" not in fake.replicates[2] and {"compile", "trial 7"} <= set(fake.replicates[2])
@@ -515,7 +546,7 @@ def test_a_configuration_that_left_the_race_is_not_exported(harness, stand) -> N
     rates = {"eager": [50.0], "compile": [100.0], "trial 7": [120.0, 120.0, 95.0, 95.0], "trial 8": [110.0]}
     stand(rates)
     result = engine.measure(
-        harness, racers(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=4, max_rounds=4, race=True)
+        harness, racers(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=4, max_replicates=4, race=True)
     )
     assert (
         "trial 8" in result.retired
@@ -542,15 +573,15 @@ def test_a_confirmation_with_no_gain_to_find_stops_at_its_first_look(harness, st
     # inside the band, so no later replicate could show it a gain. Without the stop, all eight run.
     rates = {"eager": [50.0], "compile": [100.0], "trial 7": [99.0, 100.5, 99.5]}
     stand(rates)
-    rules = engine.confirmation_rules(harness.protocol, min_rounds=3, max_rounds=8)
+    rules = engine.confirmation_rules(harness.protocol, min_replicates=3, max_replicates=8)
     result = engine.measure(harness, subjects(), objective=THROUGHPUT, rules=rules)
     assert result.looks == Looks(candidates=1, first=3, last=8, last_share=CONFIRMATION_LAST_SHARE)
-    assert result.rounds == 3, result.stopped
+    assert result.replicate_count == 3, result.stopped
     assert result.stopped.startswith("no gain left to find after 3 replicates: the fastest, trial 7, runs at most")
     assert choose(result).subject == "compile"
     stand(rates)
     patient = engine.measure(harness, subjects(), objective=THROUGHPUT, rules=replace(rules, futility=False))
-    assert patient.rounds == 8, patient.stopped
+    assert patient.replicate_count == 8, patient.stopped
 
 
 def test_a_campaign_stops_where_its_replicates_scatter_too_widely_for_its_last_look_to_show_a_gain(
@@ -561,13 +592,13 @@ def test_a_campaign_stops_where_its_replicates_scatter_too_widely_for_its_last_l
     # gain, which the candidate reaches in under 1% of campaigns even were it as fast as that bound.
     rates = {"eager": [50.0], "compile": [100.0], "trial 7": [106.0, 95.0, 101.0]}
     stand(rates)
-    rules = engine.confirmation_rules(harness.protocol, min_rounds=3, max_rounds=8)
+    rules = engine.confirmation_rules(harness.protocol, min_replicates=3, max_replicates=8)
     result = engine.measure(harness, subjects(), objective=THROUGHPUT, rules=rules)
-    assert result.rounds == 3, result.stopped
+    assert result.replicate_count == 3, result.stopped
     assert "would show a gain at the last look in under 1% of campaigns (the stop asks under 5%)" in result.stopped
     stand(rates)
     banded = engine.measure(harness, subjects(), objective=THROUGHPUT, rules=replace(rules, futility_rule="band"))
-    assert banded.rounds > 3 and "inside the +/-2% band" in banded.stopped, banded.stopped
+    assert banded.replicate_count > 3 and "inside the +/-2% band" in banded.stopped, banded.stopped
 
 
 def test_the_stop_for_want_of_a_gain_is_one_the_rules_know() -> None:
@@ -582,9 +613,9 @@ def test_a_candidate_that_may_still_be_a_gain_keeps_the_campaign_going_to_the_ne
     # 3% faster on average, scattering by 3%: were it as fast as its upper bound, the last look would claim a gain
     # in about one campaign in five, so the campaign goes on.
     stand({"eager": [50.0], "compile": [100.0], "trial 7": [100.0, 106.0, 103.0]})
-    rules = engine.confirmation_rules(harness.protocol, min_rounds=3, max_rounds=8)
+    rules = engine.confirmation_rules(harness.protocol, min_replicates=3, max_replicates=8)
     result = engine.measure(harness, subjects(), objective=THROUGHPUT, rules=rules)
-    assert result.rounds > 3, result.stopped
+    assert result.replicate_count > 3, result.stopped
     assert not result.stopped.startswith("decided"), "3% on this scatter decides nothing"
 
 
@@ -592,17 +623,19 @@ def test_a_confirmation_decides_a_gain_at_the_first_replicate_that_shows_it(harn
     # 9% faster, scattering by under 1%: three replicates on two degrees of freedom leave its lower end at about
     # 1.00, a fourth on three puts it near 1.04. Looks only after replicates 3, 6 and 8 measured two more.
     stand({"eager": [50.0], "compile": [100.0], "trial 7": [109.0, 110.0, 108.5, 109.5]})
-    rules = engine.confirmation_rules(harness.protocol, min_rounds=3, max_rounds=8)
+    rules = engine.confirmation_rules(harness.protocol, min_replicates=3, max_replicates=8)
     result = engine.measure(harness, subjects(), objective=THROUGHPUT, rules=rules)
-    assert result.rounds == 4, result.stopped
+    assert result.replicate_count == 4, result.stopped
     assert result.stopped.startswith("decided after 4 replicates: trial 7 against compile: gain"), result.stopped
 
 
 def test_a_large_gain_is_decided_at_a_planned_look_and_eager_leaves_only_at_one(harness, stand) -> None:
     fake = stand({"eager": [50.0, 51.0], "compile": [100.0, 101.0], "trial 7": [130.0, 131.0, 130.5]})
-    rules = engine.confirmation_rules(harness.protocol, min_rounds=3, max_rounds=8)
+    rules = engine.confirmation_rules(harness.protocol, min_replicates=3, max_replicates=8)
     result = engine.measure(harness, subjects(), objective=THROUGHPUT, rules=rules)
-    assert result.rounds == 3 and result.stopped.startswith("decided after 3 replicates: trial 7 against compile: gain")
+    assert result.replicate_count == 3 and result.stopped.startswith(
+        "decided after 3 replicates: trial 7 against compile: gain"
+    )
     assert all("eager" in names for names in fake.replicates), "no look before the third: eager ran in all three"
     assert choose(result).subject == "trial 7"
 
@@ -611,9 +644,9 @@ def test_the_stop_for_want_of_a_gain_waits_while_eager_may_be_faster_than_plain_
     # The candidate has nothing to find, but eager scatters above plain compile: exporting eager is still in
     # question, so the campaign goes on past the first look.
     stand({"eager": [98.0, 110.0, 104.0], "compile": [100.0], "trial 7": [99.0, 100.5, 99.5]})
-    rules = engine.confirmation_rules(harness.protocol, min_rounds=3, max_rounds=8)
+    rules = engine.confirmation_rules(harness.protocol, min_replicates=3, max_replicates=8)
     result = engine.measure(harness, subjects(), objective=THROUGHPUT, rules=rules)
-    assert result.rounds > 3, result.stopped
+    assert result.replicate_count > 3, result.stopped
 
 
 def test_a_ratio_missing_a_pair_spends_the_error_of_the_look_it_is_judged_at() -> None:
@@ -623,7 +656,7 @@ def test_a_ratio_missing_a_pair_spends_the_error_of_the_look_it_is_judged_at() -
     measured = campaign(compile=[None, 100.0, 100.0], **{"trial 7": [120.0, 104.0, 108.0]})
     measured.looks = Looks(candidates=3, first=3, last=8, at=(3, 6, 8), last_share=0.75)
     logs = measured.log_ratios("trial 7", "compile")
-    assert len(logs) == 2 and measured.rounds == 3
+    assert len(logs) == 2 and measured.replicate_count == 3
     judged = measured.ratio("trial 7", "compile")
     assert judged == replicate_interval(logs, 0, measured.looks, measured.components("trial 7", "compile"), at=3)
     assert judged.low < replicate_interval(logs, 0, measured.looks, at=2).low, "the look's share, not the rest"
@@ -645,10 +678,10 @@ def test_a_precise_campaign_claims_no_gain_whose_estimate_lies_inside_the_band(h
     # it, no precision turns a difference inside the band into a claim.
     wiggle = [math.exp(0.015), math.exp(-0.015)]
     stand({"eager": [800.0], "compile": [1000.0], "trial 7": [1019.0 * w for w in wiggle]})
-    rules = engine.validation_rules(harness.protocol, repeats=3, max_rounds=100, precision=0.003, seconds=None)
+    rules = engine.validation_rules(harness.protocol, replicates=3, max_replicates=100, precision=0.003, seconds=None)
     result = engine.measure(harness, subjects(), objective=THROUGHPUT, rules=rules)
     versus = result.ratio("trial 7", "compile")
-    assert versus is not None and versus.rounds == 100 and versus.low > 1.015 and versus.median < 1.02, versus
+    assert versus is not None and versus.replicates == 100 and versus.low > 1.015 and versus.median < 1.02, versus
     assert outcome(versus) == "undecided"
     assert choose(result).exported == "plain torch.compile", "no gain worth the name was shown"
 

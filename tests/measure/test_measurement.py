@@ -166,12 +166,12 @@ def test_a_15_percent_faster_subject_is_a_gain_a_slower_one_a_loss_and_a_twin_ne
     # rule several chances to call the twin a gain or a loss.
     harness, rules = (
         spin_harness(f"{TARGETS}:spins_apart"),
-        CampaignRules(min_rounds=5, max_rounds=5, windows=8, most_windows=8),
+        CampaignRules(min_replicates=5, max_replicates=5, windows=8, most_windows=8),
     )
     campaign = engine.measure(harness, subjects, objective=Throughput(), rules=rules, cache_root=tmp_path)
     ratios = {name: campaign.ratio(name, "compile") for name in ("faster", "slower", "twin")}
     context = (ratios, campaign.design())
-    assert campaign.rounds == 5, context
+    assert campaign.replicate_count == 5, context
 
     # The 15% subjects are told apart from plain compile by the product's own 95% rule.
     assert outcome(ratios["faster"], 0.02) == "gain" and outcome(ratios["slower"], 0.02) == "loss", context
@@ -203,7 +203,7 @@ def test_a_cpu_hog_started_in_the_middle_does_not_change_the_paired_decision(tmp
     hogs: list[subprocess.Popen] = []
 
     def hog_from_the_second_replicate(campaign, rules) -> None:
-        if campaign.rounds == 1 and not hogs:
+        if campaign.replicate_count == 1 and not hogs:
             spin = "import time\nend = time.time() + 300\nwhile time.time() < end:\n    pass\n"
             # One per core (two on the 2-core machine): others_share is a share of the whole machine, and two hogs
             # on sixteen cores would take an eighth of it, not the half this test needs.
@@ -219,7 +219,7 @@ def test_a_cpu_hog_started_in_the_middle_does_not_change_the_paired_decision(tmp
             with_protocol(spin_harness(f"{TARGETS}:spins_less"), threads=1),
             subjects,
             objective=Throughput(),
-            rules=CampaignRules(min_rounds=3, max_rounds=6, windows=8, most_windows=8),
+            rules=CampaignRules(min_replicates=3, max_replicates=6, windows=8, most_windows=8),
             on_replicate=hog_from_the_second_replicate,
         )
     finally:
@@ -429,13 +429,15 @@ def test_validating_the_same_configuration_twice_gives_ratios_that_agree_within_
     recipe.write_text("description: the whole model, compiled once\nconfig:\n  scope: whole\n")
     spec = f"{TARGETS}:detour_infer"
     first, second = (
-        validate(recipe, model=spec, device="cpu", repeats=3, max_rounds=3, protocol=RunProtocol(windows=2, **SHORT))
+        validate(
+            recipe, model=spec, device="cpu", replicates=3, max_replicates=3, protocol=RunProtocol(windows=2, **SHORT)
+        )
         for _ in range(2)
     )
     # The ratio to plain compile is what autotune's decisions rest on. Two intervals of two replicates each
     # overlapped whatever they held (their t-quantile is over 12); three replicates each, and each interval holds
     # the other's estimate: two validations of one configuration tell the same story.
     a, b = first.speedup("compile"), second.speedup("compile")
-    assert a is not None and b is not None and a.rounds == b.rounds == 3
+    assert a is not None and b is not None and a.replicates == b.replicates == 3
     assert a.low <= b.median <= a.high and b.low <= a.median <= b.high, (a, b)
     assert first.campaign.replicates[0].orders[1] == first.campaign.replicates[0].orders[0][::-1], "ABBA"

@@ -130,7 +130,7 @@ def test_one_cold_compile_each_decides_nothing_on_the_front() -> None:
     assert sorted(p.subject for p in front(once, SPEED_AND_COMPILE)) == ["compile", "eager", "trial 1", "trial 2"]
     repeated = campaign(**subjects)
     versus = repeated.compile_ratio("trial 2", "compile")
-    assert versus is not None and versus.rounds == 6 and versus.low > 1.02, "decided sooner, beyond the band"
+    assert versus is not None and versus.replicates == 6 and versus.low > 1.02, "decided sooner, beyond the band"
     # trial 1 compiles sooner than trial 2, decided, and runs slower by its median: both stay. Against plain
     # compile its speed is undecided: neither dominates the other.
     assert sorted(p.subject for p in front(repeated, SPEED_AND_COMPILE)) == ["eager", "trial 1", "trial 2"]
@@ -168,7 +168,7 @@ def test_compile_time_is_judged_with_the_campaign_simultaneous_floored_interval(
     assert outcome(measured.compile_ratio("trial 1", "compile")) == "gain", "one look, one comparison: plain 95%"
     measured.looks = Looks(candidates=3, first=2, last=6)
     versus = measured.compile_ratio("trial 1", "compile")
-    assert versus is not None and versus.rounds == 2 and versus.low < 1.0 < versus.high
+    assert versus is not None and versus.replicates == 2 and versus.low < 1.0 < versus.high
     assert outcome(versus) == "undecided"
 
 

@@ -33,7 +33,7 @@ def test_the_interval_is_the_t_interval_of_the_replicates_log_ratios() -> None:
     sd = math.sqrt(sum((v - centre) ** 2 for v in logs) / 3)
     assert interval.median == pytest.approx(math.exp(centre))
     assert interval.low == pytest.approx(math.exp(centre - 3.182 * sd / 2), rel=1e-3), "t with 3 degrees of freedom"
-    assert (interval.rounds, interval.windows) == (4, 48)
+    assert (interval.replicates, interval.windows) == (4, 48)
     assert replicate_interval([math.log(1.2)]) == Interval(
         pytest.approx(1.2), pytest.approx(1.2), pytest.approx(1.2), 1
     )

@@ -21,7 +21,7 @@ def test_the_design_text_names_who_left_the_race_and_why(harness, stand) -> None
     stand(rates)
     # Looks after replicates 2 and 3: eager leaves at the first, a claim made where the campaign looks.
     result = engine.measure(
-        harness, racers(), objective=THROUGHPUT, rules=CampaignRules(min_rounds=2, max_rounds=3, race=True)
+        harness, racers(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=2, max_replicates=3, race=True)
     )
     text = design_text(result)
     eager = result.retired["eager"]  # on the campaign's simultaneous interval, with its floor: not a point

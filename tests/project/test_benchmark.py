@@ -42,7 +42,7 @@ def test_smoke_run_writes_the_table_and_the_raw_figures(tmp_path) -> None:
     ]
     assert bench["winner_after"] == {"1": "compile"} and bench["best_seeded_recipe"] is None
     assert rows["eager"]["samples_per_second"] > 0 and rows["eager"]["vs_eager"]["median"] == 1.0
-    assert rows["compile"]["vs_eager"]["rounds"] == bench["rounds"] == 1
+    assert rows["compile"]["vs_eager"]["replicates"] == bench["rounds"] == 1
     # What autotune would export after the trial, by the rule of `autotune search`.
     assert bench["exported_after"]["1"]["exported"] in (
         "no compilation",

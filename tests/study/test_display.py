@@ -51,7 +51,7 @@ def test_the_confirmation_eta_counts_down_from_a_guess_made_before_its_first_rep
         _report=lambda trial, phase: notes.append(phase),
     )
     planned = _search_session._planned(search)
-    rules = CampaignRules(min_rounds=3, max_rounds=6, windows=10)
+    rules = CampaignRules(min_replicates=3, max_replicates=6, windows=10)
     planned(campaign, rules)
     first = search.plan.eta(now=search.plan.run_started)
     assert first == 3 * 35 + 40, "three replicates of the guess, then the compile cache"
@@ -74,7 +74,7 @@ def test_a_subject_left_out_of_later_replicates_is_said_once_with_why() -> None:
         _note=said.append,
     )
     planned = _search_session._planned(search)
-    rules = CampaignRules(min_rounds=3, max_rounds=6, windows=10)
+    rules = CampaignRules(min_replicates=3, max_replicates=6, windows=10)
     planned(campaign, rules)
     campaign.retired["trial 3"] = "after replicate 2: slower than trial 5, 0.91x [0.85, 0.97]"
     planned(campaign, rules)

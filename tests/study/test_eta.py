@@ -44,7 +44,7 @@ def the_guess() -> float:
         baselines["eager"],
         baselines["compile"],
         confirm=options["confirm"],
-        rounds=options["rounds"],
+        replicates=options["rounds"],
         protocol=RunProtocol(),
     )
 
@@ -74,7 +74,7 @@ def test_before_the_last_trials_the_eta_misses_only_by_a_trial_that_failed_at_on
 
 
 def test_counting_confirmation_runs_as_trials_overstated_the_time_left_by_more_than_half() -> None:
-    # The ETA before: the confirmation as (confirmed trials + 2 baselines) x rounds runs of a typical
+    # The ETA before: the confirmation as (confirmed trials + 2 baselines) x replicates runs of a typical
     # trial, and the compile cache as two more, where its warm restarts took 71 s and the cache 39 s.
     options = RECORDED["options"]
     before = Plan(

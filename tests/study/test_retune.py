@@ -260,7 +260,7 @@ def test_retune_in_an_unchanged_environment_keeps_the_incumbent(unchanged: tuple
     again = [t for t in study.trials if record_of(t).retune_role == "incumbent"]
     assert len(again) == 1 and again[0].state.name == "COMPLETE", "the incumbent was measured again, not reused"
     assert record_of(again[0]).duplicate_of is None
-    assert best.metrics["trial"] == 0 and best.metrics["rounds"] == 2
+    assert best.metrics["trial"] == 0 and best.metrics["replicates"] == 2
     assert "## Retune history" in (folder / "report.md").read_text() and (folder / "retune_history.png").is_file()
 
 
@@ -501,8 +501,8 @@ def test_params_for_a_configuration_the_space_cannot_express(toy_summary: Worklo
     ("change", "named"),
     [
         ({"trials": -1}, "--trials -1"),
-        ({"repeats": 0}, "--replicates 0"),
-        ({"repeats": 1, "max_rounds": 1}, "--max-replicates 1: must be an integer >= --replicates (1) and >= 2"),
+        ({"replicates": 0}, "--replicates 0"),
+        ({"replicates": 1, "max_replicates": 1}, "--max-replicates 1: must be an integer >= --replicates (1) and >= 2"),
         ({"min_gain": 1.5}, "--min-gain 1.5"),
         ({"max_regression": 0.0}, "--max-regression 0.0"),
         ({"device": "tpu"}, "--device 'tpu'"),

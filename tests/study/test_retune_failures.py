@@ -37,7 +37,7 @@ def _retune_with(measured: list[Campaign], notes: list[str], monkeypatch: pytest
 
     monkeypatch.setattr(_retune, "measure", measure)
     retune = object.__new__(_retune._Retune)
-    retune.options = RetuneOptions(path="best.yaml", repeats=3, max_rounds=4)
+    retune.options = RetuneOptions(path="best.yaml", replicates=3, max_replicates=4)
     retune.harness = types.SimpleNamespace(protocol=types.SimpleNamespace(window_seconds=0.25, warmup_windows=1))
     retune.objective = measured[0].objective
     retune.tuned = types.SimpleNamespace(config=REGIONAL, created="2026-11-28T00:00:00Z", metrics={"trial": 7})
@@ -64,7 +64,7 @@ def test_an_incumbent_that_failed_in_the_last_replicate_runs_again_and_a_failure
     assert (
         "the incumbent failed once, in its last replicate after 3 replicate(s); measuring up to 4 to be sure" in notes
     )
-    assert measured.rounds == 4 and verdict.decision == "unchanged" and not verdict.regressions
+    assert measured.replicate_count == 4 and verdict.decision == "unchanged" and not verdict.regressions
     assert "replicate 3 failed (accuracy) and its later runs did not: not reproduced" in verdict.warnings[0]
 
 
@@ -80,5 +80,5 @@ def test_a_failure_already_run_again_needs_no_more_replicates(monkeypatch: pytes
     notes: list[str] = []
     retune = _retune_with([_with([120.0, None, 121.0])], notes, monkeypatch)
     measured, verdict = retune._measure(None)
-    assert measured.rounds == 3 and verdict.decision == "unchanged"
+    assert measured.replicate_count == 3 and verdict.decision == "unchanged"
     assert not any("measuring up to" in note for note in notes)

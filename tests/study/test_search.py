@@ -99,7 +99,7 @@ def test_search_exports_the_decided_gain_with_every_file_and_its_baselines(searc
     assert metrics["verdict"].startswith("trial 1 is exported: a gain, "), metrics["verdict"]
     for name in ("eager", "compile"):
         assert tuned.baselines[name]["samples_per_second"] > 0
-        assert len(tuned.baselines[name]["runs"]) == metrics["rounds"] >= 3
+        assert len(tuned.baselines[name]["runs"]) == metrics["replicates"] >= 3
     assert tuned.study["trials"]["total"] == 2
     rows = list(csv.DictReader((out / "trials.csv").open()))
     assert [r["number"] for r in rows] == ["0", "1"]
@@ -386,7 +386,7 @@ def test_a_time_to_search_confirms_with_a_cold_compile_before_each_replicate(tmp
     )
     rows = {row["subject"]: row for row in load(out / "best.yaml").metrics["confirmation"]}
     # Plain compile's compile time has two figures, one before each replicate, and an interval from them.
-    assert rows["compile"]["compile_interval"]["rounds"] == 2
+    assert rows["compile"]["compile_interval"]["replicates"] == 2
     assert "compile_interval" not in rows["eager"], "eager compiles nothing"
     study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
     campaign = read_study_record(study).confirmation

@@ -35,8 +35,8 @@ def test_bad_options_are_named() -> None:
         ({"max_compile_seconds": -5.0}, r"--max-compile-seconds -5.0: must be a positive"),
         ({"max_compile_seconds": 0.0}, r"--max-compile-seconds 0.0: must be a positive"),
         ({"compile_budget": float("nan")}, r"--compile-budget nan"),
-        ({"max_rounds": 0}, r"--max-replicates 0: must be >= --replicates"),
-        ({"rounds": 0}, r"--replicates 0: must be >= 1"),
+        ({"max_replicates": 0}, r"--max-replicates 0: must be >= --replicates"),
+        ({"replicates": 0}, r"--replicates 0: must be >= 1"),
     ],
 )
 def test_bad_numbers_are_refused_by_name_before_anything_is_built(change: dict, named: str) -> None:
@@ -152,12 +152,15 @@ def test_a_device_this_torch_cannot_use_is_refused_before_anything_starts(tmp_pa
 @pytest.mark.parametrize(
     ("flags", "wanted"),
     [
-        ([], {"space": "default", "trials": 20, "confirm": 3, "rounds": 3, "max_rounds": 8}),
-        (["--effort", "quick"], {"space": "quick", "trials": 8, "confirm": 2, "rounds": 2, "max_rounds": 5}),
-        (["--effort", "thorough"], {"space": "thorough", "trials": 60, "confirm": 5, "rounds": 4, "max_rounds": 8}),
+        ([], {"space": "default", "trials": 20, "confirm": 3, "replicates": 3, "max_replicates": 8}),
+        (["--effort", "quick"], {"space": "quick", "trials": 8, "confirm": 2, "replicates": 2, "max_replicates": 5}),
+        (
+            ["--effort", "thorough"],
+            {"space": "thorough", "trials": 60, "confirm": 5, "replicates": 4, "max_replicates": 8},
+        ),
         (["--effort", "thorough", "--trials", "3", "--space", "quick"], {"space": "quick", "trials": 3}),
-        (["--effort", "quick", "--replicates", "6"], {"rounds": 6, "max_rounds": 6}),
-        (["--max-replicates", "2"], {"rounds": 2, "max_rounds": 2}),
+        (["--effort", "quick", "--replicates", "6"], {"replicates": 6, "max_replicates": 6}),
+        (["--max-replicates", "2"], {"replicates": 2, "max_replicates": 2}),
         (["--allow-precision-changes"], {"allow_precision_changes": True}),
     ],
 )

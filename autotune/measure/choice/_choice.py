@@ -179,7 +179,7 @@ def _why_no_trial(best: tuple[Interval, str] | None, campaign: Campaign, within:
         return f"the best configuration, {name}, gained less than asked: {shown}"
     if versus.median <= 1.0:
         return f"no configuration beat it: the best, {name}, ran {shown}, undecided within the measurement's budget"
-    if versus.rounds < 2:
+    if versus.replicates < 2:
         return f"the best configuration, {name}, ran {shown} in one replicate, which says nothing of the noise"
     if versus.low > 1.0 and versus.median <= 1.0 + within:
         return (
@@ -238,7 +238,7 @@ def metrics(campaign: Campaign, choice: Choice, *, extra: Mapping[str, Any] | No
         "decision": choice.decision,
         # The method the figures were measured with: a campaign stored by an earlier autotune keeps its own (or none).
         "method": dict(campaign.method) if campaign.method is not None else None,
-        "rounds": campaign.rounds,
+        "replicates": campaign.replicate_count,
         "design": campaign.design(),
         "noise": campaign.noise(),
         "confirmation": confirmation_rows(campaign),

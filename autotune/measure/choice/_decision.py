@@ -1,4 +1,4 @@
-"""The retune decision rule: keep, replace, or call a regression, from one campaign's paired rounds.
+"""The retune decision rule: keep, replace, or call a regression, from one campaign's paired replicates.
 
 A pure function of measurements, so that it can be tested on synthetic runs:
 
@@ -86,12 +86,12 @@ def decide(
         for baseline, label in (("compile", "plain torch.compile"), ("eager", "eager")):
             before = recorded.get(baseline)
             now = campaign.ratio(INCUMBENT, baseline)
-            if before is None or now is None or now.rounds < 2:
+            if before is None or now is None or now.replicates < 2:
                 continue  # one replicate is a number, not a measurement: it calls nothing a regression
             if now.median < before.median * (1 - max_regression) and now.high < before.low:
                 fell = (
                     f"the incumbent now runs {now.median:.2f}x {label} [{now.low:.2f}, {now.high:.2f}] over "
-                    f"{now.rounds} replicate(s), against {before.median:.2f}x [{before.low:.2f}, {before.high:.2f}] "
+                    f"{now.replicates} replicate(s), against {before.median:.2f}x [{before.low:.2f}, {before.high:.2f}] "
                     f"when tuned"
                 )
                 if baseline == judge:
@@ -119,7 +119,7 @@ def decide(
             # Nothing of the incumbent's to pair it with: like any export, it must be a decided gain over plain
             # compile (a challenger level with it would ship a configuration that gains nothing).
             replaced = outcome(campaign.ratio(CHALLENGER, "compile"), BAND) == "gain"
-        elif versus is not None and versus.rounds >= 2:
+        elif versus is not None and versus.replicates >= 2:
             # One replicate is a number, not a measurement: a challenger must win in several.
             # The proof's own rule for a gain (`outcome`: the interval's lower end above 1 + GAIN_MARGIN), and the
             # estimate above what the user asked a replacement to gain.
@@ -130,7 +130,7 @@ def decide(
         assert now is not None  # decided slower: there is an interval
         warnings.append(
             f"the incumbent now runs {now.median:.2f}x plain torch.compile [{now.low:.2f}, {now.high:.2f}] over "
-            f"{now.rounds} replicate(s): plain torch.compile is faster here; no regression against what best.yaml "
+            f"{now.replicates} replicate(s): plain torch.compile is faster here; no regression against what best.yaml "
             "records, so the files stay: search again, or ship plain torch.compile"
         )
     return Decision(decision=decision, replaced=replaced, regressions=regressions, gain=gain, warnings=tuple(warnings))

@@ -1,7 +1,7 @@
 """The Pareto front of a multi-objective study, from its confirmation campaign, and which point best.yaml gets.
 
 Candidates are eager, plain torch.compile and every confirmed configuration, placed by
-their confirmed figures: the speed objective (median over the rounds), the median compile
+their confirmed figures: the speed objective (over the replicates), the median compile
 time (eager: 0 s) and the median peak memory. A point is on the front when no other point
 is at least as good on every objective and better on one.
 

@@ -17,9 +17,9 @@ from autotune.measure.engine._replicate import (
     take_turns,
 )
 from autotune.measure.engine._rules import (
-    VALIDATION_MAX_ROUNDS,
+    VALIDATION_MAX_REPLICATES,
     VALIDATION_PRECISION,
-    VALIDATION_REPEATS,
+    VALIDATION_REPLICATES,
     VALIDATION_SECONDS,
     CampaignRules,
     confirmation_rules,
@@ -31,9 +31,9 @@ from autotune.measure.engine._starts import has_warm_cache
 __all__ = [
     "BASELINES",
     "COLD_COMPILE",
-    "VALIDATION_MAX_ROUNDS",
+    "VALIDATION_MAX_REPLICATES",
     "VALIDATION_PRECISION",
-    "VALIDATION_REPEATS",
+    "VALIDATION_REPLICATES",
     "VALIDATION_SECONDS",
     "CampaignRules",
     "CacheProof",

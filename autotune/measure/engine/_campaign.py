@@ -199,8 +199,8 @@ class Campaign:
     stored before the method was recorded. best.yaml records this one, not the method of the autotune exporting it."""
 
     @property
-    def rounds(self) -> int:
-        """Replicates measured (rounds, in files of earlier versions)."""
+    def replicate_count(self) -> int:
+        """Replicates measured (rotated rounds of fresh processes, in files of earlier versions)."""
         return len(self.replicates) or len(self.orders)
 
     def measured(self) -> list[str]:
@@ -276,7 +276,7 @@ class Campaign:
         compiled nothing cold between replicates."""
         subject = self.subjects.get(name)
         if subject is not None and subject.config is None and self.compiles:
-            return [0.0] * self.rounds
+            return [0.0] * self.replicate_count
         return list(self.compiles.get(subject.same_as or name if subject is not None else name, []))
 
     def compile_seconds(self, name: str) -> float | None:
@@ -516,7 +516,7 @@ class Campaign:
         """Plain data for a study's attributes, best.yaml and JSON."""
         data: dict[str, Any] = {
             "objective": str(self.objective),
-            "rounds": self.rounds,
+            "replicate_count": self.replicate_count,
             "replicates": [r.to_dict() for r in self.replicates],
             "subjects": {name: self._subject_dict(name, s) for name, s in self.subjects.items()},
             "noise": self.noise(),

@@ -14,11 +14,11 @@ benchmark call. It
    (`retire`): a configuration decided slower than the leader or than `reference`, eager
    decided slower than `reference`. The leader and `reference` always run;
 5. looks after the replicates it planned (`CampaignRules.looks`; by default, and in a search's
-   confirmation, after every one from `min_rounds`), and stops
+   confirmation, after every one from `min_replicates`), and stops
    at a look where the leading configuration's ratio to `reference` is decided (a gain, a loss,
    or equivalent within +/- `decide_within`) and, with `precision`, its interval is that narrow;
    with `futility`, also where no subject can be shown faster than `reference` any more; or when
-   `max_rounds` replicates or `seconds` of measurement are spent, and says which
+   `max_replicates` replicates or `seconds` of measurement are spent, and says which
    (`Campaign.stopped`).
 
 Every planned look and every configuration compared counts against the campaign's error
@@ -78,7 +78,7 @@ def measure(
     rules = rules or CampaignRules()
     lab = lab or Processes()
     campaign = campaign if campaign is not None else start(harness, subjects, objective)
-    rng = random.Random(seed + 7919 * campaign.rounds)
+    rng = random.Random(seed + 7919 * campaign.replicate_count)
     with cache_folder(cache_root) as root:
         folders = {
             name: s.cache_dir or str(root / path_name(name))
@@ -99,16 +99,16 @@ def measure(
             if rules.cold_compiles:
                 expected += sum(r.compile_seconds or 0.0 for r in firsts.values() if r is not None)
             campaign.looks = plan_looks(campaign, asked, expected)
-            held = campaign.looks.last < asked.max_rounds  # the seconds, not --max-replicates, set the last look
-            rules = replace(asked, max_rounds=campaign.looks.last)
-        elif campaign.looks is not None and rules.max_rounds > campaign.looks.last:
+            held = campaign.looks.last < asked.max_replicates  # the seconds, not --max-replicates, set the last look
+            rules = replace(asked, max_replicates=campaign.looks.last)
+        elif campaign.looks is not None and rules.max_replicates > campaign.looks.last:
             # A campaign continued (a retune making sure of a regression) stops at the last look it planned: past it,
             # no error is left to spend.
             last = campaign.looks.last
-            rules = replace(rules, min_rounds=min(rules.min_rounds, last), max_rounds=last)
+            rules = replace(rules, min_replicates=min(rules.min_replicates, last), max_replicates=last)
         requests = warm_requests(harness, campaign, folders)
         started = lab.clock()
-        while campaign.rounds < rules.max_rounds and measurable(campaign):
+        while campaign.replicate_count < rules.max_replicates and measurable(campaign):
             if rules.race:
                 retire(
                     campaign, rules.reference, rules.decide_within
@@ -117,12 +117,12 @@ def measure(
                 on_replicate(campaign, rules)
             cold = cold_compiles(harness, campaign, root, rng, lab, on_run) if rules.cold_compiles else 0.0
             next_replicate(harness, campaign, requests, rules, rng, on_run, lab, cold, cache_proof)
-            if planning and campaign.rounds == 1 and asked.seconds is not None and campaign.replicates:
+            if planning and campaign.replicate_count == 1 and asked.seconds is not None and campaign.replicates:
                 # Planned again from what the first replicate cost, not the first runs' guess at it: no look has been
                 # taken yet (one replicate decides nothing), so the error is still all to spend.
                 campaign.looks = plan_looks(campaign, asked, next_seconds(campaign, campaign.replicates[-1].windows))
-                held = campaign.looks.last < asked.max_rounds
-                rules = replace(rules, max_rounds=campaign.looks.last)
+                held = campaign.looks.last < asked.max_replicates
+                rules = replace(rules, max_replicates=campaign.looks.last)
             ahead = next_seconds(campaign, next_windows(campaign, rules, harness))
             why = why_stop(campaign, rules, lab.clock() - started, ahead)
             if why:

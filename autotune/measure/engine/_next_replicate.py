@@ -57,11 +57,11 @@ def next_replicate(
         window_seconds=harness.protocol.window_seconds,
     )
     replicate, runs, partners = lab.replicate(requests, plan, rng)
-    index = campaign.rounds
+    index = campaign.replicate_count
     loaded = any(r.load_cache_path for r in requests.values())
     campaign.replicates.append(replace(replicate, cold_seconds=cold_seconds, loaded_cache=loaded))
     if proof is not None:
-        proof.take(requests, runs, campaign.rounds)
+        proof.take(requests, runs, campaign.replicate_count)
     for name in campaign.measured():
         run = runs.get(name)
         record = run.record() if run is not None else None

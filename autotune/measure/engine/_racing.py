@@ -31,7 +31,7 @@ def retire(campaign: Campaign, reference: str = "compile", within: float = BAND)
     ones its table prints; with the looks' plain intervals, an eager as fast as plain compile could
     be left out wrongly at any of them.
     """
-    if campaign.rounds < 2:
+    if campaign.replicate_count < 2:
         return {}
     leader = campaign.leader(reference)
     now: dict[str, str] = {}
@@ -39,7 +39,11 @@ def retire(campaign: Campaign, reference: str = "compile", within: float = BAND)
         if name in (reference, leader):
             continue
         subject = campaign.subjects[name]
-        if subject.config is None and campaign.looks is not None and not campaign.looks.judges(campaign.rounds):
+        if (
+            subject.config is None
+            and campaign.looks is not None
+            and not campaign.looks.judges(campaign.replicate_count)
+        ):
             continue  # a claim about eager: only where the campaign looks, on the error it planned there
         rivals = [reference] if subject.config is None else [r for r in (leader, reference) if r is not None]
         for rival in rivals:
@@ -48,9 +52,9 @@ def retire(campaign: Campaign, reference: str = "compile", within: float = BAND)
             else:
                 logs = campaign.log_ratios(name, rival)
                 versus, which = (replicate_interval(logs) if logs else None), "95% at this look"
-            if versus is not None and versus.rounds >= 2 and versus.high < 1.0:
+            if versus is not None and versus.replicates >= 2 and versus.high < 1.0:
                 now[name] = (
-                    f"after replicate {campaign.rounds}: slower than {rival}, {versus.median:.2f}x "
+                    f"after replicate {campaign.replicate_count}: slower than {rival}, {versus.median:.2f}x "
                     f"[{versus.low:.2f}, {versus.high:.2f}] ({which})"
                 )
                 break
@@ -72,6 +76,6 @@ def _eager_beaten(campaign: Campaign, eager: str, reference: str, within: float)
         return ""
     name, slowest = min(((n, v) for n, v in versus.items() if v is not None), key=lambda item: item[1].low)
     return (
-        f"after replicate {campaign.rounds}: every configuration racing is decided faster than it, the least of them "
+        f"after replicate {campaign.replicate_count}: every configuration racing is decided faster than it, the least of them "
         f"{name} at {slowest.median:.2f}x [{slowest.low:.2f}, {slowest.high:.2f}] (simultaneous)"
     )

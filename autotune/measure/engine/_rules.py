@@ -11,9 +11,9 @@ __all__ = [
     "CONFIRMATION_LAST_SHARE",
     "CONFIRMATION_LOOKS",
     "MOST_WINDOWS",
-    "VALIDATION_MAX_ROUNDS",
+    "VALIDATION_MAX_REPLICATES",
     "VALIDATION_PRECISION",
-    "VALIDATION_REPEATS",
+    "VALIDATION_REPLICATES",
     "VALIDATION_SECONDS",
     "CampaignRules",
     "confirmation_rules",
@@ -27,12 +27,12 @@ MOST_WINDOWS = 40
 
 @dataclass(kw_only=True)
 class CampaignRules:
-    """The rules a campaign measures by: how many replicates and seconds it may spend (its budget: `min_rounds`,
-    `max_rounds`, `seconds`), how it sizes them, and when it stops (decided, precise, or no gain left)."""
+    """The rules a campaign measures by: how many replicates and seconds it may spend (its budget: `min_replicates`,
+    `max_replicates`, `seconds`), how it sizes them, and when it stops (decided, precise, or no gain left)."""
 
-    min_rounds: int = 3
+    min_replicates: int = 3
     """Replicates before the campaign may stop."""
-    max_rounds: int = 8
+    max_replicates: int = 8
     """Replicates at most."""
     windows: int = 12
     """Windows per subject in each of the first replicates (`first_windows` gives it from the protocol)."""
@@ -48,7 +48,7 @@ class CampaignRules:
     race: bool = False
     """Leave out of later replicates the subjects that no longer bear on the question (see `retire`)."""
     looks: int | None = None
-    """Looks to plan from `min_rounds` to `max_rounds`, evenly spaced (None: one after every replicate): a campaign
+    """Looks to plan from `min_replicates` to `max_replicates`, evenly spaced (None: one after every replicate): a campaign
     decides, or stops for want of a gain, only at them."""
     last_share: float = 0.5
     """The share of each candidate's error its last look spends (`Looks.last_share`)."""
@@ -70,9 +70,9 @@ class CampaignRules:
     each subject's one first run: shown, with no interval, and deciding nothing."""
 
     def __post_init__(self) -> None:
-        if not 1 <= self.min_rounds <= self.max_rounds:
+        if not 1 <= self.min_replicates <= self.max_replicates:
             raise ValueError(
-                f"rounds: 1 <= min_rounds <= max_rounds must hold, got ({self.min_rounds=}, {self.max_rounds=})"
+                f"replicates: 1 <= min_replicates <= max_replicates must hold, got ({self.min_replicates=}, {self.max_replicates=})"
             )
         if self.windows < 2:
             raise ValueError(f"windows: {self.windows} must be >= 2: a replicate's variance needs two windows")
@@ -103,8 +103,8 @@ CONFIRMATION_LAST_SHARE = 0.75
 """The share of each candidate's error a confirmation spends at its last look."""
 
 
-def confirmation_rules(protocol: RunProtocol, *, min_rounds: int, max_rounds: int) -> CampaignRules:
-    """How a search confirms its best trials: `min_rounds` to `max_rounds` replicates, racing, looking
+def confirmation_rules(protocol: RunProtocol, *, min_replicates: int, max_replicates: int) -> CampaignRules:
+    """How a search confirms its best trials: `min_replicates` to `max_replicates` replicates, racing, looking
     after every one (`CONFIRMATION_LOOKS`), until decided or no gain is left to find.
 
     Its looks and the share of the error its last look spends were chosen on the simulation of the engine
@@ -114,8 +114,8 @@ def confirmation_rules(protocol: RunProtocol, *, min_rounds: int, max_rounds: in
     a campaign with nothing to find, and a look after every replicate decides a real 10% gain half a replicate
     to a replicate sooner and stops a null campaign sooner at wide spreads, with the same bounds and power."""
     return CampaignRules(
-        min_rounds=min_rounds,
-        max_rounds=max_rounds,
+        min_replicates=min_replicates,
+        max_replicates=max_replicates,
         windows=first_windows(protocol),
         race=True,
         looks=CONFIRMATION_LOOKS,
@@ -124,8 +124,8 @@ def confirmation_rules(protocol: RunProtocol, *, min_rounds: int, max_rounds: in
     )
 
 
-VALIDATION_REPEATS = 3
-VALIDATION_MAX_ROUNDS = 20
+VALIDATION_REPLICATES = 3
+VALIDATION_MAX_REPLICATES = 20
 VALIDATION_PRECISION = 0.03
 VALIDATION_SECONDS = 180.0
 
@@ -133,17 +133,17 @@ VALIDATION_SECONDS = 180.0
 def validation_rules(
     protocol: RunProtocol,
     *,
-    repeats: int = VALIDATION_REPEATS,
-    max_rounds: int = VALIDATION_MAX_ROUNDS,
+    replicates: int = VALIDATION_REPLICATES,
+    max_replicates: int = VALIDATION_MAX_REPLICATES,
     precision: float | None = VALIDATION_PRECISION,
     seconds: float | None = VALIDATION_SECONDS,
 ) -> CampaignRules:
-    """How `autotune validate` measures: from `repeats` replicates until +/-`precision` (None: until decided),
-    `max_rounds` replicates, or `seconds` of replicates, racing."""
+    """How `autotune validate` measures: from `replicates` replicates until +/-`precision` (None: until decided),
+    `max_replicates` replicates, or `seconds` of replicates, racing."""
     return CampaignRules(
         windows=first_windows(protocol),
-        min_rounds=repeats,
-        max_rounds=max(max_rounds, repeats),
+        min_replicates=replicates,
+        max_replicates=max(max_replicates, replicates),
         precision=precision,
         seconds=seconds,
         race=True,

@@ -14,7 +14,7 @@ PROBE_REPLICATES = 2
 
 def next_windows(campaign: Campaign, rules: CampaignRules, harness: Harness) -> int:
     """Windows per subject in the next replicate: the initial number, then what the variance components say."""
-    if campaign.rounds < PROBE_REPLICATES:
+    if campaign.replicate_count < PROBE_REPLICATES:
         return rules.windows
     leader = campaign.leader(rules.reference)
     parts = campaign.components(leader, rules.reference) if leader else None

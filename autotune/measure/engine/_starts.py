@@ -75,7 +75,7 @@ def cold_compiles(
     made it, and its time is never part of the compile time) and no fresh stream. Eager compiles nothing and is not
     run. A compile that fails leaves no figure for that replicate (None). Returns the seconds they took.
     """
-    index = campaign.rounds
+    index = campaign.replicate_count
     names = [n for n in campaign.racing() if campaign.subjects[n].config is not None]
     rng.shuffle(names)
     started = lab.clock()

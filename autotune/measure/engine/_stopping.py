@@ -23,8 +23,8 @@ def plan_looks(campaign: Campaign, rules: CampaignRules, replicate_seconds: floa
     """The looks a campaign takes and the candidates it compares, over which it spends its error.
 
     The candidates are the configurations measured against `rules.reference` (not eager, not
-    a subject that is the reference itself); the looks, after replicates `min_rounds` to
-    `max_rounds`, and no earlier than the second (one replicate decides nothing). With a
+    a subject that is the reference itself); the looks, after replicates `min_replicates` to
+    `max_replicates`, and no earlier than the second (one replicate decides nothing). With a
     seconds budget and a replicate's cost (a guess from the first runs,
     `expected_replicate_seconds`, then what the first replicate took, before any look), the
     last look is the last replicate the budget can hold: error planned for looks that never
@@ -37,8 +37,8 @@ def plan_looks(campaign: Campaign, rules: CampaignRules, replicate_seconds: floa
         for n, s in campaign.subjects.items()
         if s.config is not None and n != rules.reference and s.same_as != rules.reference and n != "eager"
     ]
-    first = min(max(2, rules.min_rounds), rules.max_rounds)
-    last = rules.max_rounds
+    first = min(max(2, rules.min_replicates), rules.max_replicates)
+    last = rules.max_replicates
     if rules.seconds is not None and replicate_seconds:
         last = min(last, max(first, math.floor(rules.seconds / replicate_seconds)))
     at = spaced_looks(first, last, rules.looks) if rules.looks is not None else ()
@@ -58,24 +58,24 @@ def measurable(campaign: Campaign) -> bool:
 
 def why_stop(campaign: Campaign, rules: CampaignRules, spent: float, ahead: float = 0.0) -> str:
     """Why to stop now ('' to go on); `ahead` is what the next replicate would take, which the budget must hold."""
-    looking = campaign.looks is None or campaign.looks.judges(campaign.rounds)
-    if campaign.rounds >= rules.min_rounds and looking:
+    looking = campaign.looks is None or campaign.looks.judges(campaign.replicate_count)
+    if campaign.replicate_count >= rules.min_replicates and looking:
         leader = campaign.leader(rules.reference)
         versus = campaign.ratio(leader, rules.reference) if leader else None
         said = outcome(versus, rules.decide_within)
         if leader is None:
             return "nothing left to compare"
         if rules.precision is not None:
-            if versus is not None and versus.rounds >= 2 and versus.half_width <= rules.precision:
+            if versus is not None and versus.replicates >= 2 and versus.half_width <= rules.precision:
                 return (
-                    f"precise after {campaign.rounds} replicates: {leader} against {rules.reference} within "
+                    f"precise after {campaign.replicate_count} replicates: {leader} against {rules.reference} within "
                     f"+/-{versus.half_width:.1%} ({said})"
                 )
         elif said != "undecided":
-            return f"decided after {campaign.rounds} replicates: {leader} against {rules.reference}: {said}"
+            return f"decided after {campaign.replicate_count} replicates: {leader} against {rules.reference}: {said}"
         if rules.futility and rules.precision is None and (why := _no_gain_left(campaign, rules)):
             return why
-    if rules.seconds is not None and campaign.rounds >= rules.min_rounds and spent + ahead > rules.seconds:
+    if rules.seconds is not None and campaign.replicate_count >= rules.min_replicates and spent + ahead > rules.seconds:
         return (
             f"budget spent: {spent:.0f} s of measurement, and another replicate (about {ahead:.0f} s) would pass "
             f"--measure-seconds {rules.seconds:g}; " + _state(campaign, rules)
@@ -88,7 +88,7 @@ def _no_gain_left(campaign: Campaign, rules: CampaignRules) -> str:
     `chance` rule (`CampaignRules.futility_rule`), each one's `claim_chance` at the last look is under
     `CampaignRules.futility_chance`; under `band`, or where the campaign plans no looks, each one's upper bound
     (`upper_bound`, one-sided at `FUTILITY_ERROR`) lies inside the band."""
-    if campaign.rounds >= rules.max_rounds:
+    if campaign.replicate_count >= rules.max_replicates:
         return ""  # the campaign ends here anyway, its replicates spent: the stop is the budget's, not this one
     reference = rules.reference
     rule, least = rules.futility_rule, rules.futility_chance
@@ -123,7 +123,7 @@ def _no_gain_left(campaign: Campaign, rules: CampaignRules) -> str:
         else f"inside the +/-{rules.decide_within:.0%} band"
     )
     return (
-        f"no gain left to find after {campaign.rounds} replicates: the fastest, {name}, runs at most {bound:.3f}x "
+        f"no gain left to find after {campaign.replicate_count} replicates: the fastest, {name}, runs at most {bound:.3f}x "
         f"{reference} (one-sided {1 - FUTILITY_ERROR:.0%}); {said}"
     )
 
@@ -136,7 +136,7 @@ def why_spent(campaign: Campaign, rules: CampaignRules, held: bool = False) -> s
         most = f"the most that {rules.seconds:g} s of replicates hold, as planned from the first replicate"
     else:
         most = "the most allowed"
-    return f"budget spent: {campaign.rounds} replicates ({most}); " + _state(campaign, rules)
+    return f"budget spent: {campaign.replicate_count} replicates ({most}); " + _state(campaign, rules)
 
 
 def _state(campaign: Campaign, rules: CampaignRules) -> str:

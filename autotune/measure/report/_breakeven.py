@@ -93,7 +93,7 @@ def _repeated(campaign: Campaign, name: str, reference: str, extra: Interval) ->
     return {
         "compile_seconds": round(extra.median, 2),
         "compile_interval": [round(cost.low, 2), round(cost.high, 2)],
-        "compile_measurements": extra.rounds,
+        "compile_measurements": extra.replicates,
         "step_seconds": step,
         "speedup": speedup.to_dict(),
         "steps": _rounded(steps_to_pay_back(extra.median, step, speedup.median)),
@@ -129,7 +129,7 @@ def _throughput_interval(
         return None
     if confidence is not None:
         logged = mean_interval(logs, confidence)
-        return Interval(math.exp(logged.median), math.exp(logged.low), math.exp(logged.high), logged.rounds)
+        return Interval(math.exp(logged.median), math.exp(logged.low), math.exp(logged.high), logged.replicates)
     return replicate_interval(logs, looks=campaign.looks, at=campaign.last_pair(name, reference) or len(logs))
 
 

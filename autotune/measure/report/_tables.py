@@ -96,7 +96,7 @@ def _compile_cell(row: Mapping[str, Any]) -> str:
     spread = row.get("compile_interval")
     if not spread:
         return number(row.get("compile_seconds"))
-    return f"{number(spread['median'])} [{number(spread['low'])}, {number(spread['high'])}] ({spread['rounds']} cold)"
+    return f"{number(spread['median'])} [{number(spread['low'])}, {number(spread['high'])}] ({spread.get('replicates', spread.get('rounds'))} cold)"
 
 
 def _pays_back(row: Mapping[str, Any]) -> str:

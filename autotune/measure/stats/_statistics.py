@@ -153,13 +153,13 @@ class Interval:
     """A ratio between two subjects with its interval (95%, simultaneous over a campaign's looks), over paired replicates.
 
     `median` is the point estimate: the geometric mean of the replicates' paired ratios (the
-    name is kept from earlier files, where it was the median of paired rounds).
+    name is kept from earlier files, where it was the median of paired rounds of fresh processes).
     """
 
     median: float
     low: float
     high: float
-    rounds: int
+    replicates: int
     """Replicates (independent sessions) the interval rests on."""
     windows: int = 0
     """Paired windows in all, over those replicates (0 where files did not record them)."""
@@ -186,7 +186,7 @@ class Interval:
             "median": round(self.median, 4),
             "low": round(self.low, 4),
             "high": round(self.high, 4),
-            "rounds": self.rounds,
+            "replicates": self.replicates,
         }
         if self.windows:
             data["windows"] = self.windows
@@ -198,7 +198,7 @@ class Interval:
             float(data["median"]),
             float(data["low"]),
             float(data["high"]),
-            int(data["rounds"]),
+            int(data["replicates"] if "replicates" in data else data["rounds"]),  # rounds: earlier files
             int(data.get("windows") or 0),
         )
 
@@ -213,7 +213,7 @@ def outcome(interval: Interval | None, within: float = BAND) -> str:
     and its estimate above the band: [1.001, 1.021] around 1.011 is a difference smaller than the band,
     not yet told from equivalence, and stays undecided (a loss likewise).
     """
-    if interval is None or interval.rounds < 2:
+    if interval is None or interval.replicates < 2:
         return "undecided"  # one replicate says nothing of the variation between processes
     if interval.equivalent(within):
         return "equivalent"
@@ -530,7 +530,7 @@ def mean_interval(values: Sequence[float], confidence: float = 0.95) -> Interval
 
     For quantities measured once per replicate whose differences, not ratios, matter: the
     seconds a configuration compiles longer than plain compile, replicate by replicate. One
-    value has no interval: low and high are the value itself, and `rounds` says 1.
+    value has no interval: low and high are the value itself, and `replicates` says 1.
     """
     if not values:
         raise ValueError("an interval needs at least one value")

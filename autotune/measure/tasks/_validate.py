@@ -1,7 +1,7 @@
 """Re-measuring a saved configuration (best.yaml or a recipe) against eager and plain torch.compile.
 
-One measurement campaign: the three subjects in fresh processes, in rotated rounds, with
-the configuration's ratio to each baseline as a median of paired rounds and its interval.
+One measurement campaign: the three subjects in fresh processes, in replicates of paired windows, with
+the configuration's ratio to each baseline over paired replicates, with its interval.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 
 from autotune.errors import ConfigError, WorkloadError
 from autotune.measure.engine import (
-    VALIDATION_MAX_ROUNDS,
+    VALIDATION_MAX_REPLICATES,
     VALIDATION_PRECISION,
-    VALIDATION_REPEATS,
+    VALIDATION_REPLICATES,
     VALIDATION_SECONDS,
     Campaign,
     Harness,
@@ -97,7 +97,7 @@ def compile_text(campaign: Campaign) -> str:
     if extra is not None:
         return (
             f"compile time: {extra.median:+.1f} s against plain torch.compile [{extra.low:+.1f}, {extra.high:+.1f}] "
-            f"(the mean of {extra.rounds} paired cold compiles, 95%)"
+            f"(the mean of {extra.replicates} paired cold compiles, 95%)"
         )
     ours, theirs = campaign.compile_seconds("config"), campaign.compile_seconds("compile")
     if ours is None or theirs is None:
@@ -123,8 +123,8 @@ def validate(
     *,
     model: str | None = None,
     device: str | None = None,
-    repeats: int = VALIDATION_REPEATS,
-    max_rounds: int = VALIDATION_MAX_ROUNDS,
+    replicates: int = VALIDATION_REPLICATES,
+    max_replicates: int = VALIDATION_MAX_REPLICATES,
     precision: float | None = VALIDATION_PRECISION,
     measure_seconds: float | None = VALIDATION_SECONDS,
     cold_compiles: bool = False,
@@ -135,18 +135,18 @@ def validate(
 ) -> ValidationReport:
     """Measure the configuration in `path` against both baselines, each first alone and cold, then in replicates.
 
-    Replicates are added from `repeats` until the interval against plain torch.compile is
-    within +/- `precision` (None: until it is decided), `max_rounds` replicates, or
+    Replicates are added from `replicates` until the interval against plain torch.compile is
+    within +/- `precision` (None: until it is decided), `max_replicates` replicates, or
     `measure_seconds` of measurement after the first runs. With `cold_compiles`, the configuration
     and plain compile compile again, alone and cold, before each replicate: compile time and its
     pay-back get intervals (`CampaignRules.cold_compiles`).
     """
-    if repeats < 2:
+    if replicates < 2:
         raise ConfigError(
-            f"--replicates {repeats}: must be >= 2 (one replicate says nothing of the variation between them)."
+            f"--replicates {replicates}: must be >= 2 (one replicate says nothing of the variation between them)."
         )
-    if max_rounds < repeats:
-        raise ConfigError(f"--max-replicates {max_rounds}: must be >= --replicates ({repeats}).")
+    if max_replicates < replicates:
+        raise ConfigError(f"--max-replicates {max_replicates}: must be >= --replicates ({replicates}).")
     if precision is not None and not 0 < precision < 1:
         raise ConfigError(f"--precision {precision}: must be a fraction in (0, 1), e.g. 0.03 for +/-3%.")
     for flag, seconds in (("--measure-seconds", measure_seconds), ("--trial-timeout", trial_timeout)):
@@ -167,7 +167,11 @@ def validate(
     )
     harness.source(config)  # a configuration that does not fit the workload is an error before anything runs
     rules = validation_rules(
-        harness.protocol, repeats=repeats, max_rounds=max_rounds, precision=precision, seconds=measure_seconds
+        harness.protocol,
+        replicates=replicates,
+        max_replicates=max_replicates,
+        precision=precision,
+        seconds=measure_seconds,
     )
     rules = replace(rules, cold_compiles=cold_compiles)
     campaign = measure(

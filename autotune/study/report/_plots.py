@@ -32,6 +32,11 @@ Plot = tuple[str, str]
 """(title, file name beside report.md), or (title, sentence) when it could not be drawn."""
 
 
+def _replicates(stat: dict[str, Any]) -> int:
+    """The replicates an interval rests on (`rounds` in files of earlier versions)."""
+    return int(stat.get("replicates", stat.get("rounds")) or 0)
+
+
 def _pyplot() -> Any:
     # matplotlib is imported only when a report is drawn: it is slow to import and no trial needs it.
     import matplotlib
@@ -85,14 +90,14 @@ def decision(out_dir: Path, rows: list[dict[str, Any]], within: float, exported:
     ax.axvline(1.0, color="black", linewidth=1, label="plain torch.compile")
     labels = []
     # A subject that left the later replicates (racing) rests on fewer: its label says how many.
-    most = max(int(r["vs_compile"].get("rounds") or 0) for r in shown)
+    most = max(_replicates(r["vs_compile"]) for r in shown)
     for y, row in enumerate(shown):
         stat = row["vs_compile"]
         low, high, centre = float(stat["low"]), float(stat["high"]), float(stat["median"])
         color = "tab:blue" if low > 1 else "tab:red" if high < 1 else "tab:gray"
         ax.errorbar(centre, y, xerr=[[centre - low], [high - centre]], fmt="o", color=color, capsize=4)
-        rounds = int(stat.get("rounds") or 0)
-        fewer = f" ({rounds} replicates)" if 0 < rounds < most else ""
+        replicates = _replicates(stat)
+        fewer = f" ({replicates} replicates)" if 0 < replicates < most else ""
         ax.annotate(
             f"{centre:.2f}x [{low:.2f}, {high:.2f}]{fewer}",
             (high, y),

@@ -84,13 +84,13 @@ def confirmation_guess(
     compile: RunRecord | None,
     *,
     confirm: int,
-    rounds: int,
+    replicates: int,
     protocol: RunProtocol,
     cold_compiles: bool = False,
 ) -> float:
     """Seconds a search's confirmation will take, from the baselines' first runs, before any trial.
 
-    Its least replicates (`rounds`, where most confirmations decide), each of eager, plain compile
+    Its least replicates (`replicates`, where most confirmations decide), each of eager, plain compile
     and `confirm` trials warm from their caches (`expected_replicate_seconds`, processes starting
     side by side); plain compile's first run stands for each trial's, which is not known yet. With
     `cold_compiles` (compile time decides), each replicate first compiles plain compile and every
@@ -102,7 +102,7 @@ def confirmation_guess(
     per = expected_replicate_seconds(subjects, first_windows(protocol), protocol.window_seconds, starts_together=True)
     if cold_compiles and compile is not None:
         per += (confirm + 1) * (compile.compile_seconds or 0.0)
-    return rounds * per
+    return replicates * per
 
 
 def quiet(progress: Progress) -> None:

@@ -6,9 +6,9 @@
 2. runs a short warm-started search in the same study, so history accumulates: the
    incumbent and the previous top trials first, then `trials` new ones;
 3. measures eager, plain torch.compile, the incumbent and the best challenger of that
-   search in one campaign of rotated rounds (`repeats` to `max_rounds`), and compares the
+   search in one campaign of replicates (`replicates` to `max_replicates`), and compares the
    environment and the model with the ones recorded in best.yaml;
-4. decides with `decision.decide` on the paired ratios of those rounds;
+4. decides with `decision.decide` on the paired ratios of those replicates;
 5. saves the winner's compile cache, replaces best.yaml, apply_compilation.py and
    compile_cache.bin together (the old ones kept as *.prev.*), appends a line to
    history.jsonl and rewrites trials.csv and report.md.
@@ -89,10 +89,10 @@ class RetuneOptions:
     """A challenger's median paired ratio to the incumbent must exceed 1 + this to replace it."""
     max_regression: float = 0.10
     """The incumbent regressed when its ratio to a baseline fell by more than this fraction since tuning."""
-    repeats: int = 3
-    """Rotated rounds of eager, plain compile, incumbent and challenger before the campaign may stop."""
-    max_rounds: int = 6
-    """Rounds at most, while the intervals do not decide."""
+    replicates: int = 3
+    """Replicates of eager, plain compile, incumbent and challenger before the campaign may stop."""
+    max_replicates: int = 6
+    """Replicates at most, while the intervals do not decide."""
     device: str | None = None
     """Where to measure (default: the device recorded in best.yaml)."""
     storage: str | None = None
@@ -109,11 +109,11 @@ class RetuneOptions:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise RetuneError(f"--{name} {value!r}: must be an integer >= 0.")
-        if isinstance(self.repeats, bool) or not isinstance(self.repeats, int) or self.repeats < 1:
-            raise RetuneError(f"--replicates {self.repeats!r}: must be an integer >= 1.")
-        if not isinstance(self.max_rounds, int) or self.max_rounds < max(self.repeats, 2):
+        if isinstance(self.replicates, bool) or not isinstance(self.replicates, int) or self.replicates < 1:
+            raise RetuneError(f"--replicates {self.replicates!r}: must be an integer >= 1.")
+        if not isinstance(self.max_replicates, int) or self.max_replicates < max(self.replicates, 2):
             raise RetuneError(
-                f"--max-replicates {self.max_rounds!r}: must be an integer >= --replicates ({self.repeats}) and >= 2 "
+                f"--max-replicates {self.max_replicates!r}: must be an integer >= --replicates ({self.replicates}) and >= 2 "
                 "(a regression or a replacement needs two replicates at least)."
             )
         if not 0 <= self.min_gain < 1:
@@ -187,7 +187,7 @@ class RetuneResult:
             "challenger": self.subject("challenger"),
             "gain": round(self.decision.gain, 4) if self.decision.gain is not None else None,
             "baselines": {name: self.subject(name) for name in BASELINES},
-            "rounds": self.campaign.rounds,
+            "replicates": self.campaign.replicate_count,
             "noise": self.campaign.noise(),
             "compile_cache": {
                 k: self.compile_cache.get(k)
@@ -226,7 +226,7 @@ class RetuneResult:
                 lines.append(f"{what}: unchanged since it was tuned")
         lines += ["", confirmation_table(self.campaign), ""]
         if self.decision.gain is not None:
-            lines.append(f"challenger vs incumbent: {self.decision.gain:+.1%} (median of paired rounds)")
+            lines.append(f"challenger vs incumbent: {self.decision.gain:+.1%} (median of paired replicates)")
         lines += [f"note: {text}" for text in self.notes]
         if self.written:
             files = "best.yaml, apply_compilation.py" + (
@@ -384,8 +384,8 @@ class _Retune:
             self._subjects(challenger),
             objective=self.objective,
             rules=CampaignRules(
-                min_rounds=options.repeats,
-                max_rounds=options.max_rounds,
+                min_replicates=options.replicates,
+                max_replicates=options.max_replicates,
                 reference=reference,
                 windows=first_windows(self.harness.protocol),
                 cold_compiles=self.objective.counts_compile,
@@ -410,23 +410,23 @@ class _Retune:
         verdict = decide(campaign, recorded=recorded, min_gain=options.min_gain, max_regression=options.max_regression)
         slower = bool(verdict.regressions) and campaign.reproduced_failure("incumbent") is None
         failed_last = campaign.reproduced_failure("incumbent") is None and campaign.failed_replicates("incumbent") == [
-            campaign.rounds - 1
+            campaign.replicate_count - 1
         ]
-        if (slower or failed_last) and campaign.rounds < options.max_rounds:
+        if (slower or failed_last) and campaign.replicate_count < options.max_replicates:
             # A regression is a claim a scheduler acts on: before making it, measure every round the budget allows;
             # and a failure in the last replicate is run again, to see whether it happens again.
             why = "failed once, in its last replicate" if failed_last else "looks slower"
             self._note(
-                f"the incumbent {why} after {campaign.rounds} replicate(s); measuring up to "
-                f"{options.max_rounds} to be sure"
+                f"the incumbent {why} after {campaign.replicate_count} replicate(s); measuring up to "
+                f"{options.max_replicates} to be sure"
             )
             campaign = measure(
                 self.harness,
                 [],
                 objective=self.objective,
                 rules=CampaignRules(
-                    min_rounds=options.max_rounds,
-                    max_rounds=options.max_rounds,
+                    min_replicates=options.max_replicates,
+                    max_replicates=options.max_replicates,
                     reference=reference,
                     windows=first_windows(self.harness.protocol),
                     cold_compiles=self.objective.counts_compile,

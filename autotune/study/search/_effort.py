@@ -22,28 +22,28 @@ class Effort:
     space: str
     trials: int
     confirm: int
-    rounds: int
-    max_rounds: int
+    replicates: int
+    max_replicates: int
 
     def describe(self) -> str:
         """One line for --help and the README."""
         return (
             f"space {self.space}, {self.trials} trials, the best {self.confirm} confirmed in "
-            f"{self.rounds}-{self.max_rounds} replicates"
+            f"{self.replicates}-{self.max_replicates} replicates"
         )
 
 
 EFFORTS: dict[str, Effort] = {
-    "quick": Effort(space="quick", trials=8, confirm=2, rounds=2, max_rounds=5),
+    "quick": Effort(space="quick", trials=8, confirm=2, replicates=2, max_replicates=5),
     # The default level is what `SearchOptions` holds when no flag is given.
     "default": Effort(
         space=SearchOptions.space,
         trials=SearchOptions.trials,
         confirm=SearchOptions.confirm,
-        rounds=SearchOptions.rounds,
-        max_rounds=SearchOptions.max_rounds,
+        replicates=SearchOptions.replicates,
+        max_replicates=SearchOptions.max_replicates,
     ),
-    "thorough": Effort(space="thorough", trials=60, confirm=5, rounds=4, max_rounds=8),
+    "thorough": Effort(space="thorough", trials=60, confirm=5, replicates=4, max_replicates=8),
 }
 """`--effort` levels; a flag given explicitly (--space, --trials, ...) overrides its level's value."""
 

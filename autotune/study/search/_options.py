@@ -39,7 +39,7 @@ class SearchOptions:
     """Stop starting new trials after this many seconds."""
     time_budget: float | None = None
     """The whole search, its confirmation included, in about this many seconds: no trial starts that would leave
-    the confirmation too little time, and the confirmation adds no replicate past it (it always runs `rounds`)."""
+    the confirmation too little time, and the confirmation adds no replicate past it (it always runs `replicates`)."""
     trial_timeout: float = 900.0
     """Kill a run's whole process group after this many seconds."""
     device: str | None = None
@@ -85,9 +85,9 @@ class SearchOptions:
     """Prune a trial whose windows run below this fraction of eager's throughput."""
     confirm: int = 3
     """Re-measure this many of the best trials with both baselines, in replicates of paired windows, before choosing."""
-    rounds: int = CampaignRules.min_rounds
+    replicates: int = CampaignRules.min_replicates
     """Replicates of the confirmation campaign before it may stop (the engine's `CampaignRules`)."""
-    max_rounds: int = CampaignRules.max_rounds
+    max_replicates: int = CampaignRules.max_replicates
     """Replicates of the confirmation campaign at most, while the leader's interval does not decide (the engine's
     `CampaignRules`)."""
     protocol: RunProtocol = field(default_factory=RunProtocol)
@@ -144,10 +144,10 @@ class SearchOptions:
                 f"--heartbeat-interval {self.heartbeat_interval} and --grace-period {self.grace_period}: "
                 "1 <= heartbeat-interval < grace-period must hold."
             )
-        if self.rounds < 1:
-            raise SearchError(f"--replicates {self.rounds}: must be >= 1.")
-        if self.max_rounds < self.rounds:
-            raise SearchError(f"--max-replicates {self.max_rounds}: must be >= --replicates ({self.rounds}).")
+        if self.replicates < 1:
+            raise SearchError(f"--replicates {self.replicates}: must be >= 1.")
+        if self.max_replicates < self.replicates:
+            raise SearchError(f"--max-replicates {self.max_replicates}: must be >= --replicates ({self.replicates}).")
         self.devices = _devices(self.device, self.devices)
         self.device = self.devices[0]
         if self.workers is None and Objectives.parse(self.objective).compile_decides:

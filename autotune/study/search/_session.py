@@ -122,7 +122,7 @@ class _Search:
         """Seconds of each stage this session ran (`SESSION_STAGES`)."""
         self.reporting = threading.Lock()
         self.plan = Plan(
-            confirmation=(options.confirm + 2) * options.rounds if options.confirm else 0,
+            confirmation=(options.confirm + 2) * options.replicates if options.confirm else 0,
             # Without a confirmation to prove it in its replicates (`CacheProof`): save, then load, a warm run and a
             # run from the file, about one trial.
             cache=1 if options.compile_cache and not options.confirm else 0,
@@ -387,7 +387,7 @@ def _baselines(search: _Search) -> dict[str, dict[str, Any]]:
         measured.eager,
         measured.compile,
         confirm=options.confirm,
-        rounds=options.rounds,
+        replicates=options.replicates,
         protocol=options.protocol,
         cold_compiles=search.objectives.compile_decides,
     )
@@ -485,7 +485,7 @@ def _confirm(search: _Search) -> Campaign | None:
         # The replicates save the compile cache and start the leader from it: no runs of its own after them.
         search.cache_proof = CacheProof(search.loop.caches / "compile-cache-proof")
     search._note(
-        f"confirming {what}: {options.rounds} to {options.max_rounds} replicates of paired windows, "
+        f"confirming {what}: {options.replicates} to {options.max_replicates} replicates of paired windows, "
         "each subject warm from its own cache"
         + (
             "; compile time decides here, so before each replicate every configuration compiles again, cold"
@@ -498,7 +498,9 @@ def _confirm(search: _Search) -> Campaign | None:
         _subjects(search, top),
         objective=search.objective,
         rules=replace(
-            confirmation_rules(options.protocol, min_rounds=options.rounds, max_rounds=options.max_rounds),
+            confirmation_rules(
+                options.protocol, min_replicates=options.replicates, max_replicates=options.max_replicates
+            ),
             cold_compiles=cold,
             # A Pareto front reads compile times too, and keeps every subject's figures: a stop for want of a speed
             # gain would cut them short, and a subject left out of the race would be judged between looks.
@@ -584,11 +586,13 @@ def _planned(search: _Search) -> ReplicateCallback:
             if rules.cold_compiles:
                 pace += sum(r.compile_seconds or 0.0 for r in firsts.values() if r is not None)
         looks = campaign.looks.planned if campaign.looks is not None else ()
-        next_look = next((n for n in looks if n > len(done)), rules.min_rounds)
+        next_look = next((n for n in looks if n > len(done)), rules.min_replicates)
         left = max(next_look - len(done), 1)  # the replicates until it may stop next
-        running = len(done) < rules.max_rounds and not campaign.stopped
+        running = len(done) < rules.max_replicates and not campaign.stopped
         search.plan.confirmation_seconds = left * pace if running else 0.0
         search.plan.run_started = time.monotonic()
-        search._report(None, f"confirmation: replicate {len(done) + 1} of {rules.min_rounds} to {rules.max_rounds}")
+        search._report(
+            None, f"confirmation: replicate {len(done) + 1} of {rules.min_replicates} to {rules.max_replicates}"
+        )
 
     return planned
