@@ -307,11 +307,16 @@ class _Retune:
             notes=self.notes,
         )
         try:
-            append_history(self.out_dir, result.to_history())
             rows = trial_rows(self.study.get_trials(deepcopy=False), read_study_record(self.study))
-            with written_together(self.out_dir, "trials.csv and report.md") as staging:
+            # The history moves in with the table and the report, or not at all: appended to a staged copy, never
+            # in place, where a disk that fills up could take the line and refuse the report.
+            with written_together(self.out_dir, "history.jsonl, trials.csv and report.md") as staging:
+                history = self.out_dir / HISTORY_FILE
+                if history.exists():
+                    shutil.copy2(history, staging / HISTORY_FILE)
+                append_history(staging, result.to_history())
                 write_trials_csv(staging, rows)
-                write_report(staging, self.study, rows, campaign, shipped, history_from=self.out_dir)
+                write_report(staging, self.study, rows, campaign, shipped, history_from=staging)
         except (OSError, SearchError) as exc:
             files = "best.yaml, apply_compilation.py and compile_cache.bin"
             done = (
