@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -15,8 +16,10 @@ import pytest
 
 from autotune import cli
 from autotune.errors import SearchError
+from autotune.measure import Harness
 from autotune.runtime.device import CUDADevice
 from autotune.study.search import SearchOptions, explore, worker_devices
+from autotune.study.search._pool import TrialPool
 from autotune.study.storage import record_of
 from autotune.trial.devices import default_workers
 from autotune.trial.request import RunProtocol
@@ -105,6 +108,43 @@ def test_ctrl_c_stops_every_worker_and_records_their_trials_as_interrupted(tmp_p
     )
     reasons = [record_of(t).reason for t in study.trials]
     assert reasons.count("interrupted") == 2, reasons
+
+
+class _SlowToStop:
+    """A loop whose trials run until the pool stops, then take a moment to be told as interrupted."""
+
+    def __init__(self) -> None:
+        self.harness = Harness(spec=SPEC, summary=None)
+        self.stopping = threading.Event()
+        self.lock = threading.RLock()
+        self.workers_per_device = 1
+        self.numbers = itertools.count()
+        self.told: list[int] = []
+
+    def ask(self) -> int:
+        return next(self.numbers)
+
+    def one_trial(self, trial: int, **_: object) -> None:
+        self.stopping.wait()
+        time.sleep(1.0 if trial == 0 else 0.1)  # the worker the search waited on first is the slower to stop
+        self.told.append(trial)
+        raise KeyboardInterrupt
+
+
+@pytest.mark.parallel  # a unit test: no worker process
+def test_ctrl_c_returns_only_after_every_worker_told_its_trial() -> None:
+    loop = _SlowToStop()
+    pool = TrialPool(loop, ["cpu", "cpu"], more=lambda: True, finished_one=lambda: None)  # type: ignore[arg-type]
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            pool.run()
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
+    assert sorted(loop.told) == [0, 1], "the search ended before a worker told its trial"
 
 
 # -- how many workers a search runs when --workers is not given ------------------------------------

@@ -64,19 +64,23 @@ class TrialPool:
         loop.workers_per_device = max(self.devices.count(device) for device in self.devices)
         if loop.workers_per_device > 1:
             self.gate = MeasurementGate()
+        # Each worker says it ended with an event of its own, never with `Thread.join`: on Python 3.11 a Ctrl-C
+        # that interrupts a join marks the thread stopped while it still runs, so a second join returned at
+        # once and the search ended before the worker told its trial.
+        ended = [threading.Event() for _ in self.devices]
         threads = [
-            threading.Thread(target=self._work, args=(device,), name=f"autotune-worker-{index}", daemon=True)
-            for index, device in enumerate(self.devices)
+            threading.Thread(target=self._work, args=(device, done), name=f"autotune-worker-{index}", daemon=True)
+            for index, (device, done) in enumerate(zip(self.devices, ended, strict=True))
         ]
         try:
             for thread in threads:
                 thread.start()
-            for thread in threads:
-                while thread.is_alive():
-                    thread.join(0.5)
+            for done in ended:
+                while not done.wait(0.5):
+                    pass
         except BaseException:
             # Ctrl-C (in the main thread): every worker's trial ends as interrupted, and no process is left.
-            self._stop(threads)
+            self._stop(ended)
             raise
         finally:
             if self.gate is not None:
@@ -93,14 +97,20 @@ class TrialPool:
         share = parse_device(device).memory_share(sharing)
         return dataclasses.replace(self.loop.harness, device=device, cpus=cores, memory_share=share)
 
-    def _stop(self, threads: list[threading.Thread]) -> None:
+    def _stop(self, ended: list[threading.Event]) -> None:
         self.loop.stopping.set()
         if self.gate is not None:
             self.gate.close()
-        for thread in threads:
-            thread.join()
+        for done in ended:
+            done.wait()
 
-    def _work(self, device: str) -> None:
+    def _work(self, device: str, done: threading.Event) -> None:
+        try:
+            self._trials_on(device)
+        finally:
+            done.set()
+
+    def _trials_on(self, device: str) -> None:
         loop = self.loop
         harness = self.harness_for(device)
         try:
