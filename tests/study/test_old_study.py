@@ -103,13 +103,14 @@ def test_an_old_study_exports_what_it_exported_then_and_is_left_as_it_was(old: P
     assert _study(old).user_attrs == before, "exporting writes nothing to the study"
 
 
+@pytest.mark.parallel  # asserts what the resumed study holds, not how fast its trial ran (nothing prunes it)
 def test_an_old_study_resumes_with_one_more_trial_and_keeps_what_it_held(old: Path, tmp_path: Path) -> None:
     before = read_study_record(_study(old))
     space = tmp_path / "dynamic.yaml"
     space.write_text(DYNAMIC_SPACE)
     code, out = _run_cli(
         "search", "--model", SPEC, "--space", str(space), "--trials", "4", "--sampler", "random", "--seed", "2",
-        "--device", "cpu", *MEASURING, "--out", str(old),
+        "--device", "cpu", *MEASURING, "--pruner", "none", "--out", str(old),
     )  # fmt: skip
     assert code == cli.EXIT_OK, out[-3000:]
     assert f"resuming study {NAME!r}: 3 trial(s) so far" in out
