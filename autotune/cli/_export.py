@@ -20,7 +20,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         "--storage",
         required=True,
         metavar="URL",
-        help="Optuna storage URL, e.g. sqlite:///outputs/NAME/study.db or a shared postgresql://USER@HOST/DB",
+        help="Optuna storage URL, e.g. sqlite:///outputs/NAME/study.db, a shared postgresql://USER@HOST/DB or journal:///PATH",
     )
     p.add_argument("--study-name", required=True, help="the study's name")
     p.add_argument("--out", metavar="DIR", help="output folder (default: outputs/<study-name>)")

@@ -45,8 +45,9 @@ outputs (in --out, default outputs/<study-name>/):
 Re-running the same command resumes the study: finished trials count towards --trials.
 Ctrl-C (exit 130) and SIGTERM (exit 143) stop it with every worker killed and the running trial
 recorded as interrupted; the same command then resumes.
-With --storage postgresql://... several hosts run the same command on one study: --trials is
-the study's total, and the host that finishes its last trial confirms and exports.
+With --storage postgresql://... or journal:///SHARED/PATH (a file on a shared file system, no server)
+several hosts run the same command on one study: --trials is the study's total, and the host that
+finishes its last trial confirms and exports.
 
 examples:
   autotune search --model examples.toy:model --trials 8
@@ -269,8 +270,8 @@ def _scale(g: Any) -> None:
     g.add_argument(
         "--storage",
         metavar="URL",
-        help="an Optuna storage URL (default: sqlite in --out); postgresql://USER@HOST/DB lets several hosts share "
-        "the study (pip install autotune[postgres])",
+        help="an Optuna storage URL (default: sqlite in --out); postgresql://USER@HOST/DB (pip install "
+        "autotune[postgres]) or journal:///PATH, a file on a file system they share, lets several hosts share the study",
     )
     g.add_argument("--study-name", help="the study's name (default: derived from --model, e.g. examples.toy-model)")
     g.add_argument(

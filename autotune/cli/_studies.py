@@ -27,7 +27,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--storage",
         metavar="URL",
-        help="list the studies in this Optuna storage instead (sqlite:///..., postgresql://...)",
+        help="list the studies in this Optuna storage instead (sqlite:///..., postgresql://..., journal:///...)",
     )
     p.set_defaults(run=run)
 

@@ -1,4 +1,5 @@
-"""Two `autotune search` processes on one study in a real PostgreSQL server, as two hosts would run it.
+"""Two `autotune search` processes on one study, as two hosts would run it: in a real PostgreSQL server, and in a
+journal file (what hosts share without a server: a file of the cluster's shared file system).
 
 Every trial is run by exactly one search and none is lost; `--trials` is the study's total;
 one search confirms and exports, and `autotune export` gives any other host the same files;
@@ -42,6 +43,15 @@ options:
 pytestmark = pytest.mark.slow
 
 
+@pytest.fixture(params=[pytest.param("postgresql", marks=pytest.mark.postgres), "journal"])
+def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The storage the searches share: a PostgreSQL server's database, or a journal file no server keeps."""
+    if request.param == "journal":
+        return f"journal://{tmp_path / 'study.journal'}"
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
 def _argv(url: str, study: str, out: Path, trials: int, *extra: str) -> list[str]:
     space = out.parent / "space.yaml"
     space.write_text(SPACE)
@@ -55,7 +65,7 @@ def _argv(url: str, study: str, out: Path, trials: int, *extra: str) -> list[str
 
 
 @functools.cache
-def _storage(url: str) -> optuna.storages.RDBStorage:
+def _storage(url: str) -> optuna.storages.BaseStorage:
     """One storage, so one connection pool, for all of this module's reads: the tests poll every 0.3 s,
     and a storage per read leaves its connections open until garbage collection, past the server's limit."""
     return open_storage(url)
@@ -80,12 +90,12 @@ def _succeeded(search: subprocess.Popen, stderr: str) -> None:
     assert "Traceback" not in stderr and not re.search(r"(?<![bc])lock", stderr, re.IGNORECASE), stderr[-3000:]
 
 
-def test_two_searches_share_one_study_and_one_of_them_confirms(postgres_url: str, tmp_path: Path) -> None:
+def test_two_searches_share_one_study_and_one_of_them_confirms(shared_url: str, tmp_path: Path) -> None:
     study, trials = "two-hosts", 4
     outs = [tmp_path / "host-a", tmp_path / "host-b"]
     argv = [
         _argv(
-            postgres_url,
+            shared_url,
             study,
             out,
             trials,
@@ -107,7 +117,7 @@ def test_two_searches_share_one_study_and_one_of_them_confirms(postgres_url: str
     for search, (_, stderr) in zip(searches, printed, strict=True):
         _succeeded(search, stderr)
 
-    done = _trials(postgres_url, study)
+    done = _trials(shared_url, study)
     assert [t.number for t in done] == list(range(len(done)))
     assert all(t.state.is_finished() for t in done), "no trial is left running or waiting"
     assert trials <= len(done) <= trials + 1, "the study's total, overshot at most by the other search's running trial"
@@ -122,27 +132,27 @@ def test_two_searches_share_one_study_and_one_of_them_confirms(postgres_url: str
     assert sorted(exported) == [False, True], "exactly one search confirms and exports"
     confirmer, other = (0, 1) if exported[0] else (1, 0)
     assert "autotune export" in printed[other][1]
-    assert cli.main(["export", "--storage", postgres_url, "--study-name", study, "--out", str(outs[other])]) == 0
+    assert cli.main(["export", "--storage", shared_url, "--study-name", study, "--out", str(outs[other])]) == 0
     ours, theirs = (yaml.safe_load((out / "best.yaml").read_text()) for out in (outs[other], outs[confirmer]))
     assert ours["config"] == theirs["config"] and ours["metrics"] == theirs["metrics"]
 
 
 def test_a_search_killed_mid_trial_has_it_failed_within_the_grace_period_and_run_again(
-    postgres_url: str, tmp_path: Path
+    shared_url: str, tmp_path: Path
 ) -> None:
     study, trials = "one-host-dies", 4
     # The doomed search starts alone and is frozen in its first trial (its host hangs, and its beats stop); only then
     # does the survivor start, so that it cannot take every trial of the budget before the doomed one runs any.
     said = (tmp_path / "doomed.txt").open("w")
     doomed = subprocess.Popen(
-        _argv(postgres_url, study, tmp_path / "doomed", trials, "--confirm", "0"), stdout=said, stderr=said
+        _argv(shared_url, study, tmp_path / "doomed", trials, "--confirm", "0"), stdout=said, stderr=said
     )
     while True:
         running = _wait_for(
             lambda now: [
                 t for t in now if t.state == optuna.trial.TrialState.RUNNING and record_of(t).pid == doomed.pid
             ],
-            postgres_url,
+            shared_url,
             study,
             lambda: (
                 doomed.poll() is None
@@ -155,20 +165,20 @@ def test_a_search_killed_mid_trial_has_it_failed_within_the_grace_period_and_run
         # and the survivor would wait on it, as on a host that hangs mid-write, until its connection drops. Only a
         # search frozen between writes, with its trial still running, is the one to kill.
         time.sleep(0.5)
-        if not _open_transactions(postgres_url) and (
-            _trials(postgres_url, study)[running[0].number].state == optuna.trial.TrialState.RUNNING
+        if not _open_transactions(shared_url) and (
+            _trials(shared_url, study)[running[0].number].state == optuna.trial.TrialState.RUNNING
         ):
             break
         doomed.send_signal(signal.SIGCONT)
     survivor = subprocess.Popen(
-        _argv(postgres_url, study, tmp_path / "survivor", trials, "--confirm", "0"),
+        _argv(shared_url, study, tmp_path / "survivor", trials, "--confirm", "0"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     _wait_for(
         lambda now: [t for t in now if record_of(t).pid == survivor.pid],
-        postgres_url,
+        shared_url,
         study,
         lambda: survivor.poll() is None or pytest.fail("the survivor ended before it searched"),
     )
@@ -177,11 +187,11 @@ def test_a_search_killed_mid_trial_has_it_failed_within_the_grace_period_and_run
     doomed.wait()
     number = running[0].number
 
-    while (trial := _trials(postgres_url, study)[number]).state == optuna.trial.TrialState.RUNNING:
+    while (trial := _trials(shared_url, study)[number]).state == optuna.trial.TrialState.RUNNING:
         assert survivor.poll() is None, "the other search ended and left the killed trial running"
         time.sleep(0.3)
     failed_after = time.monotonic() - killed
-    reason, message = failure_of(trial, _study_record(postgres_url, study))
+    reason, message = failure_of(trial, _study_record(shared_url, study))
     assert trial.state == optuna.trial.TrialState.FAIL and reason == "abandoned" and f"pid {doomed.pid}" in message
     # The grace period runs from the last beat, at most one interval before the kill; the
     # survivor, in its trials by now, checks at each of its own beats and between trials.
@@ -189,7 +199,7 @@ def test_a_search_killed_mid_trial_has_it_failed_within_the_grace_period_and_run
 
     _, stderr = survivor.communicate(timeout=1200)
     _succeeded(survivor, stderr)
-    done = _trials(postgres_url, study)
+    done = _trials(shared_url, study)
     assert all(t.state.is_finished() for t in done), "no trial is left running or waiting"
     (retry,) = [t for t in done if record_of(t).retry_of == number]
     assert retry.params == trial.params and retry.state == optuna.trial.TrialState.COMPLETE
@@ -199,12 +209,17 @@ def test_a_search_killed_mid_trial_has_it_failed_within_the_grace_period_and_run
 
 
 def _open_transactions(url: str) -> int:
-    """How many other sessions of the server are inside a transaction (the tests' own reads are not)."""
+    """How many other sessions of the server are inside a transaction (the tests' own reads are not); for a journal,
+    1 while a search holds its lock (it is writing)."""
+    if url.startswith("journal:"):
+        return int(os.path.lexists(url.removeprefix("journal://") + ".lock"))  # the lock is a symbolic link
     query = (
         "select count(*) from pg_stat_activity where backend_type = 'client backend'"
         " and pid <> pg_backend_pid() and xact_start is not null"
     )
-    with _storage(url).engine.connect() as connection:
+    storage = _storage(url)
+    assert isinstance(storage, optuna.storages.RDBStorage)
+    with storage.engine.connect() as connection:
         return int(connection.execute(sqlalchemy.text(query)).scalar_one())
 
 

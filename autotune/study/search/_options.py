@@ -209,7 +209,7 @@ class SearchOptions:
 
     @property
     def shared(self) -> bool:
-        """Whether the study is in a database server that several hosts may share: any storage but SQLite."""
+        """Whether several hosts may share the study: a database server or a journal file, any storage but SQLite."""
         return not self.storage_url.startswith("sqlite")
 
     @property

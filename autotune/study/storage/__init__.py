@@ -7,6 +7,7 @@ records (`read_study_record`, `update_study_record`; `record_of`, `update_record
 from __future__ import annotations
 
 from autotune.study.storage._heartbeat import (
+    BEAT_KEY,
     MAX_RETRIES,
     Heartbeat,
     Liveness,
@@ -59,6 +60,7 @@ __all__ = [
     "Heartbeat",
     "Liveness",
     "TrialRecord",
+    "BEAT_KEY",
     "MAX_RETRIES",
     "REFERENCES",
     "ReferenceLevels",

@@ -16,6 +16,13 @@ record (`StudyRecord.abandoned`) under the trial's number (`failure_of` reads ei
 one host, where the search's process id says more, sooner: `TrialLoop.reap_abandoned` uses
 that, and records why in the study record the same way.
 
+A journal file (`journal:///PATH`) has no server and no heartbeat of Optuna's, and the hosts
+that share it need not agree on the time. There a running trial's beat is a counter in its
+system attributes, raised at each beat; every search notes, by its own monotonic clock, when
+it last saw each running trial's counter change, and fails a trial whose counter it has seen
+still for the grace period. The journal orders the writes: of two searches that fail the
+same trial at once, only the first one's write applies, and only that search queues it again.
+
 Everything goes through Optuna's public API: the storage the study was opened in
 (`opened_in`), its heartbeat methods, and trial ids looked up by study name and number.
 """
@@ -26,6 +33,7 @@ import contextlib
 import copy
 import inspect
 import threading
+import time
 import warnings
 from dataclasses import dataclass, replace
 from types import TracebackType
@@ -33,12 +41,13 @@ from typing import Any
 
 import optuna
 
-from autotune.study.storage._storage import opened_in
+from autotune.study.storage._storage import journal_liveness, opened_in
 from autotune.study.storage._study_record import StudyRecord, update_study_record
 from autotune.study.storage._trial_record import TRIAL_KEY, queued_attrs, record_of
 from autotune.trial.run_record import RunRecord
 
 __all__ = [
+    "BEAT_KEY",
     "MAX_RETRIES",
     "Heartbeat",
     "Liveness",
@@ -52,6 +61,8 @@ __all__ = [
 
 MAX_RETRIES = 1
 """How many times an abandoned trial's configuration is queued again."""
+BEAT_KEY = "autotune:beat"
+"""A running trial's system attribute in a journal storage: its beats so far."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,14 +91,48 @@ _failed_here = threading.local()
 def fail_stale(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     """Fail the study's trials whose search stopped beating, each recorded and queued again by the storage's
     callback; returns those failed here, with the reason in their attributes as `failure_of` gives it."""
-    if grace_period(study) is None:
+    grace = grace_period(study)
+    if grace is None:
         return []
     _failed_here.trials = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        optuna.storages.fail_stale_trials(study)
+    storage = opened_in(study)
+    if journal_liveness(storage) is not None:
+        _fail_silent(study, storage, grace)
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.storages.fail_stale_trials(study)
     failed: list[optuna.trial.FrozenTrial] = _failed_here.trials
     return failed
+
+
+_silence_lock = threading.Lock()
+_silence: dict[tuple[int, str, int], tuple[Any, float]] = {}
+"""For each running trial of a journal seen here (storage, study, number): its beat count when first seen at that
+count, and when that was by this process's monotonic clock."""
+
+
+def _fail_silent(study: optuna.Study, storage: Any, grace: int) -> None:
+    """Fail the journal study's running trials whose beat count this process has seen still for `grace` seconds."""
+    now = time.monotonic()
+    running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+    silent = []
+    with _silence_lock:
+        for frozen in running:
+            key = (id(storage), study.study_name, frozen.number)
+            beat = frozen.system_attrs.get(BEAT_KEY)
+            seen = _silence.get(key)
+            if seen is None or seen[0] != beat:
+                _silence[key] = (beat, now)
+            elif now - seen[1] >= grace:
+                silent.append(frozen)
+                del _silence[key]
+    for frozen in silent:
+        try:
+            storage.set_trial_state_values(trial_id(study, frozen.number), optuna.trial.TrialState.FAIL)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            continue  # it finished, or another search failed it first: that one says why and queues it again
+        _stale(study, frozen)
 
 
 def _stale(study: optuna.Study, frozen: optuna.trial.FrozenTrial) -> None:
@@ -138,10 +183,24 @@ def _queue_again(study: optuna.Study, frozen: optuna.trial.FrozenTrial) -> None:
 def grace_period(study: optuna.Study) -> int | None:
     """Seconds without a beat after which the study's trials are stale; None when its storage keeps no heartbeats."""
     storage = opened_in(study)
-    interval = storage.get_heartbeat_interval() if storage is not None else None
-    if storage is None or interval is None:
+    journal = journal_liveness(storage)
+    if journal is not None:
+        return journal[1]
+    if not isinstance(storage, optuna.storages.RDBStorage):
+        return None
+    interval = storage.get_heartbeat_interval()
+    if interval is None:
         return None
     return storage.grace_period or 2 * interval
+
+
+def _interval(storage: optuna.storages.BaseStorage) -> int:
+    """Seconds between two beats in a storage that keeps them."""
+    journal = journal_liveness(storage)
+    if journal is not None:
+        return journal[0]
+    assert isinstance(storage, optuna.storages.RDBStorage)
+    return storage.get_heartbeat_interval() or 1
 
 
 def beats(study: optuna.Study) -> bool:
@@ -171,12 +230,13 @@ class Heartbeat:
         """Other searches' trials this heartbeat's thread failed as stale."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._beats = 0
 
     def __enter__(self) -> Heartbeat:
         if self.storage is None:
             return self
         self._id = trial_id(self.study, self.number)
-        self.storage.record_heartbeat(self._id)
+        self._record()
         self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{self.number}", daemon=True)
         self._thread.start()
         return self
@@ -188,10 +248,19 @@ class Heartbeat:
         if self._thread is not None:
             self._thread.join()
 
+    def _record(self) -> None:
+        """One beat: Optuna's own in a database, the trial's raised beat count in a journal."""
+        assert self.storage is not None
+        if isinstance(self.storage, optuna.storages.RDBStorage):
+            self.storage.record_heartbeat(self._id)
+            return
+        self._beats += 1
+        self.storage.set_trial_system_attr(self._id, BEAT_KEY, self._beats)
+
     def _beat(self) -> None:
         assert self.storage is not None
-        interval = self.storage.get_heartbeat_interval() or 1
+        interval = _interval(self.storage)
         while not self._stop.wait(interval):
             with contextlib.suppress(Exception):  # the next beat tries again; the grace period allows for it
-                self.storage.record_heartbeat(self._id)
+                self._record()
                 self.failed += fail_stale(self.study)

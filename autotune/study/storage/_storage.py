@@ -6,6 +6,11 @@ refused instead of mixed in; a PostgreSQL URL without its driver says which extr
 
 A plain `postgresql://` URL is opened with psycopg 3 (the `autotune[postgres]` extra),
 whichever SQLAlchemy is installed: SQLAlchemy 2.0 would otherwise look for psycopg2.
+
+A `journal:///PATH` URL is a file that several hosts share without a database server (a
+cluster's shared file system): Optuna's `JournalStorage` with its file backend, whose lock
+is a symbolic link that works over NFS. Optuna keeps no heartbeat there;
+`autotune.study.storage._heartbeat` keeps its own.
 """
 
 from __future__ import annotations
@@ -21,14 +26,18 @@ from typing import Any
 import optuna
 import sqlalchemy.engine
 import sqlalchemy.exc
+from optuna.storages.journal import JournalFileBackend
 
 from autotune.errors import SearchError
 from autotune.study.storage._study_record import read_study_record
 
 __all__ = [
+    "JOURNAL",
     "check_storage_url",
     "create_study",
     "discard_study",
+    "journal_liveness",
+    "journal_path",
     "load_search_study",
     "open_storage",
     "opened_in",
@@ -37,36 +46,71 @@ __all__ = [
 ]
 
 _ATTEMPTS = 6
-_OPENED: weakref.WeakKeyDictionary[optuna.Study, optuna.storages.RDBStorage] = weakref.WeakKeyDictionary()
-"""Each study opened here, with the RDB storage it was opened in: Optuna keeps a study's storage to itself."""
+_OPENED: weakref.WeakKeyDictionary[optuna.Study, optuna.storages.BaseStorage] = weakref.WeakKeyDictionary()
+"""Each study opened here, with the storage it was opened in: Optuna keeps a study's storage to itself."""
+_JOURNAL_BEATS: weakref.WeakKeyDictionary[optuna.storages.JournalStorage, tuple[int, int]] = weakref.WeakKeyDictionary()
+"""Each journal storage opened for a shared search, with its trials' heartbeat interval and grace period (seconds)."""
+JOURNAL = "journal:"
+"""The scheme of a journal file's URL: journal:///PATH (absolute) or journal:PATH (relative)."""
 IDLE_IN_TRANSACTION_SECONDS = 30
 """A PostgreSQL session left inside a transaction this long is ended by the server, and its locks with it."""
 _POSTGRES = ("postgresql", "postgres")
 """URL schemes that name PostgreSQL without a driver; psycopg 3 is the one the extra installs."""
 
 
-def check_storage_url(url: str) -> sqlalchemy.engine.URL:
-    """The parsed database URL; SearchError naming the value and the forms allowed when it is none."""
+def journal_path(url: str) -> Path | None:
+    """The file of a journal URL (journal:///PATH, or journal:PATH relative to the working folder); None for a
+    database URL. SearchError when it names no file, or one in a folder that does not exist."""
+    if not url.startswith(JOURNAL):
+        return None
+    rest = url.removeprefix(JOURNAL)
+    path = Path(rest[2:] if rest.startswith("//") else rest).expanduser()
+    if not str(path) or str(path) == "." or rest.endswith("/"):
+        raise SearchError(f"--storage {url!r} names no file: a journal is journal:///PATH/study.journal.")
+    if not path.parent.is_dir():
+        raise SearchError(
+            f"--storage {url!r}: the folder {path.parent.resolve()} does not exist; the journal file is created in it, "
+            "not the folder (on a cluster, a folder of the shared file system every host sees)."
+        )
+    return path
+
+
+def journal_liveness(storage: optuna.storages.BaseStorage | None) -> tuple[int, int] | None:
+    """A journal storage's heartbeat interval and grace period (seconds) when it was opened for a shared search;
+    None for any other storage."""
+    if not isinstance(storage, optuna.storages.JournalStorage):
+        return None
+    return _JOURNAL_BEATS.get(storage)
+
+
+def check_storage_url(url: str) -> sqlalchemy.engine.URL | Path:
+    """The parsed database URL, or a journal's file; SearchError naming the value and the forms allowed when it is
+    neither."""
+    journal = journal_path(url)
+    if journal is not None:
+        return journal
     try:
         parsed = sqlalchemy.engine.make_url(url)
     except sqlalchemy.exc.ArgumentError:
         raise SearchError(
-            f"--storage {url!r} is not a database URL: a file is sqlite:///PATH (here: "
-            f"sqlite:///{Path(url).expanduser().resolve()}), a server postgresql://USER@HOST/DB."
+            f"--storage {url!r} is not a storage URL: a file is sqlite:///PATH (here: "
+            f"sqlite:///{Path(url).expanduser().resolve()}), a server postgresql://USER@HOST/DB, a file several "
+            "hosts share journal:///PATH."
         ) from None
     try:
         parsed.get_dialect()
     except sqlalchemy.exc.NoSuchModuleError:
         if parsed.get_backend_name() not in _POSTGRES:
             raise SearchError(
-                f"--storage {shown(url)}: {parsed.drivername!r} is no database this can open; use sqlite:///PATH "
-                "or postgresql://USER@HOST/DB."
+                f"--storage {shown(url)}: {parsed.drivername!r} is no database this can open; use sqlite:///PATH, "
+                "postgresql://USER@HOST/DB or journal:///PATH."
             ) from None
     return parsed
 
 
-def open_storage(url: str, **heartbeat: Any) -> optuna.storages.RDBStorage:
-    """An Optuna RDB storage for `url`; `heartbeat` are RDBStorage's heartbeat arguments, for a shared study.
+def open_storage(url: str, **heartbeat: Any) -> optuna.storages.BaseStorage:
+    """An Optuna storage for `url`; `heartbeat` are RDBStorage's heartbeat arguments, for a shared study (for a
+    journal, its interval and grace period are kept for `autotune.study.storage._heartbeat`).
 
     Connections are checked before use, since a database server may have closed an idle one
     during a long trial; a missing PostgreSQL driver is named with the extra that installs it.
@@ -75,7 +119,14 @@ def open_storage(url: str, **heartbeat: Any) -> optuna.storages.RDBStorage:
     would otherwise hold the trial's row locked, and every other search that fails its stale
     trial, or writes that row, would wait on it until the connection is found dead (hours).
     """
-    check_storage_url(url)
+    journal = check_storage_url(url)
+    if isinstance(journal, Path):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            storage = optuna.storages.JournalStorage(JournalFileBackend(str(journal)))
+        if heartbeat.get("heartbeat_interval"):
+            _JOURNAL_BEATS[storage] = (int(heartbeat["heartbeat_interval"]), int(heartbeat["grace_period"]))
+        return storage
     engine_kwargs: dict[str, Any] = {} if url.startswith("sqlite") else {"pool_pre_ping": True}
     if url.startswith(_POSTGRES):
         engine_kwargs["connect_args"] = {"options": _server_options(url)}
@@ -93,7 +144,7 @@ def open_storage(url: str, **heartbeat: Any) -> optuna.storages.RDBStorage:
         ) from None
 
 
-def opened_in(study: optuna.Study) -> optuna.storages.RDBStorage | None:
+def opened_in(study: optuna.Study) -> optuna.storages.BaseStorage | None:
     """The storage `study` was opened in by `create_study` or `load_search_study`; None for one opened elsewhere."""
     return _OPENED.get(study)
 
@@ -124,7 +175,7 @@ def _with_driver(url: str) -> str:
 
 def create_study(
     name: str,
-    storage: str | optuna.storages.RDBStorage,
+    storage: str | optuna.storages.BaseStorage,
     *,
     heartbeat: dict[str, Any] | None = None,
     **kwargs: Any,
@@ -140,7 +191,7 @@ def create_study(
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     heartbeat = heartbeat or {}
     last: Exception | None = None
-    url = storage if isinstance(storage, str) else str(storage.url)
+    url = storage if isinstance(storage, str) else str(getattr(storage, "url", type(storage).__name__))
     for attempt in range(_ATTEMPTS):
         try:
             rdb = open_storage(storage, **heartbeat) if isinstance(storage, str) else storage
@@ -160,10 +211,14 @@ def load_search_study(storage: str, study_name: str) -> optuna.Study:
     """A study made by `autotune search`, from any Optuna storage; errors list the studies that are there."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     parsed = check_storage_url(storage)
-    database = parsed.database or ""
-    if parsed.get_backend_name() == "sqlite" and database not in ("", ":memory:") and not Path(database).is_file():
-        # SQLite would create an empty database there: a typo must not leave a file behind.
-        raise SearchError(f"{shown(storage)}: there is no file {database}; give the study.db a search made.")
+    if isinstance(parsed, Path):
+        if not parsed.is_file():
+            raise SearchError(f"{storage}: there is no file {parsed}; give the journal a search wrote.")
+    else:
+        database = parsed.database or ""
+        if parsed.get_backend_name() == "sqlite" and database not in ("", ":memory:") and not Path(database).is_file():
+            # SQLite would create an empty database there: a typo must not leave a file behind.
+            raise SearchError(f"{shown(storage)}: there is no file {database}; give the study.db a search made.")
     try:
         rdb = open_storage(storage)
         study = optuna.load_study(study_name=study_name, storage=rdb)
@@ -189,10 +244,15 @@ def discard_study(storage: str, name: str) -> int | None:
     """
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     parsed = check_storage_url(storage)
-    database = parsed.database or ""
-    sqlite = parsed.get_backend_name() == "sqlite"
-    if sqlite and database not in ("", ":memory:") and not Path(database).is_file():
-        return None
+    if isinstance(parsed, Path):
+        sqlite = False
+        if not parsed.is_file():
+            return None
+    else:
+        database = parsed.database or ""
+        sqlite = parsed.get_backend_name() == "sqlite"
+        if sqlite and database not in ("", ":memory:") and not Path(database).is_file():
+            return None
     rdb = open_storage(storage)
     try:
         study = optuna.load_study(study_name=name, storage=rdb)
@@ -220,7 +280,9 @@ def storage_failures_named(storage: str) -> Iterator[None]:
     """
     try:
         yield
-    except (optuna.exceptions.StorageInternalError, sqlalchemy.exc.SQLAlchemyError) as exc:
+    except (optuna.exceptions.StorageInternalError, sqlalchemy.exc.SQLAlchemyError, OSError) as exc:
+        if isinstance(exc, OSError) and not storage.startswith(JOURNAL):
+            raise  # a journal is the only storage read as a file here; any other OSError is not the storage's
         cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
         _refuse_damaged(storage, cause)
         raise SearchError(
