@@ -9,8 +9,8 @@ reference's own level differs from a fresh process's by more than the anchors' f
 it does not, the division adds the anchors' noise to every trial.
 
 Each of `--sessions` sessions starts the baselines anew (a new reference) and pairs `--anchors`
-anchors with it as a search does (the protocol's windows, more blocks while imprecise). Prints a
-JSON line per anchor (its ratio and the standard error its blocks give), then:
+anchors with it as a search does (the protocol's windows, more windows while imprecise). Prints a
+JSON line per anchor (its ratio and the standard error its windows give), then:
 
 - per session, the mean log level, the anchors' spread and the mean standard error of one anchor;
 - across sessions, the spread of the session means against what the anchors' own spread alone

@@ -10,15 +10,15 @@ model by default), each replicate runs two processes one after the other:
   optimizer step with them, before anything is timed), and saves its compile cache;
 * **warm**: the same, loading that cache first, as every confirmation replicate starts.
 
-Each process then times three blocks of windows (one pass over the stream each):
+Each process then times three stages of windows (one pass over the stream each):
 
 1. `as_is`: as the process stands after compiling;
 2. `no_workers`: after Inductor's compile-worker pool is shut down;
 3. `gc_frozen`: after a full collection and `gc.freeze()`, which moves every object alive
    (the compiler's graphs, guards and caches among them) out of the collector's reach.
 
-Within one process the blocks' ratios say what each action gives back; the warm process,
-where both actions should do nothing, shows what the order alone does. With each block it
+Within one process the stages' ratios say what each action gives back; the warm process,
+where both actions should do nothing, shows what the order alone does. With each stage it
 records the collector's passes over the oldest generation and the objects it tracks.
 
 Nothing else may run while it measures: it refuses to start when the 1-minute load is above 0.5.
@@ -62,7 +62,7 @@ def _children() -> int:
 
 
 def _child(spec: str, optimizer: bool, cache: str, warm: bool, windows: int) -> dict[str, Any]:
-    """One process of the study: compile (or load), settle on the stream, time the three blocks."""
+    """One process of the study: compile (or load), settle on the stream, time the three stages."""
     import torch
 
     from autotune.runtime import codegen, compile_cache
@@ -97,11 +97,11 @@ def _child(spec: str, optimizer: bool, cache: str, warm: bool, windows: int) -> 
     module.finish_warmup()
     settle_seconds = time.perf_counter() - started
 
-    def block(name: str) -> dict[str, Any]:
+    def stage(name: str) -> dict[str, Any]:
         collections = gc.get_stats()[2]["collections"]
         rates = [one_pass() for _ in range(windows)]
         return {
-            "block": name,
+            "stage": name,
             "rates": rates,
             "median": statistics.median(rates),
             "full_collections": gc.get_stats()[2]["collections"] - collections,
@@ -110,18 +110,18 @@ def _child(spec: str, optimizer: bool, cache: str, warm: bool, windows: int) -> 
             "child_processes": _children(),
         }
 
-    blocks = [block("as_is")]
+    stages = [stage("as_is")]
     from torch._inductor.async_compile import shutdown_compile_workers
 
     shutdown_compile_workers()
     time.sleep(1.0)  # the pool's processes exit
-    blocks.append(block("no_workers"))
+    stages.append(stage("no_workers"))
     gc.collect()
     gc.freeze()
-    blocks.append(block("gc_frozen"))
+    stages.append(stage("gc_frozen"))
     if not warm:
         compile_cache.save_compile_cache(cache, "cpu")
-    return {"warm": warm, "optimizer": optimizer, "settle_seconds": settle_seconds, "blocks": blocks}
+    return {"warm": warm, "optimizer": optimizer, "settle_seconds": settle_seconds, "stages": stages}
 
 
 def _run(spec: str, optimizer: bool, cache: str, warm: bool, windows: int, own: Path) -> dict[str, Any]:
@@ -156,7 +156,7 @@ def _summary(runs: list[dict[str, Any]]) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
-        a, b, c = run["blocks"]
+        a, b, c = run["stages"]
         subject = "compiled optimizer step" if run["optimizer"] else "plain compile"
         lines.append(
             f"| {subject} (replicate {run['replicate']}) | {'warm' if run['warm'] else 'cold'} | {a['median']:.1f} "
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spec", default="examples.captioning:captioning_dynamic", help="the workload")
     parser.add_argument("--replicates", type=int, default=2, help="cold-then-warm pairs per subject (default 2)")
-    parser.add_argument("--windows", type=int, default=WINDOWS, help=f"windows per block (default {WINDOWS})")
+    parser.add_argument("--windows", type=int, default=WINDOWS, help=f"windows per stage (default {WINDOWS})")
     parser.add_argument("--out", type=Path, default=None, help="write every figure as JSON here")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--cache", default=None, help=argparse.SUPPRESS)

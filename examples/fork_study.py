@@ -4,8 +4,8 @@
 
 A live plain-compile reference (started by `python -m`), then `--rounds` rounds of two warm
 restarts of one configuration from the same cache folder: one forked from the server, one started
-anew, in a random order each round. Each restart is paired with the reference for `--blocks`
-blocks as a search trial is, and its start is timed (process start to ready). Prints a JSON line
+anew, in a random order each round. Each restart is paired with the reference for `--windows`
+windows as a search trial is, and its start is timed (process start to ready). Prints a JSON line
 per restart, then for each way of starting: the mean of its restarts' ratios to the reference,
 their spread between processes, and the seconds to ready; and the ratio of the two means.
 
@@ -36,7 +36,7 @@ from examples._shared import between_loads, study_parser
 WAYS = ("forked", "anew")
 
 
-def study(spec: str, config: CompileConfig, *, rounds: int, blocks: int, seed: int) -> list[dict[str, Any]]:
+def study(spec: str, config: CompileConfig, *, rounds: int, windows: int, seed: int) -> list[dict[str, Any]]:
     """`rounds` rounds of one forked and one new warm restart of `config`, each paired with a live plain compile."""
     workload = resolve(spec, isolated=True)
     harness = Harness(spec=spec, summary=workload.summary(spec, workload.draw_batches()))
@@ -45,7 +45,7 @@ def study(spec: str, config: CompileConfig, *, rounds: int, blocks: int, seed: i
     baselines = None
     try:
         _start(forked=False)
-        baselines = measure_baselines(harness, root, windows=blocks)
+        baselines = measure_baselines(harness, root, windows=windows)
         reference = baselines.reference
         if reference is None:
             raise SystemExit("fork_study: neither baseline ran; nothing to pair with")
@@ -59,7 +59,7 @@ def study(spec: str, config: CompileConfig, *, rounds: int, blocks: int, seed: i
                 with live_worker(request) as worker:
                     ready = worker.until_ready()
                     to_ready = worker.snapshot().wall_seconds
-                    paired, why = pair_windows(worker, reference, windows=blocks, rng=rng) if ready else (None, "")
+                    paired, why = pair_windows(worker, reference, windows=windows, rng=rng) if ready else (None, "")
                     worker.end()
                 if paired is None:
                     raise SystemExit(f"fork_study: a {way} restart did not get ready: {worker.run.message}")
@@ -104,15 +104,15 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> None:
     parser = study_parser(__doc__, "examples.toy:model")
     parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--blocks", type=int, default=5)
+    parser.add_argument("--windows", type=int, default=5)
     parser.add_argument(
         "--config", default='{"compile_optimizer": true}', help="the configuration, as JSON (default: %(default)s)"
     )
     args = parser.parse_args()
-    if args.rounds < 2 or args.blocks < 2:
-        parser.error(f"--rounds and --blocks must be at least 2, got {args.rounds} and {args.blocks}")
+    if args.rounds < 2 or args.windows < 2:
+        parser.error(f"--rounds and --windows must be at least 2, got {args.rounds} and {args.windows}")
     config = CompileConfig.from_dict(json.loads(args.config))
-    rows = between_loads(lambda: study(args.workload, config, rounds=args.rounds, blocks=args.blocks, seed=args.seed))
+    rows = between_loads(lambda: study(args.workload, config, rounds=args.rounds, windows=args.windows, seed=args.seed))
     print(json.dumps(summary(rows), indent=2))
 
 

@@ -118,14 +118,14 @@ def _alone(threads: int, windows: int, env: dict[str, str] | None = None) -> lis
 
 
 def _alternating(windows: int) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """Two identical processes, turns A B B A ..., the idle one stopped; one (A, B) pair per block."""
+    """Two identical processes, windows A B B A ..., the idle one stopped; one (A, B) pair per turn."""
     a, b = _spawn(0, windows, commanded=True), _spawn(0, windows, commanded=True)
     for process in (a, b):
         _read_ready(process)
         os.kill(process.pid, signal.SIGSTOP)
     pairs = []
-    for block in range(windows):
-        order = (a, b) if block % 2 == 0 else (b, a)
+    for turn in range(windows):
+        order = (a, b) if turn % 2 == 0 else (b, a)
         results = {}
         for process in order:
             assert process.stdin is not None and process.stdout is not None
@@ -142,18 +142,18 @@ def _alternating(windows: int) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     return pairs
 
 
-def _replicated(replicates: int, blocks: int) -> dict[str, Any]:
-    """New process pairs, each taking `blocks` turns: how far pairs of processes differ beyond their windows."""
+def _replicated(replicates: int, turns: int) -> dict[str, Any]:
+    """New process pairs, each taking `turns` turns: how far pairs of processes differ beyond their windows."""
     means, within = [], []
     for _ in range(replicates):
-        logs = [math.log(a["samples_per_second"] / b["samples_per_second"]) for a, b in _alternating(blocks)]
+        logs = [math.log(a["samples_per_second"] / b["samples_per_second"]) for a, b in _alternating(turns)]
         means.append(statistics.fmean(logs))
         within.append(statistics.variance(logs))
     window_variance = statistics.fmean(within)
-    between = max(statistics.variance(means) - window_variance / blocks, 0.0)
+    between = max(statistics.variance(means) - window_variance / turns, 0.0)
     return {
         "process pairs": replicates,
-        "turns each": blocks,
+        "turns each": turns,
         "sd of a window's log-ratio": round(math.sqrt(window_variance), 3),
         "sd between process pairs": round(math.sqrt(between), 4),
         "sd of a pair's mean": round(statistics.stdev(means), 4),
@@ -190,12 +190,12 @@ def _describe(name: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
 def _paired(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, Any]:
     logs = [math.log(a["samples_per_second"] / b["samples_per_second"]) for a, b in pairs]
     both = [p["samples_per_second"] for pair in pairs for p in pair]
-    blocks = [statistics.fmean(logs[i : i + 8]) for i in range(0, len(logs) - 7, 8)]
+    means_of_8 = [statistics.fmean(logs[i : i + 8]) for i in range(0, len(logs) - 7, 8)]
     return {
         "pairs": len(logs),
         "cv % of single windows": round(100 * statistics.stdev(both) / statistics.fmean(both), 1),
         "sd of paired log-ratio": round(statistics.stdev(logs), 3),
-        "sd of the mean of 8 pairs": round(statistics.stdev(blocks), 3) if len(blocks) > 1 else None,
+        "sd of the mean of 8 pairs": round(statistics.stdev(means_of_8), 3) if len(means_of_8) > 1 else None,
         "mean ratio (should be 1)": round(math.exp(statistics.fmean(logs)), 3),
     }
 

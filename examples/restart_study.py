@@ -5,9 +5,9 @@
 The search's own steps: the baselines (eager and plain compile, cold, then warm and paired,
 plain compile staying alive as the reference), one cold first run of the configuration (by
 default only `compile_optimizer: true`), then `--restarts` warm restarts from its cache folder,
-each paired with the reference for `--blocks` blocks as a search trial is (no extra blocks), with
-an anchor (a fresh plain-compile restart paired the same way) before each. Prints each restart's
-ratio, its blocks' ratios, the anchor and how many files its cache folder holds.
+each paired with the reference for `--windows` windows as a search trial is (no extra windows),
+with an anchor (a fresh plain-compile restart paired the same way) before each. Prints each
+restart's ratio, its paired windows' ratios, the anchor and how many files its cache folder holds.
 
 Nothing else may run while it measures: the 1-minute load before and after is printed.
 """
@@ -42,7 +42,7 @@ def study(
     config: CompileConfig,
     *,
     restarts: int,
-    blocks: int,
+    windows: int,
     seed: int,
     workload_seed: int = 0,
     cold_each: bool = False,
@@ -50,7 +50,7 @@ def study(
     """One cold first run of `config`, then `restarts` warm restarts paired with the live plain compile.
 
     `workload_seed` seeds the workers' model and batches as `autotune search --seed` does; `seed`
-    orders the blocks. With `cold_each`, every restart follows a cold first run of its own in a
+    orders the turns. With `cold_each`, every restart follows a cold first run of its own in a
     new folder, right after the anchor, in a search's order (anchor, cold run, warm restart).
     """
     workload = resolve(spec, isolated=True)
@@ -60,12 +60,12 @@ def study(
     root = Path(tempfile.mkdtemp(prefix="restart-study-"))
     baselines = None
     try:
-        baselines = measure_baselines(harness, root, windows=blocks)
+        baselines = measure_baselines(harness, root, windows=windows)
         reference = baselines.reference
         if reference is None:
             raise SystemExit("restart_study: neither baseline ran; nothing to pair with")
         return _restarts(
-            harness, config, reference, root, restarts=restarts, blocks=blocks, rng=rng, cold_each=cold_each
+            harness, config, reference, root, restarts=restarts, windows=windows, rng=rng, cold_each=cold_each
         )
     finally:
         if baselines is not None:
@@ -80,7 +80,7 @@ def _restarts(
     root: Path,
     *,
     restarts: int,
-    blocks: int,
+    windows: int,
     rng: random.Random,
     cold_each: bool,
 ) -> list[dict[str, Any]]:
@@ -91,18 +91,18 @@ def _restarts(
         print(f"cold first run: {cold.state}; cache folder {_files(root / 'config')} files", flush=True)
     rows = []
     for number in range(1, restarts + 1):
-        anchor = anchor_reference(reference, windows=blocks, rng=rng)
+        anchor = anchor_reference(reference, windows=windows, rng=rng)
         if cold_each:
             request = harness.request(config, cache_dir=str(root / f"config-{number}"))
             first_run(request, None, None)
         with live_worker(replace(request, save_cache_path=None, load_cache_path=None)) as worker:
             worker.until_ready()
-            paired, why = pair_windows(worker, reference, windows=blocks, rng=rng)
+            paired, why = pair_windows(worker, reference, windows=windows, rng=rng)
             worker.end()
         row = {
             "restart": number,
             "ratio": paired.ratio,
-            "blocks": [round(math.exp(b), 4) for b in paired.block_log_ratios()],
+            "windows": [round(math.exp(w), 4) for w in paired.window_log_ratios()],
             "anchor": anchor,
             "recompiles": sum(w.recompiles for w in paired.trial_windows),
             "cache_files": _files(Path(request.cache_dir or root)),
@@ -117,8 +117,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workload", default="examples.convnet:convnet", help="PKG.MOD:ATTR of the workload")
     parser.add_argument("--restarts", type=int, default=4, help="warm restarts of the configuration (default: 4)")
-    parser.add_argument("--blocks", type=int, default=5, help="paired blocks per restart (default: 5, as a search)")
-    parser.add_argument("--seed", type=int, default=1, help="orders the paired blocks (default: 1)")
+    parser.add_argument("--windows", type=int, default=5, help="paired windows per restart (default: 5, as a search)")
+    parser.add_argument("--seed", type=int, default=1, help="orders the turns (default: 1)")
     parser.add_argument(
         "--workload-seed", type=int, default=0, help="model and batch seed, as search --seed (default 0)"
     )
@@ -126,7 +126,7 @@ def main() -> None:
         "--cold-each", action="store_true", help="a cold first run before every restart, as a search orders them"
     )
     args = parser.parse_args()
-    for flag, value, least in (("--restarts", args.restarts, 1), ("--blocks", args.blocks, 2)):
+    for flag, value, least in (("--restarts", args.restarts, 1), ("--windows", args.windows, 2)):
         if value < least:
             parser.error(f"{flag} {value}: must be at least {least}")
     load = os.getloadavg()[0]
@@ -135,7 +135,7 @@ def main() -> None:
         args.workload,
         CompileConfig(compile_optimizer=True),
         restarts=args.restarts,
-        blocks=args.blocks,
+        windows=args.windows,
         seed=args.seed,
         workload_seed=args.workload_seed,
         cold_each=args.cold_each,

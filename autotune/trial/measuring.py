@@ -371,7 +371,7 @@ def settle_windows(trial: WorkerRun) -> tuple[list[SettleWindow], int]:
 def measure_window(trial: WorkerRun, index: int, slice_: tuple[int, int], passes: int = 1) -> Window:
     """Time `passes` passes over a slice (start, count) of the stream (modulo its length); the probe just before.
 
-    Every subject of a block gets the same slice; a fast one passes over it more often, so
+    Every subject of a turn gets the same slice; a fast one passes over it more often, so
     that each window lasts about as long. The steps that compiled something (a shape this
     run had not seen, in its first pass) are timed apart, so that the parent can count them
     once and tell the steady rate from the cost of new shapes.

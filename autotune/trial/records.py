@@ -324,7 +324,7 @@ class Window(WireRecord):
 
     KIND: ClassVar[str] = "window"
     index: int
-    """The block it belongs to; -1 for a calibration window, which counts for nothing else."""
+    """The turn it belongs to; -1 for a calibration window, which counts for nothing else."""
     seconds: float
     """Its duration, compiling steps included."""
     samples: int
@@ -542,7 +542,7 @@ class WindowCommand(WireRecord):
     KIND: ClassVar[str] = "window"
     SENDER: ClassVar[str] = "the parent"
     index: int
-    """The window's number in its block, which the worker's `Window` record carries back."""
+    """The turn the window belongs to, which the worker's `Window` record carries back."""
     start: int
     """The first batch of the fresh stream it times (modulo the stream's length)."""
     count: int

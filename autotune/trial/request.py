@@ -246,7 +246,7 @@ def window_figures(windows: Sequence[Window], ready: ReadyReport | None) -> dict
     Steps that compiled something are timed apart: the steady rate comes from the others,
     and the seconds of the compiling steps are added once, as a run that passes over the
     stream once pays them. So the figure means the same however many windows ran, and the
-    windows' drift, which hits every subject of a block alike, stays paired.
+    windows' drift, which hits every subject of a turn alike, stays paired.
     """
     seconds = sum(w.seconds for w in windows)
     samples = sum(w.samples for w in windows)
@@ -283,7 +283,7 @@ def window_figures(windows: Sequence[Window], ready: ReadyReport | None) -> dict
     if others:
         figures["window_others"] = [round(v, 3) for v in others]
     if others:
-        # The windows' own CPU accounting decides, not the probe (the first work after a turn always
+        # The windows' own CPU accounting decides, not the probe (the first work after a stop always
         # finds the caches cold) nor the settle windows, which ran while the other subjects started.
         busy = max(others) > OTHERS_BUSY
         figures["noisy"] = f"other processes used up to {max(others):.0%} of the CPU during its windows" if busy else ""

@@ -42,7 +42,7 @@ class RunRecord:
     samples_per_second_max: float | None = None
     """The fastest window that compiled nothing."""
     windows: list[float] = field(default_factory=list)
-    """Every window's samples/s, in order: slices of the fresh stream in a session (block by block), else the
+    """Every window's samples/s, in order: slices of the fresh stream in a session (turn by turn), else the
     settle windows on the fixed batches."""
     window_probe_ms: list[float] = field(default_factory=list)
     """The calibration probe timed just before each window, in milliseconds: the machine's state, window by window."""

@@ -20,7 +20,7 @@ record of `autotune.trial.records`:
 * `WindowCommand(index=k, start=s, count=n)`: time batches s .. s+n-1 of the fresh
   stream (modulo its length), each once, with the calibration probe just before; the steps
   that compiled a new shape are timed apart and counted. The parent gives every subject of a
-  block the same slice, and stops the others (SIGSTOP) while one measures;
+  turn the same slice, and stops the others (SIGSTOP) while one measures;
 * `StreamCommand()`: one timed pass over the whole stream, the compiles of new shapes
   included and counted (a first run's figure); it also fills the subject's cache with every
   shape the stream holds, for its later, warm runs;

@@ -147,7 +147,7 @@ def test_two_workers_on_one_gpu_measure_one_at_a_time_and_go_quiet_before_they_s
 
     def one(config: CompileConfig, folder: str) -> None:
         request = harness().request(config, cache_dir=str(tmp_path / folder))
-        run, _ = measure_trial(request, monitor=None, on_block=None, gate=gate, reference=None, windows=1, rng=None)  # type: ignore[arg-type]
+        run, _ = measure_trial(request, monitor=None, on_window=None, gate=gate, reference=None, windows=1, rng=None)  # type: ignore[arg-type]
         runs.append(run)
 
     threads = [

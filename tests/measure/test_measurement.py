@@ -67,7 +67,7 @@ def test_a_window_that_meets_a_new_shape_counts_the_recompile_and_its_cost() -> 
     worker = LiveWorker(live).start()
     try:
         assert worker.until_ready(), worker.end().message
-        windows = [worker.window(block, block * 6, 6) for block in range(4)]  # the whole stream once
+        windows = [worker.window(turn, turn * 6, 6) for turn in range(4)]  # the whole stream once
     finally:
         run = worker.end()
     assert run.state == "complete", run.message + run.stderr_tail
@@ -126,8 +126,8 @@ def test_the_machine_is_said_busy_only_when_other_processes_took_its_cpu(tmp_pat
             assert worker.until_ready()
             # 2,400 tiny steps a window, about a quarter of a second: long enough for the kernel's CPU ticks
             # (100 a second a core) to tell who used the machine; a window of a few ticks says nothing.
-            for block in range(12):
-                worker.window(block, 0, 4, passes=600)
+            for turn in range(12):
+                worker.window(turn, 0, 4, passes=600)
         finally:
             run = worker.end()
         return run.record()
@@ -273,7 +273,7 @@ def test_a_search_does_not_prune_a_trial_as_fast_as_plain_compile_when_the_machi
     # and the load are both wide enough now for neither reading to reach the bar. Eight paired windows, not four:
     # over five, one full-tier run read 0.94x, the busy processes' noise between paired windows (log-ratios up
     # to 0.49 seen) averaging too few of them. And a CI run once stopped it after two windows that read 0.63x
-    # eager: the rule now needs its blocks to bound the ratio below the bar.
+    # eager: the rule now needs its windows to bound the ratio below the bar.
     study, busy = precision_search(
         tmp_path / "busy", "spins_and_hogs_when_faster", "--slow-ratio", "0.7", "--windows", "8"
     )

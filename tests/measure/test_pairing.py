@@ -1,4 +1,4 @@
-"""A search trial's two runs, cold and then warm, joined into the one run the study records; its paired blocks."""
+"""A search trial's two runs, cold and then warm, joined into the one run the study records; its paired windows."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from autotune.measure.tasks._pairing import (
-    BLOCK_PRECISION,
     CONTENDER_FLOOR,
+    PAIRING_PRECISION,
     LiveReference,
     Paired,
     anchor_reference,
@@ -111,7 +111,7 @@ def test_a_contender_with_a_noisy_figure_gets_more_paired_windows_and_one_far_be
         "a trial far behind plain compile": (noisy(0.7, 0.1, 3), noisy(1.0, 0.1, 4)),
         "a contender on a quiet device": (noisy(1.1, 0.002, 5), steady),
     }
-    blocks = {}
+    counted = {}
     for name, (mine, theirs) in cases.items():
         trial = StandIn(mine)
         paired, why = pair_windows(
@@ -122,14 +122,14 @@ def test_a_contender_with_a_noisy_figure_gets_more_paired_windows_and_one_far_be
             more_windows=10,
             go_on=worth_more_pairs,
         )
-        assert why is None, "ending the extra blocks is no stop reason"
+        assert why is None, "ending the extra windows is no stop reason"
         assert paired.common_pairs == 5 and trial.windows == paired.pairs
-        blocks[name] = paired.pairs
+        counted[name] = paired.pairs
         if paired.pairs < 15:
             assert not worth_more_pairs(paired)
-    assert blocks["a contender on a noisy machine"] > 5
-    assert blocks["a trial far behind plain compile"] == 5
-    assert blocks["a contender on a quiet device"] == 5
+    assert counted["a contender on a noisy machine"] > 5
+    assert counted["a trial far behind plain compile"] == 5
+    assert counted["a contender on a quiet device"] == 5
 
 
 def measured_beside_a_steady_reference(spread: float, seed: int, more_windows: int) -> Paired:
@@ -147,7 +147,7 @@ def measured_beside_a_steady_reference(spread: float, seed: int, more_windows: i
 
 def test_more_paired_windows_stop_once_the_figure_is_precise_or_at_the_limit() -> None:
     error = measured_beside_a_steady_reference(0.1, 7, more_windows=200).standard_error
-    assert error is not None and error <= BLOCK_PRECISION < 0.1 / 5**0.5
+    assert error is not None and error <= PAIRING_PRECISION < 0.1 / 5**0.5
     assert measured_beside_a_steady_reference(0.3, 8, more_windows=4).pairs == 9, "never past the limit"
     assert CONTENDER_FLOOR < 1.0
 
@@ -164,7 +164,7 @@ def test_a_pruned_contender_stops_where_it_was_pruned() -> None:
         reference_of(noisy(1.0, 0.1, 10)),
         windows=5,
         rng=random.Random(0),
-        on_block=prune_at_seven,
+        on_window=prune_at_seven,
         more_windows=10,
         go_on=lambda paired: True,
     )
@@ -190,4 +190,4 @@ def test_an_anchor_measures_until_its_level_is_precise_and_its_seconds_are_kept(
     for seed in range(3):
         assert anchor_reference(reference, windows=5, rng=random.Random(seed), more_windows=25) is not None
     assert len(reference.levels) == len(reference.anchor_seconds) == 3
-    assert all(n > 5 for n in counted), f"a 10% window spread needs more than 5 blocks for its level: {counted}"
+    assert all(n > 5 for n in counted), f"a 10% window spread needs more than 5 paired windows for its level: {counted}"

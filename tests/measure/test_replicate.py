@@ -12,7 +12,7 @@ import select
 
 import pytest
 
-from autotune.measure.engine import _replicate, block_orders, co_residence
+from autotune.measure.engine import _replicate, co_residence, turn_orders
 from autotune.measure.engine._next_replicate import _peak
 from autotune.trial.live import LiveWorker
 from autotune.trial.request import RunProtocol, TrialRequest, TrialRun, noisy_reason, window_figures
@@ -25,12 +25,12 @@ pytestmark = pytest.mark.parallel
 # -- turns and who lives together -----------------------------------------------------------------
 
 
-def test_each_block_is_a_permutation_and_the_next_runs_it_backwards() -> None:
+def test_each_turn_is_a_permutation_and_the_next_runs_it_backwards() -> None:
     names = ["eager", "compile", "trial 3", "trial 5"]
-    orders = block_orders(names, 7, random.Random(3))
+    orders = turn_orders(names, 7, random.Random(3))
     assert len(orders) == 7 and all(sorted(o) == sorted(names) for o in orders)
     for first, second in zip(orders[::2], orders[1::2], strict=False):
-        assert second == first[::-1], "ABBA: drift within a block pair hits every subject alike"
+        assert second == first[::-1], "ABBA: drift within a pair of turns hits every subject alike"
     assert len({tuple(o) for o in orders[::2]}) > 1, "random, never a fixed order"
 
 
@@ -85,7 +85,7 @@ class StartLog:
 
 
 def test_a_subject_s_memory_is_the_most_its_first_run_held_reserved_too_where_a_gpu_says() -> None:
-    # A subject stopped for another's turn keeps what its allocator cached: its reserved peak is what it holds.
+    # A subject stopped for another's window keeps what its allocator cached: its reserved peak is what it holds.
     gpu = RunRecord(
         state="complete",
         peak_memory_mb=99.0,

@@ -129,9 +129,9 @@ def test_search_exports_the_decided_gain_with_every_file_and_its_baselines(searc
     assert scale is not None and plain.value == scale.samples_per_second
     assert plain.value == pytest.approx(baseline.samples_per_second) and record_of(plain).speedup_vs_compile == 1.0
     assert record_of(plain).own.wall_seconds == baseline.wall_seconds
-    # Plain compile against itself at every block: what the pruner judges later trials against.
-    blocks = read_study_record(study).settings.run_protocol.windows
-    assert plain.intermediate_values == {step: pytest.approx(baseline.samples_per_second) for step in range(blocks)}
+    # Plain compile against itself at every paired window: what the pruner judges later trials against.
+    windows = read_study_record(study).settings.run_protocol.windows
+    assert plain.intermediate_values == {step: pytest.approx(baseline.samples_per_second) for step in range(windows)}
     progress = (out.parent / "stderr.txt").read_text()
     assert "trial 0: starting" not in progress and "trial 1: starting" in progress
     assert "(the run of the plain torch.compile baseline, reused)" in progress

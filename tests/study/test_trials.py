@@ -142,7 +142,7 @@ def test_time_a_worker_stood_stopped_is_not_compile_time_and_shared_devices_wide
 
 
 def paired(trial_seconds: list[float], reference_seconds: list[float], over_eager: float = 2.0) -> Paired:
-    """A trial's blocks beside the reference's: each window 100 samples in the given seconds."""
+    """A trial's windows beside the reference's: each window 100 samples in the given seconds."""
     reference = LiveReference(
         worker=SimpleNamespace(alive=True),  # type: ignore[arg-type]  # a live worker that measures nothing here
         samples_per_second=200.0,
@@ -181,47 +181,47 @@ def test_the_slow_ratio_rule_judges_a_trial_beside_the_reference_not_alone() -> 
     monitor = Monitor(loop, loop.study.ask(), "trial 1")
     # The trial runs a fifth of plain compile's speed, which runs twice eager's: 0.4x eager.
     slow = paired([5.0, 5.0], [1.0, 1.0])
-    assert monitor.block(paired([5.0], [1.0])) is None, "one block is not enough to judge"
-    assert monitor.block(slow) == (
+    assert monitor.window(paired([5.0], [1.0])) is None, "one paired window is not enough to judge"
+    assert monitor.window(slow) == (
         "it ran 0.40x eager beside the reference, at most 0.40x at 97.5% confidence: below --slow-ratio 0.5"
     )
     # A machine that got busy four times slower slows both sides of every pair alike: 1.1x the reference.
     hogged = paired([4 / 1.1, 4 / 1.1, 4 / 1.1], [4.0, 4.0, 4.0])
     assert hogged.trial_windows[0].samples / hogged.trial_windows[0].seconds < 0.5 * 100, "alone it looks slow"
-    assert Monitor(loop, loop.study.ask(), "trial 2").block(hogged) is None
+    assert Monitor(loop, loop.study.ask(), "trial 2").window(hogged) is None
     assert hogged.ratio == pytest.approx(1.1) and hogged.samples_per_second == pytest.approx(220.0)
 
 
-def test_the_slow_ratio_rule_waits_for_blocks_that_agree_not_for_a_mean_below_the_bar() -> None:
+def test_the_slow_ratio_rule_waits_for_windows_that_agree_not_for_a_mean_below_the_bar() -> None:
     loop = loop_with(optuna.trial.TrialState.COMPLETE)
     loop.options.pruner, loop.options.slow_ratio = "none", 0.9
     monitor = Monitor(loop, loop.study.ask(), "trial 1")
-    # Beside processes that take the machine, two blocks read 0.3x and 0.5x plain compile (2x eager):
+    # Beside processes that take the machine, two paired windows read 0.3x and 0.5x plain compile (2x eager):
     # a mean of 0.77x eager's rate, below --slow-ratio 0.9 but far from known to be.
     noisy = paired([1 / 0.3, 1 / 0.5], [1.0, 1.0])
     assert noisy.over_eager is not None and noisy.over_eager < 0.9
-    assert monitor.block(noisy) is None, "two blocks that disagree by a factor of 1.7 bound nothing"
-    # Six blocks that agree at about 0.4x plain compile (0.8x eager) bound it below the bar.
+    assert monitor.window(noisy) is None, "two windows that disagree by a factor of 1.7 bound nothing"
+    # Six paired windows that agree at about 0.4x plain compile (0.8x eager) bound it below the bar.
     agreeing = paired([1 / 0.4, 1 / 0.41, 1 / 0.39, 1 / 0.4, 1 / 0.41, 1 / 0.39], [1.0] * 6)
-    assert (why := monitor.block(agreeing)) is not None and why.startswith("it ran 0.80x eager"), why
+    assert (why := monitor.window(agreeing)) is not None and why.startswith("it ran 0.80x eager"), why
 
 
-def test_the_pruner_sees_the_paired_figure_at_each_block() -> None:
+def test_the_pruner_sees_the_paired_figure_at_each_paired_window() -> None:
     loop = loop_with(optuna.trial.TrialState.COMPLETE)
     trial = loop.study.ask()
     monitor = Monitor(loop, trial, "trial 1")
-    assert monitor.block(paired([0.5, 0.5], [1.0, 1.0])) is None
+    assert monitor.window(paired([0.5, 0.5], [1.0, 1.0])) is None
     assert loop.study.trials[trial.number].intermediate_values == {1: pytest.approx(400.0)}, "2x the reference's 200"
 
 
-def test_the_pruner_hears_only_the_blocks_every_trial_measures_not_a_contender_s_extra_ones() -> None:
+def test_the_pruner_hears_only_the_windows_every_trial_measures_not_a_contender_s_extra_ones() -> None:
     loop = loop_with(optuna.trial.TrialState.COMPLETE)
     trial = loop.study.ask()
     monitor = Monitor(loop, trial, "trial 1")
-    for blocks in range(1, 5):
-        figures = paired([0.5] * blocks, [1.0] * blocks)
+    for windows in range(1, 5):
+        figures = paired([0.5] * windows, [1.0] * windows)
         figures.common_pairs = 2  # past them only contenders run: a median of contenders would prune half of them
-        assert monitor.block(figures) is None
+        assert monitor.window(figures) is None
     assert sorted(loop.study.trials[trial.number].intermediate_values) == [0, 1]
 
 
@@ -236,7 +236,7 @@ def test_pruning_savings_come_from_each_trial_s_own_measurements() -> None:
     trials = [
         trial(complete, phase_seconds={"compile": 30.0, "measure": 12.0}, windows=[1, 1, 1, 1, 1]),
         trial(complete, phase_seconds={"compile": 30.0, "measure": 10.0}, windows=[1, 1, 1, 1, 1]),
-        # pruned at its third block of its warm restart: 2 blocks of 6 s / 3 left
+        # pruned at its third paired window of its warm restart: 2 windows of 6 s / 3 left
         trial(pruned, phase_seconds={"compile": 30.0, "measure": 6.0}, windows=[1, 1, 1]),
         # stopped while compiling after 80 s: the study's shortest measurement (10 s) not run
         trial(pruned, phase_seconds={"compile": 80.0}),
@@ -335,7 +335,7 @@ def test_the_reference_level_is_the_geometric_mean_of_its_anchors_due_before_the
 def test_after_an_anchor_within_its_own_noise_no_other_is_due() -> None:
     from autotune.study.search._loop import ANCHOR_EVERY
 
-    # A quiet reference: its first anchor read 1.007x, +/-5% by its blocks. Another could not change a figure.
+    # A quiet reference: its first anchor read 1.007x, +/-5% by its windows. Another could not change a figure.
     reference = paired([1.0], [1.0]).reference
     assert reference.anchor_due(ANCHOR_EVERY), "one before the first trial"
     reference.levels, reference.level_errors = [1.007], [0.05]
@@ -355,7 +355,7 @@ def test_after_an_anchor_within_its_own_noise_no_other_is_due() -> None:
 
 def test_a_reference_level_within_the_anchors_own_noise_is_not_taken_out() -> None:
     reference = paired([1.0], [1.0]).reference
-    # Two anchors 2% and 4% slow, each +/-4% by its own blocks: their mean, 0.97, is within their band.
+    # Two anchors 2% and 4% slow, each +/-4% by its own windows: their mean, 0.97, is within their band.
     reference.levels, reference.level_errors = [0.98, 0.96], [0.04, 0.04]
     assert reference.measured_level == pytest.approx(0.97, abs=1e-3)
     assert reference.level_band == pytest.approx(1.96 * math.sqrt(2 * 0.04**2) / 2, rel=1e-3)
@@ -363,11 +363,11 @@ def test_a_reference_level_within_the_anchors_own_noise_is_not_taken_out() -> No
     # The same anchors, each +/-1%: 3% is then outside the band, and taken out.
     reference.level_errors = [0.01, 0.01]
     assert reference.level_decided and reference.level == pytest.approx(0.97, abs=1e-3)
-    # Two anchors far apart say little, whatever their own blocks claim: their spread stands in.
+    # Two anchors far apart say little, whatever their own windows claim: their spread stands in.
     reference.levels, reference.level_errors = [0.90, 1.02], [0.005, 0.005]
     assert reference.level_error == pytest.approx(statistics.stdev([math.log(0.90), math.log(1.02)]) / math.sqrt(2))
     assert reference.level == 1.0
-    # An anchor without an error of its own (one block) leaves nothing to judge by: read as paired.
+    # An anchor without an error of its own (one paired window) leaves nothing to judge by: read as paired.
     reference.levels, reference.level_errors = [0.8], [None]
     assert reference.level_error is None and reference.level == 1.0
 
@@ -395,7 +395,7 @@ def test_a_trial_is_told_its_raw_pairing_and_shown_its_ratio_against_the_anchore
     def anchor(reference: LiveReference, **kwargs) -> float:
         anchors.append(reference.paired_trials)
         reference.levels.append(1.25)  # a fresh plain compile ran 1.25x the live one: the reference sits low
-        reference.level_errors.append(0.02)  # and its blocks tell that from 1
+        reference.level_errors.append(0.02)  # and its windows tell that from 1
         return 1.25
 
     monkeypatch.setattr(trials_module, "anchor_reference", anchor)

@@ -10,11 +10,11 @@ from autotune.measure.engine._replicate import (
     Replicate,
     ReplicatePlan,
     batches_for,
-    block_orders,
     calibrate,
     co_residence,
     expected_replicate_seconds,
     take_turns,
+    turn_orders,
 )
 from autotune.measure.engine._rules import (
     VALIDATION_MAX_REPLICATES,
@@ -47,7 +47,6 @@ __all__ = [
     "Saved",
     "Subject",
     "batches_for",
-    "block_orders",
     "calibrate",
     "co_residence",
     "confirmation_rules",
@@ -58,6 +57,7 @@ __all__ = [
     "run_label",
     "run_text",
     "take_turns",
+    "turn_orders",
     "validation_rules",
     "with_protocol",
 ]

@@ -418,7 +418,7 @@ class Campaign:
         return (ours is not None and ours.same_as == reference) or (theirs is not None and theirs.same_as == name)
 
     def window_log_ratios(self, name: str, reference: str) -> list[list[float]]:
-        """Per replicate, each block's paired log-ratio of single windows (blocks in which either side compiled left out)."""
+        """Per replicate, each turn's paired log-ratio of single windows (turns in which either side compiled left out)."""
         grouped = []
         for a, b in self.paired_runs(name, reference):
             if a is None or b is None or not a.complete or not b.complete:

@@ -82,7 +82,7 @@ def next_replicate(
 def _peak(record: RunRecord | None) -> float | None:
     """The most memory a subject's first run needed: its steady peak, or its compile-time peak where that is more
     (a replicate's processes start together and compile, or load, side by side), and on a GPU what its allocator
-    reserved, where that is more: a subject stopped for another's turn keeps its cached blocks."""
+    reserved, where that is more: a subject stopped for another's window keeps its cached blocks."""
     if record is None:
         return None
     figures = (

@@ -6,12 +6,12 @@ and the workload's module take one core each), then hold; how many then go on at
 compile and settle follows from the host's cores (`starts_at_once`): on a small CPU host one
 after the other, since those steps overlapping there fight over the cores (OpenMP threads spin
 while their partners are descheduled) and took twice as long as the same steps in a row. Then
-the blocks: in each block every
-subject measures one window on the block's slice of the stream while all the others stand
-stopped (SIGSTOP), so nothing else of ours runs on its clock. The order inside a block is a
-random permutation, and the next block runs it backwards (ABBA), so that drift during a block
-pair hits every subject alike and no subject is always first. The parent waits on a pipe
-while a window runs: it reads nothing, draws nothing and starts nothing meanwhile.
+the turns: a turn is every subject measuring one window, one after the other, on the turn's
+slice of the stream while all the others stand stopped (SIGSTOP), so nothing else of ours runs
+on its clock. The order inside a turn is a random permutation, and the next turn runs it
+backwards (ABBA), so that drift during a pair of turns hits every subject alike and no subject
+is always first. The parent waits on a pipe while a window runs: it reads nothing, draws nothing
+and starts nothing meanwhile.
 
 Which subjects may live together (`co_residence`) follows from the memory each one used in
 its first run against what the machine has free: everything at once, pairs of a subject and
@@ -40,8 +40,8 @@ __all__ = [
     "Replicate",
     "ReplicatePlan",
     "batches_for",
-    "block_orders",
     "take_turns",
+    "turn_orders",
     "co_residence",
     "expected_replicate_seconds",
     "run_replicate",
@@ -54,7 +54,7 @@ MEMORY_MARGIN = 1.25
 """Subjects live together only when their first runs' peak memory, times this, fits in what is free."""
 
 WindowCallback = Callable[[str, int, Window], None]
-"""Called after each window with the subject, the block and the window's record."""
+"""Called after each window with the subject, the turn and the window's record."""
 
 
 @dataclass
@@ -64,11 +64,11 @@ class Replicate:
     design: str
     """One of DESIGNS."""
     windows: int
-    """Windows each subject measured (one per block)."""
+    """Windows each subject measured (one per turn)."""
     batches_per_window: int
     """The slice of the stream one window covers, the same for every subject."""
     orders: list[list[str]] = field(default_factory=list)
-    """The order of each block's turns."""
+    """The order of the subjects in each turn."""
     started: float = 0.0
     """When it started (seconds since the epoch)."""
     ready_seconds: float = 0.0
@@ -124,14 +124,14 @@ class ReplicatePlan:
     window_seconds: float
 
 
-def block_orders(names: Sequence[str], blocks: int, rng: random.Random) -> list[list[str]]:
-    """The turns of each block: a random permutation, then the same backwards (ABBA), and so on."""
+def turn_orders(names: Sequence[str], turns: int, rng: random.Random) -> list[list[str]]:
+    """The order of the subjects in each of `turns` turns: a random permutation, then the same backwards (ABBA), and so on."""
     orders: list[list[str]] = []
-    while len(orders) < blocks:
+    while len(orders) < turns:
         forward = list(names)
         rng.shuffle(forward)
         orders += [forward, forward[::-1]]
-    return orders[:blocks]
+    return orders[:turns]
 
 
 def co_residence(
@@ -199,7 +199,7 @@ def run_replicate(
             if not replicate.batches_per_window:
                 chosen = batches_per_window(rates) if callable(batches_per_window) else batches_per_window
                 replicate.batches_per_window = max(1, int(chosen))
-            orders = block_orders(list(workers), windows, rng)
+            orders = turn_orders(list(workers), windows, rng)
             _turns(workers, ready, orders, replicate.batches_per_window, window_seconds, on_window)
             replicate.orders += orders
         finally:
@@ -291,7 +291,7 @@ def _make_ready(
 
 
 WindowSeen = Callable[[str, int, Window | None], bool]
-"""Hears each turn's window (None: that worker has stopped); True ends the turns."""
+"""Hears each window with its subject and turn (None: that worker has stopped); True ends the turns."""
 
 
 def take_turns(
@@ -303,23 +303,23 @@ def take_turns(
     passes: Mapping[str, int],
     seen: WindowSeen,
 ) -> None:
-    """The one window loop: block by block, each worker in its turn measures one window, the others stopped.
+    """The one window loop: turn by turn, each worker in the turn's order measures one window, the others stopped.
 
-    Every worker of a block measures the same slice of the stream (`batches` batches from
-    `block * batches`, modulo the stream's `stream` batches), in `passes` passes of its own, so
+    Every worker of a turn measures the same slice of the stream (`batches` batches from
+    `turn * batches`, modulo the stream's `stream` batches), in `passes` passes of its own, so
     that each window lasts about as long; a worker is woken for its window and stopped again
     after it. A worker that has ended is not woken: `seen` hears None for it.
     """
-    for block, order in enumerate(orders):
-        start = (block * batches) % max(stream, 1)
+    for turn, order in enumerate(orders):
+        start = (turn * batches) % max(stream, 1)
         for name in order:
             worker = workers.get(name)
             window = None
             if worker is not None and worker.alive:
                 worker.resume()
-                window = worker.window(block, start, batches, passes[name])
+                window = worker.window(turn, start, batches, passes[name])
                 worker.pause()
-            if seen(name, block, window):
+            if seen(name, turn, window):
                 return
 
 
@@ -333,9 +333,9 @@ def _turns(
 ) -> None:
     """A replicate's windows: a subject that stops leaves the others to go on."""
 
-    def seen(name: str, block: int, window: Window | None) -> bool:
+    def seen(name: str, turn: int, window: Window | None) -> bool:
         if window is not None and on_window is not None:
-            on_window(name, block, window)
+            on_window(name, turn, window)
         return False
 
     take_turns(

@@ -89,7 +89,7 @@ def first_windows(protocol: RunProtocol) -> int:
 
     Few, since a replicate's start-up costs more than its windows, and the variation between
     replicates outweighs what more windows in each would average out: on the toy (2-core CPU),
-    a start-up of 16 s against 1.5 s a block, and a replicate's own spread of 0.049 beside a
+    a start-up of 16 s against 1.5 s a turn, and a replicate's own spread of 0.049 beside a
     window's 0.046, make 4 windows the best use of the time (`windows_per_replicate`), and 10
     as many cost a quarter more per replicate for a replicate 4% more precise. From the third
     replicate on, the campaign's own variance components choose.

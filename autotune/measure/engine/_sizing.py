@@ -21,7 +21,7 @@ def next_windows(campaign: Campaign, rules: CampaignRules, harness: Harness) -> 
     if parts is None or parts.replicates < 2:
         return rules.windows
     subjects = max(len(campaign.racing()), 1)
-    window = harness.protocol.window_seconds * subjects  # a block: one window of every subject
+    window = harness.protocol.window_seconds * subjects  # a turn: one window of every subject
     return windows_per_replicate(
         parts,
         window_seconds=window,

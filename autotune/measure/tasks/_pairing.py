@@ -3,14 +3,15 @@
 A search keeps one plain-compile worker alive per device: the reference. Every trial first
 runs cold (its compile time, checks and a pass over the stream, which fills its cache folder),
 then starts again warm from that folder, as each replicate of the confirmation will, and
-measures its windows in turn with the reference on the same slices of the fresh stream, each
-stopped while the other runs, ABBA. A trial's figure is then a ratio to plain compile
-measured at the same moments, which load on the machine does not bias, scaled by the
-reference's rate (`LiveReference.samples_per_second`, which a search sets to the study's scale:
-the rate when the study began) so that it reads as samples per second
-(`Paired.samples_per_second`). The reference's windows start from the same slice for every
-trial; it has seen the stream before, and so has the trial's cache: a new shape costs either
-side dynamo's tracing, not Inductor's code generation, as it does in the confirmation.
+takes turns with the reference (the engine's `take_turns`): in each turn the two measure one
+window each on the same slice of the fresh stream (a paired window), each stopped while the
+other runs, ABBA. A trial's figure is then a ratio to plain compile measured at the same
+moments, which load on the machine does not bias, scaled by the reference's rate
+(`LiveReference.samples_per_second`, which a search sets to the study's scale: the rate when
+the study began) so that it reads as samples per second (`Paired.samples_per_second`). The
+reference's windows start from the same slice for every trial; it has seen the stream before,
+and so has the trial's cache: a new shape costs either side dynamo's tracing, not Inductor's
+code generation, as it does in the confirmation.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from autotune.measure.engine import Harness, block_orders, calibrate, take_turns
+from autotune.measure.engine import Harness, calibrate, take_turns, turn_orders
 from autotune.measure.stats import t_quantile
 from autotune.runtime.config import CompileConfig
 from autotune.trial.gate import MeasurementGate
@@ -46,11 +47,11 @@ __all__ = [
     "worth_more_pairs",
 ]
 
-BlockCallback = Callable[["Paired"], str | None]
-"""Called after each block with the figures so far; a returned reason stops the trial (pruning)."""
+PairedWindowCallback = Callable[["Paired"], str | None]
+"""Called after each paired window with the figures so far; a returned reason stops the trial (pruning)."""
 
-MoreBlocks = Callable[["Paired"], bool]
-"""Asked after each block past the first `windows`: whether the pairing should go on (`worth_more_pairs`)."""
+MoreWindows = Callable[["Paired"], bool]
+"""Asked after each paired window past the first `windows`: whether the pairing should go on (`worth_more_pairs`)."""
 
 CONTENDER_FLOOR = 0.95
 """A trial whose anchored ratio to plain compile is at least this is a contender: it may be confirmed, so its figure must be as precise as the confirmation's."""
@@ -58,8 +59,8 @@ CONTENDER_FLOOR = 0.95
 LEVEL_Z = statistics.NormalDist().inv_cdf(0.975)
 """How many of the anchors' standard errors their mean log ratio must lie from 0 for a reference's level to be taken out."""
 
-BLOCK_PRECISION = 0.025
-"""The standard error of a pairing's mean log ratio (about +/-5% at 95%) past which more blocks add nothing worth their seconds."""
+PAIRING_PRECISION = 0.025
+"""The standard error of a pairing's mean log ratio (about +/-5% at 95%) past which more windows add nothing worth their seconds."""
 
 
 @dataclass
@@ -80,7 +81,7 @@ class LiveReference:
     levels: list[float] = field(default_factory=list)
     """Fresh warm restarts of plain compile, each paired with this worker: their ratios to it (`anchor_reference`)."""
     level_errors: list[float | None] = field(default_factory=list)
-    """Each of `levels`' standard error of its mean block log ratio (None below two blocks)."""
+    """Each of `levels`' standard error of its mean window log ratio (None below two paired windows)."""
     paired_trials: int = 0
     """Trials paired with this worker so far."""
     anchors_started: int = 0
@@ -96,7 +97,7 @@ class LiveReference:
     def level_error(self) -> float | None:
         """The standard error of the anchors' mean log ratio; None before any, or where one has no error of its own.
 
-        Each anchor's own error is its blocks' (`Paired.standard_error`); with two anchors or more,
+        Each anchor's own error is its windows' (`Paired.standard_error`); with two anchors or more,
         their spread about their mean, where larger, stands in for them.
         """
         errors = [e for e in self.level_errors if e is not None]
@@ -166,7 +167,7 @@ class LiveReference:
 
 @dataclass
 class Paired:
-    """A trial's windows beside the reference's, block by block, and what they say so far."""
+    """A trial's windows beside the reference's, turn by turn, and what they say so far."""
 
     reference: LiveReference
     trial_windows: list[Window] = field(default_factory=list)
@@ -189,14 +190,14 @@ class Paired:
 
     @property
     def ratio(self) -> float | None:
-        """How many times faster than plain compile the trial ran over the blocks so far (same slices, same time)."""
+        """How many times faster than plain compile the trial ran over the paired windows so far (same slices, same time)."""
         trial, reference = self._figures()
         if not trial.get("samples_per_second") or not reference.get("samples_per_second"):
             return None
         return float(trial["samples_per_second"]) / float(reference["samples_per_second"])
 
-    def block_log_ratios(self) -> list[float]:
-        """Each block's log ratio of the trial's window rate to the reference's (samples per second)."""
+    def window_log_ratios(self) -> list[float]:
+        """Each paired window's log ratio of the trial's rate to the reference's (samples per second)."""
         return [
             math.log((t.samples / t.seconds) / (r.samples / r.seconds))
             for t, r in zip(self.trial_windows, self.reference_windows, strict=False)
@@ -205,8 +206,8 @@ class Paired:
 
     @property
     def standard_error(self) -> float | None:
-        """The standard error of the mean block log ratio, or None below two blocks."""
-        logs = self.block_log_ratios()
+        """The standard error of the mean window log ratio, or None below two paired windows."""
+        logs = self.window_log_ratios()
         return statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) >= 2 else None
 
     @property
@@ -242,13 +243,13 @@ class Paired:
         return ratio * self.reference.over_eager
 
     def over_eager_at_most(self, confidence: float) -> float | None:
-        """The one-sided `confidence` upper bound of the trial's ratio to eager, or None below two blocks.
+        """The one-sided `confidence` upper bound of the trial's ratio to eager, or None below two paired windows.
 
-        From the blocks' mean log ratio and its standard error, with Student's t on their degrees
-        of freedom: two blocks that disagree, as windows do beside a process that takes the
-        machine, say little, and the bound stays wide until more blocks agree.
+        From the paired windows' mean log ratio and its standard error, with Student's t on their
+        degrees of freedom: two windows that disagree, as windows do beside a process that takes
+        the machine, say little, and the bound stays wide until more windows agree.
         """
-        logs = self.block_log_ratios()
+        logs = self.window_log_ratios()
         error = self.standard_error
         if error is None or self.reference.over_eager is None:
             return None
@@ -267,13 +268,13 @@ class Paired:
 
 
 def worth_more_pairs(paired: Paired) -> bool:
-    """Whether a pairing past its first blocks should go on: a contender whose figure is not yet precise.
+    """Whether a pairing past its first windows should go on: a contender whose figure is not yet precise.
 
-    Five blocks leave a trial's ratio imprecise (a window's rate varies from one window to the
+    Five paired windows leave a trial's ratio imprecise (a window's rate varies from one window to the
     next, `outputs/benchmarks/noise.md`): enough to tell a trial far behind plain compile,
     not to rank the ones near the top as their confirmation will. A trial at `CONTENDER_FLOOR`
-    or better goes on until its standard error is `BLOCK_PRECISION` or less; a quiet device
-    gets there in its first blocks and pays nothing.
+    or better goes on until its standard error is `PAIRING_PRECISION` or less; a quiet device
+    gets there in its first windows and pays nothing.
     """
     ratio = paired.anchored_ratio
     return ratio is not None and ratio >= CONTENDER_FLOOR and _imprecise(paired)
@@ -285,15 +286,15 @@ def pair_windows(
     *,
     windows: int,
     rng: random.Random,
-    on_block: BlockCallback | None = None,
+    on_window: PairedWindowCallback | None = None,
     more_windows: int = 0,
-    go_on: MoreBlocks | None = None,
+    go_on: MoreWindows | None = None,
 ) -> tuple[Paired, str | None]:
     """`windows` windows of a ready trial, each beside one of the reference on the same slice; (figures, stop reason).
 
     Both workers are stopped while the other measures, in the engine's one window loop
-    (`take_turns`); the order inside a block is ABBA, each pair of blocks in a random order
-    (`block_orders`), and the slices start from the stream's beginning for every trial. Up to
+    (`take_turns`): one window of each per turn, ABBA, each pair of turns in a random order
+    (`turn_orders`), and the slices start from the stream's beginning for every trial. Up to
     `more_windows` more follow while `go_on` says so (`worth_more_pairs`); ending there is no
     stop reason.
     """
@@ -303,21 +304,21 @@ def pair_windows(
     workers = {"trial": trial, "reference": reference.worker}
     stopped: list[str | None] = []
 
-    def seen(who: str, block: int, window: Window | None) -> bool:
+    def seen(who: str, turn: int, window: Window | None) -> bool:
         if window is None:
             stopped.append(None if who == "trial" else "the plain torch.compile reference stopped")
             return True
         (paired.trial_windows if who == "trial" else paired.reference_windows).append(window)
-        if len(paired.trial_windows) != block + 1 or len(paired.reference_windows) != block + 1:
+        if len(paired.trial_windows) != turn + 1 or len(paired.reference_windows) != turn + 1:
             return False
-        if on_block is not None and (why := on_block(paired)):
+        if on_window is not None and (why := on_window(paired)):
             stopped.append(why)
             return True
-        return block + 1 >= windows and (go_on is None or not go_on(paired))
+        return turn + 1 >= windows and (go_on is None or not go_on(paired))
 
     take_turns(
         workers,
-        block_orders(list(workers), windows + more_windows, rng),
+        turn_orders(list(workers), windows + more_windows, rng),
         stream=(trial.run.ready.stream_batches if trial.run.ready is not None else 0) or 1,
         batches=batches,
         passes={who: worker.passes_for(batches, reference.window_seconds) for who, worker in workers.items()},
@@ -330,7 +331,7 @@ def measure_trial(
     request: TrialRequest,
     *,
     monitor: EventMonitor | None,
-    on_block: BlockCallback | None,
+    on_window: PairedWindowCallback | None,
     gate: MeasurementGate | None,
     reference: LiveReference | None,
     windows: int,
@@ -365,7 +366,7 @@ def measure_trial(
                     reference,
                     windows=windows,
                     rng=rng,
-                    on_block=on_block,
+                    on_window=on_window,
                     more_windows=more_windows,
                     go_on=worth_more_pairs,
                 )
@@ -386,7 +387,7 @@ def anchor_reference(
 
     The restart starts from the reference's own cache folder, as a replicate of the confirmation
     starts plain compile, and measures `windows` windows beside it as a trial would, then up to
-    `more_windows` more until its standard error is `BLOCK_PRECISION`: every trial's ratio is
+    `more_windows` more until its standard error is `PAIRING_PRECISION`: every trial's ratio is
     divided by what the anchors say. None when it did not get ready or its pairing stopped.
     """
     started = time.monotonic()
@@ -408,9 +409,9 @@ def anchor_reference(
 
 
 def _imprecise(paired: Paired) -> bool:
-    """Whether the pairing's standard error is still above `BLOCK_PRECISION` (False below two blocks)."""
+    """Whether the pairing's standard error is still above `PAIRING_PRECISION` (False below two paired windows)."""
     error = paired.standard_error
-    return error is not None and error > BLOCK_PRECISION
+    return error is not None and error > PAIRING_PRECISION
 
 
 def first_run(request: TrialRequest, monitor: EventMonitor | None, gate: MeasurementGate | None) -> TrialRun:

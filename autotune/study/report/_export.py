@@ -371,8 +371,8 @@ def study_summary(study: optuna.Study) -> dict[str, Any]:
 def pruning_savings(trials: list[optuna.trial.FrozenTrial], protocol: Mapping[str, Any]) -> dict[str, Any]:
     """What pruning saved, from the study's own measurements (a lower bound: what a stopped compile had left is unknown).
 
-    - A trial pruned while measuring did not run its remaining paired blocks in its warm
-      restart (timed as its own blocks ran, the reference's window of each included).
+    - A trial pruned while measuring did not run its remaining paired windows in its warm
+      restart (timed as its own turns ran, the reference's window of each included).
     - A trial stopped while compiling (the compile budget, the time-to bound) did not run a
       measurement: at least the shortest measurement phase a complete trial of this study
       took. Its compile time spent is recorded; how long the compile would have gone on is

@@ -212,7 +212,7 @@ class TrialLoop:
             return measure_trial(
                 request,
                 monitor=monitor,
-                on_block=monitor.block,
+                on_window=monitor.window,
                 gate=gate,
                 reference=self.reference_for(harness),
                 windows=harness.protocol.windows,
@@ -367,7 +367,7 @@ class TrialLoop:
         digest = hashlib.sha256(self.harness.source(config, created).encode()).hexdigest()
         update_record(trial, created=created, source_sha256=digest)
         if record.complete and not self.objectives.multi:
-            # Plain compile against itself: a ratio of 1 at every block, as the pruner would have seen it.
+            # Plain compile against itself: a ratio of 1 at every paired window, as the pruner would have seen it.
             value = self.objective.speed_value(
                 record.samples_per_second or 0.0, record.batches_per_second or 0.0, record.compile_seconds or 0.0
             )

@@ -118,7 +118,7 @@ class Monitor:
         """What watches the trial's warm restart: the search's stop, and its phases for the display.
 
         The compile budget judged the first run, where the trial compiled cold; the restart's
-        figures are judged block by block (`block`).
+        figures are judged after each paired window (`window`).
         """
 
         def watch(event: Event | None) -> str | None:
@@ -130,12 +130,12 @@ class Monitor:
 
         return watch
 
-    def block(self, paired: Paired) -> str | None:
-        """Judge the trial after each paired block: the pruner, then the slow-ratio rule; a reason stops it.
+    def window(self, paired: Paired) -> str | None:
+        """Judge the trial after each paired window: the pruner, then the slow-ratio rule; a reason stops it.
 
         Both see the trial against the reference measured at the same moments, so a machine
         that got busy meanwhile slows both sides alike and judges nothing. The slow-ratio rule
-        stops a trial only when its blocks bound its ratio to eager below the bar
+        stops a trial only when its paired windows bound its ratio to eager below the bar
         (`SLOW_CONFIDENCE`), not when their mean alone falls under it.
         """
         if paired.samples_per_second is None:
@@ -144,7 +144,7 @@ class Monitor:
         value = objective.speed_value(paired.samples_per_second, paired.batches_per_second or 0.0, self.compile_seconds)
         step = paired.pairs - 1
         # Optuna's pruners judge one objective; a multi-objective study is pruned for slowness only.
-        # Only the blocks every trial measures are reported: past them run only contenders, and a
+        # Only the paired windows every trial measures are reported: past them run only contenders, and a
         # pruner comparing a contender with the median of contenders would stop half of them.
         if not self.loop.objectives.multi and paired.pairs <= (paired.common_pairs or paired.pairs):
             self.trial.report(value, step)
