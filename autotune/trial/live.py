@@ -84,9 +84,19 @@ class LiveWorker:
     """One worker process seen from its parent; see the module docstring."""
 
     def __init__(
-        self, request: TrialRequest, monitor: EventMonitor | None = None, gate: MeasurementGate | None = None
+        self,
+        request: TrialRequest,
+        monitor: EventMonitor | None = None,
+        gate: MeasurementGate | None = None,
+        *,
+        serving: bool = False,
     ) -> None:
         self.request = request
+        self.serving = serving
+        """A live reference, which serves windows to trial after trial for as long as a search runs: its limit holds
+        for each thing asked of it. Any other run's limit holds for all its phases together (`worked`)."""
+        self.worked = 0.0
+        """Seconds the worker has worked on what was asked of it so far (stops and waits for a turn left out)."""
         self.monitor: EventMonitor = monitor or (lambda event: None)
         self.gate = gate
         self.member: Member | None = None
@@ -204,12 +214,22 @@ class LiveWorker:
         return found if isinstance(found, FreshPass) else None
 
     def follow(self, until: Collection[type[WireRecord]], limit: float) -> WireRecord | None:
-        """Read records until one of a type in `until` (returned), or the run ends, is stopped or runs out of time.
+        """Read records until one of a type in `until` (returned), or the run ends, is stopped or runs out of time:
+        `limit` seconds of work for all it was asked together (`worked`), or for this alone where it is `serving`.
 
         A line of another wire version, or a record that does not parse, raises `RecordError`.
         """
         deadline_base = time.monotonic()
         held_base = self._standing()
+        before = 0.0 if self.serving else self.worked
+        try:
+            return self._follow(until, limit - before, deadline_base, held_base)
+        finally:
+            self.worked = before + max(time.monotonic() - deadline_base - (self._standing() - held_base), 0.0)
+
+    def _follow(
+        self, until: Collection[type[WireRecord]], limit: float, deadline_base: float, held_base: float
+    ) -> WireRecord | None:
         while not self.stop_reason:
             if self._standing() > self.held:
                 self.stop_reason = self.monitor(Event(Paused(seconds=self._standing() - self.held)))
@@ -357,7 +377,10 @@ def _outcome(worker: LiveWorker, returncode: int | None) -> TrialRun:
     run.stderr_tail = _tail(worker.stderr_path)
     if worker.stop_reason == "timeout":
         run.state, run.reason = "failed", "timeout"
-        run.message = f"the trial ran past its {worker.request.timeout:.0f} s limit in phase '{phase}' and was killed"
+        run.message = (
+            f"the trial ran past its {worker.request.timeout:.0f} s limit (all its phases together) in phase "
+            f"'{phase}' and was killed"
+        )
     elif worker.stop_reason == "killed":
         if run.state != "failed" or not run.reason:
             run.state, run.reason, run.message = "failed", "killed", f"stopped by the search in phase '{phase}'"

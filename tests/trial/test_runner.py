@@ -22,7 +22,7 @@ from autotune.trial.recorded import RECORDED_FILE
 from autotune.trial.records import SettleWindow
 from autotune.trial.request import RunProtocol, TrialRun
 from autotune.trial.run_record import RunRecord
-from autotune.trial.runner import TrialRequest, run_trial
+from autotune.trial.runner import TrialRequest, live_worker, run_trial
 from tests.processes import alive, command_line, gone, living_members, with_command_line
 from tests.short_runs import SHORT, run_config, source_for
 from tests.trial_targets import workloads
@@ -101,6 +101,24 @@ def test_hanging_trial_is_killed_at_its_timeout_with_its_process_group(tmp_path,
     worker, grandchild = map(int, pidfile.read_text().split())
     assert gone(worker) and gone(grandchild)
     assert living_members(worker) == []
+
+
+def test_a_run_s_time_limit_holds_for_all_its_phases_together(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Getting ready takes about 5 s of an 8 s limit, then each window about 2 s: each phase alone fits the limit,
+    # all of them together do not, and the run is stopped in its windows.
+    monkeypatch.setenv("AUTOTUNE_TEST_BUILD_SECONDS", "3")
+    monkeypatch.setenv("AUTOTUNE_TEST_STEP_SECONDS", "0.05")
+    protocol = {"window_seconds": 0.25, "check_accuracy": False}
+    request = TrialRequest(
+        spec="tests.trial_targets.workloads:slow_to_build", source=None, timeout=8, protocol=protocol
+    )
+    with live_worker(request) as worker:
+        assert worker.until_ready(), worker.run.message
+        windows = [worker.window(index, 0, 10, passes=4) for index in range(3)]
+        run = worker.end()
+    assert None in windows, "three windows after getting ready ran past the limit, and none was stopped"
+    assert (run.state, run.reason) == ("failed", "timeout"), run.message
+    assert "limit (all its phases together)" in run.message, run.message
 
 
 def test_a_worker_killed_at_its_timeout_takes_the_daemon_its_build_detached() -> None:

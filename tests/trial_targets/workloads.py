@@ -83,6 +83,23 @@ def hangs() -> Workload:
     return tiny(model=Hangs())
 
 
+class SlowSteps(TinyMLP):
+    """Each step takes AUTOTUNE_TEST_STEP_SECONDS in a worker."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        time.sleep(float(os.environ.get("AUTOTUNE_TEST_STEP_SECONDS", "0")))
+        return super().forward(x)
+
+
+def slow_to_build() -> Workload:
+    """Takes AUTOTUNE_TEST_BUILD_SECONDS to build and AUTOTUNE_TEST_STEP_SECONDS a step in a worker (nothing in the
+    test process, which only resolves it)."""
+    if "AUTOTUNE_EVENT_FD" not in os.environ:
+        return tiny()
+    time.sleep(float(os.environ.get("AUTOTUNE_TEST_BUILD_SECONDS", "0")))
+    return tiny(model=SlowSteps())
+
+
 class Segfaults(TinyMLP):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         os.kill(os.getpid(), signal.SIGSEGV)

@@ -61,7 +61,7 @@ def measure_baselines(
         for name, request in requests.items():
             if firsts[name].state != "complete":
                 continue
-            worker = LiveWorker(request).start()
+            worker = LiveWorker(request, serving=True).start()  # plain compile's serves the search's trials
             if worker.until_ready():
                 worker.pause()
                 workers[name] = worker

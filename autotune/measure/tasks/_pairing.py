@@ -448,7 +448,7 @@ def joined_run(first: TrialRun, restart: TrialRun) -> TrialRun:
 def restart_reference(reference: LiveReference) -> LiveReference | None:
     """A new warm restart of a reference whose worker ended, from the cache folder it compiled into, with the same
     rates (the study's scale) and none of the old process's levels; None when it does not get ready either."""
-    worker = LiveWorker(reference.worker.request).start()
+    worker = LiveWorker(reference.worker.request, serving=True).start()
     if not worker.until_ready():
         worker.end()
         return None
@@ -462,7 +462,7 @@ def start_reference(harness: Harness, like: LiveReference, cache_dir: str) -> Li
     """A reference for another device: plain compile's first run there, then its warm restart, with the first's figures."""
     request = harness.request(CompileConfig(), cache_dir=cache_dir)
     first_run(request, None, None)
-    worker = LiveWorker(request).start()
+    worker = LiveWorker(request, serving=True).start()
     worker.until_ready()
     worker.pause()
     return LiveReference(
