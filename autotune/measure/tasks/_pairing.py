@@ -438,9 +438,11 @@ def joined_run(first: TrialRun, restart: TrialRun) -> TrialRun:
     """The trial's run: its first run's compile, checks and stream pass, with the restart's windows and outcome.
 
     A restart pruned or failed makes the trial so, its message saying where; its seconds are
-    counted under `restart` (start-up to ready) and `measure` (the paired windows).
+    counted under `restart` (start-up to ready, its check of its first steps included, which
+    `restart_check_seconds` keeps apart) and `measure` (the paired windows).
     """
     joined = replace(first, windows=list(restart.windows), measured_between=list(restart.measured_between))
+    joined.restart_check_seconds = restart.compiled.check_seconds if restart.compiled is not None else 0.0
     joined.phase_seconds = dict(first.phase_seconds)
     phases = dict(restart.phase_seconds)
     joined.phase_seconds["measure"] = phases.pop("measure", 0.0)
