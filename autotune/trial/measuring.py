@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from autotune.errors import WorkloadError
 from autotune.runtime import codegen, compile_cache, environment
 from autotune.runtime.device import Peaks, parse_device, to_device
 from autotune.trial.accuracy import PRECISION_TOLERANCE, tensor_leaves
@@ -29,7 +30,7 @@ from autotune.trial.events import (
     Events,
     command_channel,
 )
-from autotune.trial.failure import TrialFailure
+from autotune.trial.failure import TrialFailure, classify, one_line, raised_at
 from autotune.trial.recorded import RecordedReference, recorded_path
 from autotune.trial.records import (
     CacheLoaded,
@@ -317,10 +318,22 @@ def eager_is_finite(trial: WorkerRun) -> None:
     A broken data pipeline or a diverged model makes eager's own figures NaN or infinite: then no
     speed figure of the workload means anything, and every compiled configuration would fail the
     accuracy check as if the compiler were wrong. The eager subject says so first, as the
-    workload's error, naming the batch and the value.
+    workload's error, naming the batch and the value. A step that raises is the workload's error
+    too, with nothing compiled: what raised and where say it, a traceback through autotune's
+    frames would only bury that.
     """
     for index, batch in enumerate(trial.batches):
-        returned = trial.step(trial.model, trial.optimizer, trial.prepare(batch))
+        try:
+            returned = trial.step(trial.model, trial.optimizer, trial.prepare(batch))
+        except (TrialFailure, WorkloadError):
+            raise
+        except Exception as exc:
+            if classify(exc, "run") == "oom":
+                raise
+            raise TrialFailure(
+                "workload_error",
+                f"eager's own step failed on fixed batch {index}: {one_line(exc)} (raised at {raised_at(exc)})",
+            ) from exc
         for tensor in tensor_leaves(returned):
             if not bool(torch.isfinite(tensor).all()):
                 bad = tensor[~torch.isfinite(tensor)].flatten()[0].item()

@@ -167,6 +167,8 @@ class TrialRun:
     """The run started from its subject's cache folder, filled by an earlier run."""
     quiet_pauses: list[int] = field(default_factory=list)
     """A worker that shared its device: [pauses before which it went quiet, pauses it was stopped without]."""
+    restart_check_seconds: float = 0.0
+    """A search trial's run joined with its warm restart: the seconds the restart's check of its first steps took."""
 
     def record(self) -> RunRecord:
         """The plain figures of this run."""
@@ -183,6 +185,8 @@ class TrialRun:
             values["warm"] = True
         if any(self.quiet_pauses):
             values["quiet_pauses"] = list(self.quiet_pauses)
+        if self.restart_check_seconds:
+            values["restart_check_seconds"] = round(self.restart_check_seconds, 3)
         values.update(self._reported())
         if self.windows:
             values.update(window_figures(self.windows, self.ready))

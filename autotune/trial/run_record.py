@@ -11,11 +11,12 @@ from autotune.errors import RecordError
 
 __all__ = ["RUN_RECORD_VERSION", "RunRecord"]
 
-RUN_RECORD_VERSION = 2
+RUN_RECORD_VERSION = 3
 """The form of a run's record. Change it whenever a field is added, removed or renamed, or changes its meaning, and
 say in `from_dict` how the records of the versions before are read."""
-READ_VERSIONS = (1, RUN_RECORD_VERSION)
-"""Versions read as this one: 1 had no `notes`, which it reads as none."""
+READ_VERSIONS = (1, 2, RUN_RECORD_VERSION)
+"""Versions read as this one: 1 had no `notes`, which it reads as none; 1 and 2 had no `restart_check_seconds`,
+read as none (their warm restarts' checks were not recorded apart)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,6 +131,9 @@ class RunRecord:
     check_seconds: float | None = None
     """Seconds the accuracy check took inside the compile span (eager's reference and the compared steps, or a later
     run's check of its first steps): what checking costs beside the compile."""
+    restart_check_seconds: float | None = None
+    """A search trial's: seconds its warm restart spent checking its first steps against what eager computed in its
+    first run (part of `phase_seconds['restart']`); `check_seconds` is the first run's."""
     notes: list[str] = field(default_factory=list)
     """What the accuracy check found that passes but is worth saying, a line each (a recompile of the optimizer's step
     when the schedule first changed a float)."""

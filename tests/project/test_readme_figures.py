@@ -182,7 +182,8 @@ def test_the_readme_search_cost_is_the_latest_demo() -> None:
     cost = cost_of(log)
     assert cost, f"{log.name} prints no cost line"
     assert (cost["wall"], cost["ratio"], cost["compiles"]) == (quoted["wall"], quoted["ratio"], quoted["compiles"])
-    confirmation = re.search(r"confirmation ([\d a-z]+? s)(?:,|$)", cost["rest"])
+    # The checks inside it, where the log says them, follow in brackets: "confirmation 1 min 20 s (checks 5 s)".
+    confirmation = re.search(r"confirmation ([\d a-z]+? s)(?: \(checks [\d a-z]+? s\))?(?:,|$)", cost["rest"])
     assert confirmation, f"{log.name}'s cost line names no confirmation"
     share = seconds(confirmation.group(1)) / seconds(cost["wall"])
     closest = min(FRACTIONS, key=lambda words: abs(FRACTIONS[words] - share))

@@ -31,7 +31,7 @@ from autotune.runtime.summary import WorkloadSummary
 from autotune.runtime.tuned import read
 from autotune.study.doctor import diagnose
 from autotune.study.retune import _publish as publish
-from autotune.study.search import TrialLoop, load_space
+from autotune.study.search import SearchOptions, TrialLoop, load_space, search
 from autotune.study.search import _loop as trials
 from autotune.study.storage import create_study, failure_of, read_study_record, record_of, update_study_record
 from autotune.trial import live, runner
@@ -482,6 +482,7 @@ def test_a_factory_that_leaves_a_process_behind_is_a_workload_error(tmp_path: Pa
         ("loss_is_a_vector", "Workload.loss returned a tensor of shape (6,); it must return the loss as a tensor"),
         ("loss_is_nan", "eager's own loss is nan on fixed batch 0: the workload does not compute finite numbers"),
         ("outputs_are_infinite", "eager's own output is nan on fixed batch 0"),  # inf times weights of both signs
+        ("raises", "eager's own step failed on fixed batch 0: RuntimeError: the model refuses this batch (raised at "),
     ],
 )
 @pytest.mark.parallel  # times nothing and waits on no tight deadline
@@ -495,8 +496,48 @@ def test_a_workload_whose_own_eager_step_is_wrong_is_named_before_any_trial(
     assert cli.main([*argv, "--device", "cpu", "--out", str(out)]) == cli.EXIT_ERROR
     err = capsys.readouterr().err
     assert "the workload does not run eagerly" in err and "workload_error" in err and said in err, err
-    assert "Traceback" not in err
+    # A forward that raises printed the worker's traceback under the error, and was called a compile error.
+    assert "Traceback" not in err and err.count("autotune: error:") == 1, err
     assert not out.exists(), "no trial was spent: no study, no folder"
+
+
+@pytest.mark.slow  # a search's baselines and one trial: half a minute on two cores
+@pytest.mark.parallel  # times nothing and waits on no tight deadline
+def test_a_configuration_wrong_only_in_its_warm_restart_fails_the_search_trial_by_name_and_is_not_exported(
+    tmp_path: Path,
+) -> None:
+    # Right in its first run, 10% off in any later run from its cache folder (what a cache entry may load): its
+    # warm restart ran eager's reference again, and said nothing of which run it was nor of the first run's record.
+    space = tmp_path / "one.yaml"
+    space.write_text("description: one configuration\nmode: [default]\ndynamic: [true]\n")
+    out = tmp_path / "out"
+    options = SearchOptions(
+        model="tests.trial_targets.dynamo_only:wrong_when_warm_train",
+        space=str(space),
+        trials=1,
+        sampler="bruteforce",
+        device="cpu",
+        out=str(out),
+        doctor=False,
+        pruner="none",
+        compile_cache=False,
+    )
+    result = search(options)
+    study = optuna.load_study(study_name=None, storage=f"sqlite:///{out / 'study.db'}")
+    ((trial,),) = [study.get_trials(deepcopy=False)]
+    record = record_of(trial)
+    assert trial.state == optuna.trial.TrialState.FAIL and record.config and record.config["dynamic"] is True
+    assert (record.own.state, record.own.reason) == ("failed", "accuracy"), record.own.message
+    said = "its warm restart, after a complete first run: a run started from the configuration's warm cache folder, "
+    assert record.own.message.startswith(said + "checked against what eager computed: step 1 of 8: the loss"), (
+        record.own.message
+    )
+    # Plain compile's warm restart loads from its folder too, and fails the same check: eager is exported.
+    baseline = read_study_record(study).baselines.of("compile")
+    assert (baseline.state, baseline.reason) == ("failed", "accuracy") and "warm cache folder" in baseline.message
+    assert result is not None and result.best_number is None
+    tuned = read(out / "best.yaml")
+    assert tuned.config.scope == "none", "eager, not the configuration that failed"
 
 
 @pytest.mark.parametrize(

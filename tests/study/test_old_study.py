@@ -89,6 +89,8 @@ def test_an_old_study_exports_what_it_exported_then_and_is_left_as_it_was(old: P
     now_rest = dict(now["metrics"]["cost"]["rest_seconds"])
     assert now_rest.pop("trials' accuracy checks") == 0.0
     assert now_rest == then_rest, "the exporting session's stages and its trials"
+    # Nor the checks of its later runs inside the warm restarts and the confirmation: none said, none counted.
+    assert now["metrics"]["cost"].pop("check_seconds") == {"warm restarts": 0.0, "confirmation": 0.0}
     assert {k: v for k, v in now["metrics"]["cost"].items() if k != "rest_seconds"} == {
         k: v for k, v in then["metrics"]["cost"].items() if k != "rest_seconds"
     }

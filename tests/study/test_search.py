@@ -157,6 +157,15 @@ def test_the_search_says_what_it_cost_against_its_cold_compiles(searched) -> Non
     rest = cost["rest_seconds"]
     assert rest["confirmation"] == stages["confirmation"] > 0 and rest["warm restarts"] > 0 < rest["paired windows"]
     assert sum(rest.values()) + cost["cold_compile_seconds"] == pytest.approx(cost["wall_seconds"], abs=1.0)
+    # Trial 1's warm restart and every process of the confirmation checked its first steps against what eager
+    # computed in the configuration's first run: their seconds are recorded, and said inside those parts.
+    assert (record_of(study.trials[1]).own.restart_check_seconds or 0.0) > 0
+    confirmation = record.confirmation
+    assert confirmation is not None
+    checked = [r for r in confirmation.runs["compile"] if r is not None and r.complete]
+    assert checked and all((r.check_seconds or 0.0) > 0 for r in checked), "plain compile's replicates"
+    within = cost["check_seconds"]
+    assert 0 <= within["warm restarts"] <= rest["warm restarts"] and 0 <= within["confirmation"] <= rest["confirmation"]
     printed = (out.parent / "stdout.txt").read_text()
     said = f"Cost: {duration(cost['wall_seconds'])} from the doctor to the compile cache, {cost['ratio']:.2f}x its "
     assert said in printed and said in (out / "report.md").read_text(), printed

@@ -42,3 +42,11 @@ def test_a_record_written_before_versions_is_read_without_the_keys_it_no_longer_
 def test_a_record_is_not_changed_after_it_is_made() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         _record().state = "failed"  # type: ignore[misc]
+
+
+def test_a_record_of_version_2_is_read_with_no_warm_restart_check() -> None:
+    # Version 3 added the warm restart's check seconds; a study written before keeps its records of version 2.
+    old = {**_record().to_dict(), "version": 2, "check_seconds": 0.5}
+    record = RunRecord.from_dict(old)
+    assert record.restart_check_seconds is None and record.check_seconds == 0.5
+    assert record.version == RUN_RECORD_VERSION

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autotune.measure.engine import Harness, Subject, batches_for, calibrate
-from autotune.measure.tasks._pairing import LiveReference, first_run, joined_run, pair_windows
+from autotune.measure.tasks._pairing import LiveReference, first_run, joined_run, pair_windows, restart_request
 from autotune.trial.live import LiveWorker
 from autotune.trial.request import TrialRequest, TrialRun, window_figures
 from autotune.trial.run_record import RunRecord
@@ -61,7 +61,7 @@ def measure_baselines(
         for name, request in requests.items():
             if firsts[name].state != "complete":
                 continue
-            worker = LiveWorker(request, serving=True).start()  # plain compile's serves the search's trials
+            worker = LiveWorker(restart_request(request), serving=True).start()  # plain compile's serves the trials
             if worker.until_ready():
                 worker.pause()
                 workers[name] = worker

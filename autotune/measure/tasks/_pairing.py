@@ -43,6 +43,7 @@ __all__ = [
     "measure_trial",
     "pair_windows",
     "restart_reference",
+    "restart_request",
     "start_reference",
     "worth_more_pairs",
 ]
@@ -356,8 +357,7 @@ def measure_trial(
     first = first_run(request, monitor, gate)
     if reference is None or first.state != "complete":
         return first, None
-    warm = replace(request, save_cache_path=None, load_cache_path=None)
-    with live_worker(warm, restart_monitor, gate) as worker:
+    with live_worker(restart_request(request), restart_monitor, gate) as worker:
         paired: Paired | None = None
         if worker.until_ready():
             with device_turn(gate, worker):
@@ -423,13 +423,27 @@ def first_run(request: TrialRequest, monitor: EventMonitor | None, gate: Measure
         return worker.end()
 
 
+def restart_request(request: TrialRequest) -> TrialRequest:
+    """The request of a warm restart after `request`'s first run: the same code, from the same cache folder.
+
+    It checks its first steps against what eager computed in the first run (`autotune.trial.recorded`), as a
+    replicate of the confirmation does, rather than running eager's reference again: what it loads from the folder
+    is not what the first run compiled, and a fault there fails it by name ("a run started from the
+    configuration's warm cache folder").
+    """
+    protocol = {**request.protocol, "check_accuracy": False}
+    return replace(request, save_cache_path=None, load_cache_path=None, protocol=protocol)
+
+
 def joined_run(first: TrialRun, restart: TrialRun) -> TrialRun:
     """The trial's run: its first run's compile, checks and stream pass, with the restart's windows and outcome.
 
     A restart pruned or failed makes the trial so, its message saying where; its seconds are
-    counted under `restart` (start-up to ready) and `measure` (the paired windows).
+    counted under `restart` (start-up to ready, its check of its first steps included, which
+    `restart_check_seconds` keeps apart) and `measure` (the paired windows).
     """
     joined = replace(first, windows=list(restart.windows), measured_between=list(restart.measured_between))
+    joined.restart_check_seconds = restart.compiled.check_seconds if restart.compiled is not None else 0.0
     joined.phase_seconds = dict(first.phase_seconds)
     phases = dict(restart.phase_seconds)
     joined.phase_seconds["measure"] = phases.pop("measure", 0.0)
@@ -462,7 +476,7 @@ def start_reference(harness: Harness, like: LiveReference, cache_dir: str) -> Li
     """A reference for another device: plain compile's first run there, then its warm restart, with the first's figures."""
     request = harness.request(CompileConfig(), cache_dir=cache_dir)
     first_run(request, None, None)
-    worker = LiveWorker(request, serving=True).start()
+    worker = LiveWorker(restart_request(request), serving=True).start()
     worker.until_ready()
     worker.pause()
     return LiveReference(

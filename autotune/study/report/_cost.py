@@ -6,6 +6,11 @@ this search adds to them: the doctor, the baselines' other work, each trial's st
 and stream pass, its warm restart and its paired windows, the anchors, the confirmation and the
 compile-cache runs. The figures are the session's that confirmed and exported: a resumed study's
 earlier sessions are not counted.
+
+Every later process of a configuration checks its first steps against what eager computed in
+its first run (`autotune.trial.recorded`): a trial's warm restart and every run of the
+confirmation's replicates. Those seconds lie inside the warm restarts' and the confirmation's
+parts, and are said beside them ("warm restarts 41 s (checks 3 s)"), not added again.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any
 
 import optuna
 
+from autotune.measure import Campaign
 from autotune.study.report._display import duration
 from autotune.study.storage import read_study_record, record_of
 
@@ -46,10 +52,12 @@ def search_cost(study: optuna.Study) -> dict[str, Any] | None:
     plain = float(study_record.baselines.of("compile").compile_seconds or 0.0)
     compiles = [float(t.get("compile_seconds") or 0.0) for t in ran if (t.get("compile_seconds") or 0.0) > 0]
     cold = plain + sum(compiles)
-    restarts = windows = others = checks = 0.0
+    restarts = windows = others = checks = restart_checks = 0.0
     for figures in ran:
         # The accuracy check of the trial's first run: eager's reference and the compared steps beside the compile.
         checks += float(figures.get("check_seconds") or 0.0)
+        # Its warm restart's check of its first steps against that run's record: inside the restart's seconds.
+        restart_checks += float(figures.get("restart_check_seconds") or 0.0)
         phases = figures.get("phase_seconds") or {}
         restart, measure = float(phases.get("restart", 0.0)), float(phases.get("measure", 0.0))
         restarts += restart
@@ -70,6 +78,8 @@ def search_cost(study: optuna.Study) -> dict[str, Any] | None:
         "confirmation": float(stages.get("confirmation", 0.0)),
         "compile cache": float(stages.get("compile cache", 0.0)),
     }
+    confirmed = study_record.confirmation if stages.get("confirmation") else None
+    within = {"warm restarts": restart_checks, "confirmation": _confirmation_checks(confirmed)}
     wall = sum(float(v) for v in stages.values())
     return {
         "wall_seconds": round(wall, 1),
@@ -78,16 +88,34 @@ def search_cost(study: optuna.Study) -> dict[str, Any] | None:
         "ratio": round(wall / cold, 2) if cold > 0 else None,
         "workers": session.workers or 1,
         "rest_seconds": {part: round(seconds, 1) for part, seconds in rest.items()},
+        "check_seconds": {part: round(seconds, 1) for part, seconds in within.items()},
     }
 
 
+def _confirmation_checks(campaign: Campaign | None) -> float:
+    """Seconds the confirmation's replicate runs spent checking their first steps against their configuration's
+    first run (each process of each replicate, a reference's runs beside other subjects included)."""
+    if campaign is None:
+        return 0.0
+    # A subject that is a baseline (`Subject.same_as`) has that baseline's runs: counted once, as the baseline's.
+    runs = [run for name in campaign.measured() for run in campaign.runs.get(name, [])]
+    runs += [run for columns in campaign.partners.values() for column in columns.values() for run in column]
+    return sum(float(run.check_seconds or 0.0) for run in runs if run is not None)
+
+
 def cost_text(cost: Mapping[str, Any] | None) -> str:
-    """One sentence: the wall time, its ratio to the cold compiles, and where the rest went; '' when not recorded."""
+    """One sentence: the wall time, its ratio to the cold compiles, and where the rest went, with the seconds of
+    accuracy checks inside a part beside it; '' when not recorded."""
     if not cost:
         return ""
     ratio = cost.get("ratio")
     over = f", {ratio:.2f}x its " if ratio else ", beside "
-    parts = ", ".join(f"{part} {duration(s)}" for part, s in (cost.get("rest_seconds") or {}).items() if s >= 0.5)
+    within = cost.get("check_seconds") or {}
+    parts = ", ".join(
+        f"{part} {duration(s)}" + (f" (checks {duration(within[part])})" if within.get(part, 0.0) >= 0.5 else "")
+        for part, s in (cost.get("rest_seconds") or {}).items()
+        if s >= 0.5
+    )
     workers = int(cost.get("workers") or 1)
     if workers > 1:
         floor, side = f", {workers} workers compiling side by side", f" (trials' parts summed over {workers} workers)"

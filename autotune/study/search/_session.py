@@ -393,9 +393,10 @@ def _baselines(search: _Search) -> dict[str, dict[str, Any]]:
     )
     if not measured.eager.complete:
         measured.close()
+        tail = measured.eager.stderr_tail.strip()
         raise SearchError(
             f"the workload does not run eagerly, so there is nothing to compare with: {measured.eager.reason}: "
-            f"{measured.eager.message}\n{measured.eager.stderr_tail}"
+            f"{measured.eager.message}" + (f"\n{tail}" if tail else "")
         )
     baselines = {"eager": measured.eager.to_dict(), "compile": measured.compile.to_dict()}
     if measured.reference is not None and measured.reference.over_eager:
