@@ -55,6 +55,8 @@ class Stand:
     def __init__(self, rates: dict[str, list[float | None]], failing: tuple[str, ...] = ()) -> None:
         self.rates = rates
         self.failing = failing
+        self.busy: set[int] = set()
+        """Replicates (by index, in the order run) during which other processes took 60% of the CPU."""
         self.first: list[str] = []
         self.replicates: list[list[str]] = []
         self.seconds = 1.0
@@ -85,7 +87,9 @@ class Stand:
                 state="complete",
                 ready=fake_records.ready(stream_samples=100, stream_batches=10),
                 result=fake_records.result(samples_per_second=rate),
-                windows=[fake_records.window(100 / rate) for _ in range(windows)],
+                windows=[
+                    fake_records.window(100 / rate, others=0.6 if index in self.busy else 0.0) for _ in range(windows)
+                ],
             )
         replicate = Replicate(
             design=design, windows=windows, batches_per_window=4, seconds=self.seconds, ready_seconds=1.0

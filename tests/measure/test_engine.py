@@ -295,6 +295,34 @@ def test_replicates_are_added_while_undecided_up_to_the_budget(harness, stand) -
     assert result.stopped.endswith("undecided")
 
 
+def test_a_replicate_measured_on_a_busy_machine_is_set_aside_and_measured_again(harness, stand) -> None:
+    # The second replicate ran while a neighbour took the CPU: every subject slower, the candidate most of all.
+    fake = stand({"eager": [50.0, 20.0, 50.0], "compile": [100.0, 60.0, 100.0], "trial 7": [130.0, 40.0, 130.0]})
+    fake.busy = {1}
+    result = engine.measure(
+        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=3, max_replicates=6)
+    )
+    assert len(fake.replicates) == 4 and result.replicate_count == 3, "four run, three counted"
+    assert result.spoiled == [
+        "replicate 2: 3 of its 3 runs saw the machine busy (other processes used up to 60% of "
+        "the CPU during its windows)"
+    ]
+    assert all(r is not None and not r.noisy for name in result.measured() for r in result.runs[name])
+    assert result.stopped.startswith("decided after 3 replicates: trial 7 against compile: gain")
+    assert engine.Campaign.from_dict(result.to_dict()).spoiled == result.spoiled
+
+
+def test_every_subject_far_below_its_own_level_at_once_spoils_a_replicate_and_reruns_are_bounded(
+    harness, stand
+) -> None:
+    fake = stand({"eager": [50.0, 50.0, 30.0], "compile": [100.0, 100.0, 60.0], "trial 7": [130.0, 130.0, 70.0]})
+    result = engine.measure(
+        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=3, max_replicates=4, reruns=1)
+    )
+    assert result.spoiled == ["replicate 3: every subject ran at 54% to 60% of its level in the replicates before"]
+    assert len(fake.replicates) == result.replicate_count + 1, "one rerun at most: the next such replicate counts"
+
+
 def test_a_replicate_that_would_pass_the_seconds_budget_is_not_started(harness, stand) -> None:
     # The stand's replicates take no wall time but say they took 1 s to start: the next one would
     # take about that, which a budget of 0.5 s cannot hold, once the least replicates ran.

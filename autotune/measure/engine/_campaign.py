@@ -194,6 +194,8 @@ class Campaign:
     compiles: dict[str, list[float | None]] = field(default_factory=dict)
     """Per configuration, the seconds of its cold compile before each replicate (`CampaignRules.cold_compiles`; None where
     it did not compile for that replicate). Empty without: compile time is then the first run's, one measurement."""
+    spoiled: list[str] = field(default_factory=list)
+    """Replicates measured on a busy machine, set aside and run again, and why (`autotune.measure.engine._spoiled`)."""
     method: dict[str, Any] | None = None
     """The measurement method its figures were measured with (`METHOD`, set when it starts); None for campaigns
     stored before the method was recorded. best.yaml records this one, not the method of the autotune exporting it."""
@@ -528,6 +530,8 @@ class Campaign:
             data["orders"] = self.orders
         if self.retired:
             data["retired"] = dict(self.retired)
+        if self.spoiled:
+            data["spoiled"] = list(self.spoiled)
         if self.looks is not None:
             data["looks"] = self.looks.to_dict()
         if self.method is not None:
@@ -565,6 +569,7 @@ class Campaign:
             replicates=[Replicate.from_dict(r) for r in data.get("replicates") or [] if isinstance(r, Mapping)],
             stopped=str(data.get("stopped") or ""),
             retired={str(k): str(v) for k, v in (data.get("retired") or {}).items()},
+            spoiled=[str(why) for why in data.get("spoiled") or []],
             looks=Looks.from_dict(data["looks"]) if isinstance(data.get("looks"), Mapping) else None,
             method=dict(data["method"]) if isinstance(data.get("method"), Mapping) else None,
         )

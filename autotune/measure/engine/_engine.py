@@ -19,7 +19,9 @@ benchmark call. It
    or equivalent within +/- `decide_within`) and, with `precision`, its interval is that narrow;
    with `futility`, also where no subject can be shown faster than `reference` any more; or when
    `max_replicates` replicates or `seconds` of measurement are spent, and says which
-   (`Campaign.stopped`).
+   (`Campaign.stopped`);
+6. sets aside a replicate measured on a busy machine and runs it again, up to `CampaignRules.reruns` times
+   (`autotune.measure.engine._spoiled`).
 
 Every planned look and every configuration compared counts against the campaign's error
 (`Campaign.looks`, `autotune.measure.stats.Looks`): the intervals it judges and prints are
@@ -46,6 +48,7 @@ from autotune.measure.engine._racing import retire
 from autotune.measure.engine._replicate import expected_replicate_seconds
 from autotune.measure.engine._rules import CampaignRules
 from autotune.measure.engine._sizing import next_seconds, next_windows
+from autotune.measure.engine._spoiled import set_aside, spoiled
 from autotune.measure.engine._starts import cache_folder, cold_compiles, first_runs, warm_requests
 from autotune.measure.engine._stopping import measurable, plan_looks, why_spent, why_stop
 from autotune.measure.stats import Objective
@@ -117,6 +120,9 @@ def measure(
                 on_replicate(campaign, rules)
             cold = cold_compiles(harness, campaign, root, rng, lab, on_run) if rules.cold_compiles else 0.0
             next_replicate(harness, campaign, requests, rules, rng, on_run, lab, cold, cache_proof)
+            if len(campaign.spoiled) < rules.reruns and (busy := spoiled(campaign)):
+                set_aside(campaign, busy)  # measured again, not counted: see `_spoiled`
+                continue
             if planning and campaign.replicate_count == 1 and asked.seconds is not None and campaign.replicates:
                 # Planned again from what the first replicate cost, not the first runs' guess at it: no look has been
                 # taken yet (one replicate decides nothing), so the error is still all to spend.

@@ -62,6 +62,9 @@ class CampaignRules:
     futility_chance: float = FUTILITY_CHANCE
     """Under the `chance` rule, the chance of a gain at the last look (were a subject as fast as its upper bound) below
     which the subject no longer keeps the campaign going."""
+    reruns: int = 2
+    """Replicates measured on a busy machine that are set aside and run again, at most, in a campaign
+    (`autotune.measure.engine._spoiled`); 0: every replicate counts as it was measured."""
     cold_compiles: bool = False
     """Before each replicate, compile every configuration it runs again, alone and cold in an empty folder, in a new
     random order: compile time then has one measurement per replicate, paired like the throughput, and an interval
@@ -74,6 +77,8 @@ class CampaignRules:
             raise ValueError(
                 f"replicates: 1 <= min_replicates <= max_replicates must hold, got ({self.min_replicates=}, {self.max_replicates=})"
             )
+        if self.reruns < 0:
+            raise ValueError(f"reruns: {self.reruns} must be >= 0")
         if self.windows < 2:
             raise ValueError(f"windows: {self.windows} must be >= 2: a replicate's variance needs two windows")
         if self.looks is not None and self.looks < 1:

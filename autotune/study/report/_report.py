@@ -146,6 +146,11 @@ def _noise_text(campaign: Campaign, confirmed: bool) -> str:
             f" {noise['noisy_runs']} run(s) saw the machine busy ({'; '.join(noise.get('busy') or [])}); the paired "
             "ratios cancel what that did to both sides of each pair."
         )
+    if campaign.spoiled:
+        text += (
+            f" {len(campaign.spoiled)} replicate(s) measured on a busy machine were set aside and measured again "
+            f"({'; '.join(campaign.spoiled)})."
+        )
     return text
 
 

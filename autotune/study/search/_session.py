@@ -526,6 +526,8 @@ def _confirm(search: _Search) -> Campaign | None:
             f"the machine was busy during {noise['noisy_runs']} of {noise['runs']} confirmation runs "
             f"(load {span(noise.get('load'), missing='not reported')}); pairing cancels what it did to both sides"
         )
+    for why in campaign.spoiled:
+        search._note(f"confirmation: {why}; measured again, not counted")
     return campaign
 
 

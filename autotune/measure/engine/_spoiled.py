@@ -1,0 +1,68 @@
+"""A replicate the machine spoiled is measured again, not counted.
+
+Pairing cancels what a busy machine does to both sides of a pair only while it does the same
+to both: a neighbour that takes the CPU for a minute slows every subject of that replicate,
+unequally, and one such replicate can widen every interval of a confirmation past deciding.
+A replicate is spoiled when at least half of its runs saw other processes take the CPU during
+their windows (`RunRecord.noisy`), or when every subject ran far below its own level in the
+replicates before (`FALL`), as they do together only on a busy machine. Its runs are set aside
+(`Campaign.spoiled` says why) and the replicate is run again, at most `CampaignRules.reruns`
+times in a campaign: on a machine busy for good, the campaign goes on with what it gets.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from autotune.measure.engine._campaign import Campaign
+from autotune.trial.run_record import RunRecord
+
+__all__ = ["FALL", "set_aside", "spoiled"]
+
+FALL = 0.8
+"""A replicate in which every subject ran below this share of its median in the replicates before was spoiled (its
+speed: of a figure to minimize, the inverse)."""
+
+
+def spoiled(campaign: Campaign) -> str:
+    """Why the campaign's last replicate was measured on a busy machine; '' when it was not."""
+    index = campaign.replicate_count - 1
+    if index < 0:
+        return ""
+    ran: dict[str, RunRecord] = {}
+    for name in campaign.measured():
+        runs = campaign.runs.get(name, [])
+        record = runs[index] if len(runs) > index else None
+        if record is not None and record.complete:
+            ran[name] = record
+    if not ran:
+        return ""
+    busy = [record.noisy for record in ran.values() if record.noisy]
+    if 2 * len(busy) >= len(ran):
+        return f"{len(busy)} of its {len(ran)} runs saw the machine busy ({busy[0]})"
+    falls = []
+    for name, record in ran.items():
+        before = [campaign.value_of(name, r) for r in campaign.runs[name][:index] if r is not None and r.complete]
+        if not before:
+            return ""
+        share = campaign.value_of(name, record) / statistics.median(before)
+        falls.append(share if campaign.objective.direction == "maximize" else 1.0 / share)
+    if len(falls) >= 2 and max(falls) < FALL:
+        return f"every subject ran at {min(falls):.0%} to {max(falls):.0%} of its level in the replicates before"
+    return ""
+
+
+def set_aside(campaign: Campaign, why: str) -> None:
+    """Take the campaign's last replicate out of its figures, keeping why; the next replicate takes its place."""
+    index = campaign.replicate_count - 1
+    campaign.replicates.pop()
+    for name in campaign.measured():
+        runs = campaign.runs.get(name, [])
+        if len(runs) > index:
+            del runs[index:]
+    for columns in campaign.partners.values():
+        for column in columns.values():
+            del column[index:]
+    for compiles in campaign.compiles.values():
+        del compiles[index:]
+    campaign.spoiled.append(f"replicate {index + 1}: {why}")
