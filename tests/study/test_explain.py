@@ -2,14 +2,34 @@
 
 from __future__ import annotations
 
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
 import pytest
+import torch
 
 from autotune import CompileConfig
+from autotune.cli import main
 from autotune.measure import Harness
 from autotune.study.explain import ProbeOutcome, config_with, narrow, settings_of, short_probe
+from autotune.study.storage import (
+    TRIAL_KEY,
+    StudyRecord,
+    TrialRecord,
+    create_study,
+    read_study_record,
+    write_study_record,
+)
+from autotune.trial.run_record import RunRecord
 from autotune.workload import resolve
 
 pytestmark = pytest.mark.parallel
+
+ROOT = Path(__file__).resolve().parents[2]
 
 SKIPS = "tests.trial_targets.dynamo_only:skips_its_update_when_compiled"
 TWO = "tests.trial_targets.dynamo_only:wrong_under_two_settings"
@@ -78,3 +98,82 @@ def test_a_failure_that_needs_two_settings_names_both_and_only_them() -> None:
     assert sorted(s.name for s in found.culprit) == ["activation_memory_budget", "float32_matmul_precision"]
     assert found.complete
     assert found.config == CompileConfig(knobs={"float32_matmul_precision": "high", "activation_memory_budget": 0.5})
+
+
+def failed_study(out: Path, spec: str, config: CompileConfig, reason: str = "accuracy") -> optuna.Study:
+    """A study.db in `out` as a search leaves it, with one trial of `config` failed for `reason`."""
+    out.mkdir(parents=True, exist_ok=True)
+    workload = resolve(spec)
+    study = create_study("failing", f"sqlite:///{out / 'study.db'}", direction="maximize")
+    summary = workload.summary(spec, workload.draw_batches())
+    write_study_record(study, StudyRecord(model=spec, device="cpu", workload=summary))
+    run = RunRecord(state="failed", reason=reason, message="the trial's own message", wall_seconds=2.0)
+    record = TrialRecord(config=config.to_dict(), description=config.describe(), run=run)
+    study.add_trial(
+        optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL, user_attrs={TRIAL_KEY: record.to_dict()})
+    )
+    return study
+
+
+def run_repro(script: Path) -> subprocess.CompletedProcess[str]:
+    """repro.py run as a user runs it: `python repro.py` from the project's root, where the model's module imports."""
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, str(script)], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=300
+    )
+
+
+def imported(script: Path) -> set[str]:
+    """The top-level packages `script` imports anywhere in its code."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(script.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module.partition(".")[0])
+    return names
+
+
+def test_explain_narrows_a_failed_trial_of_a_study_and_writes_a_reproduction_without_autotune(tmp_path, capsys) -> None:
+    out = tmp_path / "out"
+    config = CompileConfig(
+        compile_optimizer=True, dynamic=False, knobs={"optimizer_mode": "max-autotune-no-cudagraphs"}
+    )
+    study = failed_study(out, SKIPS, config)
+    assert main(["explain", str(out), "0", "--budget", "240"]) == 0
+    printed = capsys.readouterr().out
+    assert "caused by: compile_optimizer=True (against plain compile)" in printed
+    explanation = read_study_record(study).explanations[0]
+    assert explanation.settings == ["compile_optimizer"] and explanation.complete
+    script = out / explanation.repro
+    assert script == out / "failures" / "trial-0" / "repro.py"
+    assert "autotune" not in imported(script)
+    assert imported(script) <= {
+        "torch",
+        "functools",
+        "importlib",
+        "itertools",
+        "contextlib",
+        "copy",
+        "traceback",
+        "hashlib",
+        "json",
+        "os",
+        "warnings",
+        "platform",
+        "ctypes",
+        "triton",
+    }
+    assert SKIPS in script.read_text()
+    readme = (script.parent / "README.md").read_text()
+    assert f"torch {torch.__version__}" in readme and "compile_optimizer=True" in readme
+    done = run_repro(script)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "the update of parameter" in done.stdout
+
+
+def test_explain_refuses_a_failure_no_setting_causes(tmp_path, capsys) -> None:
+    out = tmp_path / "out"
+    failed_study(out, SKIPS, CompileConfig(compile_optimizer=True), reason="workload_error")
+    assert main(["explain", str(out), "0"]) == 2
+    assert "which no compile setting causes" in capsys.readouterr().err

@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
+from autotune.study.explain._explain import (
+    BUDGET_FACTOR,
+    FAILURES,
+    default_budget,
+    explain_failure,
+    explain_in_folder,
+    explain_trial,
+)
 from autotune.study.explain._narrow import Narrowing, Probe, ProbeOutcome, narrow
 from autotune.study.explain._probe import COMPILER_FAILURES, explainable, short_probe
+from autotune.study.explain._repro import REPRO, ReproFacts, repro_readme, repro_script, write_repro
 from autotune.study.explain._settings import Setting, config_with, settings_of
 
 __all__ = [
+    "BUDGET_FACTOR",
+    "FAILURES",
+    "REPRO",
+    "ReproFacts",
+    "default_budget",
+    "explain_failure",
+    "explain_in_folder",
+    "explain_trial",
+    "repro_readme",
+    "repro_script",
+    "write_repro",
     "COMPILER_FAILURES",
     "Narrowing",
     "Probe",
