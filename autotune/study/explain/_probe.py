@@ -14,13 +14,11 @@ from autotune.errors import ConfigError
 from autotune.measure import Harness
 from autotune.runtime.config import CompileConfig
 from autotune.study.explain._narrow import Probe, ProbeOutcome
+from autotune.study.storage import COMPILER_FAILURES
 from autotune.trial.runner import live_worker
 
 __all__ = ["COMPILER_FAILURES", "SHORT_WINDOW_SECONDS", "explainable", "short_probe"]
 
-COMPILER_FAILURES = ("compile_error", "accuracy", "recompile_limit", "oom", "graph_break")
-"""Failure reasons a setting can cause: only these are narrowed. A workload error, a hang (`timeout`) or a crash of
-the user's code are not the compiler's doing."""
 
 SHORT_WINDOW_SECONDS = 0.05
 """A probe's window, the shortest: its worker is ended once ready, before any window is measured."""

@@ -17,6 +17,7 @@ from autotune.runtime.compile_cache import proven_text
 from autotune.runtime.tuned import TunedConfig, write_atomic
 from autotune.study.doctor import Diagnosis
 from autotune.study.report import _plots as plots
+from autotune.study.report._failures import failures_section
 from autotune.study.report._verdict import render_summary, savings_text
 from autotune.study.storage import read_history, read_study_record, scaled_baselines
 from autotune.trial.compile_split import ALWAYS_SHOWN, SPLIT_LABELS
@@ -84,6 +85,7 @@ def write_report(
             for note in str(row["notes"]).split("; "):
                 lines.append(f"- trial {row.get('number')} ({row.get('configuration', '')}): {note}")
         lines.append("")
+    lines += failures_section(study, record)
     lines += [
         "## Study",
         "",

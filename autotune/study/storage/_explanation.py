@@ -8,7 +8,11 @@ from typing import Any
 
 from autotune.errors import RecordError
 
-__all__ = ["Explanation"]
+__all__ = ["COMPILER_FAILURES", "Explanation"]
+
+COMPILER_FAILURES = ("compile_error", "accuracy", "recompile_limit", "oom", "graph_break")
+"""Failure reasons a setting can cause: only these are narrowed. A workload error, a hang (`timeout`) or a crash of
+the user's code are not the compiler's doing."""
 
 
 @dataclass(frozen=True, kw_only=True)
