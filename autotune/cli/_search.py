@@ -126,6 +126,21 @@ def _what(g: Any) -> None:
         "as many as --trials allows; once they have run, those faster than plain compile are tried together",
     )
     g.add_argument(
+        "--explain-failures",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="narrow each trial that fails for a reason a setting can cause (compile error, accuracy, recompile "
+        "limit, out of memory, graph break) to the settings and the compiler stage that cause it, write "
+        "failures/trial-N/repro.py, and sample those settings no more (default: on with --effort thorough; see "
+        "`autotune explain`)",
+    )
+    g.add_argument(
+        "--explain-budget",
+        type=float,
+        metavar="SECONDS",
+        help="seconds each failure's narrowing may take (default: four times the failing trial's own run)",
+    )
+    g.add_argument(
         "--no-doctor",
         dest="doctor",
         action="store_false",
@@ -335,7 +350,7 @@ def run(args: argparse.Namespace) -> int:
     from autotune.study.storage import shown  # lazy: see the package docstring
 
     level = effort(args.effort)
-    for name in ("space", "trials", "confirm"):
+    for name in ("space", "trials", "confirm", "explain_failures"):
         if getattr(args, name) is None:
             setattr(args, name, getattr(level, name))
     if args.replicates is None:
