@@ -177,3 +177,36 @@ def test_explain_refuses_a_failure_no_setting_causes(tmp_path, capsys) -> None:
     failed_study(out, SKIPS, CompileConfig(compile_optimizer=True), reason="workload_error")
     assert main(["explain", str(out), "0"]) == 2
     assert "which no compile setting causes" in capsys.readouterr().err
+
+
+def test_the_narrowing_stops_at_its_budget_and_reports_the_smallest_failing_set_so_far() -> None:
+    config = CompileConfig(
+        compile_optimizer=True,
+        dynamic=False,
+        knobs={"fullgraph": True, "float32_matmul_precision": "high", "activation_memory_budget": 0.5},
+    )
+    now = [0.0]
+    runs: list[CompileConfig] = []
+
+    def probe(candidate: CompileConfig, seconds: float) -> ProbeOutcome:
+        assert seconds > 0, "a probe was started with no budget left"
+        now[0] += 10.0  # each short run takes 10 s
+        runs.append(candidate)
+        both = {"fullgraph", "activation_memory_budget"} <= set(candidate.knobs)
+        return ProbeOutcome(both, "accuracy" if both else "", seconds=10.0)
+
+    found = narrow(config, probe, budget=85, clock=lambda: now[0])
+    assert not found.complete
+    assert found.probes == len(runs) == 8, "a probe that would not fit in what was left was started"
+    assert found.seconds <= 85
+    kept = {s.name for s in found.culprit}
+    assert {"fullgraph", "activation_memory_budget"} <= kept < {s.name for s in settings_of(config)}
+    assert found.config.knobs["fullgraph"] and found.config.knobs["activation_memory_budget"] == 0.5
+
+
+def test_a_budget_cut_short_is_said_in_the_explanation() -> None:
+    from autotune.study.storage import Explanation
+
+    explanation = Explanation(trial=3, reason="accuracy", described=["a=1", "b=2"], complete=False)
+    assert explanation.culprit_text == "a=1, b=2 (narrowing cut short by its budget)"
+    assert Explanation.from_dict(explanation.to_dict()) == explanation
