@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"trial {explanation.trial}: {explanation.reason}")
     print(f"  caused by: {explanation.culprit_text} (against {explanation.against})")
-    print(f"  failing stage: {explanation.stage or 'not found'}")
+    print(f"  failing stage: {explanation.stage_text}")
     print(
         f"  narrowed in {explanation.seconds:.1f} s, {explanation.probes} short runs (budget {explanation.budget:.0f} s)"
     )

@@ -15,7 +15,15 @@ import torch
 from autotune import CompileConfig
 from autotune.cli import main
 from autotune.measure import Harness
-from autotune.study.explain import ProbeOutcome, config_with, narrow, settings_of, short_probe
+from autotune.study.explain import (
+    ProbeOutcome,
+    config_with,
+    failing_stage,
+    narrow,
+    settings_of,
+    short_probe,
+    stage_of,
+)
 from autotune.study.storage import (
     TRIAL_KEY,
     StudyRecord,
@@ -143,8 +151,10 @@ def test_explain_narrows_a_failed_trial_of_a_study_and_writes_a_reproduction_wit
     assert main(["explain", str(out), "0", "--budget", "240"]) == 0
     printed = capsys.readouterr().out
     assert "caused by: compile_optimizer=True (against plain compile)" in printed
+    assert "failing stage: dynamo (the eager backend: tracing alone)" in printed
     explanation = read_study_record(study).explanations[0]
     assert explanation.settings == ["compile_optimizer"] and explanation.complete
+    assert explanation.stage.startswith("dynamo")
     script = out / explanation.repro
     assert script == out / "failures" / "trial-0" / "repro.py"
     assert "autotune" not in imported(script)
@@ -167,6 +177,7 @@ def test_explain_narrows_a_failed_trial_of_a_study_and_writes_a_reproduction_wit
     assert SKIPS in script.read_text()
     readme = (script.parent / "README.md").read_text()
     assert f"torch {torch.__version__}" in readme and "compile_optimizer=True" in readme
+    assert "First failing compiler stage: dynamo" in readme
     done = run_repro(script)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "the update of parameter" in done.stdout
@@ -210,3 +221,15 @@ def test_a_budget_cut_short_is_said_in_the_explanation() -> None:
     explanation = Explanation(trial=3, reason="accuracy", described=["a=1", "b=2"], complete=False)
     assert explanation.culprit_text == "a=1, b=2 (narrowing cut short by its budget)"
     assert Explanation.from_dict(explanation.to_dict()) == explanation
+
+
+def test_the_bisectors_answer_is_read_as_a_stage_and_its_pass() -> None:
+    lowering = "Bisection complete: BisectionResult(backend='inductor', subsystem='lowerings', bisect_number=42, "
+    lowering += "debug_info='aten.add.Tensor')\n"
+    assert stage_of("The issue is in the inductor system.\n" + lowering).text == (
+        "Inductor: lowerings, application 42 (aten.add.Tensor)"
+    )
+    eager = "Bisection complete: BisectionResult(backend='eager', subsystem=None, bisect_number=None, debug_info=None)"
+    assert stage_of(eager).text == "dynamo (the eager backend: tracing alone)"
+    assert stage_of("\nBisection complete: no issue found\n").note.startswith("not found: the reproduction passed")
+    assert failing_stage(Path("repro.py"), 0.5).note.startswith("not bisected: the budget was spent")

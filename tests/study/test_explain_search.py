@@ -43,6 +43,7 @@ def test_the_first_failure_is_narrowed_to_the_compiled_optimizer_step_in_the_rep
     assert "## Failures" in report
     row = next(line for line in report.splitlines() if line.startswith("| 0 | accuracy |"))
     assert "compile_optimizer=True (against plain compile)" in row
+    assert "| dynamo (the eager backend: tracing alone) |" in row, "the failing stage is not named"
     assert "failures/trial-0/repro.py" in row
     assert (out / "failures" / "trial-0" / "repro.py").is_file()
 

@@ -14,8 +14,14 @@ from autotune.study.explain._narrow import Narrowing, Probe, ProbeOutcome, narro
 from autotune.study.explain._probe import COMPILER_FAILURES, explainable, short_probe
 from autotune.study.explain._repro import REPRO, ReproFacts, repro_readme, repro_script, write_repro
 from autotune.study.explain._settings import Setting, config_with, settings_of
+from autotune.study.explain._stage import BISECTED, STAGE_NAMES, Stage, failing_stage, stage_of
 
 __all__ = [
+    "BISECTED",
+    "STAGE_NAMES",
+    "Stage",
+    "failing_stage",
+    "stage_of",
     "BUDGET_FACTOR",
     "FAILURES",
     "REPRO",

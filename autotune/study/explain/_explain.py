@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import optuna
@@ -20,6 +21,7 @@ from autotune.runtime.config import CompileConfig
 from autotune.study.explain._narrow import narrow
 from autotune.study.explain._probe import COMPILER_FAILURES, explainable, short_probe
 from autotune.study.explain._repro import ReproFacts, write_repro
+from autotune.study.explain._stage import BISECTED, Stage, failing_stage
 from autotune.study.storage import (
     Explanation,
     load_search_study,
@@ -74,6 +76,12 @@ def explain_failure(
     )
     folder = out_dir / FAILURES / f"trial-{number}"
     script = write_repro(folder, harness.source(found.config), facts)
+    stage = Stage("", f"not bisected: PyTorch's bisector finds stages of {' and '.join(BISECTED)} failures")
+    if reason in BISECTED:
+        say(f"trial {number}: finding the first compiler stage that fails (PyTorch's bisector)")
+        stage = failing_stage(script, budget - (time.monotonic() - started))
+        if stage.text:
+            write_repro(folder, harness.source(found.config), replace(facts, stage=stage.text))
     explanation = Explanation(
         trial=number,
         reason=reason,
@@ -82,13 +90,18 @@ def explain_failure(
         config=found.config.to_dict(),
         against=found.against,
         complete=found.complete,
+        stage=stage.text,
+        stage_note=stage.note,
         message=facts.message[:600],
         probes=found.probes,
         seconds=round(time.monotonic() - started, 2),
         budget=budget,
         repro=str(script.relative_to(out_dir)),
     )
-    say(f"trial {number}: {reason} comes from {explanation.culprit_text}; reproduction in {script}")
+    say(
+        f"trial {number}: {reason} comes from {explanation.culprit_text}, failing stage: "
+        f"{stage.text or stage.note}; reproduction in {script}"
+    )
     return explanation
 
 

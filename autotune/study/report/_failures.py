@@ -42,7 +42,7 @@ def failures_section(study: optuna.Study, record: StudyRecord) -> list[str]:
 
 def _explained_row(number: int, explanation: Explanation, skipped: list[int]) -> str:
     culprit = f"{explanation.culprit_text} (against {explanation.against})"
-    stage = explanation.stage or "not found"
+    stage = explanation.stage_text
     cost = f"{explanation.seconds:.1f} s, {explanation.probes} short runs (budget {explanation.budget:.0f} s)"
     did = "went on, and runs no configuration holding these settings again"
     if skipped:

@@ -35,6 +35,8 @@ class Explanation:
     """False where the budget ran out first: the settings still fail, but may not be the fewest."""
     stage: str = ""
     """The first compiler stage that fails (PyTorch's bisector: a backend, and where it says, a pass); '' if unknown."""
+    stage_note: str = ""
+    """Why there is no stage: not bisected (a failure no one stage causes, the budget spent), or none failed."""
     message: str = ""
     """The failure's message, from the last probe that failed (else the trial's)."""
     probes: int = 0
@@ -62,6 +64,11 @@ class Explanation:
                 f"an explanation has unknown field(s) {', '.join(unknown)}; its fields are {sorted(names)}"
             )
         return cls(**dict(data))
+
+    @property
+    def stage_text(self) -> str:
+        """The failing stage, or why there is none."""
+        return self.stage or self.stage_note or "not found"
 
     @property
     def culprit_text(self) -> str:
