@@ -233,3 +233,19 @@ def test_the_bisectors_answer_is_read_as_a_stage_and_its_pass() -> None:
     assert stage_of(eager).text == "dynamo (the eager backend: tracing alone)"
     assert stage_of("\nBisection complete: no issue found\n").note.startswith("not found: the reproduction passed")
     assert failing_stage(Path("repro.py"), 0.5).note.startswith("not bisected: the budget was spent")
+
+
+def test_a_failure_plain_compile_shares_is_told_against_eager_and_one_that_does_not_come_back_is_said() -> None:
+    config = CompileConfig(compile_optimizer=True, dynamic=False)
+
+    def always(candidate: CompileConfig, seconds: float) -> ProbeOutcome:
+        return ProbeOutcome(True, "compile_error", "boom", 0.1)
+
+    found = narrow(config, always, budget=60)
+    assert found.culprit == () and found.against == "eager" and found.config == CompileConfig()
+
+    def never(candidate: CompileConfig, seconds: float) -> ProbeOutcome:
+        return ProbeOutcome(False, "", "", 0.1)
+
+    found = narrow(config, never, budget=60)
+    assert found.culprit == () and found.against == "not reproduced" and found.probes == 4

@@ -43,7 +43,8 @@ class Narrowing:
     config: CompileConfig
     """The configuration of the culprit settings alone (plain compile where `plain_fails`)."""
     against: str = "plain compile"
-    """What the culprit is relative to: 'plain compile', or 'eager' where plain compile failed too."""
+    """What the culprit is relative to: 'plain compile', or 'eager' where plain compile failed too; 'not reproduced'
+    where no short run failed, the whole configuration's included."""
     complete: bool = True
     """False where the budget ran out first: `culprit` still fails, but may not be the smallest."""
     probes: int = 0
@@ -70,6 +71,14 @@ def narrow(
         return search.result(kept, against="eager" if plain else "plain compile", complete=plain is not None)
     names = [s.name for s in settings]
     kept_names, complete = _ddmin(names, search)
+    if complete and not search.messages:
+        # No smaller set failed: the whole configuration is run once, to tell its failure from one that did not come back.
+        whole = search.fails(frozenset(names))
+        if whole is False:
+            unreproduced = search.result((), against="not reproduced")
+            unreproduced.config = config  # the reproduction runs the whole configuration
+            return unreproduced
+        complete = whole is True
     kept = tuple(s for s in settings if s.name in kept_names)
     return search.result(kept, complete=complete)
 

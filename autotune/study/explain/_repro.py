@@ -160,6 +160,17 @@ def forward(workload, model, batch):
     return model(batch)
 
 
+def build_optimizer(workload, model):
+    """The optimizer, and what else the workload's setup returned for its own step."""
+    setup = getattr(workload, "setup", None)
+    if setup is None:
+        return workload.optimizer(model.parameters()), ()
+    built = setup(model)
+    if isinstance(built, tuple) and len(built) == 2:
+        return built[0], (built[1],)
+    return built, ()
+
+
 def tensors(value):
     """Every tensor in an output (a tensor, a tuple, a dict, a model output), in order."""
     if isinstance(value, torch.Tensor):
@@ -178,7 +189,7 @@ def run(workload, pristine, batches, compiled):
 
     model = copy.deepcopy(pristine).to(DEVICE)
     train = getattr(workload, "task", "infer") == "train"
-    optimizer = workload.optimizer(model.parameters()) if train else None
+    optimizer, extras = build_optimizer(workload, model) if train else (None, ())
     if compiled:
         model, optimizer = apply_compilation(model, optimizer)
     before = [p.detach().clone() for p in model.parameters()]
@@ -190,6 +201,11 @@ def run(workload, pristine, batches, compiled):
         if not train:
             with torch.no_grad(), casting:
                 results.append(tensors(forward(workload, model, batch)))
+            continue
+        if getattr(workload, "step", None) is not None:  # the workload's own training step, as it runs it
+            with casting:
+                loss = workload.step(model, optimizer, batch, *extras)
+            results.append([torch.as_tensor(loss).detach()])
             continue
         with casting:
             output = forward(workload, model, batch)

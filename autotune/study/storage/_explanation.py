@@ -30,7 +30,8 @@ class Explanation:
     config: dict[str, Any] = field(default_factory=dict)
     """The configuration of the culprit settings alone (`CompileConfig.to_dict`)."""
     against: str = "plain compile"
-    """What the culprit is relative to: 'plain compile', or 'eager' where plain compile fails too."""
+    """What the culprit is relative to: 'plain compile', or 'eager' where plain compile fails too; 'not reproduced'
+    where no short run failed."""
     complete: bool = True
     """False where the budget ran out first: the settings still fail, but may not be the fewest."""
     stage: str = ""
@@ -75,4 +76,6 @@ class Explanation:
         """The culprit in one phrase."""
         if self.against == "eager" and not self.described:
             return "plain torch.compile itself (it fails without any setting)"
+        if self.against == "not reproduced":
+            return "unknown: no short run failed, the whole configuration's included"
         return ", ".join(self.described) + ("" if self.complete else " (narrowing cut short by its budget)")
