@@ -125,6 +125,17 @@ def _what(g: Any) -> None:
         "take at most half of --trials, but at least 3 (plain compile and the two most likely to help) where --trials allows; a space file with its own `recipes:` section starts with those instead, "
         "as many as --trials allows; once they have run, those faster than plain compile are tried together",
     )
+    _explaining(g)
+    g.add_argument(
+        "--no-doctor",
+        dest="doctor",
+        action="store_false",
+        help="skip the first phase, which finds the workload's graph breaks and recompiles (see `autotune doctor`)",
+    )
+
+
+def _explaining(g: Any) -> None:
+    """The flags of a search that explains its failures (`autotune explain`)."""
     g.add_argument(
         "--explain-failures",
         action=argparse.BooleanOptionalAction,
@@ -139,12 +150,6 @@ def _what(g: Any) -> None:
         type=float,
         metavar="SECONDS",
         help="seconds each failure's narrowing may take (default: four times the failing trial's own run)",
-    )
-    g.add_argument(
-        "--no-doctor",
-        dest="doctor",
-        action="store_false",
-        help="skip the first phase, which finds the workload's graph breaks and recompiles (see `autotune doctor`)",
     )
 
 
