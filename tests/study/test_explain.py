@@ -123,9 +123,14 @@ def failed_study(out: Path, spec: str, config: CompileConfig, reason: str = "acc
     return study
 
 
-def run_repro(script: Path) -> subprocess.CompletedProcess[str]:
-    """repro.py run as a user runs it: `python repro.py` from the project's root, where the model's module imports."""
+def run_repro(script: Path, backend: str | None = "eager") -> subprocess.CompletedProcess[str]:
+    """repro.py run as a user runs it: `python repro.py` from the project's root, where the model's module imports.
+
+    With `backend`, torch.compile runs that backend instead of Inductor, as PyTorch's bisector has it do
+    (`TORCH_BISECT_BACKEND`); None: as it is, with Inductor."""
     environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if backend is not None:
+        environment["TORCH_BISECT_BACKEND"] = backend
     return subprocess.run(
         [sys.executable, str(script)], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=300
     )
@@ -249,3 +254,19 @@ def test_a_failure_plain_compile_shares_is_told_against_eager_and_one_that_does_
 
     found = narrow(config, never, budget=60)
     assert found.culprit == () and found.against == "not reproduced" and found.probes == 4
+
+
+@pytest.mark.slow  # an Inductor compile of a training step and its optimizer step: 10 to 20 s
+def test_the_reproduction_fails_under_inductor_as_it_is_run_by_hand(tmp_path) -> None:
+    from autotune.study.explain import ReproFacts, write_repro
+
+    config = CompileConfig(compile_optimizer=True)
+    facts = ReproFacts(
+        spec=SKIPS, trial=0, reason="accuracy", message="", culprit=("compile_optimizer=True",), against="plain compile"
+    )
+    script = write_repro(tmp_path / "trial-0", harness_for(SKIPS).source(config), facts)
+    done = run_repro(script, backend=None)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAIL: the update of parameter 0 differs from eager" in done.stdout
+    fixed = write_repro(tmp_path / "plain", harness_for(SKIPS).source(CompileConfig()), facts)
+    assert run_repro(fixed, backend=None).returncode == 0, "plain compile agrees with eager: the script must say so"
