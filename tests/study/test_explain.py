@@ -6,6 +6,8 @@ import ast
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import optuna
@@ -34,6 +36,7 @@ from autotune.study.storage import (
 )
 from autotune.trial.run_record import RunRecord
 from autotune.workload import resolve
+from tests.processes import with_command_line
 
 pytestmark = pytest.mark.parallel
 
@@ -41,6 +44,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 SKIPS = "tests.trial_targets.dynamo_only:skips_its_update_when_compiled"
 TWO = "tests.trial_targets.dynamo_only:wrong_under_two_settings"
+
+
+def gone_within(found: Callable[[], list[int]], seconds: float) -> bool:
+    """Whether `found()` lists no process within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while found():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 def harness_for(spec: str) -> Harness:
@@ -270,3 +283,11 @@ def test_the_reproduction_fails_under_inductor_as_it_is_run_by_hand(tmp_path) ->
     assert "FAIL: the update of parameter 0 differs from eager" in done.stdout
     fixed = write_repro(tmp_path / "plain", harness_for(SKIPS).source(CompileConfig()), facts)
     assert run_repro(fixed, backend=None).returncode == 0, "plain compile agrees with eager: the script must say so"
+
+
+def test_a_bisector_past_its_budget_is_ended_with_every_run_it_started(tmp_path) -> None:
+    script = tmp_path / "hangs-repro.py"
+    script.write_text("import time\ntime.sleep(120)\n")
+    stage = failing_stage(script, 8.0)
+    assert stage.text == "" and stage.note == "not found: the bisector ran past the 8 s left of the budget"
+    assert gone_within(lambda: with_command_line(str(script)), 5.0), "a run of the reproduction was left running"

@@ -10,8 +10,10 @@ process of its own with a cache folder of its own, within what is left of the fa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -58,13 +60,31 @@ def failing_stage(script: Path, seconds: float, *, cwd: Path | None = None) -> S
         paths = [str(folder), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache, "PYTHONPATH": os.pathsep.join(paths)}
         command = [sys.executable, "-m", "torch._inductor.compiler_bisector", "run", sys.executable, str(script)]
+        # A session of its own: the bisector and every run of the reproduction it starts end together, with it.
+        process = subprocess.Popen(
+            command,
+            cwd=folder,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
         try:
-            done = subprocess.run(
-                command, cwd=folder, env=env, capture_output=True, text=True, timeout=seconds, start_new_session=True
-            )
+            output, _ = process.communicate(timeout=seconds)
         except subprocess.TimeoutExpired:
+            _end(process)
             return Stage("", f"not found: the bisector ran past the {seconds:.0f} s left of the budget")
-    return stage_of(done.stdout)
+        except BaseException:
+            _end(process)  # Ctrl-C or SIGTERM: nothing of the bisector is left running
+            raise
+    return stage_of(output)
+
+
+def _end(process: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.communicate()
 
 
 def stage_of(output: str) -> Stage:
