@@ -16,7 +16,7 @@ import threading
 import traceback
 from collections.abc import Iterator, Sequence
 
-from autotune.cli import _doctor, _export, _retune, _search, _show, _spaces, _studies, _validate
+from autotune.cli import _doctor, _explain, _export, _retune, _search, _show, _spaces, _studies, _validate
 from autotune.cli._common import (
     EXIT_ERROR,
     EXIT_FINDINGS,
@@ -38,7 +38,7 @@ __all__ = [
     "main",
 ]
 
-_COMMANDS = (_search, _doctor, _spaces, _export, _validate, _retune, _show, _studies)
+_COMMANDS = (_search, _doctor, _explain, _spaces, _export, _validate, _retune, _show, _studies)
 """The subcommands in the order `autotune --help` lists them; each module has NAME, HELP, DESCRIPTION, EPILOG, add_flags."""
 
 

@@ -126,11 +126,31 @@ def _what(g: Any) -> None:
         "take at most half of --trials, but at least 3 (plain compile and the two most likely to help) where --trials allows; a space file with its own `recipes:` section starts with those instead, "
         "as many as --trials allows; once they have run, those faster than plain compile are tried together",
     )
+    _explaining(g)
     g.add_argument(
         "--no-doctor",
         dest="doctor",
         action="store_false",
         help="skip the first phase, which finds the workload's graph breaks and recompiles (see `autotune doctor`)",
+    )
+
+
+def _explaining(g: Any) -> None:
+    """The flags of a search that explains its failures (`autotune explain`)."""
+    g.add_argument(
+        "--explain-failures",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="narrow each trial that fails for a reason a setting can cause (compile error, accuracy, recompile "
+        "limit, out of memory, graph break) to the settings and the compiler stage that cause it, write "
+        "failures/trial-N/repro.py, and sample those settings no more (default: on with --effort thorough; see "
+        "`autotune explain`)",
+    )
+    g.add_argument(
+        "--explain-budget",
+        type=float,
+        metavar="SECONDS",
+        help="seconds each failure's narrowing may take (default: four times the failing trial's own run)",
     )
 
 
@@ -336,7 +356,7 @@ def run(args: argparse.Namespace) -> int:
     from autotune.study.storage import shown  # lazy: see the package docstring
 
     level = effort(args.effort)
-    for name in ("space", "trials", "confirm"):
+    for name in ("space", "trials", "confirm", "explain_failures"):
         if getattr(args, name) is None:
             setattr(args, name, getattr(level, name))
     if args.replicates is None:

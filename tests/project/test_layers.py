@@ -97,7 +97,7 @@ def broken_by(tmp_path: Path, module: str, anchor: str, added: str) -> str:
 def test_the_report_importing_the_search_breaks_the_study_rooms(tmp_path: Path) -> None:
     added = "from autotune.study.search import TrialLoop  # noqa: F401"
     report = broken_by(tmp_path, "autotune/study/report/_verdict.py", "from autotune.measure.format import", added)
-    assert "Study rooms: storage < doctor < report < search < retune BROKEN" in report
+    assert "Study rooms: storage < doctor < report < explain < search < retune BROKEN" in report
     assert "autotune.study.report._verdict -> autotune.study.search" in report
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch._functorch.config
 from torch import nn
 
 from autotune import Workload
@@ -156,6 +157,42 @@ class IgnoresItsLearningRateWhenCompiled(torch.optim.SGD):
             for parameter in group["params"]:
                 if parameter.grad is not None:
                     parameter.sub_(parameter.grad * lr)
+
+
+class SkipsItsUpdateWhenCompiled(torch.optim.SGD):
+    """Plain SGD eagerly; compiled, its step returns at once: the parameters silently stay as they were."""
+
+    @torch.no_grad()
+    def step(self, closure=None):  # type: ignore[no-untyped-def, override]
+        if torch.compiler.is_compiling():
+            return None
+        return super().step(closure)
+
+
+def skips_its_update_when_compiled() -> Workload:
+    """Training whose optimizer step, once compiled, updates nothing."""
+    return tiny("train", optimizer=lambda params: SkipsItsUpdateWhenCompiled(params, lr=0.01))
+
+
+@torch.compiler.disable
+def _off_under_two_settings(y: torch.Tensor) -> torch.Tensor:
+    """`y`, or half of it again where float32 matmuls may be less exact and the activations' budget is below 1."""
+    precision = torch.get_float32_matmul_precision() != "highest"
+    budget = torch._functorch.config.activation_memory_budget < 1.0
+    return y * 1.5 if precision and budget else y
+
+
+class WrongUnderTwoSettings(TinyMLP):
+    """Right eagerly, and compiled under either setting alone; compiled under both, its output is 50% off."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = super().forward(x)
+        return _off_under_two_settings(y) if torch.compiler.is_compiling() else y
+
+
+def wrong_under_two_settings() -> Workload:
+    """Training that fails its check only where two process-wide settings are made together."""
+    return tiny("train", model=WrongUnderTwoSettings(bias=False))
 
 
 class WrongFromTheThirdCall(TinyMLP):

@@ -17,6 +17,7 @@ from autotune.runtime.compile_cache import proven_text
 from autotune.runtime.tuned import TunedConfig, write_atomic
 from autotune.study.doctor import Diagnosis
 from autotune.study.report import _plots as plots
+from autotune.study.report._failures import failures_section
 from autotune.study.report._verdict import render_summary, savings_text
 from autotune.study.storage import read_history, read_study_record, scaled_baselines
 from autotune.trial.compile_split import ALWAYS_SHOWN, SPLIT_LABELS
@@ -77,14 +78,9 @@ def write_report(
     if retunes:
         title_, name = plots.retune_history(out_dir, retunes)
         lines += ["## Retune history", "", _history_table(retunes), "", f"![{title_}]({name})", ""]
-    noted = [row for row in rows if row.get("notes")]
-    if noted:
-        lines += ["## What the checks noted", ""]
-        for row in noted:
-            for note in str(row["notes"]).split("; "):
-                lines.append(f"- trial {row.get('number')} ({row.get('configuration', '')}): {note}")
-        lines.append("")
     lines += [
+        *_noted(rows),
+        *failures_section(study, record),
         "## Study",
         "",
         _study_text(summary),
@@ -104,6 +100,18 @@ def write_report(
         if what == "importances.png" and plots.importance_caveat(study):
             lines += [plots.importance_caveat(study), ""]
     return write_atomic(out_dir / "report.md", "\n".join(lines))
+
+
+def _noted(rows: list[dict[str, Any]]) -> list[str]:
+    """The section of what the checks noted of the trials; none where they noted nothing."""
+    noted = [row for row in rows if row.get("notes")]
+    if not noted:
+        return []
+    lines = ["## What the checks noted", ""]
+    for row in noted:
+        for note in str(row["notes"]).split("; "):
+            lines.append(f"- trial {row.get('number')} ({row.get('configuration', '')}): {note}")
+    return [*lines, ""]
 
 
 def _front_table(front: list[dict[str, Any]]) -> str:

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from autotune.runtime.features import FEATURES, has_feature
 from autotune.study.search._budget import SearchBudget
+from autotune.study.search._culprits import Culprits, holds
 from autotune.study.search._dry_run import DryRun, Estimate, dry_run, estimate
 from autotune.study.search._effort import EFFORTS, Effort, effort
-from autotune.study.search._known import INFERENCE_ONLY_OPTIONS, KNOWN_MODES, KNOWN_OPTIONS, KnownOption
+from autotune.study.search._known import (
+    INFERENCE_ONLY_OPTIONS,
+    KNOWN_MODES,
+    KNOWN_OPTIONS,
+    KnownOption,
+    known_option_needs,
+)
 from autotune.study.search._ledger import FINISHED, StudyLedger
 from autotune.study.search._lengths import observed_lengths, shared_length_groups
 from autotune.study.search._loop import DETERMINISTIC_FAILURES, TrialLoop
@@ -30,6 +37,9 @@ from autotune.study.search._space import SearchSpace, adapt
 from autotune.study.search._space_file import BUNDLED_DIR, MAX_CHOICES, bundled_spaces, load_space, resolve_space_path
 
 __all__ = [
+    "Culprits",
+    "holds",
+    "known_option_needs",
     "BUNDLED_DIR",
     "CACHES_FOLDER",
     "DETERMINISTIC_FAILURES",

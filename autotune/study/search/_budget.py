@@ -102,12 +102,14 @@ class SearchBudget:
             return False
         if self._past_time_budget(len(finished)):
             return False
-        failed = [t for t in finished if t.state == optuna.trial.TrialState.FAIL]
-        if len(finished) >= 5 and len(failed) / len(finished) > self.options.max_failure_rate:
+        # A trial failed unrun, for holding an explained failure's settings, cost nothing: it is no failure rate's.
+        counted = [t for t in finished if record_of(t).holds_culprit_of is None]
+        failed = [t for t in counted if t.state == optuna.trial.TrialState.FAIL]
+        if len(counted) >= 5 and len(failed) / len(counted) > self.options.max_failure_rate:
             study = read_study_record(self.study)
             reasons = sorted({failure_of(t, study)[0] or "?" for t in failed})
             note = (
-                f"stopped searching: {len(failed)} of {len(finished)} trials failed, more than --max-failure-rate "
+                f"stopped searching: {len(failed)} of {len(counted)} trials failed, more than --max-failure-rate "
                 f"{self.options.max_failure_rate:.0%} (reasons: {', '.join(reasons)}); what completed is still confirmed"
             )
             update_study_record(self.study, stopped=note)

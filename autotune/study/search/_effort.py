@@ -24,12 +24,15 @@ class Effort:
     confirm: int
     replicates: int
     max_replicates: int
+    explain_failures: bool = False
+    """Narrow each failure a setting can cause to its settings (`--explain-failures`)."""
 
     def describe(self) -> str:
         """One line for --help and the README."""
+        explained = ", failures explained" if self.explain_failures else ""
         return (
             f"space {self.space}, {self.trials} trials, the best {self.confirm} confirmed in "
-            f"{self.replicates}-{self.max_replicates} replicates"
+            f"{self.replicates}-{self.max_replicates} replicates{explained}"
         )
 
 
@@ -42,8 +45,9 @@ EFFORTS: dict[str, Effort] = {
         confirm=SearchOptions.confirm,
         replicates=SearchOptions.replicates,
         max_replicates=SearchOptions.max_replicates,
+        explain_failures=SearchOptions.explain_failures,
     ),
-    "thorough": Effort(space="thorough", trials=60, confirm=5, replicates=4, max_replicates=8),
+    "thorough": Effort(space="thorough", trials=60, confirm=5, replicates=4, max_replicates=8, explain_failures=True),
 }
 """`--effort` levels; a flag given explicitly (--space, --trials, ...) overrides its level's value."""
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["INFERENCE_ONLY_OPTIONS", "KNOWN_MODES", "KNOWN_OPTIONS", "KnownOption", "option_needs"]
+__all__ = [
+    "INFERENCE_ONLY_OPTIONS",
+    "KNOWN_MODES",
+    "KNOWN_OPTIONS",
+    "KnownOption",
+    "known_option_needs",
+    "option_needs",
+]
 
 INFERENCE_ONLY_OPTIONS = ("freezing",)
 """Inductor options that only make sense without autograd (freezing folds weights into constants)."""
@@ -46,3 +53,8 @@ KNOWN_OPTIONS: Mapping[str, KnownOption] = {
 def option_needs(option: str) -> str | None:
     known = KNOWN_OPTIONS.get(option)
     return known.needs if known else None
+
+
+def known_option_needs() -> dict[str, str]:
+    """Each known option that changes nothing without another, with that other: a narrowing removes them together."""
+    return {name: known.needs for name, known in KNOWN_OPTIONS.items() if known.needs is not None}

@@ -37,6 +37,7 @@ from autotune.measure.tasks import (
     start_reference,
 )
 from autotune.runtime.config import CompileConfig, is_plain_compile
+from autotune.study.search._culprits import Culprits
 from autotune.study.search._ledger import StudyLedger
 from autotune.study.search._monitor import LoopOptions, Monitor
 from autotune.study.search._space import SearchSpace
@@ -120,6 +121,8 @@ class TrialLoop:
         """Whose baselines `baselines` are: this host and its environment (`environment.host_key`)."""
         self.stopping = threading.Event()
         """Set when the search stops (Ctrl-C in a pool): a running trial ends as interrupted."""
+        self.culprits: Culprits | None = None
+        """The study's explained failures: their culprit settings are not run again (the session sets it)."""
 
     def ask(self) -> optuna.Trial:
         """A new trial from the study (under the lock: a pool's workers share the sampler)."""
@@ -189,6 +192,12 @@ class TrialLoop:
             return
         self.follow_scale()
         update_record(trial, config=config.to_dict(), description=config.describe())
+        held = self.culprits.held_by(config) if self.culprits is not None else None
+        if held is not None:
+            update_record(trial, holds_culprit_of=held.trial)
+            settings = ", ".join(held.described)
+            self._tell_failed(trial, held.reason, f"not run: it holds {settings}, which made trial {held.trial} fail")
+            return
         twin = self._reusable_twin(config.to_dict(), trial.number)
         if twin is not None:
             self._copy_outcome(trial, twin)
@@ -349,6 +358,8 @@ class TrialLoop:
         else:
             self._tell(trial, state=optuna.trial.TrialState.FAIL)
             self._note(f"trial {trial.number}: FAIL {record.reason}: {record.message}  {config.describe()}{also}")
+            if self.culprits is not None and not reused:
+                self.culprits.after_failure(self.harness, trial.number, config, record)
 
     def _on_scale(self, record: RunRecord) -> RunRecord:
         """Plain compile's reused run on the study's scale: the live reference's rates, which are that scale

@@ -98,6 +98,11 @@ class SearchOptions:
     """Start a new study with plain torch.compile and the generic expert recipes (`autotune.study.search._seeds`)."""
     doctor: bool = True
     """First find the workload's graph breaks and recompiles (`autotune doctor`); kept in best.yaml and the report."""
+    explain_failures: bool = False
+    """Narrow each trial that fails for a reason a setting can cause to the settings and the compiler stage that cause
+    it, write its reproduction under failures/, and sample those settings no more (`autotune explain`)."""
+    explain_budget: float | None = None
+    """Seconds each failure's narrowing may take; None: four times the failing trial's own run."""
     compile_cache: bool = True
     """Save the winner's compile artifacts to compile_cache.bin and measure its cold and cached compile time."""
     reuse_since: int = 0
@@ -125,6 +130,7 @@ class SearchOptions:
             ("--timeout", self.timeout),
             ("--time-budget", self.time_budget),
             ("--max-compile-seconds", self.max_compile_seconds),
+            ("--explain-budget", self.explain_budget),
         ):
             if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
                 raise SearchError(f"{flag} {seconds}: must be a positive number of seconds.")

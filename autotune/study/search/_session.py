@@ -62,6 +62,7 @@ from autotune.study.report import (
     quiet,
 )
 from autotune.study.search._budget import SearchBudget, confirmation_seconds
+from autotune.study.search._culprits import Culprits
 from autotune.study.search._loop import ANCHOR_EVERY, DETERMINISTIC_FAILURES, TrialLoop
 from autotune.study.search._opening import forget_new_study, open_search_study
 from autotune.study.search._options import SearchOptions
@@ -141,6 +142,13 @@ class _Search:
             self.study, self.harness, options, self.objective, self._report, objectives=self.objectives
         )
         self.loop.caches = options.out_dir / CACHES_FOLDER
+        self.loop.culprits = Culprits(
+            self.study,
+            options.out_dir,
+            explain=options.explain_failures,
+            budget=options.explain_budget,
+            note=self._note,
+        )
         self.budget = SearchBudget(options, self.loop, self._note, started=self.started, plan=self.plan)
 
     def run(self) -> SearchResult | None:

@@ -6,6 +6,7 @@ records (`read_study_record`, `update_study_record`; `record_of`, `update_record
 
 from __future__ import annotations
 
+from autotune.study.storage._explanation import COMPILER_FAILURES, Explanation
 from autotune.study.storage._heartbeat import (
     BEAT_KEY,
     MAX_RETRIES,
@@ -55,7 +56,9 @@ from autotune.study.storage._trial_record import (
 from autotune.study.storage._values import trial_rank, trial_value
 
 __all__ = [
+    "COMPILER_FAILURES",
     "CompileCacheRecord",
+    "Explanation",
     "HISTORY_FILE",
     "Heartbeat",
     "Liveness",

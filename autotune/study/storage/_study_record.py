@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from autotune.errors import AutotuneError, RecordError
 from autotune.measure import DEFAULT_PICK, Campaign, Objectives
 from autotune.runtime.summary import WorkloadSummary
+from autotune.study.storage._explanation import Explanation
 from autotune.trial.request import RunProtocol
 from autotune.trial.run_record import RunRecord
 
@@ -55,7 +56,7 @@ VERSION = 1
 REFERENCES = ("compile", "eager")
 """The baselines a search pairs trials with: plain torch.compile, or eager where plain compile failed."""
 
-KEYED_FIELDS = ("host_baselines", "reference_levels", "scales", "abandoned")
+KEYED_FIELDS = ("host_baselines", "reference_levels", "scales", "abandoned", "explanations")
 """Fields with one entry per host, device, reference or trial: an update adds its entries beside the stored ones."""
 
 
@@ -290,6 +291,8 @@ class StudyRecord:
     abandoned: dict[int, str] = field(default_factory=dict)
     """Why a trial failed, by its number, where the trial itself could no longer be written: a stale trial another
     host failed, a trial whose search was killed."""
+    explanations: dict[int, Explanation] = field(default_factory=dict)
+    """What narrowing each explained failed trial found, by its number (`autotune explain`, `--explain-failures`)."""
     stopped: str = ""
     """Why the search stopped early (too many failed trials); '' where it did not."""
     confirmation: Campaign | None = None
@@ -472,6 +475,12 @@ def _abandoned(data: object) -> dict[int, str]:
     return {int(k): v for k, v in data.items()}
 
 
+def _explanations(data: object) -> dict[int, Explanation]:
+    if not isinstance(data, Mapping) or not all(str(k).isdigit() for k in data):
+        raise RecordError(f"a study record's explanations must map trial numbers to explanations, got {data!r:.200}")
+    return {int(k): Explanation.from_dict(v) for k, v in data.items()}
+
+
 _READERS: dict[str, Any] = {
     "settings": SearchSettings.from_dict,
     "workload": WorkloadSummary.from_dict,
@@ -482,6 +491,7 @@ _READERS: dict[str, Any] = {
         "reference_levels", lambda key, v: ReferenceLevels.from_dict(v, f"reference_levels.{key}")
     ),
     "abandoned": _abandoned,
+    "explanations": _explanations,
     "confirmation": Campaign.from_dict,
     "compile_cache": CompileCacheRecord.from_dict,
     "search_session": SearchSession.from_dict,

@@ -86,6 +86,8 @@ class TrialRecord:
     """The run it took instead of running (the plain torch.compile baseline's)."""
     duplicate_of: int | None = None
     """The earlier trial of the same configuration whose outcome it copies."""
+    holds_culprit_of: int | None = None
+    """The explained trial whose culprit settings its configuration holds: it failed as that one did, unrun."""
 
     # Its run.
     run: RunRecord | None = None
