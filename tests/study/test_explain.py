@@ -160,6 +160,7 @@ def imported(script: Path) -> set[str]:
     return names
 
 
+@pytest.mark.slow  # a search, then its narrowing and a reproduction run: half a minute
 def test_explain_narrows_a_failed_trial_of_a_study_and_writes_a_reproduction_without_autotune(tmp_path, capsys) -> None:
     out = tmp_path / "out"
     config = CompileConfig(

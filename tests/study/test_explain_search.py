@@ -34,6 +34,7 @@ def explained(tmp_path_factory):
     return out, study
 
 
+@pytest.mark.slow  # a whole search that narrows its failures: a minute and a half on two cores
 def test_the_first_failure_is_narrowed_to_the_compiled_optimizer_step_in_the_report(explained) -> None:
     out, study = explained
     explanations = read_study_record(study).explanations
@@ -48,6 +49,7 @@ def test_the_first_failure_is_narrowed_to_the_compiled_optimizer_step_in_the_rep
     assert (out / "failures" / "trial-0" / "repro.py").is_file()
 
 
+@pytest.mark.slow  # the same search
 def test_the_culprit_settings_are_not_run_again_in_the_study(explained) -> None:
     out, study = explained
     later = [t for t in study.get_trials(deepcopy=False) if t.number > 0]
