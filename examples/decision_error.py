@@ -90,6 +90,10 @@ SPREAD_FACTORS = {"compile": 1.0, "eager": 1.0, "trial 0": 1.3, "trial 1": 0.6, 
 """`machine` noise: each subject's own process spread, against the others' (1.0 for any not named)."""
 FAILURES = 0.01
 """`machine` noise: the chance that one run of a replicate fails (a timeout on a loaded machine)."""
+BUSY = 0.03
+"""`machine` noise: the chance that a neighbour takes the machine during a replicate: every subject then runs at its
+own fraction of its speed (a log-level drop of mean 0.5 and sd 0.25, each subject's its own), and its runs say the
+machine was busy, as a real run's CPU accounting does (`RunRecord.noisy`)."""
 DESIGNS = ("quick", "default", "thorough", "validate")
 OBJECTIVES = ("throughput", "time-to", "pareto")
 PARETO = "throughput,compile-time"
@@ -147,8 +151,8 @@ class StandIns:
     With `noise="machine"`, what a shared machine adds, none of which moves a subject's true ratio:
     a drift common to every subject of a replicate and a trend over its windows (pairing must
     cancel both), a trend over the campaign, processes that jump between two levels, heavy tails
-    (Student t, 3 degrees of freedom), a spread of its own for each subject (`SPREAD_FACTORS`), and
-    runs that fail at the rate `FAILURES`.
+    (Student t, 3 degrees of freedom), a spread of its own for each subject (`SPREAD_FACTORS`),
+    runs that fail at the rate `FAILURES`, and replicates spoiled by a busy neighbour (`BUSY`).
     """
 
     truth: Mapping[str | None, float]
@@ -202,6 +206,7 @@ class StandIns:
         machine = self.noise == "machine"
         common = self.rng.gauss(0.0, 0.05) - 0.01 * self.replicates if machine else 0.0  # the day, and a trend
         slope = self.rng.gauss(0.0, 0.01) if machine else 0.0  # within the replicate, window by window
+        busy = machine and self.rng.random() < BUSY
         self.replicates += 1
         runs: dict[str, TrialRun] = {}
         for name, request in requests.items():
@@ -210,11 +215,16 @@ class StandIns:
                 continue
             own = process * (SPREAD_FACTORS.get(self.names.get(request.source, ""), 1.0) if machine else 1.0)
             level = math.log(100.0 * self.truth[request.source]) + common + self._process(own)
+            if busy:
+                level -= max(self.rng.gauss(0.5, 0.25), 0.0)
             logs = [level + slope * w + self._draw(window) for w in range(plan.windows)]
             rate = math.exp(statistics.fmean(logs))
             windows = [math.exp(v) for v in logs]
+            noisy = "a stand-in's neighbour took the machine" if busy else ""
             runs[name] = StandInRun(
-                RunRecord(state="complete", samples_per_second=rate, batches_per_second=rate, windows=windows)
+                RunRecord(
+                    state="complete", samples_per_second=rate, batches_per_second=rate, windows=windows, noisy=noisy
+                )
             )
         ready = START_SECONDS * len(requests)
         seconds = ready + plan.windows * len(requests) * plan.window_seconds

@@ -219,7 +219,8 @@ def test_a_cpu_hog_started_in_the_middle_does_not_change_the_paired_decision(tmp
             with_protocol(spin_harness(f"{TARGETS}:spins_less"), threads=1),
             subjects,
             objective=Throughput(),
-            rules=CampaignRules(min_replicates=3, max_replicates=6, windows=8, most_windows=8),
+            # Every replicate counted as measured: this is pairing's premise, not the rerun of a spoiled replicate.
+            rules=CampaignRules(min_replicates=3, max_replicates=6, windows=8, most_windows=8, reruns=0),
             on_replicate=hog_from_the_second_replicate,
         )
     finally:
@@ -233,6 +234,48 @@ def test_a_cpu_hog_started_in_the_middle_does_not_change_the_paired_decision(tmp
     before = max(first.window_others)
     assert all(max(r.window_others) > before + 0.25 for r in later), ("they took the machine from then on", before)
     assert all(r is not None and r.noisy for r in later), "and the runs say so"
+    ratio = campaign.ratio("faster", "compile")
+    assert outcome(ratio, 0.02) == "gain", (ratio, campaign.design())
+
+
+@pytest.mark.slow
+@pytest.mark.quiet  # a premise of the measurement, on a machine where nothing else runs
+def test_a_replicate_spoiled_by_a_neighbour_is_measured_again_and_the_gain_decided(tmp_path: Path) -> None:
+    # A neighbour takes every core during the second replicate only, as a job started beside a search for a minute.
+    hogs: list[subprocess.Popen] = []
+
+    def neighbour_during_the_second_replicate(campaign, rules) -> None:
+        if campaign.replicate_count == 1 and not hogs:
+            spin = "import time\nend = time.time() + 300\nwhile time.time() < end:\n    pass\n"
+            hogs.extend(
+                subprocess.Popen([sys.executable, "-c", spin]) for _ in range(max(2, len(os.sched_getaffinity(0))))
+            )
+        elif hogs and hogs[0].poll() is None:
+            for hog in hogs:
+                hog.kill()
+                hog.wait()
+
+    subjects = [
+        Subject(name="compile", config=CompileConfig()),
+        Subject(name="faster", config=CompileConfig(knobs={"float32_matmul_precision": "high"})),
+    ]
+    try:
+        campaign = engine.measure(
+            with_protocol(spin_harness(f"{TARGETS}:spins_less"), threads=1),
+            subjects,
+            objective=Throughput(),
+            rules=CampaignRules(min_replicates=3, max_replicates=6, windows=8, most_windows=8),
+            on_replicate=neighbour_during_the_second_replicate,
+        )
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert hogs, "the neighbour was started"
+    assert len(campaign.spoiled) == 1 and campaign.spoiled[0].startswith("replicate 2: "), campaign.spoiled
+    assert "saw the machine busy" in campaign.spoiled[0], campaign.spoiled
+    counted = [r for name in campaign.measured() for r in campaign.runs[name] if r is not None]
+    assert not [r.noisy for r in counted if r.noisy], "no counted run saw the neighbour"
     ratio = campaign.ratio("faster", "compile")
     assert outcome(ratio, 0.02) == "gain", (ratio, campaign.design())
 
