@@ -69,14 +69,14 @@ def run_subject(name: str, *, dry_run: bool, seconds: float) -> int:
     device = "cpu" if dry_run else "cuda"
     figures: dict[str, Any] = {
         "what": entry.what,
-        "model": entry.model,
+        "model": entry.model_for(dry_run=dry_run),
         "size": os.environ[SIZE_VARIABLE],
         "note": "each configuration is one cold run: its figures have no interval",
         "device": device_figures(device),
         "runs": {},
     }
     _write(figures)
-    harness, configs = _harness(entry.model, device, dry_run, name)
+    harness, configs = _harness(entry.model_for(dry_run=dry_run), device, dry_run, name)
     for label, config in zip((label for label, _ in entry.configs), configs, strict=True):
         left = seconds - (time.monotonic() - started)
         why = no_room(name, label, left=left, seconds=seconds, dry_run=dry_run)
