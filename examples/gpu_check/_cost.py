@@ -104,7 +104,7 @@ RUN_COSTS: Mapping[str, Mapping[str, float]] = {
         "eager": _run(),
         "plain compile": _run(GPT2_INFER_COMPILE * (1 + DYNAMIC_RECOMPILE)),
     },
-    # The hand recipe over varying lengths (tuning twice, a CUDA graph per padded width) is modelled at over 6
+    # The hand recipe over varying lengths (tuning twice, a CUDA graph per padded width) is modelled at about 6
     # minutes alone: more than a device call holds beside anything else, so this stage runs the two baselines.
     "captioning-dynamic": {
         "eager": _run(),

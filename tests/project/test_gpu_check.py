@@ -263,6 +263,23 @@ def test_a_stage_that_would_not_fit_the_time_left_is_skipped_and_not_started(tmp
 
 
 @pytest.mark.parallel
+def test_on_a_gpu_the_case_study_comes_before_the_toy_s_search_and_the_models_after_it_take_what_it_left() -> None:
+    from examples.gpu_check._stages import _no_room
+
+    stages = {s.name: s for s in plan(dry_run=False, python="python3", site=None)}
+    after_tests = GPU_SECONDS - COSTS["environment"] - COSTS["tests"]
+    later = [stages[name] for name in STAGE_NAMES[3:]]
+    assert "less the 395 s of the required stages after it" in _no_room(stages["search"], after_tests, later)
+    assert _no_room(stages["captioning"], after_tests, later[2:]) is None
+    # The case study as modelled leaves room for GPT-2's training, and no more.
+    left = after_tests - COSTS["captioning"]
+    assert _no_room(stages["gpt2-train"], left, []) is None
+    assert _no_room(stages["gpt2-infer"], left - COSTS["gpt2-train"], []) is not None
+    # The check of the toy alone fits a call.
+    assert sum(stages[name].gpu_limit for name in STAGE_NAMES[:4]) <= GPU_SECONDS
+
+
+@pytest.mark.parallel
 def test_a_dry_run_with_a_small_budget_skips_what_would_not_fit(tmp_path: Path) -> None:
     done = check(tmp_path, "--stages", "environment,tests", "--limit", "tests=100", "--budget", "90")
     stages = {s["name"]: s for s in summary_of(tmp_path)["stages"]}
