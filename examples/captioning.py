@@ -13,6 +13,10 @@ Two targets, one per padding strategy a data pipeline might use:
     autotune search --model examples.captioning:captioning_static    # every caption padded to 256
     autotune search --model examples.captioning:captioning_dynamic   # padded to the batch's longest
 
+The case study trained under `torch.autocast(dtype=torch.bfloat16)` with every caption padded
+to 256; `captioning_static_bf16` is that workload, and `captioning_dynamic_bf16` the same under
+autocast with each batch padded to its longest caption.
+
 Both are tiny (a 32x32 image, 2 layers, 64 wide, batches of 4, lengths scaled down by 4)
 unless `AUTOTUNE_EXAMPLE_SIZE=full` is set: ViT-Base/16 at 224x224 and a 12-layer GPT-2.
 
@@ -33,7 +37,16 @@ from transformers import GPT2Config, VisionEncoderDecoderConfig, VisionEncoderDe
 from autotune import Workload
 from examples._shared import checked_size, draw_lengths, length_mask, seeded
 
-__all__ = ["CaptioningSize", "build_model", "captioning_dynamic", "captioning_static", "make_batches", "workload"]
+__all__ = [
+    "CaptioningSize",
+    "build_model",
+    "captioning_dynamic",
+    "captioning_dynamic_bf16",
+    "captioning_static",
+    "captioning_static_bf16",
+    "make_batches",
+    "workload",
+]
 
 VOCAB = 1024
 PAD, START, END = 0, 1, 2
@@ -134,12 +147,13 @@ def make_batches(dims: CaptioningSize, count: int, pad_to_max: bool) -> list[dic
     return batches
 
 
-def workload(size: str | None = None, *, dynamic: bool) -> Workload:
+def workload(size: str | None = None, *, dynamic: bool, autocast: torch.dtype | None = None) -> Workload:
     """The captioning workload at `size` ('tiny' or 'full'; None reads $AUTOTUNE_EXAMPLE_SIZE).
 
     `dynamic=False` pads every caption to the longest possible length (static shapes);
     `dynamic=True` pads each batch to its longest caption and declares the caption axis of
-    the decoder inputs dynamic, with -100 as the labels' padding value.
+    the decoder inputs dynamic, with -100 as the labels' padding value. `autocast` runs the forward
+    pass under `torch.autocast` with that dtype (the weights and the optimizer stay in float32).
     """
     dims = SIZES[checked_size(size)]
     varying = {"labels": [1], "decoder_attention_mask": [1]} if dynamic else {}
@@ -153,6 +167,7 @@ def workload(size: str | None = None, *, dynamic: bool) -> Workload:
         # The decoder's positions bound every caption: what 'max' padding pads to.
         max_lengths={key: dims.max_length for key in varying},
         modules=("encoder", "decoder"),
+        autocast=autocast,
     )
 
 
@@ -164,3 +179,13 @@ def captioning_static() -> Workload:
 def captioning_dynamic() -> Workload:
     """Captions padded to the longest in each batch: the caption axis varies from batch to batch."""
     return workload(dynamic=True)
+
+
+def captioning_static_bf16() -> Workload:
+    """The case study's procedure: captions padded to the maximum length, the forward pass under bfloat16 autocast."""
+    return workload(dynamic=False, autocast=torch.bfloat16)
+
+
+def captioning_dynamic_bf16() -> Workload:
+    """Captions padded to the longest in each batch, the forward pass under bfloat16 autocast."""
+    return workload(dynamic=True, autocast=torch.bfloat16)

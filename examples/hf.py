@@ -10,7 +10,7 @@ labels for heads that take them (see that module for the defaults).
     autotune search --model examples.hf:vit    # image classification, trained
 
 Sizes are small; `gpt2` is GPT-2 small (12 layers, 768 wide, vocabulary 50257) under
-`AUTOTUNE_EXAMPLE_SIZE=full`, as the GPU benchmark (`bash .ci/gpu --bench`) runs it. To tune a
+`AUTOTUNE_EXAMPLE_SIZE=full`, as the GPU check's `gpt2-train` stage (`bash .ci/gpu`) runs it. To tune a
 real checkpoint, return `AutoModelForCausalLM.from_pretrained(...)` from your own target the same way.
 """
 

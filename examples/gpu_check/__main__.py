@@ -1,11 +1,11 @@
 """`python -m examples.gpu_check`: the GPU check's driver (`run`, what `bash .ci/gpu` calls) and its stages.
 
-    python -m examples.gpu_check run [--bench] [--dry-run] [--stages a,b] [--limit stage=seconds] [--out DIR]
+    python -m examples.gpu_check run [--dry-run] [--stages a,b] [--limit stage=seconds] [--budget SECONDS] [--out DIR]
 
 The other commands are the stages' own bodies, each run by the driver in a process of its own:
 `environment`, `search` (`autotune search`, then its figures and files copied out),
-`validate` (`autotune validate` through the library, with its figures) and, for `--bench`,
-`subject` (one benchmark subject's configurations, each one cold run; see `_bench`).
+`validate` (`autotune validate` through the library, with its figures) and `subject` (one real
+model's configurations, each one cold run; see `_bench`).
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from examples.gpu_check._bench import BENCH_STAGES, bench_plan
+from examples.gpu_check._bench import BENCH_STAGES
 from examples.gpu_check._stages import (
     FAULT_VARIABLE,
     FIGURES_VARIABLE,
+    GPU_SECONDS,
     OUT_VARIABLE,
     STAGE_NAMES,
     CheckError,
@@ -46,12 +47,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run the stages (what `bash .ci/gpu` does)")
     run.add_argument("--dry-run", action="store_true", help="on the CPU, tiny workload and budgets, nothing installed")
-    run.add_argument("--bench", action="store_true", help="the benchmark of real models instead of the check")
-    run.add_argument(
-        "--stages",
-        help=f"comma-separated, from {', '.join(STAGE_NAMES)} (with --bench: {', '.join(BENCH_STAGES)}; default: all)",
-    )
+    run.add_argument("--stages", help=f"comma-separated, from {', '.join(STAGE_NAMES)} (default: all)")
     run.add_argument("--limit", action="append", default=[], metavar="STAGE=SECONDS", help="replace a stage's limit")
+    run.add_argument(
+        "--budget",
+        type=float,
+        help=f"seconds for the whole run: a stage that would not fit what is left is skipped (default: {GPU_SECONDS} "
+        "on a GPU, none in a dry run)",
+    )
     run.add_argument("--out", type=Path, help="output folder (default: $OUT/gpu, else outputs/benchmarks/gpu)")
     env = commands.add_parser("environment", help="the environment stage")
     env.add_argument("--dry-run", action="store_true")
@@ -72,8 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     validate.add_argument("--windows", type=int, default=3, help="paired windows (a replicate measures twice as many)")
     validate.add_argument("--window-seconds", type=float, default=0.25)
     validate.add_argument("--fresh-batches", type=int, default=8)
-    bench = commands.add_parser("subject", help="a benchmark stage: one subject's configurations, each one cold run")
-    bench.add_argument("name", help=f"one of {', '.join(BENCH_STAGES[1:])}")
+    bench = commands.add_parser("subject", help="a real model's stage: its configurations, each one cold run")
+    bench.add_argument("name", help=f"one of {', '.join(BENCH_STAGES)}")
     bench.add_argument("--dry-run", action="store_true", help="on the CPU, at the examples' tiny size")
     bench.add_argument("--seconds", type=float, default=600.0, help="what its runs may take in all")
     args = parser.parse_args(argv)
@@ -97,16 +100,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    names = BENCH_STAGES if args.bench else STAGE_NAMES
-    only = parse_stages(args.stages, names)
-    limits = parse_limits(args.limit, names)
-    faults = parse_faults(os.environ.get(FAULT_VARIABLE), names)
-    # The benchmark writes beside the check, never over it.
-    folder = "gpu-bench" if args.bench else "gpu"
+    only = parse_stages(args.stages)
+    limits = parse_limits(args.limit)
+    faults = parse_faults(os.environ.get(FAULT_VARIABLE))
+    if args.budget is not None and not 0 < args.budget <= 3600:
+        raise CheckError(f"--budget {args.budget:g}: expected seconds in (0, 3600].")
     out: Path = (
         args.out
-        or (Path(os.environ["OUT"]) / folder if os.environ.get("OUT") else None)
-        or (DRY_OUT.with_name(f"{folder}-dry-run") if args.dry_run else GPU_OUT.with_name(folder))
+        or (Path(os.environ["OUT"]) / "gpu" if os.environ.get("OUT") else None)
+        or (DRY_OUT if args.dry_run else GPU_OUT)
     )
     # What need not come back (the search's folder, the tests' report, the wheels' site) stays outside an $OUT
     # that is copied back, which takes only a few files a few folders deep.
@@ -126,10 +128,18 @@ def _run(args: argparse.Namespace) -> int:
     stage_env["PYTHONPATH"] = os.pathsep.join([*path, str(Path.cwd()), *_split(os.environ.get("PYTHONPATH"))])
     if site is not None:
         os.environ["PYTHONPATH"] = stage_env["PYTHONPATH"]  # for the driver's own probes (pytest_timeout)
-    planner = bench_plan if args.bench else plan
-    stages = planner(dry_run=args.dry_run, python=sys.executable, site=site, limits=limits)
+    stages = plan(dry_run=args.dry_run, python=sys.executable, site=site, limits=limits)
+    budget = args.budget if args.budget is not None else None if args.dry_run else float(GPU_SECONDS)
     summary = run_check(
-        stages, out=out, work=work, only=only, faults=faults, env=stage_env, dry_run=args.dry_run, echo=sys.stdout
+        stages,
+        out=out,
+        work=work,
+        only=only,
+        faults=faults,
+        env=stage_env,
+        dry_run=args.dry_run,
+        budget=budget,
+        echo=sys.stdout,
     )
     print()
     print(stage_table(summary))

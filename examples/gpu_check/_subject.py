@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from autotune.errors import AutotuneError
 from autotune.measure import Harness
 from autotune.measure.tasks import without_cuda_graphs
 from autotune.runtime.config import CompileConfig
@@ -24,9 +25,10 @@ from autotune.trial.runner import run_trial
 from autotune.workload import resolve
 from examples._shared import SIZE_VARIABLE
 from examples.gpu_check._bench import subject
+from examples.gpu_check._cost import RUN_COSTS
 from examples.gpu_check._stages import FIGURES_VARIABLE
 
-__all__ = ["BENCH_RUN_FIGURES", "device_figures", "headline", "run_subject"]
+__all__ = ["BENCH_RUN_FIGURES", "device_figures", "headline", "no_room", "run_subject"]
 
 BENCH_RUN_FIGURES = (
     "state",
@@ -52,40 +54,59 @@ BENCH_RUN_FIGURES = (
 
 
 LEAST_RUN_SECONDS = 15.0
-"""A run is not started with less than this left: it could not even start and make its device ready."""
+"""On the CPU, a run is not started with less than this left: it could not even start and make its device ready."""
 
 
 def run_subject(name: str, *, dry_run: bool, seconds: float) -> int:
     """Run the subject `name`'s configurations one after another, within `seconds` in all (each run may take what is
-    left); 0 when every run completed."""
+    left); 0 when every run it started completed.
+
+    A run is started only where what is left holds its modelled cost on a GPU (`RUN_COSTS`; on the CPU,
+    `LEAST_RUN_SECONDS`): one that would not fit is recorded as skipped, not started and stopped."""
     started = time.monotonic()
     entry = subject(name)
     os.environ[SIZE_VARIABLE] = "tiny" if dry_run else "full"  # read by the workload here and by its workers
     device = "cpu" if dry_run else "cuda"
     figures: dict[str, Any] = {
         "what": entry.what,
-        "model": entry.model,
+        "model": entry.model_for(dry_run=dry_run),
         "size": os.environ[SIZE_VARIABLE],
         "note": "each configuration is one cold run: its figures have no interval",
         "device": device_figures(device),
         "runs": {},
     }
     _write(figures)
-    harness, configs = _harness(entry.model, device, dry_run, name)
+    harness, configs = _harness(entry.model_for(dry_run=dry_run), device, dry_run, name)
     for label, config in zip((label for label, _ in entry.configs), configs, strict=True):
         left = seconds - (time.monotonic() - started)
-        if left < LEAST_RUN_SECONDS:
-            kept: dict[str, Any] = {"state": "not run", "reason": f"the stage's {seconds:g} s were spent"}
+        why = no_room(name, label, left=left, seconds=seconds, dry_run=dry_run)
+        if why is not None:
+            kept: dict[str, Any] = {"state": "skipped", "reason": why}
         else:
             print(f"{name}: {label} ({config.describe() if config else 'no compilation'}): one cold run", flush=True)
-            record = run_trial(dataclasses.replace(harness, timeout=left).request(config)).record().to_dict()
-            kept = {k: record[k] for k in BENCH_RUN_FIGURES if record.get(k) not in (None, "", {}, [])}
+            try:
+                request = dataclasses.replace(harness, timeout=left).request(config)
+            except AutotuneError as exc:  # a configuration the workload cannot take: a failed run, and the next runs
+                record = {"state": "failed", "reason": "config", "message": str(exc)}
+            else:
+                record = run_trial(request).record().to_dict()
+            kept = {k: record[k] for k in (*BENCH_RUN_FIGURES, "message") if record.get(k) not in (None, "", {}, [])}
             kept["configuration"] = config.describe() if config else "eager"
         figures["runs"][label] = kept
         figures["headline"] = headline(figures["runs"])
         _write(figures)
         print(f"{name}: {label}: {json.dumps(kept, default=str)}", flush=True)
-    return 0 if all(run["state"] == "complete" for run in figures["runs"].values()) else 1
+    started_runs = [run for run in figures["runs"].values() if run["state"] != "skipped"]
+    return 0 if started_runs and all(run["state"] == "complete" for run in started_runs) else 1
+
+
+def no_room(name: str, label: str, *, left: float, seconds: float, dry_run: bool) -> str | None:
+    """Why the run `label` of the subject `name` is not started with `left` of its stage's `seconds`, or None: on a
+    GPU it needs its modelled cost (`RUN_COSTS`), on the CPU `LEAST_RUN_SECONDS`."""
+    need = LEAST_RUN_SECONDS if dry_run else RUN_COSTS[name][label]
+    if left >= need:
+        return None
+    return f"modelled at {need:.0f} s, {max(left, 0):.0f} s left of the stage's {seconds:g} s"
 
 
 def _harness(model: str, device: str, dry_run: bool, name: str) -> tuple[Harness, list[CompileConfig | None]]:
