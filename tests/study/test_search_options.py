@@ -58,7 +58,7 @@ def test_a_space_that_is_not_there_is_refused_before_the_workload_is_built(tmp_p
 
 def test_a_storage_that_is_no_database_url_is_refused_by_name_and_nothing_is_left_behind(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(SearchError, match="--storage 'study.db' is not a database URL: a file is sqlite:///PATH"):
+    with pytest.raises(SearchError, match="--storage 'study.db' is not a storage URL: a file is sqlite:///PATH"):
         SearchOptions(model=SPEC, storage="study.db")
     with pytest.raises(SearchError, match="'foo' is no database this can open"):
         SearchOptions(model=SPEC, storage="foo://bar")

@@ -147,11 +147,12 @@ def test_segfaulting_worker_becomes_a_crash_with_its_signal() -> None:
 
 
 @pytest.mark.parallel  # waits on no clock
-def test_raising_workload_fails_with_the_error_and_stderr_tail() -> None:
+def test_a_workload_whose_eager_step_raises_fails_with_the_error_and_where_it_was_raised() -> None:
     run = run_trial(TrialRequest(spec="tests.trial_targets.workloads:raises", source=None, timeout=120))
-    assert run.state == "failed"
-    assert "the model refuses this batch" in run.message
-    assert "RuntimeError" in run.stderr_tail
+    assert (run.state, run.reason) == ("failed", "workload_error"), run.message
+    assert "RuntimeError: the model refuses this batch" in run.message, run.message
+    assert "raised at tests/trial_targets/workloads.py:" in run.message, run.message
+    assert "Traceback" not in run.stderr_tail, "one line says it: no traceback through autotune's frames"
 
 
 @pytest.mark.parallel  # waits on no clock

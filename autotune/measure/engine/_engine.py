@@ -48,7 +48,7 @@ from autotune.measure.engine._racing import retire
 from autotune.measure.engine._replicate import expected_replicate_seconds
 from autotune.measure.engine._rules import CampaignRules
 from autotune.measure.engine._sizing import next_seconds, next_windows
-from autotune.measure.engine._spoiled import set_aside, spoiled
+from autotune.measure.engine._spoiled import measured_again
 from autotune.measure.engine._starts import cache_folder, cold_compiles, first_runs, warm_requests
 from autotune.measure.engine._stopping import measurable, plan_looks, why_spent, why_stop
 from autotune.measure.stats import Objective
@@ -112,17 +112,14 @@ def measure(
         requests = warm_requests(harness, campaign, folders)
         started = lab.clock()
         while campaign.replicate_count < rules.max_replicates and measurable(campaign):
-            if rules.race:
-                retire(
-                    campaign, rules.reference, rules.decide_within
-                )  # before a replicate: only one that runs can leave anyone out
+            if rules.race:  # before a replicate: only one that runs can leave anyone out
+                retire(campaign, rules.reference, rules.decide_within)
             if on_replicate:
                 on_replicate(campaign, rules)
             cold = cold_compiles(harness, campaign, root, rng, lab, on_run) if rules.cold_compiles else 0.0
             next_replicate(harness, campaign, requests, rules, rng, on_run, lab, cold, cache_proof)
-            if len(campaign.spoiled) < rules.reruns and (busy := spoiled(campaign)):
-                set_aside(campaign, busy)  # measured again, not counted: see `_spoiled`
-                continue
+            if measured_again(campaign, rules.reruns):
+                continue  # spoiled by a busy machine: set aside, not counted (`_spoiled`)
             if planning and campaign.replicate_count == 1 and asked.seconds is not None and campaign.replicates:
                 # Planned again from what the first replicate cost, not the first runs' guess at it: no look has been
                 # taken yet (one replicate decides nothing), so the error is still all to spend.

@@ -17,11 +17,19 @@ import statistics
 from autotune.measure.engine._campaign import Campaign
 from autotune.trial.run_record import RunRecord
 
-__all__ = ["FALL", "set_aside", "spoiled"]
+__all__ = ["FALL", "measured_again", "set_aside", "spoiled"]
 
 FALL = 0.8
 """A replicate in which every subject ran below this share of its median in the replicates before was spoiled (its
 speed: of a figure to minimize, the inverse)."""
+
+
+def measured_again(campaign: Campaign, reruns: int) -> bool:
+    """Set the campaign's last replicate aside when it was spoiled and fewer than `reruns` were; whether it was."""
+    why = spoiled(campaign) if len(campaign.spoiled) < reruns else ""
+    if why:
+        set_aside(campaign, why)
+    return bool(why)
 
 
 def spoiled(campaign: Campaign) -> str:
