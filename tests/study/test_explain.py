@@ -98,6 +98,7 @@ def test_ddmin_finds_the_pair_among_many_without_a_process() -> None:
     assert len({c.to_dict().__repr__() for c in runs}) == len(runs), "a configuration was probed twice"
 
 
+@pytest.mark.slow  # several short runs in fresh processes: about 20 s; the narrowing's rules run above
 def test_a_compiled_optimizer_step_that_skips_its_update_is_narrowed_to_it() -> None:
     config = CompileConfig(
         compile_optimizer=True, dynamic=False, knobs={"optimizer_mode": "max-autotune-no-cudagraphs", "fullgraph": True}
@@ -109,6 +110,7 @@ def test_a_compiled_optimizer_step_that_skips_its_update_is_narrowed_to_it() -> 
     assert "update of" in found.messages[-1]
 
 
+@pytest.mark.slow  # several short runs in fresh processes: about 20 s
 def test_a_failure_that_needs_two_settings_names_both_and_only_them() -> None:
     config = CompileConfig(
         compile_optimizer=True,

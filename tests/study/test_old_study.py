@@ -137,6 +137,7 @@ def test_an_old_study_resumes_with_one_more_trial_and_keeps_what_it_held(old: Pa
     assert exported.study["trials"]["total"] == 4 and exported.study["doctor"] == before.doctor
 
 
+@pytest.mark.parallel  # asserts what the retune writes; its paired windows and a 30% regression bound shrug off a neighbour
 def test_an_old_study_retunes(old: Path) -> None:
     code, out = _run_cli(
         "retune", str(old / "best.yaml"), "--space", WIDE, "--trials", "1", "--replicates", "2",

@@ -47,6 +47,7 @@ def test_no_kind_serving_a_workload_is_an_error_naming_the_kinds(monkeypatch: py
         step_of(resolve("tests.trial_targets.workloads:tiny_infer"))
 
 
+@pytest.mark.slow  # a whole search: half a minute of the fast tier's ten; the kind's own rules run above
 def test_a_search_of_a_workload_with_its_own_kind_of_step_checks_measures_and_exports(tmp_path: Path) -> None:
     out = tmp_path / "out"
     done = subprocess.run(
