@@ -178,6 +178,41 @@ def test_a_cache_proof_saves_in_the_first_replicate_and_starts_the_leader_from_i
     assert third == {n: replace(r, save_cache_path=None) for n, r in first.items()}, "then as without the proof"
 
 
+def test_a_cache_proof_s_replicate_set_aside_saves_again_and_the_next_loads(
+    harness, stand, monkeypatch, tmp_path
+) -> None:
+    fake = stand({"eager": [50.0], "compile": [100.0], "trial 7": [130.0, 131.0, 129.0]})
+    fake.busy = {0}  # the saving replicate ran beside a neighbour
+    asked: list[dict[str, TrialRequest]] = []
+
+    def replicate(requests, groups, **kw):
+        asked.append(dict(requests))
+        done, runs, partners = fake.replicate(requests, groups, **kw)
+        for name, request in requests.items():
+            if request.save_cache_path:
+                Path(request.save_cache_path).write_bytes(b"artifacts")
+                saved = CacheSaved(saved=True, bytes=9, sha256="0" * 64, artifacts={"inductor": 1})
+                runs[name] = replace(runs[name], cache_saved=saved)
+            if request.load_cache_path:
+                loaded = CacheLoaded(loaded={"inductor": 1}, load_seconds=0.25)
+                runs[name] = replace(
+                    runs[name], cache_loaded=loaded, compiled=fake_records.compiled(compile_seconds=1.5)
+                )
+        return done, runs, partners
+
+    monkeypatch.setattr(_lab, "run_replicate", replicate)
+    proof = CacheProof(tmp_path / "proof")
+    result = engine.measure(
+        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=3, max_replicates=6), cache_proof=proof,
+        cache_root=tmp_path / "caches",
+    )  # fmt: skip
+    assert len(result.spoiled) == 1 and result.spoiled[0].startswith("replicate 1: ")
+    set_aside, first, second, *_ = asked
+    assert {n for n, r in set_aside.items() if r.save_cache_path} == {n for n, r in first.items() if r.save_cache_path}
+    assert [n for n, r in second.items() if r.load_cache_path] == ["trial 7"], "the leader loads in the next one"
+    assert all(s.replicate == 1 for s in proof.saved.values()) and proof.loaded["trial 7"].replicate == 2
+
+
 def test_the_cache_proof_s_start_up_does_not_size_later_replicates(harness, stand, monkeypatch, tmp_path) -> None:
     # The proof's replicate starts the leader from its file, which compiles again on a CPU: 28 s against 8 s.
     fake = stand({"eager": [50.0, 51.0, 49.0], "compile": [100.0, 104.0, 97.0], "trial 7": [130.0, 128.0, 133.0]})

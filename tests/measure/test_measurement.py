@@ -457,9 +457,11 @@ def test_validate_with_cold_compiles_gives_compile_time_an_interval_from_real_co
     )  # fmt: skip
     printed = capsys.readouterr()
     assert code == cli.EXIT_OK, printed.err
-    # Each configuration compiled cold twice more, once before each replicate; eager, which compiles nothing, did not.
-    assert printed.err.count("cold compile before replicate 1: ") == 2, printed.err
-    assert printed.err.count("cold compile before replicate 2: ") == 2
+    # Each configuration compiled cold once more before each replicate (again before one measured again, where the
+    # test beside this one kept the machine busy); eager, which compiles nothing, did not.
+    for replicate in (1, 2):
+        compiled = printed.err.count(f"cold compile before replicate {replicate}: ")
+        assert compiled >= 2 and compiled % 2 == 0, printed.err
     assert "cold compile before replicate 1: eager" not in printed.err
     assert "(2 cold)" in printed.out, "the table's compile seconds carry their interval"
     assert "against plain torch.compile [" in printed.out and "(the mean of 2 paired cold compiles, 95%)" in printed.out

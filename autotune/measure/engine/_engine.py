@@ -118,7 +118,7 @@ def measure(
                 on_replicate(campaign, rules)
             cold = cold_compiles(harness, campaign, root, rng, lab, on_run) if rules.cold_compiles else 0.0
             next_replicate(harness, campaign, requests, rules, rng, on_run, lab, cold, cache_proof)
-            if measured_again(campaign, rules.reruns):
+            if measured_again(campaign, rules.reruns, cache_proof):
                 continue  # spoiled by a busy machine: set aside, not counted (`_spoiled`)
             if planning and campaign.replicate_count == 1 and asked.seconds is not None and campaign.replicates:
                 # Planned again from what the first replicate cost, not the first runs' guess at it: no look has been

@@ -104,6 +104,13 @@ class CacheProof:
             shutil.rmtree(folder, ignore_errors=True)
         self._scratch.clear()
 
+    def forget(self, replicate: int) -> None:
+        """Take back what the campaign's `replicate` (from 1) saved and loaded: it was set aside, measured on a busy
+        machine, and the replicate that runs in its place saves or loads again."""
+        self.saved = {name: saved for name, saved in self.saved.items() if saved.replicate != replicate}
+        self.loaded = {name: loaded for name, loaded in self.loaded.items() if loaded.replicate != replicate}
+        self.replicates = max(self.replicates - 1, 0)
+
 
 def path_name(name: str) -> str:
     """`name` as a file or folder name: anything but letters, digits and '-_.' becomes '-'."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import statistics
 
 from autotune.measure.engine._campaign import Campaign
+from autotune.measure.engine._proof import CacheProof
 from autotune.trial.run_record import RunRecord
 
 __all__ = ["FALL", "measured_again", "set_aside", "spoiled"]
@@ -24,10 +25,13 @@ FALL = 0.8
 speed: of a figure to minimize, the inverse)."""
 
 
-def measured_again(campaign: Campaign, reruns: int) -> bool:
-    """Set the campaign's last replicate aside when it was spoiled and fewer than `reruns` were; whether it was."""
+def measured_again(campaign: Campaign, reruns: int, proof: CacheProof | None = None) -> bool:
+    """Set the campaign's last replicate aside when it was spoiled and fewer than `reruns` were, with what it saved or
+    loaded for the compile cache's `proof`; whether it was."""
     why = spoiled(campaign) if len(campaign.spoiled) < reruns else ""
     if why:
+        if proof is not None:
+            proof.forget(campaign.replicate_count)
         set_aside(campaign, why)
     return bool(why)
 
