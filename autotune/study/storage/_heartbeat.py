@@ -118,6 +118,9 @@ def _fail_silent(study: optuna.Study, storage: Any, grace: int) -> None:
     running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
     silent = []
     with _silence_lock:
+        ended = [k for k in _silence if k[:2] == (id(storage), study.study_name)]
+        for key in set(ended) - {(id(storage), study.study_name, t.number) for t in running}:
+            del _silence[key]  # finished since: nothing more to watch
         for frozen in running:
             key = (id(storage), study.study_name, frozen.number)
             beat = frozen.system_attrs.get(BEAT_KEY)
