@@ -137,10 +137,8 @@ def test_a_subject_with_a_first_run_and_its_cache_is_not_run_cold_again(harness,
     assert fake.first == ["eager", "compile", "trial 7"], "its cache is gone: it runs cold again to fill one"
 
 
-def test_a_cache_proof_saves_in_the_first_replicate_and_starts_the_leader_from_its_file_in_the_second(
-    harness, stand, monkeypatch, tmp_path
-) -> None:
-    fake = stand({"eager": [50.0], "compile": [100.0], "trial 7": [130.0, 131.0, 129.0]})
+def _saving_and_loading(fake: Stand, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, TrialRequest]]:
+    """Replicates run as workers run them for a cache proof; returns every replicate's requests, in order."""
     asked: list[dict[str, TrialRequest]] = []
 
     def replicate(requests, groups, **kw):
@@ -159,6 +157,14 @@ def test_a_cache_proof_saves_in_the_first_replicate_and_starts_the_leader_from_i
         return done, runs, partners
 
     monkeypatch.setattr(_lab, "run_replicate", replicate)
+    return asked
+
+
+def test_a_cache_proof_saves_in_the_first_replicate_and_starts_the_leader_from_its_file_in_the_second(
+    harness, stand, monkeypatch, tmp_path
+) -> None:
+    fake = stand({"eager": [50.0], "compile": [100.0], "trial 7": [130.0, 131.0, 129.0]})
+    asked = _saving_and_loading(fake, monkeypatch)
     proof = CacheProof(tmp_path / "proof")
     engine.measure(
         harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=3, max_replicates=6), cache_proof=proof,
@@ -183,24 +189,7 @@ def test_a_cache_proof_s_replicate_set_aside_saves_again_and_the_next_loads(
 ) -> None:
     fake = stand({"eager": [50.0], "compile": [100.0], "trial 7": [130.0, 131.0, 129.0]})
     fake.busy = {0}  # the saving replicate ran beside a neighbour
-    asked: list[dict[str, TrialRequest]] = []
-
-    def replicate(requests, groups, **kw):
-        asked.append(dict(requests))
-        done, runs, partners = fake.replicate(requests, groups, **kw)
-        for name, request in requests.items():
-            if request.save_cache_path:
-                Path(request.save_cache_path).write_bytes(b"artifacts")
-                saved = CacheSaved(saved=True, bytes=9, sha256="0" * 64, artifacts={"inductor": 1})
-                runs[name] = replace(runs[name], cache_saved=saved)
-            if request.load_cache_path:
-                loaded = CacheLoaded(loaded={"inductor": 1}, load_seconds=0.25)
-                runs[name] = replace(
-                    runs[name], cache_loaded=loaded, compiled=fake_records.compiled(compile_seconds=1.5)
-                )
-        return done, runs, partners
-
-    monkeypatch.setattr(_lab, "run_replicate", replicate)
+    asked = _saving_and_loading(fake, monkeypatch)
     proof = CacheProof(tmp_path / "proof")
     result = engine.measure(
         harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=3, max_replicates=6), cache_proof=proof,
