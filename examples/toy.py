@@ -29,11 +29,12 @@ class LMOutput(NamedTuple):
 
 
 class Block(nn.Module):
-    """Pre-norm attention and MLP, like a GPT-2 block."""
+    """Pre-norm attention and MLP, like a GPT-2 block, with GPT-2's dropout on each residual branch (none by default)."""
 
-    def __init__(self, dim: int, heads: int) -> None:
+    def __init__(self, dim: int, heads: int, dropout: float = 0.0) -> None:
         super().__init__()
         self.heads = heads
+        self.dropout: nn.Module = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.norm1 = nn.LayerNorm(dim)
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
@@ -46,8 +47,8 @@ class Block(nn.Module):
         causal = torch.ones(length, length, dtype=torch.bool, device=x.device).tril()
         allowed = causal & attention_mask[:, None, None, :].bool()
         y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=allowed)
-        x = x + self.proj(y.transpose(1, 2).reshape(batch, length, dim))
-        return x + self.mlp(self.norm2(x))
+        x = x + self.dropout(self.proj(y.transpose(1, 2).reshape(batch, length, dim)))
+        return x + self.dropout(self.mlp(self.norm2(x)))
 
 
 class Embeddings(nn.Module):
@@ -62,9 +63,9 @@ class Embeddings(nn.Module):
 
 
 class Encoder(nn.Module):
-    def __init__(self, dim: int, heads: int, depth: int) -> None:
+    def __init__(self, dim: int, heads: int, depth: int, dropout: float = 0.0) -> None:
         super().__init__()
-        self.blocks = nn.ModuleList(Block(dim, heads) for _ in range(depth))
+        self.blocks = nn.ModuleList(Block(dim, heads, dropout) for _ in range(depth))
 
     def forward(self, x: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         for block in self.blocks:
@@ -75,10 +76,10 @@ class Encoder(nn.Module):
 class ToyLM(nn.Module):
     """Token and position embeddings, `depth` blocks, a norm and a vocabulary head."""
 
-    def __init__(self, dim: int = 64, heads: int = 4, depth: int = 3) -> None:
+    def __init__(self, dim: int = 64, heads: int = 4, depth: int = 3, dropout: float = 0.0) -> None:
         super().__init__()
         self.embed = Embeddings(dim)
-        self.encoder = Encoder(dim, heads, depth)
+        self.encoder = Encoder(dim, heads, depth, dropout)
         self.head = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, VOCAB))
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor) -> LMOutput:
@@ -103,10 +104,10 @@ def make_batches(
     return batches
 
 
-def model() -> Workload:
+def model(dropout: float = 0.0) -> Workload:
     """The toy workload: train ToyLM with AdamW on 8 variable-length batches."""
     return Workload(
-        model=ToyLM(),
+        model=ToyLM(dropout=dropout),
         batches=make_batches,
         task="train",
         optimizer=lambda params: torch.optim.AdamW(params, lr=1e-3),
@@ -115,3 +116,8 @@ def model() -> Workload:
         # make_batches never draws a sequence longer than 64: what 'max' padding pads to.
         max_lengths={"input_ids": 64, "attention_mask": 64, "labels": 64},
     )
+
+
+def model_with_dropout() -> Workload:
+    """The toy workload with dropout at 0.1 on every residual branch, as GPT-2 trains."""
+    return model(dropout=0.1)

@@ -20,6 +20,7 @@ _NEEDS = {
     "dynamic inputs": "declared dynamic inputs",
     "precision changes": "`--allow-precision-changes`",
     "one graph": "no graph break where plain `torch.compile` ran",
+    "dropout in training": "a training workload whose model has dropout",
 }
 """What each of a knob's needs asks of the workload or the search, in words."""
 

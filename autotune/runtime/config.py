@@ -294,6 +294,12 @@ class CompileConfig:
         """Whether some shapes are meant to run eagerly after warm-up (a recompile limit or the eager stance)."""
         return any(knob(name).falls_back_to_eager for name in self.knobs)
 
+    @property
+    def random_as_eager(self) -> bool:
+        """Whether the compiled code draws random numbers as eager does: a training step with dropout is then checked
+        in train mode (`autotune.runtime.knobs.random_as_eager`)."""
+        return any(knob(name).random_as_eager for name in self.knobs)
+
     def optimizer_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for `torch.compile(optimizer.step, ...)`."""
         kwargs: dict[str, Any] = {"fullgraph": False}

@@ -45,6 +45,8 @@ class WorkloadSummary:
     """Micro-batches per optimizer step (gradient accumulation) the workload was measured with."""
     own_step: bool = False
     """Whether the workload runs the user's own training step (`Workload.step`), which calls loss.backward() itself."""
+    dropout: bool = False
+    """Whether the model has dropout (a dropout layer with a probability above 0): its training draws random numbers."""
 
     @property
     def trains(self) -> bool:
@@ -60,6 +62,7 @@ class WorkloadSummary:
             "dynamic inputs": bool(self.dynamic_dims),
             "precision changes": allow_precision_changes,
             "one graph": graph_breaks == 0,
+            "dropout in training": self.trains and self.dropout,
         }[need]
 
     def __post_init__(self) -> None:
@@ -77,8 +80,9 @@ class WorkloadSummary:
         steps = self.accumulation_steps
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
             raise ConfigError(f"workload.accumulation_steps: {quote(steps)} must be an integer >= 1.")
-        if not isinstance(self.own_step, bool):
-            raise ConfigError(f"workload.own_step: {quote(self.own_step)} must be true or false.")
+        for name in ("own_step", "dropout"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"workload.{name}: {quote(getattr(self, name))} must be true or false.")
         for path in (*self.modules, *self.blocks):
             validate_module_path(path, "workload.modules/blocks")
         object.__setattr__(self, "dynamic_dims", checked_dims(self.dynamic_dims, error=ConfigError))
@@ -125,6 +129,7 @@ class WorkloadSummary:
             "autocast": self.autocast,
             "accumulation_steps": self.accumulation_steps,
             "own_step": self.own_step,
+            "dropout": self.dropout,
         }
 
     @classmethod

@@ -465,6 +465,7 @@ def _payload(request: TrialRequest, workdir: Path) -> dict[str, Any]:
         uses_cuda_graphs=request.uses_cuda_graphs,
         falls_back_to_eager=request.falls_back_to_eager,
         changes_precision=request.changes_precision,
+        random_as_eager=request.random_as_eager,
         source=request.source,
         source_path=str(workdir / "apply_compilation.py"),
         save_cache_path=request.save_cache_path,

@@ -201,7 +201,9 @@ class WorkerRun:
         began = time.perf_counter()
         if checking and self.step.kind.trains:
             assert self.optimizer is not None, "a training workload builds its optimizer"
-            reference = WholeStepReference.of(self.workload, self.model, self.optimizer, self.batches, self.step)
+            reference = WholeStepReference.of(
+                self.workload, self.model, self.optimizer, self.batches, self.step, self.request.random_as_eager
+            )
             reference.optimizer_compiled = hasattr(self.generated, "OPTIMIZER_COMPILE_KWARGS")
             # The optimizer and what `setup` built beside it (a scheduler, a scaler) moved on with eager's steps:
             # built afresh, the compiled steps start where eager's did.

@@ -26,7 +26,7 @@ from torch import nn
 from autotune.trial.accuracy import compare, tensor_leaves
 from autotune.trial.compile_counts import frames_compiled
 from autotune.trial.failure import TrialFailure
-from autotune.trial.references import UPDATE_SIZE_LIMIT, EagerReference, WholeStepReference, same_shapes
+from autotune.trial.references import CHECK_SEED, UPDATE_SIZE_LIMIT, EagerReference, WholeStepReference, same_shapes
 from autotune.workload.steps import StepRunner
 
 __all__ = ["RECORDED_FILE", "RecordedReference", "recorded_path"]
@@ -129,6 +129,7 @@ class RecordedReference:
             return time.perf_counter() - started
         assert self.losses is not None and optimizer is not None
         model.train(not self.eval_mode)
+        torch.manual_seed(CHECK_SEED)  # as the first run's eager steps drew: the same dropout masks
         first, other = batches[0], next((b for b in batches[1:] if same_shapes(b, batches[0])), batches[0])
         accumulation = step.workload.accumulation_steps
         name, before = None, None

@@ -139,6 +139,9 @@ class WorkerOrder(WireRecord):
     uses_cuda_graphs: bool
     falls_back_to_eager: bool
     changes_precision: bool
+    random_as_eager: bool = False
+    """The configuration draws random numbers as eager does: a training step with dropout is checked in train mode,
+    eager's and the compiled steps drawing from the same seed."""
     source: str | None
     """The generated apply_compilation.py; None: eager."""
     source_path: str

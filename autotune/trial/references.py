@@ -19,17 +19,17 @@ from autotune.trial.compile_counts import (
     frames_compiled,
 )
 from autotune.trial.failure import TrialFailure, classify
-from autotune.workload import Workload
+from autotune.workload import Workload, has_dropout
 from autotune.workload.steps import StepRunner
 
 __all__ = [
+    "CHECK_SEED",
     "CHECKED_STEPS",
     "CHECKED_STEPS_UNDER_CUDA_GRAPHS",
     "TRACED_STEPS",
     "EagerReference",
     "StepFigures",
     "WholeStepReference",
-    "has_dropout",
     "same_shapes",
 ]
 
@@ -118,6 +118,9 @@ and the first step that differs is named."""
 CHECKED_STEPS_UNDER_CUDA_GRAPHS = 3
 """Under CUDA graphs: their trees warm up on a function's first call and record on its second, so that the third
 step replays a recording, on another batch than the one it was recorded on."""
+CHECK_SEED = 20_240
+"""torch's generator is seeded with this before the check's eager steps and before its compiled ones (a later run's
+too), so that whatever the step draws from it (dropout's masks, in train mode) is drawn alike."""
 NOISE = 1e-3
 """An element whose eager gradient is below this share of the gradients' root mean square holds rounding noise: its
 update is not compared (Adam-like optimizers turn noise into a full step, of either sign)."""
@@ -157,8 +160,10 @@ class WholeStepReference:
     reads a learning rate baked in as a constant, or does nothing, and accumulation whose second
     micro-batch overwrites the first, all change what is compared. The eager steps run before
     the compile clock starts; the model's weights are put back afterwards and the optimizer is
-    built afresh, so the compiled steps start where eager's did. With dropout in the model, both run in eval
-    mode, since compiled and eager dropout draw different random numbers.
+    built afresh, so the compiled steps start where eager's did. Both start from the same seed
+    (`CHECK_SEED`). With dropout in the model, both run in train mode where the configuration draws
+    random numbers as eager does (`random_as_eager`), its masks compared too; otherwise in eval mode,
+    since compiled and eager dropout draw different random numbers, and training compiles again.
     """
 
     workload: Workload
@@ -187,10 +192,12 @@ class WholeStepReference:
         optimizer: torch.optim.Optimizer,
         batches: list[Any],
         step: StepRunner,
+        random_as_eager: bool = False,
     ) -> WholeStepReference:
         """Run eager's steps and keep what they computed; the model's weights are put back afterwards. The optimizer
         (and what the workload's `setup` built beside it) has moved on: the caller builds them afresh."""
-        eval_mode = has_dropout(model)
+        # Compiled dropout draws other masks than eager's unless the configuration draws random numbers as eager does.
+        eval_mode = has_dropout(model) and not random_as_eager
         first = batches[0]
         other = next((b for b in batches[1:] if same_shapes(b, first)), first)
         compared = CHECKED_STEPS_UNDER_CUDA_GRAPHS if step.cuda_graphs else CHECKED_STEPS
@@ -215,6 +222,7 @@ class WholeStepReference:
         optimizer step (each parameter's as last accumulated, a whole cycle's, before the step clips or applies
         them), the weights after its first and last optimizer steps, and one piece of the optimizer's state."""
         model.train(not self.eval_mode)
+        torch.manual_seed(CHECK_SEED)  # eager's steps and the compiled ones draw the same dropout masks
         accumulation = self.workload.accumulation_steps
         losses: list[torch.Tensor] = []
         grads: dict[str, torch.Tensor | None] = {n: None for n, p in model.named_parameters() if p.requires_grad}
@@ -455,7 +463,3 @@ def _state_piece(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[st
             if isinstance(value, torch.Tensor) and value.is_floating_point() and value.shape == parameter.shape:
                 return f"{key} of {name}", value.detach().cpu().clone()
     return None
-
-
-def has_dropout(model: nn.Module) -> bool:
-    return any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules())

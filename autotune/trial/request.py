@@ -107,6 +107,8 @@ class TrialRequest:
     """The configuration runs some shapes eagerly on purpose (a recompile limit): hitting the limit is no failure."""
     changes_precision: bool = False
     """The configuration changes numerics: its accuracy is checked against `PRECISION_TOLERANCE`."""
+    random_as_eager: bool = False
+    """The configuration draws random numbers as eager does: a training step with dropout is checked in train mode."""
     timeout: float = 900.0
     """Hard wall-clock limit, in seconds, for the worker to be ready (build, compile, warm up), and for each window."""
     cache_dir: str | None = None

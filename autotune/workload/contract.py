@@ -292,7 +292,13 @@ class Workload:
             autocast=next((n for n, d in AUTOCAST_DTYPES.items() if d == self.autocast), None),
             accumulation_steps=self.accumulation_steps,
             own_step=self.step is not None,
+            dropout=has_dropout(self.model),
         )
+
+
+def has_dropout(model: nn.Module) -> bool:
+    """Whether the model has a dropout layer with a probability above 0 (nn.Dropout, nn.Dropout1d/2d/3d...)."""
+    return any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules())
 
 
 def _checked_max_lengths(lengths: object, dims: Mapping[InputKey, Sequence[int]]) -> dict[InputKey, dict[int, int]]:

@@ -137,6 +137,32 @@ def wrong_when_compiled() -> Workload:
     return tiny(model=WrongWhenCompiled())
 
 
+class DropoutMLP(TinyMLP):
+    """TinyMLP with dropout at 0.1 between its layers, as a GPT-style model has after attention and the MLP."""
+
+    def __init__(self) -> None:
+        super().__init__(bias=False)
+        self.body[1] = nn.Dropout(0.1)
+
+
+class DropsMoreWhenCompiled(DropoutMLP):
+    """Right eagerly; compiled, its dropout drops three times as much: only a check in train mode can see it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dropout = self.body[1]
+        p = 3 * dropout.p if torch.compiler.is_compiling() else dropout.p
+        hidden = nn.functional.dropout(self.body[0](x), p, self.training)
+        return self.head(self.body[2](hidden))
+
+
+def dropout_train() -> Workload:
+    return tiny("train", model=DropoutMLP())
+
+
+def drops_more_when_compiled() -> Workload:
+    return tiny("train", model=DropsMoreWhenCompiled())
+
+
 def recompiles() -> Workload:
     """Four batch sizes under dynamic=False and a recompile limit of 2: dynamo falls back to eager.
 

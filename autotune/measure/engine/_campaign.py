@@ -108,6 +108,7 @@ class Harness:
             uses_cuda_graphs=bool(config and config.uses_cuda_graphs),
             falls_back_to_eager=bool(config and config.falls_back_to_eager),
             changes_precision=bool(config and config.changes_precision),
+            random_as_eager=bool(config and config.random_as_eager),
             timeout=self.timeout,
             cache_dir=cache_dir,
             cpus=self.cpus,

@@ -32,7 +32,9 @@ __all__ = [
     "same_value",
 ]
 
-Need = Literal["training", "autotune's backward", "dynamic inputs", "precision changes", "one graph"]
+Need = Literal[
+    "training", "autotune's backward", "dynamic inputs", "precision changes", "one graph", "dropout in training"
+]
 """What a dimension may need of the workload or the search; without it only its neutral choice stays."""
 
 APPLIES_ONLY_WITH: frozenset[Need] = frozenset({"training", "autotune's backward"})
@@ -154,6 +156,9 @@ class Knob:
     `autotune.runtime.features` probes it: a function or attribute, or 'function:keyword'."""
     falls_back_to_eager: ClassVar[bool] = False
     """Whether a non-neutral value lets some shapes run eagerly after warm-up (the worker then allows it)."""
+    random_as_eager: ClassVar[bool] = False
+    """Whether a non-neutral value makes the compiled code draw random numbers as eager does: the worker then checks a
+    training step with dropout in train mode, its masks compared too, and the model compiles once."""
     changes_numerics: ClassVar[bool] = False
     """Whether a non-neutral value lets results differ from eager beyond rounding: the worker then checks its
     outputs within a looser tolerance, and the generated file says so."""
@@ -165,6 +170,9 @@ class Knob:
     offered: ClassVar[Mapping[str, tuple[Any, ...]]] = {}
     """The bundled spaces that search it, each with the values it lists there (a space file that names the knob
     lists its own)."""
+    neutral_offered: ClassVar[bool] = True
+    """Whether the bundled spaces list its neutral value first among those they offer. False where the neutral value
+    only costs and finds nothing the baselines do not measure (`random_as_eager`: a second compile per trial)."""
 
     @property
     def neutral(self) -> Any:

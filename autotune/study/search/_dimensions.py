@@ -31,6 +31,7 @@ NEEDS: dict[Need, str] = {
     "dynamic inputs": "the workload declares no dynamic inputs",
     "precision changes": "changes numerics; search it with --allow-precision-changes",
     "one graph": "plain torch.compile saw graph breaks, which it turns into failures",
+    "dropout in training": "the model has no dropout, or the workload does not train: nothing random is drawn",
 }
 """Why a dimension's non-neutral choices are dropped where what it `needs` is missing."""
 

@@ -88,7 +88,7 @@ def test_the_bundled_spaces_it_names_exist_and_offer_what_it_allows(name: str) -
     entry = registered()[name]
     assert set(entry.offered) <= set(bundled_spaces())
     for space, values in entry.offered.items():
-        assert values[0] == entry.neutral and all(entry.allows(v) for v in values)
+        assert (values[0] == entry.neutral) == entry.neutral_offered and all(entry.allows(v) for v in values)
         assert load_space(space).knobs[name] == values
 
 
