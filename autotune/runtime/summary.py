@@ -129,7 +129,8 @@ class WorkloadSummary:
             "autocast": self.autocast,
             "accumulation_steps": self.accumulation_steps,
             "own_step": self.own_step,
-            "dropout": self.dropout,
+            # Only where true: a workload written before it was recorded reads, and writes, as it did.
+            **({"dropout": True} if self.dropout else {}),
         }
 
     @classmethod

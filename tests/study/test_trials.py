@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from dataclasses import replace
 from types import SimpleNamespace
 
 import optuna
@@ -15,7 +16,7 @@ from autotune.errors import SearchError
 from autotune.measure import Harness, Objective, Paired, Throughput
 from autotune.measure.tasks import LiveReference
 from autotune.runtime.summary import WorkloadSummary
-from autotune.study.search import Monitor, SearchOptions, TrialLoop, compile_limit
+from autotune.study.search import Monitor, SearchOptions, SearchSpace, TrialLoop, compile_limit
 from autotune.study.storage import TRIAL_KEY, ReferenceLevels, TrialRecord, read_study_record, record_of
 from autotune.trial.records import Event, Paused, PhaseChange
 from tests import fake_records
@@ -157,14 +158,21 @@ def paired(trial_seconds: list[float], reference_seconds: list[float], over_eage
     return result
 
 
+def quick_space() -> SearchSpace:
+    """The quick space as a model without dropout sees it: plain compile's configuration is one of its answers."""
+    from autotune.study.search import load_space
+
+    quick = load_space("quick")
+    return replace(quick, knobs={k: v for k, v in quick.knobs.items() if k != "random_as_eager"})
+
+
 def measuring_loop(monkeypatch: pytest.MonkeyPatch) -> tuple[TrialLoop, Paired]:
     """A loop whose every trial measures 1.5x the live reference (rated 200 samples/s, 2x eager), run for nothing."""
     from autotune.study.search import _loop as trials_module
-    from autotune.study.search import load_space
     from autotune.trial.request import TrialRun
 
     loop = loop_with(optuna.trial.TrialState.COMPLETE)
-    loop.space = load_space("quick")
+    loop.space = quick_space()
     loop.baselines = {"eager": {"samples_per_second": 100.0}, "compile": {"samples_per_second": 200.0}}
     monkeypatch.setattr(Harness, "source", lambda self, config, created: "# generated")
     monkeypatch.setattr(Harness, "request", lambda self, config, source, cache_dir: None)
@@ -259,11 +267,10 @@ def test_pruning_savings_come_from_each_trial_s_own_measurements() -> None:
 def test_speedups_name_the_host_whose_baselines_they_compare_with(monkeypatch) -> None:
     from autotune.runtime import environment
     from autotune.study.search import _loop as trials_module
-    from autotune.study.search import load_space
     from autotune.trial.request import TrialRun
 
     loop = loop_with(optuna.trial.TrialState.COMPLETE)
-    loop.space = load_space("quick")
+    loop.space = quick_space()
     loop.baselines = {"eager": {"samples_per_second": 100.0}, "compile": {"samples_per_second": 200.0}}
     loop.host = environment.host_key({"torch": "2.13.0", "device_name": "cpu"})
     assert loop.host != environment.host_key({"torch": "2.12.0", "device_name": "cpu"})
