@@ -550,8 +550,10 @@ NULL_REPLICATES = 5.0
 """The most replicates a `default` campaign with no gain to find may take on average, at every spread."""
 POWER = {(0.02, 1.05): 0.90, (0.05, 1.10): 0.80}
 """The least share of `default` campaigns that export a real gain, by (spread, true ratio), under `plain` noise, where
-the spread is what it says; `machine` noise's runs fail (a candidate that fails once is never exported) and its
-candidate with the gain scatters 1.3 times as much, so its power is reported, not bounded."""
+the spread is what it says."""
+MACHINE_POWER = {(0.02, 1.05): 0.85}
+"""The same under `machine` noise, whose candidate with the gain scatters 1.3 times as much, whose processes jump
+between levels and whose runs time out (a replicate measured again, once a subject) or meet a busy neighbour."""
 
 
 def check(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -573,8 +575,8 @@ def check(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         front = r.get("objective") == "pareto"
         if r["true_ratio"] <= 1.0 and not front and r["mean_replicates"] > NULL_REPLICATES:
             broken.append(f"{name}: {r['mean_replicates']:.1f} replicates with no gain to find > {NULL_REPLICATES:g}")
-        need = POWER.get((r["spread"], r["true_ratio"]))
-        if need is not None and r["noise"] == "plain" and "objective" not in r and r["exported"] < need:
+        need = (POWER if r["noise"] == "plain" else MACHINE_POWER).get((r["spread"], r["true_ratio"]))
+        if need is not None and "objective" not in r and r["exported"] < need:
             broken.append(f"{name}: power {r['exported']:.1%} < {need:.0%}")
     return broken
 

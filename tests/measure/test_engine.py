@@ -53,10 +53,11 @@ def test_a_configuration_that_failed_leads_nothing() -> None:
 
 def test_plain_compile_runs_again_after_one_failed_replicate_and_a_configuration_does_not(harness, stand) -> None:
     # Plain compile's failure would hand eager the lead, a claim: it runs again, and one failure decides nothing.
-    # A configuration that failed once leaves the race: it is never exported.
+    # A configuration that failed once leaves the race: it is never exported. (No replicate is measured again here:
+    # a first timeout would be, `test_a_first_timeout_is_measured_again_and_a_second_counts`.)
     fake = stand({"eager": [50.0], "compile": [100.0, None, 100.0], "trial 7": [130.0, 131.0, None, 129.0]})
     result = engine.measure(
-        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=4, max_replicates=4)
+        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=4, max_replicates=4, reruns=0)
     )
     assert all("compile" in names for names in fake.replicates), fake.replicates
     assert [("trial 7" in names) for names in fake.replicates] == [True, True, True, False]
@@ -65,10 +66,28 @@ def test_plain_compile_runs_again_after_one_failed_replicate_and_a_configuration
     assert result.reproduced_failure("trial 7") is None and result.failure("trial 7") is not None
     again = stand({"eager": [50.0], "compile": [100.0, None], "trial 7": [130.0]})
     twice = engine.measure(
-        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=4, max_replicates=4)
+        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=4, max_replicates=4, reruns=0)
     )
     assert twice.failure_note("compile") == "in replicates 2 and 4 (reproduced)"
     assert "compile" not in twice.racing() and len(again.replicates) == 4
+
+
+def test_a_first_timeout_is_measured_again_and_a_second_counts(harness, stand) -> None:
+    # A loaded machine's timeout says nothing of the configuration: the replicate is set aside and run again. A
+    # configuration that hangs times out again, and that timeout counts: it leaves the race, never exported.
+    fake = stand({"eager": [50.0], "compile": [100.0], "trial 7": [130.0, None, 131.0, 129.0]})
+    once = engine.measure(
+        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=3, max_replicates=3)
+    )
+    assert once.spoiled == ["replicate 2: trial 7's run timed out, where every run of it before completed"]
+    assert len(fake.replicates) == 4 and once.replicate_count == 3 and once.failure("trial 7") is None
+    assert [r.samples_per_second for r in once.complete_runs("trial 7")] == pytest.approx([130.0, 131.0, 129.0])
+    hangs = stand({"eager": [50.0], "compile": [100.0], "trial 7": [130.0, None, None, 129.0]})
+    twice = engine.measure(
+        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=3, max_replicates=3)
+    )
+    assert len(twice.spoiled) == 1 and [("trial 7" in names) for names in hangs.replicates] == [True, True, True, False]
+    assert twice.failure_note("trial 7") == "replicate 2 failed (timeout): it left the race, and is never exported"
 
 
 def test_replicates_where_either_side_failed_are_left_out_of_a_ratio() -> None:

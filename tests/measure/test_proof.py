@@ -292,9 +292,9 @@ def test_the_simulation_drives_the_real_engine_and_finds_what_it_was_given(tmp_p
     assert slower["exported"] == 0 and slower["claimed_gain"] == 0
     assert faster["exported"] == 1.0 and faster["covered"] >= 0.9
     assert slower["mean_replicates"] == 3, "no gain to find: every campaign stops at its first look"
-    # On a shared machine some runs fail, and a candidate that fails once is never exported: a real 10% gain is
-    # found less often than on the quiet stand-ins, by about the share of campaigns in which its runs failed.
-    assert 0.75 < shared_faster["exported"] < 1.0, shared_faster
+    # On a shared machine some runs time out: the replicate is measured again (once for each subject), so a real
+    # 10% gain is found about as often as on the quiet stand-ins.
+    assert shared_faster["exported"] >= 0.95, shared_faster
 
 
 def test_the_simulation_judges_time_to_by_compile_and_steps_not_by_throughput_alone() -> None:
@@ -323,7 +323,7 @@ def test_the_simulation_picks_from_a_pareto_front_as_a_search_with_compile_time_
     slower = decision_error.run_case(decision_error.Case("default", 0.005, 0.98, "plain", "pareto"), 30, seed=4)
     faster = decision_error.run_case(decision_error.Case("default", 0.005, 1.10, "plain", "pareto"), 30, seed=4)
     assert slower["objective"] == "pareto" and slower["exported"] == 0, slower
-    assert slower["mean_replicates"] == 8, "a front keeps every figure: no stop for want of a gain"
+    assert slower["mean_replicates"] == 9, "a front keeps every figure: no stop for want of a gain"
     assert faster["exported"] == 1.0 and faster["covered"] >= 0.9, faster
     assert decision_error.check([slower]) == [], "a front has no stop, so no bound on its replicates"
     assert decision_error.check([{**slower, "objective": "time-to"}]) != []

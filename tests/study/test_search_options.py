@@ -152,11 +152,11 @@ def test_a_device_this_torch_cannot_use_is_refused_before_anything_starts(tmp_pa
 @pytest.mark.parametrize(
     ("flags", "wanted"),
     [
-        ([], {"space": "default", "trials": 20, "confirm": 3, "replicates": 3, "max_replicates": 8}),
+        ([], {"space": "default", "trials": 20, "confirm": 3, "replicates": 3, "max_replicates": 9}),
         (["--effort", "quick"], {"space": "quick", "trials": 8, "confirm": 2, "replicates": 2, "max_replicates": 5}),
         (
             ["--effort", "thorough"],
-            {"space": "thorough", "trials": 60, "confirm": 5, "replicates": 4, "max_replicates": 8},
+            {"space": "thorough", "trials": 60, "confirm": 5, "replicates": 4, "max_replicates": 9},
         ),
         (["--effort", "thorough", "--trials", "3", "--space", "quick"], {"space": "quick", "trials": 3}),
         (["--effort", "quick", "--replicates", "6"], {"replicates": 6, "max_replicates": 6}),

@@ -32,8 +32,10 @@ class CampaignRules:
 
     min_replicates: int = 3
     """Replicates before the campaign may stop."""
-    max_replicates: int = 8
-    """Replicates at most."""
+    max_replicates: int = 9
+    """Replicates at most. Nine, not eight: under the decision-error simulation's shared-machine noise a real 5% gain
+    at a spread of 0.02 was exported in 88% of confirmations against 83% (`examples/decision_error.py`), at the cost
+    of one replicate more in those still undecided after eight."""
     windows: int = 12
     """Windows per subject in each of the first replicates (`first_windows` gives it from the protocol)."""
     most_windows: int = MOST_WINDOWS

@@ -5,7 +5,9 @@ to both: a neighbour that takes the CPU for a minute slows every subject of that
 unequally, and one such replicate can widen every interval of a confirmation past deciding.
 A replicate is spoiled when at least half of its runs saw other processes take the CPU during
 their windows (`RunRecord.noisy`), or when every subject ran far below its own level in the
-replicates before (`FALL`), as they do together only on a busy machine. Its runs are set aside
+replicates before (`FALL`), as they do together only on a busy machine, or when a subject's run
+timed out where every run of it before completed (`timed_out`): a loaded machine's timeout, which
+says nothing of the configuration until it happens again. Its runs are set aside
 (`Campaign.spoiled` says why) and the replicate is run again, at most `CampaignRules.reruns`
 times in a campaign: on a machine busy for good, the campaign goes on with what it gets.
 """
@@ -18,7 +20,7 @@ from autotune.measure.engine._campaign import Campaign
 from autotune.measure.engine._proof import CacheProof
 from autotune.trial.run_record import RunRecord
 
-__all__ = ["FALL", "measured_again", "set_aside", "spoiled"]
+__all__ = ["FALL", "measured_again", "set_aside", "spoiled", "timed_out"]
 
 FALL = 0.8
 """A replicate in which every subject ran below this share of its median in the replicates before was spoiled (its
@@ -47,6 +49,9 @@ def spoiled(campaign: Campaign) -> str:
         record = runs[index] if len(runs) > index else None
         if record is not None and record.complete:
             ran[name] = record
+    late = timed_out(campaign)
+    if late:
+        return late
     if not ran:
         return ""
     busy = [record.noisy for record in ran.values() if record.noisy]
@@ -61,6 +66,28 @@ def spoiled(campaign: Campaign) -> str:
         falls.append(share if campaign.objective.direction == "maximize" else 1.0 / share)
     if len(falls) >= 2 and max(falls) < FALL:
         return f"every subject ran at {min(falls):.0%} to {max(falls):.0%} of its level in the replicates before"
+    return ""
+
+
+def timed_out(campaign: Campaign) -> str:
+    """Which subject's run timed out in the campaign's last replicate, when every run of it before completed (its
+    first, cold run and its replicates) and no timeout of its was set aside before; '' when none did.
+
+    A configuration that hangs times out again in the replicate measured in this one's place, and that
+    timeout counts: one rerun for each subject, at most.
+    """
+    index = campaign.replicate_count - 1
+    for name in campaign.measured():
+        runs = campaign.runs.get(name, [])
+        record = runs[index] if len(runs) > index else None
+        if record is None or record.complete or record.reason != "timeout":
+            continue
+        said = f"{name}'s run timed out"
+        if any(said in why for why in campaign.spoiled):
+            continue
+        first = campaign.cold.get(campaign.subjects[name].same_as or name)
+        if (first is None or first.complete) and all(r is None or r.complete for r in runs[:index]):
+            return f"{said}, where every run of it before completed"
     return ""
 
 

@@ -47,7 +47,7 @@ EFFORTS: dict[str, Effort] = {
         max_replicates=SearchOptions.max_replicates,
         explain_failures=SearchOptions.explain_failures,
     ),
-    "thorough": Effort(space="thorough", trials=60, confirm=5, replicates=4, max_replicates=8, explain_failures=True),
+    "thorough": Effort(space="thorough", trials=60, confirm=5, replicates=4, max_replicates=9, explain_failures=True),
 }
 """`--effort` levels; a flag given explicitly (--space, --trials, ...) overrides its level's value."""
 
