@@ -56,6 +56,7 @@ def _open_at(url: str, start: float) -> str:
     return "ok"
 
 
+@pytest.mark.slow  # a dozen searches started at once: half a minute of two cores
 @pytest.mark.parallel  # times nothing and waits on no tight deadline
 def test_many_processes_creating_one_new_sqlite_study_at_once_all_open_it(tmp_path: Path) -> None:
     context = multiprocessing.get_context("fork")

@@ -105,6 +105,8 @@ def test_an_old_study_exports_what_it_exported_then_and_is_left_as_it_was(old: P
     assert _study(old).user_attrs == before, "exporting writes nothing to the study"
 
 
+# The full tier: a search and a retune of the old study take a minute and a half of the fast tier's ten.
+@pytest.mark.slow
 @pytest.mark.parallel  # asserts what the resumed study holds, not how fast its trial ran (nothing prunes it)
 def test_an_old_study_resumes_with_one_more_trial_and_keeps_what_it_held(old: Path, tmp_path: Path) -> None:
     before = read_study_record(_study(old))
@@ -137,6 +139,7 @@ def test_an_old_study_resumes_with_one_more_trial_and_keeps_what_it_held(old: Pa
     assert exported.study["trials"]["total"] == 4 and exported.study["doctor"] == before.doctor
 
 
+@pytest.mark.slow
 @pytest.mark.parallel  # asserts what the retune writes; its paired windows and a 30% regression bound shrug off a neighbour
 def test_an_old_study_retunes(old: Path) -> None:
     code, out = _run_cli(

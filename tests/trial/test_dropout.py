@@ -21,6 +21,7 @@ def _harness(spec: str) -> Harness:
     return Harness(spec=spec, summary=summary, protocol=RunProtocol(windows=2))
 
 
+@pytest.mark.slow  # Inductor compiles dropout's C++ kernels
 @pytest.mark.parallel  # waits on no clock
 def test_a_model_with_dropout_compiles_once_when_its_random_numbers_are_drawn_as_eager_draws_them() -> None:
     harness = _harness("tests.trial_targets.workloads:dropout_train")
@@ -38,6 +39,7 @@ def test_a_model_with_dropout_compiles_once_when_its_random_numbers_are_drawn_as
     assert twice.graphs > once.graphs, (once.graphs, twice.graphs)
 
 
+@pytest.mark.slow
 @pytest.mark.parallel  # waits on no clock
 def test_a_compiled_dropout_that_drops_more_than_eager_s_fails_the_check_in_train_mode() -> None:
     harness = _harness("tests.trial_targets.workloads:drops_more_when_compiled")
