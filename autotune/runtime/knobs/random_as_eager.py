@@ -6,7 +6,8 @@ in eval mode; training then switched back to train mode, which compiled the mode
 time. With `torch._inductor.config.fallback_random`, the compiled code calls eager's own random
 operators: from the same seed both draw the same masks, the check compares training steps in
 train mode, dropout included, and the model compiles once. On a 2-core CPU it cost 0.3% of a
-training step of four transformer blocks at dropout 0.1 (5 against 5 compiled steps, 12 times).
+training step of four transformer blocks at dropout 0.1 (5 against 5 compiled steps, 12 times,
+one thread, interleaved in one process while a simulation ran beside it: a ratio, not a speed).
 """
 
 from __future__ import annotations
