@@ -22,6 +22,7 @@ def ready(**fields: Any) -> ReadyReport:
         "stream_batches": 10,
         "threads": 1,
         "device_free_mb": None,
+        "device_figures": {},
         "counts": COUNTS,
     }
     return ReadyReport(**{**values, **fields})

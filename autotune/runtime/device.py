@@ -40,6 +40,7 @@ __all__ = [
     "CPP",
     "CUDA_GRAPHS",
     "DEVICE_KINDS",
+    "GPU_FIGURES",
     "OPTION_NEEDS",
     "CORES_PER_COMPILE",
     "MAX_COMPILES_AT_ONCE",
@@ -53,6 +54,7 @@ __all__ = [
     "device_name",
     "parse_device",
     "query_gpu",
+    "query_gpu_fields",
     "recorded_device",
     "to_device",
 ]
@@ -227,6 +229,17 @@ class Device(abc.ABC):
         The work is the same in every process of every study on one kind of device.
         """
 
+    def figures(self) -> dict[str, Any]:
+        """What this process's figures rest on, read where the model runs: the hardware's name, the float32
+        precision and TF32 settings in force (a configuration may change them), and torch's CPU threads."""
+        return {
+            "name": device_name(str(self)),
+            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+            "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+            "tf32_cudnn": torch.backends.cudnn.allow_tf32,
+            "threads": torch.get_num_threads(),
+        }
+
 
 @dataclass(frozen=True)
 class CPUDevice(Device):
@@ -393,6 +406,15 @@ class CUDADevice(Device):
         free, _ = torch.cuda.mem_get_info(self.torch_device)
         return free / 2**20
 
+    def figures(self) -> dict[str, Any]:
+        """The common figures, the compute capability, and the clocks, power limit and temperature the driver reports
+        for this GPU now (nvidia-smi, asked by the GPU's UUID, so the worker's renumbered device is the one asked)."""
+        properties = torch.cuda.get_device_properties(self.torch_device)
+        uuid = str(getattr(properties, "uuid", "") or "")
+        gpu = uuid if not uuid or uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+        said = query_gpu_fields(GPU_FIGURES, gpu or None) if not gpu.startswith("MIG-") else {}
+        return {**super().figures(), "capability": f"{properties.major}.{properties.minor}", **said}
+
     def calibration_probe(self, repeats: int = 3) -> float:
         """A few milliseconds of half-precision 4096x4096 matrix products, timed on the device with CUDA events.
 
@@ -500,6 +522,22 @@ def query_gpu(field: str, gpu: str | None = None) -> str | None:
         return None
     lines = out.stdout.strip().splitlines()
     return lines[0].strip() if lines and lines[0].strip() else None
+
+
+GPU_FIGURES = ("clocks.sm", "clocks.max.sm", "clocks.mem", "clocks.max.mem", "power.limit", "temperature.gpu")
+"""What a GPU's figures ask nvidia-smi: the clocks it runs at against their maximum, its power limit, its heat."""
+
+
+def query_gpu_fields(names: tuple[str, ...], gpu: str | None = None) -> dict[str, str]:
+    """Several `nvidia-smi --query-gpu` fields of `gpu` in one call, by name; those it leaves empty or reports as
+    '[N/A]' left out, and nothing where nvidia-smi is missing or fails."""
+    said = query_gpu(",".join(names), gpu)
+    if said is None:
+        return {}
+    values = [value.strip() for value in said.split(",")]
+    if len(values) != len(names):
+        return {}
+    return {name: value for name, value in zip(names, values, strict=True) if value and "N/A" not in value}
 
 
 def device_name(device: str = "cpu") -> str:

@@ -115,6 +115,7 @@ class WorkerRun:
             stream_batches=len(self.stream),
             threads=torch.get_num_threads(),
             device_free_mb=self.device.free_memory_mb(),
+            device_figures=self.device.figures(),
             counts=DynamoCounts(**dynamo_counts()),
         )
 

@@ -52,7 +52,7 @@ __all__ = [
     "parse_event",
 ]
 
-EVENT_VERSION = 3
+EVENT_VERSION = 4
 """The wire form's version, carried by every event line. Change it whenever a record below gains, loses or renames a
 field or changes a field's meaning: a worker and a parent of different versions then refuse each other at once."""
 
@@ -317,6 +317,8 @@ class ReadyReport(WireRecord):
     """CPU threads torch uses."""
     device_free_mb: float | None
     """Free memory of the device once ready; None where the system does not say."""
+    device_figures: dict[str, Any]
+    """What the figures rest on, read by the worker once ready, the device just run (`Device.figures`)."""
     counts: DynamoCounts
     """Dynamo's counts once ready."""
 

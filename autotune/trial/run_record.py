@@ -11,12 +11,12 @@ from autotune.errors import RecordError
 
 __all__ = ["RUN_RECORD_VERSION", "RunRecord"]
 
-RUN_RECORD_VERSION = 3
+RUN_RECORD_VERSION = 4
 """The form of a run's record. Change it whenever a field is added, removed or renamed, or changes its meaning, and
 say in `from_dict` how the records of the versions before are read."""
-READ_VERSIONS = (1, 2, RUN_RECORD_VERSION)
+READ_VERSIONS = (1, 2, 3, RUN_RECORD_VERSION)
 """Versions read as this one: 1 had no `notes`, which it reads as none; 1 and 2 had no `restart_check_seconds`,
-read as none (their warm restarts' checks were not recorded apart)."""
+read as none (their warm restarts' checks were not recorded apart); 1 to 3 had no `device_figures`, read as none."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,6 +114,10 @@ class RunRecord:
     device_free_mb: float | None = None
     """Free memory of the device when the run was ready (CUDA: the driver's count), for choosing which subjects
     can be alive together."""
+    device_figures: dict[str, Any] = field(default_factory=dict)
+    """What the run's figures rest on, read by its worker once ready (`Device.figures`): the hardware's name, the
+    float32 precision and TF32 settings the configuration left in force, torch's threads; on a GPU its compute
+    capability and the clocks, power limit and temperature the driver reported."""
     probe_seconds: list[float] = field(default_factory=list)
     """The calibration probe, timed before and after measuring: a slower probe means a busier machine."""
     load: list[float] = field(default_factory=list)

@@ -1,7 +1,9 @@
 """One benchmark stage's body: its subject's configurations, each one cold run in a fresh worker (see `_bench`).
 
 Each run's figures are printed as it ends and written to the stage's figures file at once, so a
-stage stopped at its limit keeps the runs it finished.
+stage stopped at its limit keeps the runs it finished. What a run's figures rest on (the device's
+clocks, the TF32 settings in force) is read by the worker that ran it, once ready: the stage's
+`device` is its first completed run's, and each run keeps its own (`device_figures`).
 """
 
 from __future__ import annotations
@@ -13,13 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from autotune.errors import AutotuneError
 from autotune.measure import Harness
 from autotune.measure.tasks import without_cuda_graphs
 from autotune.runtime.config import CompileConfig
-from autotune.runtime.device import device_name, query_gpu
 from autotune.trial.request import RunProtocol
 from autotune.trial.runner import run_trial
 from autotune.workload import resolve
@@ -28,7 +27,7 @@ from examples.gpu_check._bench import subject
 from examples.gpu_check._cost import RUN_COSTS
 from examples.gpu_check._stages import FIGURES_VARIABLE
 
-__all__ = ["BENCH_RUN_FIGURES", "device_figures", "headline", "no_room", "run_subject"]
+__all__ = ["BENCH_RUN_FIGURES", "headline", "no_room", "run_subject"]
 
 BENCH_RUN_FIGURES = (
     "state",
@@ -48,6 +47,7 @@ BENCH_RUN_FIGURES = (
     "recompiles",
     "fresh_recompiles",
     "warmup_passes",
+    "device_figures",
 )
 """A benchmark run's figures, as `RunRecord` names them: `samples_per_second` is the fresh-batch pass's rate and
 `steady_samples_per_second` the settled windows' on the fixed batches."""
@@ -72,7 +72,7 @@ def run_subject(name: str, *, dry_run: bool, seconds: float) -> int:
         "model": entry.model_for(dry_run=dry_run),
         "size": os.environ[SIZE_VARIABLE],
         "note": "each configuration is one cold run: its figures have no interval",
-        "device": device_figures(device),
+        "device": {},
         "runs": {},
     }
     _write(figures)
@@ -93,6 +93,8 @@ def run_subject(name: str, *, dry_run: bool, seconds: float) -> int:
             kept = {k: record[k] for k in (*BENCH_RUN_FIGURES, "message") if record.get(k) not in (None, "", {}, [])}
             kept["configuration"] = config.describe() if config else "eager"
         figures["runs"][label] = kept
+        if not figures["device"] and kept.get("device_figures"):
+            figures["device"] = kept["device_figures"]
         figures["headline"] = headline(figures["runs"])
         _write(figures)
         print(f"{name}: {label}: {json.dumps(kept, default=str)}", flush=True)
@@ -140,20 +142,6 @@ def headline(runs: dict[str, dict[str, Any]]) -> str:
         compiled = run.get("compile_seconds")
         parts.append(f"{rate} (compile {compiled:.0f} s)" if compiled else rate)
     return "; ".join(parts)
-
-
-def device_figures(device: str) -> dict[str, Any]:
-    """The device's clocks (where nvidia-smi says them) and the process's TF32 settings, which the figures rest on."""
-    figures: dict[str, Any] = {
-        "name": device_name(device),
-        "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
-        "tf32_cudnn": torch.backends.cudnn.allow_tf32,
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
-    }
-    if device.startswith("cuda"):
-        for field in ("clocks.sm", "clocks.max.sm", "clocks.mem", "clocks.max.mem", "power.limit", "temperature.gpu"):
-            figures[field] = query_gpu(field)
-    return figures
 
 
 def _write(figures: dict[str, Any]) -> None:

@@ -346,6 +346,30 @@ def test_the_cuda_device_reads_its_figures_from_the_allocator_and_the_driver(mon
     assert gpu.memory_kind == "cuda_allocated"
 
 
+def test_a_gpu_s_figures_ask_the_driver_about_the_gpu_the_worker_sees_by_its_uuid(monkeypatch) -> None:
+    # The worker sees its GPU as cuda:0 whatever the machine numbers it: nvidia-smi is asked by UUID, in one call.
+    properties = SimpleNamespace(major=9, minor=0, uuid="2f1e-77")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "NVIDIA H100")
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: properties)
+    asked: list[tuple[str, str | None]] = []
+    answer = "1980 MHz, 1980 MHz, 2619 MHz, 2619 MHz, [N/A], 41"
+    monkeypatch.setattr(device_module, "query_gpu", lambda field, gpu=None: asked.append((field, gpu)) or answer)
+    figures = parse_device("cuda:0").figures()
+    assert asked == [(",".join(device_module.GPU_FIGURES), "GPU-2f1e-77")]
+    assert figures["name"] == "NVIDIA H100" and figures["capability"] == "9.0"
+    assert figures["clocks.sm"] == "1980 MHz" and figures["temperature.gpu"] == "41"
+    assert "power.limit" not in figures, "what the driver does not say is left out"
+    assert figures["float32_matmul_precision"] == torch.get_float32_matmul_precision()
+    # Without nvidia-smi, or on a MIG instance (nvidia-smi does not take its UUID), the common figures alone.
+    monkeypatch.setattr(device_module, "query_gpu", lambda field, gpu=None: None)
+    assert "clocks.sm" not in parse_device("cuda:0").figures()
+    properties.uuid = "MIG-5a"
+    asked.clear()
+    monkeypatch.setattr(device_module, "query_gpu", lambda field, gpu=None: asked.append((field, gpu)) or answer)
+    assert "clocks.sm" not in parse_device("cuda:0").figures() and not asked
+
+
 def test_a_cuda_worker_takes_its_device_and_its_share(monkeypatch) -> None:
     cuda = FakeCuda(monkeypatch)
     gpu, here = parse_device("cuda:0"), torch.device("cuda:0")

@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from autotune import CompileConfig, resolve
 from autotune.measure import Harness
+from autotune.runtime.device import device_name
 from autotune.trial.accuracy import PRECISION_TOLERANCE
 from autotune.trial.live import LiveWorker
 from autotune.trial.recorded import RECORDED_FILE
@@ -258,6 +260,21 @@ def test_a_precision_change_is_checked_at_the_looser_tolerance_it_says() -> None
     run = run_trial(replace(request, timeout=300))
     assert run.state == "failed" and run.reason == "accuracy", run.message + run.stderr_tail
     assert f"a precision-changing configuration: tolerance {PRECISION_TOLERANCE:g}" in run.message
+
+
+@pytest.mark.parallel  # waits on no clock
+def test_the_device_figures_are_the_worker_s_as_its_configuration_left_them() -> None:
+    # The configuration sets float32 matmuls to 'high' in the worker only: figures read by this parent would say
+    # torch's default, so 'high' in the record shows they were read where the model ran.
+    config = CompileConfig(backend="eager", knobs={"float32_matmul_precision": "high"})
+    record = run_config("tests.trial_targets.workloads:tiny_train", config, timeout=120, protocol=SHORT)
+    assert record.complete, record.message + record.stderr_tail
+    assert torch.get_float32_matmul_precision() == "highest"
+    figures = record.device_figures
+    assert figures["float32_matmul_precision"] == "high"
+    assert figures["name"] == device_name("cpu") and figures["threads"] == record.threads
+    assert set(figures) == {"name", "float32_matmul_precision", "tf32_matmul", "tf32_cudnn", "threads"}
+    assert RunRecord.from_dict(record.to_dict()).device_figures == figures, "kept with the run's record"
 
 
 @pytest.mark.parallel  # waits on no clock
