@@ -28,7 +28,7 @@ ratio is then one of compile time plus N steps (`TIME_TO_STEPS`). Plain compile 
 by `COMPILE_SD`; a candidate's throughput is what gives it its true ratio (`throughput_for`).
 
 `--objective pareto` confirms as a search with `--objective throughput,compile-time` does: cold
-compiles before each replicate, no racing and no stop for want of a gain, and the export picked
+compiles before each replicate, no racing and no stop on speed (decided, or for want of a gain), and the export picked
 from the Pareto front by the default rule (`fastest:2x`). Every candidate compiles as long as
 plain compile, so none truly dominates it on compile time: a candidate exported where the true
 ratio is 1.00 or less is a false gain, whether by speed or by a compile time wrongly decided
@@ -68,7 +68,7 @@ from autotune.measure import (
 )
 from autotune.measure.choice import DEFAULT_PICK, choose_point, decide, parse_pick
 from autotune.measure.engine import Replicate, ReplicatePlan, validation_rules
-from autotune.measure.stats import FUTILITY_CHANCE, FUTILITY_RULE, _statistics
+from autotune.measure.stats import FLOOR_RULES, FUTILITY_CHANCE, FUTILITY_RULE, _statistics
 from autotune.runtime.config import CompileConfig
 from autotune.runtime.summary import WorkloadSummary
 from autotune.study.search._effort import EFFORTS
@@ -250,16 +250,23 @@ class Case:
 
 
 def rules_of(
-    design: str, protocol: RunProtocol, *, futility_rule: str = FUTILITY_RULE, futility_chance: float = FUTILITY_CHANCE
+    design: str,
+    protocol: RunProtocol,
+    *,
+    futility_rule: str = FUTILITY_RULE,
+    futility_chance: float = FUTILITY_CHANCE,
+    floor_rule: str = "measured",
 ) -> CampaignRules:
     """The rules the real command gives this design, stopping for want of a gain by `futility_rule` (where its rules
-    stop so)."""
+    stop so), its intervals' spread floored by `floor_rule` (`FLOOR_RULES`)."""
     if design == "validate":
         rules = validation_rules(protocol)
     else:
         effort = EFFORTS[design]
         rules = confirmation_rules(protocol, min_replicates=effort.replicates, max_replicates=effort.max_replicates)
-    return dataclasses.replace(rules, futility_rule=futility_rule, futility_chance=futility_chance)
+    return dataclasses.replace(
+        rules, futility_rule=futility_rule, futility_chance=futility_chance, floor_rule=floor_rule
+    )
 
 
 def run_case(
@@ -269,12 +276,15 @@ def run_case(
     *,
     futility_rule: str = FUTILITY_RULE,
     futility_chance: float = FUTILITY_CHANCE,
+    floor_rule: str = "measured",
 ) -> dict[str, Any]:
     """One row: `campaigns` campaigns of the real engine on stand-ins, stopping for want of a gain by `futility_rule`
-    and `futility_chance` (`CampaignRules`)."""
+    and `futility_chance` and flooring the spread by `floor_rule` (`CampaignRules`)."""
     harness = Harness(spec="stand-in", summary=WorkloadSummary(spec="stand-in", task="train"))
     protocol = harness.protocol
-    rules = rules_of(case.design, protocol, futility_rule=futility_rule, futility_chance=futility_chance)
+    rules = rules_of(
+        case.design, protocol, futility_rule=futility_rule, futility_chance=futility_chance, floor_rule=floor_rule
+    )
     time_to, pareto = case.objective == "time-to", case.objective == "pareto"
     objective = TimeTo(TIME_TO_STEPS) if time_to else Throughput()
     if time_to:
@@ -282,7 +292,7 @@ def run_case(
         rules = dataclasses.replace(rules, cold_compiles=True)
     if pareto:
         # As a search with a front confirms: every subject's figures, to the last replicate (`_confirm`).
-        rules = dataclasses.replace(rules, cold_compiles=True, futility=False, race=False)
+        rules = dataclasses.replace(rules, cold_compiles=True, stop_decided=False, futility=False, race=False)
     names = ["config"] if case.design == "validate" else [f"trial {i}" for i in range(case.candidates)]
     subjects = [*Subject.baselines()] + [
         Subject(name=name, config=CANDIDATES[i], created="stand-in") for i, name in enumerate(names)
@@ -331,6 +341,7 @@ def run_case(
     return {
         "noise": case.noise,
         **({"objective": case.objective} if timed else {}),
+        **({"floor_rule": floor_rule} if floor_rule != "measured" else {}),
         "design": case.design,
         "candidates": case.candidates,
         "spread": case.spread,
@@ -380,6 +391,7 @@ def run_retune_case(
     *,
     futility_rule: str = FUTILITY_RULE,
     futility_chance: float = FUTILITY_CHANCE,
+    floor_rule: str = "measured",
 ) -> dict[str, Any]:
     """One row: `campaigns` pairs of days, each the real engine on stand-ins and the real retune rule (`decide`).
 
@@ -407,8 +419,11 @@ def run_retune_case(
         confirmation_rules(harness.protocol, min_replicates=effort.replicates, max_replicates=effort.max_replicates),
         futility_rule=futility_rule,
         futility_chance=futility_chance,
+        floor_rule=floor_rule,
     )
-    retune = CampaignRules(min_replicates=3, max_replicates=6, reference="incumbent", windows=confirm.windows)
+    retune = CampaignRules(
+        min_replicates=3, max_replicates=6, reference="incumbent", windows=confirm.windows, floor_rule=floor_rule
+    )
     rng = random.Random(f"{seed}:{case}")
     regression = replaced = false_regression = false_replaced = 0
     replicates: list[int] = []
@@ -501,9 +516,9 @@ def check_retune(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return broken
 
 
-def _retune_row(job: tuple[RetuneCase, int, int, str, float]) -> dict[str, Any]:
-    case, campaigns, seed, rule, chance = job
-    return run_retune_case(case, campaigns, seed, futility_rule=rule, futility_chance=chance)
+def _retune_row(job: tuple[RetuneCase, int, int, str, float, str]) -> dict[str, Any]:
+    case, campaigns, seed, rule, chance, floor = job
+    return run_retune_case(case, campaigns, seed, futility_rule=rule, futility_chance=chance, floor_rule=floor)
 
 
 def _set_margin(margin: float, default_max_rounds: int | None = None, spread_rule: str | None = None) -> None:
@@ -517,9 +532,9 @@ def _set_margin(margin: float, default_max_rounds: int | None = None, spread_rul
         EFFORTS["default"] = dataclasses.replace(EFFORTS["default"], max_replicates=default_max_rounds)
 
 
-def _row(job: tuple[Case, int, int, str, float]) -> dict[str, Any]:
-    case, campaigns, seed, rule, chance = job
-    return run_case(case, campaigns, seed, futility_rule=rule, futility_chance=chance)
+def _row(job: tuple[Case, int, int, str, float, str]) -> dict[str, Any]:
+    case, campaigns, seed, rule, chance, floor = job
+    return run_case(case, campaigns, seed, futility_rule=rule, futility_chance=chance, floor_rule=floor)
 
 
 def table(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -626,6 +641,14 @@ def main(argv: list[str] | None = None) -> int:
         "%(default)s)",
     )
     parser.add_argument(
+        "--floor-rule",
+        choices=FLOOR_RULES,
+        default="measured",
+        help="where the floor under an interval's spread comes from: the campaign's own pairs on its device, at most "
+        f"{_statistics.REPLICATE_SD_FLOOR} (measured), or that constant on every device (fixed) (default: the "
+        "engine's, %(default)s)",
+    )
+    parser.add_argument(
         "--futility-rule",
         choices=_statistics.FUTILITY_RULES,
         default=_statistics.FUTILITY_RULE,
@@ -652,7 +675,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 <= args.margin < 0.5:
         parser.error(f"--margin {args.margin}: must lie in [0, 0.5), e.g. 0.005 for half a percent")
     _set_margin(*_settings(args))
-    futility = (args.futility_rule, args.futility_chance)
+    futility = (args.futility_rule, args.futility_chance, args.floor_rule)
     started = time.monotonic()
     if args.retune:
         retunes = [

@@ -20,7 +20,14 @@ from autotune.measure.engine import CacheProof, Replicate, _lab, _sizing
 from autotune.measure.engine._racing import retire
 from autotune.measure.engine._rules import CONFIRMATION_LAST_SHARE
 from autotune.measure.report import confirmation_rows
-from autotune.measure.stats import Interval, Looks, _statistics, replicate_interval
+from autotune.measure.stats import (
+    REPLICATE_SD_FLOOR,
+    SPREAD_FLOOR_LEAST,
+    Interval,
+    Looks,
+    _statistics,
+    replicate_interval,
+)
 from autotune.trial.records import CacheLoaded, CacheSaved
 from autotune.trial.request import TrialRequest, TrialRun
 from examples import decision_error
@@ -431,19 +438,64 @@ def test_equivalence_stops_the_measurement_only_inside_the_band(harness, stand, 
     assert result.stopped.startswith("decided after 3 replicates: trial 7 against compile: equivalent") is stops
 
 
-def test_three_replicates_that_happen_to_agree_do_not_prove_equivalence_within_the_band(harness, stand) -> None:
+@pytest.mark.parametrize("floor_rule", ["measured", "fixed"])
+def test_three_replicates_that_happen_to_agree_do_not_prove_equivalence_within_the_band(
+    harness, stand, floor_rule: str
+) -> None:
     # Identical to a thousandth, three replicates would have stopped at the first look with a +/-0.4%
-    # interval; the floor of the spread between processes keeps the interval as wide as this machine's
-    # least spread allows, so the campaign goes on to its last look.
-    stand({"eager": [50.0], "compile": [100.0], "trial 7": [100.1, 100.0, 99.9]})
+    # interval. Eager's processes scatter by 2% on this device, as the CPU's do: the floor under the spread,
+    # measured on every pair or fixed, keeps the interval as wide as the device's processes allow, so the
+    # campaign goes on to its last look.
+    stand({"eager": [50.0, 51.0, 49.0, 50.5], "compile": [100.0], "trial 7": [100.1, 100.0, 99.9]})
     result = engine.measure(
         harness,
         subjects(),
         objective=THROUGHPUT,
-        rules=CampaignRules(min_replicates=3, max_replicates=4, decide_within=0.02),
+        rules=CampaignRules(min_replicates=3, max_replicates=4, decide_within=0.02, floor_rule=floor_rule),
     )
     assert result.replicate_count == 4, result.stopped
     assert "undecided" in result.stopped
+    assert result.spread_floor("compile") == REPLICATE_SD_FLOOR
+
+
+def test_on_a_device_whose_processes_all_agree_the_floor_follows_them_down(harness, stand) -> None:
+    # Every pair agrees to a thousandth or better, replicate after replicate (a quiet GPU): the floor measured on the
+    # campaign's pairs falls below the 2-core CPU's, and equivalence is decided at the first look; the fixed floor
+    # would have measured to the last.
+    rates = {"eager": [50.0, 50.02, 49.98], "compile": [100.0], "trial 7": [100.1, 100.0, 99.9]}
+    stand(rates)
+    measured = engine.measure(
+        harness, subjects(), objective=THROUGHPUT, rules=CampaignRules(min_replicates=3, max_replicates=4)
+    )
+    assert measured.replicate_count == 3 and "equivalent" in measured.stopped, measured.stopped
+    floor = measured.spread_floor("compile")
+    assert SPREAD_FLOOR_LEAST <= floor < REPLICATE_SD_FLOOR / 2
+    assert f"never below {floor:.4f}, measured on the device" in measured.design()["interval"]
+    stand(rates)
+    fixed = engine.measure(
+        harness,
+        subjects(),
+        objective=THROUGHPUT,
+        rules=CampaignRules(min_replicates=3, max_replicates=4, floor_rule="fixed"),
+    )
+    assert fixed.replicate_count == 4 and "undecided" in fixed.stopped, fixed.stopped
+    assert "never below 0.0150 (fixed)" in fixed.design()["interval"]
+    # A view of the campaign (the Pareto pick's) floors as the campaign does, though it holds fewer pairs.
+    assert measured.only(["compile", "trial 7"]).spread_floor("compile") == floor
+    # A campaign recorded before the floor was measured is read with the fixed one.
+    data = measured.to_dict()
+    data["looks"].pop("floor_rule")
+    assert Campaign.from_dict(data).spread_floor("compile") == REPLICATE_SD_FLOOR
+
+
+def test_a_campaign_that_does_not_stop_when_decided_measures_to_its_last_replicate(harness, stand) -> None:
+    # A Pareto front's confirmation reads compile times too: a gain decided on speed does not end it.
+    stand({"eager": [50.0, 51.0, 49.0], "compile": [100.0, 101.0, 99.0], "trial 7": [130.0, 131.0, 129.0]})
+    rules = CampaignRules(min_replicates=3, max_replicates=5)
+    assert engine.measure(harness, subjects(), objective=THROUGHPUT, rules=rules).replicate_count == 3
+    stand({"eager": [50.0, 51.0, 49.0], "compile": [100.0, 101.0, 99.0], "trial 7": [130.0, 131.0, 129.0]})
+    kept = engine.measure(harness, subjects(), objective=THROUGHPUT, rules=replace(rules, stop_decided=False))
+    assert kept.replicate_count == 5 and outcome(kept.ratio("trial 7", "compile")) == "gain", kept.stopped
 
 
 def test_precision_keeps_measuring_a_decided_ratio_until_it_is_narrow(harness, stand) -> None:

@@ -9,16 +9,21 @@ import random
 
 import pytest
 
-from autotune.measure import outcome
+from autotune.measure import CampaignRules, outcome
 from autotune.measure.stats import (
     REPLICATE_SD_FLOOR,
+    SPREAD_FLOOR_LEAST,
     Components,
     Interval,
+    Looks,
+    Pooled,
     components,
+    measured_floor,
     pooled,
     replicate_interval,
     windows_per_replicate,
 )
+from autotune.measure.stats._statistics import chi2_quantile
 
 pytestmark = pytest.mark.parallel
 
@@ -151,3 +156,48 @@ def test_the_satterthwaite_degrees_of_freedom_of_pairs_sharing_a_reference_hold_
 def squares_of(values: list[float]) -> float:
     centre = sum(values) / len(values)
     return sum((v - centre) ** 2 for v in values)
+
+
+# -- the floor under the spread, measured on the device ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("df", "expected"), [(1, 0.003932), (2, 0.102587), (3.2, 0.416168), (4, 0.710723), (10, 3.940299), (30, 18.492661)]
+)
+def test_the_chi_square_quantile_matches_its_tables(df: float, expected: float) -> None:
+    # Tabled 5% quantiles, and a fractional df (as a pooled spread's Satterthwaite df is) checked by integrating
+    # the density.
+    assert chi2_quantile(0.05, df) == pytest.approx(expected, rel=1e-4)
+    with pytest.raises(ValueError, match="p must lie in"):
+        chi2_quantile(0.6, 3)
+
+
+def test_a_measured_floor_is_the_upper_bound_of_the_pooled_spread_between_the_least_and_the_cpu_s() -> None:
+    quiet = Pooled(variance=0.004**2, df=6)
+    # The one-sided 95% bound: sd * sqrt(df / chi2_0.05(df)); 1.92 times the spread at 6 degrees of freedom.
+    assert measured_floor(quiet) == pytest.approx(0.004 * math.sqrt(6 / 1.635383), rel=1e-4)
+    assert measured_floor(Pooled(variance=0.004**2, df=2)) == REPLICATE_SD_FLOOR, "two df say little: the most"
+    assert measured_floor(Pooled(variance=0.03**2, df=40)) == REPLICATE_SD_FLOOR, "never above the CPU's floor"
+    assert measured_floor(Pooled(variance=0.0, df=40)) == SPREAD_FLOOR_LEAST, "never below the least"
+    assert measured_floor(None) == REPLICATE_SD_FLOOR, "no pair with two replicates: the most"
+
+
+def test_an_interval_takes_the_floor_it_is_given_only_at_a_campaign_s_looks() -> None:
+    lucky = [0.05, 0.0501, 0.0499, 0.05]
+    looks = Looks(first=2, last=4)
+    wide = replicate_interval(lucky, looks=looks)
+    narrow = replicate_interval(lucky, looks=looks, floor=0.004)
+    assert narrow.low > wide.low and narrow.high < wide.high
+    assert math.log(narrow.high / narrow.median) == pytest.approx(looks.quantile(4) * 0.004 / 2)
+    assert replicate_interval(lucky, floor=0.004) == replicate_interval(lucky), "one plain look: no floor at all"
+
+
+def test_the_floor_rule_is_recorded_with_the_looks_and_checked() -> None:
+    looks = Looks(first=3, last=9)
+    assert looks.floor_rule == "measured" and Looks.from_dict(looks.to_dict()) == looks
+    recorded = {k: v for k, v in looks.to_dict().items() if k != "floor_rule"}
+    assert Looks.from_dict(recorded).floor_rule == "fixed", "a campaign recorded before it was measured"
+    with pytest.raises(ValueError, match="floor_rule must be one of measured, fixed"):
+        Looks(floor_rule="guessed")
+    with pytest.raises(ValueError, match="floor_rule: 'guessed' is not one of"):
+        CampaignRules(floor_rule="guessed")

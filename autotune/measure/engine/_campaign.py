@@ -28,7 +28,9 @@ from typing import Any
 from autotune.measure.engine._replicate import Replicate
 from autotune.measure.format import utc_now
 from autotune.measure.stats import (
+    FLOOR_CONFIDENCE,
     METHOD,
+    REPLICATE_SD_FLOOR,
     Components,
     Interval,
     Looks,
@@ -37,6 +39,7 @@ from autotune.measure.stats import (
     components,
     faster,
     mean_interval,
+    measured_floor,
     pooled,
     replicate_interval,
     spread_rule,
@@ -200,6 +203,8 @@ class Campaign:
     method: dict[str, Any] | None = None
     """The measurement method its figures were measured with (`METHOD`, set when it starts); None for campaigns
     stored before the method was recorded. best.yaml records this one, not the method of the autotune exporting it."""
+    whole: Campaign | None = field(default=None, repr=False, compare=False)
+    """The campaign this one is a view of (`only`), whose every pair measures the device's floor; None: itself."""
 
     @property
     def replicate_count(self) -> int:
@@ -393,7 +398,25 @@ class Campaign:
         # it left, and one whose run failed in a replicate is judged at that replicate's look with a pair fewer.
         at = self.last_pair(name, reference) or len(logs)
         borrowed = self.borrowed_spread(reference) if spread_rule() != "floor" else None
-        return replicate_interval(logs, windows, self.looks, self.components(name, reference), at=at, borrowed=borrowed)
+        return replicate_interval(
+            logs,
+            windows,
+            self.looks,
+            self.components(name, reference),
+            at=at,
+            borrowed=borrowed,
+            floor=self.spread_floor(reference),
+        )
+
+    def spread_floor(self, reference: str) -> float:
+        """The floor under the spread of each pair's interval against `reference` (`Looks.floor_rule`): under the
+        `measured` rule what every pair against it shows of the device together (`measured_floor`), at most
+        `REPLICATE_SD_FLOOR`; under `fixed`, and for a campaign with no looks, `REPLICATE_SD_FLOOR` itself."""
+        if self.looks is None or self.looks.floor_rule != "measured":
+            return REPLICATE_SD_FLOOR
+        if self.whole is not None:  # a view judges as the campaign it was taken from, on every pair it measured
+            return self.whole.spread_floor(reference)
+        return measured_floor(self.borrowed_spread(reference))
 
     def borrowed_spread(self, reference: str) -> Pooled | None:
         """The spread between replicates pooled over every measured subject's pair against `reference` (`pooled`):
@@ -470,10 +493,23 @@ class Campaign:
             else None,
             "components": {"against": reference, "subject": leader, **parts.to_dict()} if parts and leader else None,
             "interval": "Student t over replicates of their paired log-ratios (df = replicates - 1), "
-            + (self.looks.describe() if self.looks is not None else "95% at one look"),
+            + (self.looks.describe() if self.looks is not None else "95% at one look")
+            + (self._floor_text(reference) if self.looks is not None else ""),
             "retired": dict(self.retired),
             "stopped": self.stopped,
         }
+
+    def _floor_text(self, reference: str) -> str:
+        """The floor under the spread, in words, as the design records it."""
+        floor = self.spread_floor(reference)
+        if self.looks is None or self.looks.floor_rule != "measured":
+            return f"; the spread never below {floor:.4f} (fixed)"
+        if floor >= REPLICATE_SD_FLOOR:
+            return f"; the spread never below {floor:.4f} (the most; the device's replicates did not show it quieter)"
+        return (
+            f"; the spread never below {floor:.4f}, measured on the device (the {FLOOR_CONFIDENCE:.0%} upper bound of "
+            "its pairs' pooled spread)"
+        )
 
     def leader(self, reference: str = "compile") -> str | None:
         """The configuration still measured whose ratio to `reference` is highest (the other baseline when there is
@@ -504,6 +540,7 @@ class Campaign:
             retired={n: why for n, why in self.retired.items() if n in kept},
             looks=self.looks,
             method=self.method,
+            whole=self.whole or self,
         )
         view.partners = {
             r: {n: runs for n, runs in by.items() if n in kept} for r, by in self.partners.items() if r in kept

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autotune.measure.stats import BAND, FUTILITY_CHANCE, FUTILITY_RULE, FUTILITY_RULES
+from autotune.measure.stats import BAND, FLOOR_RULES, FUTILITY_CHANCE, FUTILITY_RULE, FUTILITY_RULES
 from autotune.trial.request import RunProtocol
 
 __all__ = [
@@ -54,6 +54,10 @@ class CampaignRules:
     decides, or stops for want of a gain, only at them."""
     last_share: float = 0.5
     """The share of each candidate's error its last look spends (`Looks.last_share`)."""
+    stop_decided: bool = True
+    """Stop at a look once the leader's ratio to `reference` is decided (a gain, a loss, equivalence). A Pareto front's
+    confirmation does not: it reads every subject's compile times too, which a stop on speed alone would leave as
+    wide as its first few cold compiles make them (a pick such as `fastest:2x` could then not be made)."""
     futility: bool = False
     """Stop at a look once no subject can be shown faster than `reference` any more: every one's upper bound
     (`upper_bound`) lies inside the band. It claims nothing: the campaign exports what it would have without a gain."""
@@ -64,6 +68,9 @@ class CampaignRules:
     futility_chance: float = FUTILITY_CHANCE
     """Under the `chance` rule, the chance of a gain at the last look (were a subject as fast as its upper bound) below
     which the subject no longer keeps the campaign going."""
+    floor_rule: str = "measured"
+    """Where the floor under the intervals' spread comes from (`FLOOR_RULES`): `measured` from the campaign's own
+    replicates on its device, at most `REPLICATE_SD_FLOOR`; `fixed`, that constant on every device."""
     reruns: int = 2
     """Replicates measured on a busy machine that are set aside and run again, at most, in a campaign
     (`autotune.measure.engine._spoiled`); 0: every replicate counts as it was measured."""
@@ -85,6 +92,8 @@ class CampaignRules:
             raise ValueError(f"windows: {self.windows} must be >= 2: a replicate's variance needs two windows")
         if self.looks is not None and self.looks < 1:
             raise ValueError(f"looks: {self.looks} must be >= 1 (None: a look after every replicate)")
+        if self.floor_rule not in FLOOR_RULES:
+            raise ValueError(f"floor_rule: {self.floor_rule!r} is not one of {FLOOR_RULES}")
         if self.futility_rule not in FUTILITY_RULES:
             raise ValueError(f"futility_rule: {self.futility_rule!r} is not one of {FUTILITY_RULES}")
         if not 0 < self.futility_chance < 1:

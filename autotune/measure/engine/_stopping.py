@@ -48,6 +48,7 @@ def plan_looks(campaign: Campaign, rules: CampaignRules, replicate_seconds: floa
         last=last,
         at=at,
         last_share=rules.last_share,
+        floor_rule=rules.floor_rule,
     )
 
 
@@ -71,7 +72,7 @@ def why_stop(campaign: Campaign, rules: CampaignRules, spent: float, ahead: floa
                     f"precise after {campaign.replicate_count} replicates: {leader} against {rules.reference} within "
                     f"+/-{versus.half_width:.1%} ({said})"
                 )
-        elif said != "undecided":
+        elif said != "undecided" and rules.stop_decided:
             return f"decided after {campaign.replicate_count} replicates: {leader} against {rules.reference}: {said}"
         if rules.futility and rules.precision is None and (why := _no_gain_left(campaign, rules)):
             return why
@@ -103,9 +104,10 @@ def _no_gain_left(campaign: Campaign, rules: CampaignRules) -> str:
             return ""
         windows = sum(len(r.windows) for r in campaign.complete_runs(name))
         parts = campaign.components(name, reference)
-        bound = upper_bound(logs, windows, parts)
+        floor = campaign.spread_floor(reference)
+        bound = upper_bound(logs, windows, parts, floor=floor)
         if looks is not None:
-            odds = claim_chance(logs, looks, windows, parts, rules.decide_within)
+            odds = claim_chance(logs, looks, windows, parts, rules.decide_within, floor=floor)
             if odds >= least:
                 return ""
         elif bound > 1.0 + rules.decide_within:

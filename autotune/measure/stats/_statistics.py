@@ -9,7 +9,9 @@ the replicates are the independent units:
 * each replicate gives one paired log-ratio per pair of subjects (`replicate_log_ratio`);
 * the interval is the Student-t interval of those replicate values, with replicates - 1
   degrees of freedom, mapped back from logarithms (`replicate_interval`; `SPREAD_RULE` can
-  borrow the spread from every pair against the same reference instead, `pooled`);
+  borrow the spread from every pair against the same reference instead, `pooled`), its spread
+  never below a floor: what the device's own replicates show new processes agree to at best
+  (`measured_floor`), and never above `REPLICATE_SD_FLOOR`;
 * the variance of single windows' paired log-ratios inside replicates, and what is left
   between replicates beyond it, are the two variance components (`components`); with the
   cost of a window and of a new process they give the windows per replicate that narrow the
@@ -48,16 +50,21 @@ __all__ = [
     "FUTILITY_ERROR",
     "FUTILITY_RULE",
     "FUTILITY_RULES",
+    "FLOOR_CONFIDENCE",
+    "FLOOR_RULES",
     "OUTCOMES",
     "REPLICATE_SD_FLOOR",
     "SPREAD_RULE",
     "SPREAD_RULES",
+    "SPREAD_FLOOR_LEAST",
     "Components",
     "Interval",
     "Looks",
     "Pooled",
+    "chi2_quantile",
     "components",
     "gain_margin",
+    "measured_floor",
     "mean_interval",
     "outcome",
     "paired_interval",
@@ -112,9 +119,67 @@ scatter differently, and a borrowed spread narrowed a configuration's interval b
 so each pair keeps its own, floored, until the simulation models subjects of different kinds. `--spread-rule` there
 sets it per process."""
 REPLICATE_SD_FLOOR = 0.015
-"""The least standard deviation between replicates' paired log-ratios that a campaign's windows per replicate, its stop
-for want of a gain, its compile-time ratios and (under the `floor` and `pooled-floor` rules) its intervals assume:
-the smallest seen between new pairs of identical processes (recorded in outputs/benchmarks/noise.md)."""
+"""The least standard deviation between replicates' paired log-ratios that a campaign's windows per replicate and its
+compile-time ratios assume, and the most its intervals and its stop for want of a gain take as their floor (under the
+`floor` and `pooled-floor` rules): the smallest seen between new pairs of identical processes on the 2-core CPU
+(recorded in outputs/benchmarks/noise.md). Under the `measured` floor rule a quieter device, a GPU, floors lower
+(`measured_floor`)."""
+FLOOR_RULES = ("measured", "fixed")
+"""Where a campaign's floor under the spread comes from: `measured`, from the campaign's own replicates on its device
+(`measured_floor`, never above `REPLICATE_SD_FLOOR`); `fixed`, `REPLICATE_SD_FLOOR` on every device (campaigns
+recorded before the floor was measured are read so)."""
+FLOOR_CONFIDENCE = 0.95
+"""How sure a measured floor is not to lie below the device's true spread between replicates: it is the one-sided
+upper confidence bound of the spread the campaign's pairs show together (`measured_floor`)."""
+SPREAD_FLOOR_LEAST = 0.002
+"""The least a measured floor may be: replicates that agree to a fifth of a percent say more about the stand-ins
+than about any device."""
+
+
+def measured_floor(spread: Pooled | None, ceiling: float = REPLICATE_SD_FLOOR) -> float:
+    """The floor under a pair's spread that the device's own replicates support: the one-sided `FLOOR_CONFIDENCE` upper
+    confidence bound of the spread pooled over the campaign's pairs (`pooled`, on its degrees of freedom), never above
+    `ceiling` nor below `SPREAD_FLOOR_LEAST`; `ceiling` itself before any pair has two replicates.
+
+    A pair whose own replicates agree more closely than that is taken to be lucky, as under the fixed floor; but
+    on a device whose processes agree better than the 2-core CPU's (a GPU), the floor follows them down, and a gain
+    of 2 or 3% that the CPU's floor would hide can be shown. The bound is conservative: its few degrees of freedom
+    early in a campaign keep it at `ceiling` until the replicates say the device is quiet."""
+    if spread is None or spread.df <= 0:
+        return ceiling
+    bound = math.sqrt(spread.variance * spread.df / chi2_quantile(1.0 - FLOOR_CONFIDENCE, spread.df))
+    return min(ceiling, max(SPREAD_FLOOR_LEAST, bound))
+
+
+@functools.lru_cache(maxsize=1024)
+def chi2_quantile(p: float, df: float) -> float:
+    """The `p` quantile of the chi-square distribution with `df` (> 0, not necessarily whole) degrees of freedom, for
+    `p` below 0.5 (bisection on its distribution function, to 1e-10)."""
+    if not 0 < p < 0.5 or df <= 0:
+        raise ValueError(f"chi2_quantile: p must lie in (0, 0.5) and df be > 0, got p={p}, df={df}")
+    low, high = 0.0, df  # the median lies below the mean, df: a quantile under one half does too
+    for _ in range(200):
+        middle = (low + high) / 2
+        if _lower_gamma(df / 2, middle / 2) < p:
+            low = middle
+        else:
+            high = middle
+        if high - low < 1e-10 * max(1.0, high):
+            break
+    return (low + high) / 2
+
+
+def _lower_gamma(a: float, x: float) -> float:
+    """The regularised lower incomplete gamma function P(a, x) for x <= a + 1, by its series (which converges there)."""
+    if x <= 0:
+        return 0.0
+    term = total = 1.0 / a
+    n = 0
+    while abs(term) > 1e-16 * abs(total) and n < 10_000:
+        n += 1
+        term *= x / (a + n)
+        total += term
+    return min(1.0, total * math.exp(a * math.log(x) - x - math.lgamma(a)))
 
 
 def spread_rule() -> str:
@@ -260,6 +325,8 @@ class Looks:
     """The planned looks, from `first` to `last` (empty: every replicate between them)."""
     last_share: float = 0.5
     """The share of a candidate's error the last look spends (the rest shared by the earlier looks)."""
+    floor_rule: str = "measured"
+    """Where the floor under its intervals' spread comes from (`FLOOR_RULES`)."""
 
     def __post_init__(self) -> None:
         if self.candidates < 1:
@@ -272,6 +339,8 @@ class Looks:
             raise ValueError(f"looks: at must rise from first to last, got {self.at} ({self.first=}, {self.last=})")
         if not 0 < self.last_share <= 1:
             raise ValueError(f"looks: last_share must lie in (0, 1], got {self.last_share}")
+        if self.floor_rule not in FLOOR_RULES:
+            raise ValueError(f"looks: floor_rule must be one of {', '.join(FLOOR_RULES)}, got {self.floor_rule!r}")
 
     @property
     def planned(self) -> tuple[int, ...]:
@@ -324,6 +393,7 @@ class Looks:
             data["at"] = list(self.at)
         if self.last_share != 0.5:
             data["last_share"] = self.last_share
+        data["floor_rule"] = self.floor_rule
         return data
 
     @classmethod
@@ -335,6 +405,7 @@ class Looks:
             error=float(data.get("error", ERROR)),
             at=tuple(int(n) for n in data.get("at") or ()),
             last_share=float(data.get("last_share", 0.5)),
+            floor_rule=str(data.get("floor_rule", "fixed")),  # recorded before the floor was measured: fixed
         )
 
     def describe(self) -> str:
@@ -380,14 +451,15 @@ def replicate_interval(
     parts: Components | None = None,
     at: int | None = None,
     borrowed: Pooled | None = None,
+    floor: float = REPLICATE_SD_FLOOR,
 ) -> Interval:
     """The geometric mean of per-replicate ratios (given as logarithms) with its t-interval (df = n - 1).
 
     Without `looks`, the plain 95% interval of one look at one candidate; with them, the
     campaign's simultaneous interval at the look after replicate `at` (None: as many as the
     log-ratios; `Looks.quantile`), whose spread is never
-    taken below `REPLICATE_SD_FLOOR`: a few replicates that happen to agree more closely than
-    new processes were ever seen to (outputs/benchmarks/noise.md) are luck, and a campaign
+    taken below `floor` (`REPLICATE_SD_FLOOR`, or what the device's replicates support, `measured_floor`): a few
+    replicates that happen to agree more closely than new processes on the device do are luck, and a campaign
     that stopped on them (a precision stop, an early gain) would print an interval that covers less than it says.
 
     With a spread `borrowed` from the campaign's pairs (`pooled`) and a `SPREAD_RULE` that borrows, the interval
@@ -408,18 +480,21 @@ def replicate_interval(
     quantile = looks.quantile(len(log_ratios), at) if looks is not None else t975(len(log_ratios) - 1)
     spread = math.sqrt(_variance(log_ratios))
     if looks is not None:
-        floor = REPLICATE_SD_FLOOR
         if borrowed is not None and SPREAD_RULE != "floor":
             # The pooled spread on its own degrees of freedom; floored as well only under `pooled-floor`.
             spread, quantile = math.sqrt(borrowed.variance), looks.quantile(len(log_ratios), at, df=borrowed.df)
-            floor = REPLICATE_SD_FLOOR if SPREAD_RULE == "pooled-floor" else 0.0
+            floor = floor if SPREAD_RULE == "pooled-floor" else 0.0
         spread = max(spread, floor, parts.least_replicate_sd if parts is not None else 0.0)
     half = quantile * spread / math.sqrt(len(log_ratios))
     return Interval(math.exp(centre), math.exp(centre - half), math.exp(centre + half), len(log_ratios), windows)
 
 
 def upper_bound(
-    log_ratios: Sequence[float], windows: int = 0, parts: Components | None = None, error: float | None = None
+    log_ratios: Sequence[float],
+    windows: int = 0,
+    parts: Components | None = None,
+    error: float | None = None,
+    floor: float = REPLICATE_SD_FLOOR,
 ) -> float:
     """The one-sided upper bound of a ratio at a look, missing with probability `error` (None: `FUTILITY_ERROR`),
     with the spread floored as a campaign's intervals floor it: how fast the subject may be, at most, for all its
@@ -430,11 +505,16 @@ def upper_bound(
     so it can only miss a gain (its power, simulated in outputs/benchmarks/decision-error.md), never make one."""
     at = max(len(log_ratios), 1)
     looks = Looks(first=at, last=at, error=FUTILITY_ERROR if error is None else error)
-    return replicate_interval(log_ratios, windows, looks, parts).high
+    return replicate_interval(log_ratios, windows, looks, parts, floor=floor).high
 
 
 def claim_chance(
-    log_ratios: Sequence[float], looks: Looks, windows: int = 0, parts: Components | None = None, within: float = BAND
+    log_ratios: Sequence[float],
+    looks: Looks,
+    windows: int = 0,
+    parts: Components | None = None,
+    within: float = BAND,
+    floor: float = REPLICATE_SD_FLOOR,
 ) -> float:
     """The chance that a candidate would be claimed a gain at the campaign's last look (`looks.last`), were its true
     log-ratio as high as its `upper_bound` now and its spread what its replicates so far show (floored as its
@@ -448,12 +528,12 @@ def claim_chance(
     if done < 2:
         return 1.0
     centre = math.fsum(log_ratios) / done
-    spread = max(math.sqrt(_variance(log_ratios)), REPLICATE_SD_FLOOR, parts.least_replicate_sd if parts else 0.0)
+    spread = max(math.sqrt(_variance(log_ratios)), floor, parts.least_replicate_sd if parts else 0.0)
     last, rest = max(looks.last, done), max(looks.last - done, 0)
     needed = max(math.log1p(gain_margin(within)) + looks.quantile(last) * spread / math.sqrt(last), math.log1p(within))
     if rest == 0:
         return 1.0 if centre > needed else 0.0  # at the last look its interval has said it
-    high = math.log(upper_bound(log_ratios, windows, parts))
+    high = math.log(upper_bound(log_ratios, windows, parts, floor=floor))
     expected = (done * centre + rest * high) / last
     scatter = spread * math.sqrt(rest) / last
     return 0.5 * math.erfc((needed - expected) / (scatter * math.sqrt(2.0)))

@@ -511,8 +511,10 @@ def _confirm(search: _Search) -> Campaign | None:
                 options.protocol, min_replicates=options.replicates, max_replicates=options.max_replicates
             ),
             cold_compiles=cold,
-            # A Pareto front reads compile times too, and keeps every subject's figures: a stop for want of a speed
-            # gain would cut them short, and a subject left out of the race would be judged between looks.
+            # A Pareto front reads compile times too, and keeps every subject's figures: a stop on speed, decided or
+            # for want of a gain, would cut them short, and a subject left out of the race would be judged between
+            # looks.
+            stop_decided=not search.objectives.multi,
             futility=not search.objectives.multi,
             race=not search.objectives.multi,
             seconds=confirmation_seconds(
