@@ -17,13 +17,13 @@ from autotune.measure.stats import (
     Interval,
     Looks,
     Pooled,
+    chi2_quantile,
     components,
     measured_floor,
     pooled,
     replicate_interval,
     windows_per_replicate,
 )
-from autotune.measure.stats._statistics import chi2_quantile
 
 pytestmark = pytest.mark.parallel
 

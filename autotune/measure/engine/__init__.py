@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from autotune.measure.engine._callbacks import COLD_COMPILE, ReplicateCallback, RunCallback, run_label, run_text
-from autotune.measure.engine._campaign import BASELINES, Campaign, Harness, Subject, with_protocol
+from autotune.measure.engine._campaign import Campaign
 from autotune.measure.engine._engine import measure
+from autotune.measure.engine._harness import BASELINES, Harness, Subject, with_protocol
 from autotune.measure.engine._proof import CacheProof, Loaded, Saved
 from autotune.measure.engine._replicate import (
     Replicate,

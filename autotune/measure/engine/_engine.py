@@ -40,7 +40,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from autotune.measure.engine._callbacks import ReplicateCallback, RunCallback
-from autotune.measure.engine._campaign import Campaign, Harness, Subject, start
+from autotune.measure.engine._campaign import Campaign, start
+from autotune.measure.engine._harness import Harness, Subject
 from autotune.measure.engine._lab import Lab, Processes
 from autotune.measure.engine._next_replicate import next_replicate
 from autotune.measure.engine._proof import CacheProof, path_name

@@ -9,7 +9,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from autotune.measure.engine._callbacks import RunCallback
-from autotune.measure.engine._campaign import Campaign, Harness
+from autotune.measure.engine._campaign import Campaign
+from autotune.measure.engine._harness import Harness
 from autotune.measure.engine._lab import Lab
 from autotune.measure.engine._proof import CacheProof
 from autotune.measure.engine._replicate import ReplicatePlan, batches_for, co_residence

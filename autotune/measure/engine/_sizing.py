@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from autotune.measure.engine._campaign import Campaign, Harness
+from autotune.measure.engine._campaign import Campaign
+from autotune.measure.engine._harness import Harness
 from autotune.measure.engine._rules import CampaignRules
 from autotune.measure.stats import windows_per_replicate
 

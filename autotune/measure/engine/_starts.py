@@ -12,7 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from autotune.measure.engine._callbacks import COLD_COMPILE, RunCallback
-from autotune.measure.engine._campaign import Campaign, Harness
+from autotune.measure.engine._campaign import Campaign
+from autotune.measure.engine._harness import Harness
 from autotune.measure.engine._lab import Lab
 from autotune.measure.engine._proof import path_name
 from autotune.trial.request import TrialRequest
