@@ -28,7 +28,8 @@ ratio is then one of compile time plus N steps (`TIME_TO_STEPS`). Plain compile 
 by `COMPILE_SD`; a candidate's throughput is what gives it its true ratio (`throughput_for`).
 
 `--objective pareto` confirms as a search with `--objective throughput,compile-time` does: cold
-compiles before each replicate, no racing and no stop on speed (decided, or for want of a gain), and the export picked
+compiles before each replicate, no racing and no stop on speed (decided, or for want of a gain), the fixed floor under
+the spread, and the export picked
 from the Pareto front by the default rule (`fastest:2x`). Every candidate compiles as long as
 plain compile, so none truly dominates it on compile time: a candidate exported where the true
 ratio is 1.00 or less is a false gain, whether by speed or by a compile time wrongly decided
@@ -292,7 +293,9 @@ def run_case(
         rules = dataclasses.replace(rules, cold_compiles=True)
     if pareto:
         # As a search with a front confirms: every subject's figures, to the last replicate (`_confirm`).
-        rules = dataclasses.replace(rules, cold_compiles=True, stop_decided=False, futility=False, race=False)
+        rules = dataclasses.replace(
+            rules, cold_compiles=True, stop_decided=False, futility=False, race=False, floor_rule="fixed"
+        )
     names = ["config"] if case.design == "validate" else [f"trial {i}" for i in range(case.candidates)]
     subjects = [*Subject.baselines()] + [
         Subject(name=name, config=CANDIDATES[i], created="stand-in") for i, name in enumerate(names)
@@ -341,7 +344,7 @@ def run_case(
     return {
         "noise": case.noise,
         **({"objective": case.objective} if timed else {}),
-        **({"floor_rule": floor_rule} if floor_rule != "measured" else {}),
+        **({"floor_rule": rules.floor_rule} if rules.floor_rule != "measured" else {}),
         "design": case.design,
         "candidates": case.candidates,
         "spread": case.spread,

@@ -438,6 +438,8 @@ def test_a_multi_objective_search_exports_its_pareto_front_and_export_can_pick_a
     assert "Pareto front (throughput,compile-time; best.yaml is --pick fastest:2x)" in printed.getvalue()
     report = (out / "report.md").read_text()
     assert "## Pareto front" in report and (out / "pareto.png").is_file()
+    # A front keeps the fixed floor under its speed intervals: a point read as fast as plain compile is within it.
+    assert "the spread never below 0.0150 (fixed)" in load(out / "best.yaml").metrics["design"]["interval"]
 
     storage = f"sqlite:///{out / 'study.db'}"
     with contextlib.redirect_stdout(io.StringIO()):

@@ -516,6 +516,11 @@ def _confirm(search: _Search) -> Campaign | None:
             # looks.
             stop_decided=not search.objectives.multi,
             futility=not search.objectives.multi,
+            # A front reads a point as fast as plain compile when its speed interval lies inside the band: with the
+            # floor measured on a quiet device a point 1% slower lies there, and a compile time decided shorter by
+            # the chance the campaign's error allows then has it dominate plain compile. A front keeps the fixed
+            # floor (outputs/benchmarks/decision-error.md, *Picked from a Pareto front*).
+            floor_rule="fixed" if search.objectives.multi else "measured",
             race=not search.objectives.multi,
             seconds=confirmation_seconds(
                 options, search.started, time.monotonic(), reserve=search.plan.cache * (search.plan.typical_run or 0.0)
