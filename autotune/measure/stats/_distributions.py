@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 __all__ = ["chi2_quantile", "t975", "t_cdf", "t_quantile"]
 
@@ -43,9 +44,14 @@ def t_quantile(p: float, df: int) -> float:
     low, high = 0.0, 1.0
     while t_cdf(high, df) < p:
         low, high = high, high * 2
+    return _bisect(lambda x: t_cdf(x, df), p, low, high)
+
+
+def _bisect(cdf: Callable[[float], float], p: float, low: float, high: float) -> float:
+    """Where the increasing `cdf` reaches `p` between `low` and `high`, to a relative 1e-10."""
     for _ in range(200):
         middle = (low + high) / 2
-        if t_cdf(middle, df) < p:
+        if cdf(middle) < p:
             low = middle
         else:
             high = middle
@@ -88,16 +94,8 @@ def chi2_quantile(p: float, df: float) -> float:
     `p` below 0.5 (bisection on its distribution function, to 1e-10)."""
     if not 0 < p < 0.5 or df <= 0:
         raise ValueError(f"chi2_quantile: p must lie in (0, 0.5) and df be > 0, got p={p}, df={df}")
-    low, high = 0.0, df  # the median lies below the mean, df: a quantile under one half does too
-    for _ in range(200):
-        middle = (low + high) / 2
-        if _lower_gamma(df / 2, middle / 2) < p:
-            low = middle
-        else:
-            high = middle
-        if high - low < 1e-10 * max(1.0, high):
-            break
-    return (low + high) / 2
+    # The median lies below the mean, df: a quantile under one half does too.
+    return _bisect(lambda x: _lower_gamma(df / 2, x / 2), p, 0.0, df)
 
 
 def _lower_gamma(a: float, x: float) -> float:
