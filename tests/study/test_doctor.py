@@ -237,6 +237,6 @@ def test_the_doctors_request_is_built_by_the_harness_as_every_other_request_is(m
     builders = sorted(
         str(path.relative_to(package))
         for path in package.rglob("*.py")
-        if "TrialRequest(" in path.read_text() and path.name not in ("request.py", "_campaign.py")
+        if "TrialRequest(" in path.read_text() and path.name not in ("request.py", "_harness.py")
     )
     assert builders == [], f"worker requests built outside the harness: {builders}"

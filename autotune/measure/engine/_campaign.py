@@ -384,7 +384,7 @@ class Campaign:
         """The floor under the spread, in words, as the design records it."""
         floor = self.spread_floor(reference)
         if self.looks is None or self.looks.floor_rule != "measured":
-            return f"; the spread never below {floor:.4f} (fixed)"
+            return ""  # the fixed floor, as every campaign recorded before the floor was measured says it
         if floor >= REPLICATE_SD_FLOOR:
             return f"; the spread never below {floor:.4f} (the most; the device's replicates did not show it quieter)"
         return (

@@ -363,7 +363,8 @@ class Looks:
             data["at"] = list(self.at)
         if self.last_share != 0.5:
             data["last_share"] = self.last_share
-        data["floor_rule"] = self.floor_rule
+        if self.floor_rule != "fixed":  # absent, as in every campaign recorded before the floor was measured
+            data["floor_rule"] = self.floor_rule
         return data
 
     @classmethod
